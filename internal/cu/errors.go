@@ -1,0 +1,73 @@
+package cu
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Error is a failed driver call: the C function and the status it returned.
+//
+// Its message reads "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2): out of
+// memory", built from the generated tables, so it needs no driver.
+type Error struct {
+	Func string
+	Code CUresult
+}
+
+func (e *Error) Error() string { return e.Func + ": " + e.Code.Error() }
+
+// Is reports whether target is the CUresult e carries, so that
+// errors.Is(err, cu.CUDA_ERROR_OUT_OF_MEMORY) works.
+func (e *Error) Is(target error) bool {
+	c, ok := target.(CUresult)
+	return ok && c == e.Code
+}
+
+// Error makes a CUresult usable as an error and as an errors.Is target. It
+// reads "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory".
+func (r CUresult) Error() string {
+	return r.String() + " (" + strconv.Itoa(int(r)) + "): " + r.Message()
+}
+
+// Message is a short lower-case description derived from the status name.
+func (r CUresult) Message() string {
+	name := r.String()
+	if strings.HasPrefix(name, "CUresult(") {
+		return "unknown status"
+	}
+	if r == CUDA_SUCCESS {
+		return "no error"
+	}
+	name = strings.TrimPrefix(name, "CUDA_ERROR_")
+	return strings.ReplaceAll(strings.ToLower(name), "_", " ")
+}
+
+// ErrNotSupported is matched by errors for entry points that this driver
+// does not provide (too old, or the function was removed).
+var ErrNotSupported = errors.New("cuda: function not supported by this driver")
+
+// SymbolError reports a driver entry point that could not be resolved.
+type SymbolError struct {
+	Func   string // C name
+	ABI    int    // ABI version the binding needs
+	Driver int    // driver's CUDA version, 0 if unknown
+	Reason string
+}
+
+func (e *SymbolError) Error() string {
+	return fmt.Sprintf("%s: not available (needs driver API %s, driver is %s): %s",
+		e.Func, FormatVersion(e.ABI), FormatVersion(e.Driver), e.Reason)
+}
+
+// Is matches ErrNotSupported.
+func (e *SymbolError) Is(target error) bool { return target == ErrNotSupported }
+
+// FormatVersion writes a CUDA version number (12030) as "12.3".
+func FormatVersion(v int) string {
+	if v <= 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%d.%d", v/1000, v%1000/10)
+}

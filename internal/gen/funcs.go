@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/purecuda/cuda/internal/gen/cheader"
+)
+
+// locals used by generated function bodies; parameters with these names are renamed.
+var reservedLocals = map[string]bool{"fn": true, "err": true, "r1": true, "unsafe": true, "purego": true}
+
+type param struct {
+	name, goType string
+	arg          string // expression converting it to uintptr ("" for special kinds)
+	kind         string // "int", "float", "small", "big"
+	size         int64
+}
+
+func (e *emitter) params(b binding) ([]param, error) {
+	var ps []param
+	for i, p := range b.Fn.Params {
+		name := p.Name
+		if name == "" {
+			name = fmt.Sprintf("a%d", i)
+		}
+		if goKeywords[name] || reservedLocals[name] {
+			name += "_"
+		}
+		gt, err := e.goType(p.Type)
+		if err != nil {
+			return nil, fmt.Errorf("%s parameter %s: %w", b.CName, name, err)
+		}
+		pr := param{name: name, goType: gt, kind: "int"}
+		rt := p.Type.Resolve()
+		switch {
+		case rt.Kind == cheader.Float:
+			pr.kind = "float"
+		case rt.Kind == cheader.Record:
+			size, _, err := rt.SizeAlign()
+			if err != nil {
+				return nil, err
+			}
+			pr.size = size
+			switch {
+			case size == 8:
+				pr.kind = "small"
+				pr.arg = fmt.Sprintf("*(*uintptr)(unsafe.Pointer(&%s))", name)
+				e.imports["unsafe"] = true
+			case size > 16 && size%8 == 0:
+				pr.kind = "big"
+			default:
+				return nil, fmt.Errorf("%s: by-value struct of %d bytes has no lowering", b.CName, size)
+			}
+		case strings.HasPrefix(gt, "*"):
+			pr.arg = fmt.Sprintf("uintptr(unsafe.Pointer(%s))", name)
+			e.imports["unsafe"] = true
+		case gt == "bool":
+			return nil, fmt.Errorf("%s: bool parameter", b.CName)
+		default:
+			pr.arg = fmt.Sprintf("uintptr(%s)", name)
+		}
+		ps = append(ps, pr)
+	}
+	return ps, nil
+}
+
+// function emits the Go function for one binding.
+func (e *emitter) function(w *bytes.Buffer, b binding) error {
+	ps, err := e.params(b)
+	if err != nil {
+		return err
+	}
+	var sig []string
+	hasFloat, big := false, -1
+	for i, p := range ps {
+		sig = append(sig, p.name+" "+p.goType)
+		if p.kind == "float" {
+			hasFloat = true
+		}
+		if p.kind == "big" {
+			if big >= 0 {
+				return fmt.Errorf("%s: two large by-value structs", b.CName)
+			}
+			big = i
+		}
+	}
+	if hasFloat && big >= 0 {
+		return fmt.Errorf("%s: floats and large structs together", b.CName)
+	}
+	procName := "proc" + b.GoName
+	resultIsStatus := b.Fn.Result.Kind == cheader.Named && e.rename(b.Fn.Result.Name) == e.result
+	retGo := ""
+	if !resultIsStatus {
+		var err error
+		retGo, err = e.goType(b.Fn.Result)
+		if err != nil {
+			return fmt.Errorf("%s result: %w", b.CName, err)
+		}
+	}
+	abiNote := ""
+	if b.ABI != 0 {
+		abiNote = fmt.Sprintf(" at ABI version %d", b.ABI)
+	}
+	fmt.Fprintf(w, "var %s = proc{name: %q, abi: %d, export: %q}\n\n", procName, b.CName, b.ABI, b.Export)
+	fmt.Fprintf(w, "// %s calls the C function %s%s.\n", b.GoName, b.CName, abiNote)
+	if resultIsStatus {
+		fmt.Fprintf(w, "// A status other than success is returned as *Error.\n")
+		fmt.Fprintf(w, "func %s(%s) error {\n", b.GoName, strings.Join(sig, ", "))
+		fmt.Fprintf(w, "\tfn, err := %s.find()\n\tif err != nil {\n\t\treturn err\n\t}\n", procName)
+	} else {
+		fmt.Fprintf(w, "// The error is only set when the function cannot be resolved.\n")
+		fmt.Fprintf(w, "func %s(%s) (%s, error) {\n", b.GoName, strings.Join(sig, ", "), retGo)
+		fmt.Fprintf(w, "\tfn, err := %s.find()\n\tif err != nil {\n\t\tvar zero %s\n\t\treturn zero, err\n\t}\n", procName, retGo)
+	}
+	var call string
+	switch {
+	case hasFloat:
+		var names, types []string
+		for _, p := range ps {
+			names = append(names, p.name)
+			types = append(types, p.goType)
+		}
+		ret := e.result
+		if !resultIsStatus {
+			ret = retGo
+		}
+		fnVar := "fn" + b.GoName
+		fmt.Fprintf(w, "\t%s.once.Do(func() { purego.RegisterFunc(&%s, fn) })\n", procName, fnVar)
+		call = fmt.Sprintf("%s(%s)", fnVar, strings.Join(names, ", "))
+		defer fmt.Fprintf(w, "// %s is bound with purego.RegisterFunc on first use: the C function takes a float by value, which SyscallN cannot pass.\nvar %s func(%s) %s\n\n", fnVar, fnVar, strings.Join(types, ", "), ret)
+		if resultIsStatus {
+			fmt.Fprintf(w, "\treturn %s.check(uintptr(%s))\n}\n\n", procName, call)
+		} else {
+			fmt.Fprintf(w, "\treturn %s, nil\n}\n\n", call)
+		}
+		return nil
+	case big >= 0:
+		var args []string
+		for i, p := range ps {
+			if i != big {
+				args = append(args, p.arg)
+			}
+		}
+		e.imports["unsafe"] = true
+		call = fmt.Sprintf("syscallStructArg(fn, %d, unsafe.Pointer(&%s), %d, %s)", big, ps[big].name, ps[big].size, strings.Join(args, ", "))
+	default:
+		args := []string{"fn"}
+		for _, p := range ps {
+			args = append(args, p.arg)
+		}
+		if len(args) > 33 {
+			return fmt.Errorf("%s: %d arguments", b.CName, len(args)-1)
+		}
+		e.imports["github.com/ebitengine/purego"] = true
+		call = fmt.Sprintf("purego.SyscallN(%s)", strings.Join(args, ", "))
+	}
+	fmt.Fprintf(w, "\tr1, _, _ := %s\n", call)
+	if resultIsStatus {
+		fmt.Fprintf(w, "\treturn %s.check(r1)\n}\n\n", procName)
+		return nil
+	}
+	conv := fmt.Sprintf("%s(r1)", retGo)
+	if strings.HasPrefix(retGo, "*") {
+		e.imports["unsafe"] = true
+		conv = fmt.Sprintf("*(*%s)(unsafe.Pointer(&r1))", retGo)
+	}
+	fmt.Fprintf(w, "\treturn %s, nil\n}\n\n", conv)
+	return nil
+}

@@ -1,0 +1,19 @@
+//go:build linux || darwin || freebsd || netbsd
+
+package loader
+
+import (
+	"runtime"
+
+	"github.com/ebitengine/purego"
+)
+
+const goos, goarch = runtime.GOOS, runtime.GOARCH
+
+func open(path string) (uintptr, error) {
+	return purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+}
+
+func lookup(h uintptr, name string) (uintptr, error) { return purego.Dlsym(h, name) }
+
+func closeLib(h uintptr) { _ = purego.Dlclose(h) }
