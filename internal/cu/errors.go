@@ -19,8 +19,12 @@ type Error struct {
 func (e *Error) Error() string { return e.Func + ": " + e.Code.Error() }
 
 // Is reports whether target is the CUresult e carries, so that
-// errors.Is(err, cu.CUDA_ERROR_OUT_OF_MEMORY) works.
+// errors.Is(err, cu.CUDA_ERROR_OUT_OF_MEMORY) works; CUDA_ERROR_NOT_SUPPORTED
+// also matches ErrNotSupported.
 func (e *Error) Is(target error) bool {
+	if target == ErrNotSupported {
+		return e.Code == CUDA_ERROR_NOT_SUPPORTED
+	}
 	c, ok := target.(CUresult)
 	return ok && c == e.Code
 }

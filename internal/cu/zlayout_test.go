@@ -22,27 +22,27 @@ var layouts = []layout{
 		{Go: "Reserved", C: "reserved", Off: unsafe.Offsetof(cu.CUipcMemHandle_v1{}.Reserved)},
 	}},
 	{Go: "CUstreamBatchMemOpParams_v1", C: "CUstreamBatchMemOpParams_v1", Size: unsafe.Sizeof(cu.CUstreamBatchMemOpParams_v1{})},
-	{Go: "CUstreamBatchMemOpParams_v1_waitValue", C: "__typeof__(((CUstreamBatchMemOpParams_v1*)0)->waitValue)", Size: unsafe.Sizeof(cu.CUstreamBatchMemOpParams_v1_waitValue{}), Fields: []layoutField{
-		{Go: "Operation", C: "operation", Off: unsafe.Offsetof(cu.CUstreamBatchMemOpParams_v1_waitValue{}.Operation)},
-		{Go: "Address", C: "address", Off: unsafe.Offsetof(cu.CUstreamBatchMemOpParams_v1_waitValue{}.Address)},
-		{Go: "Anon0", C: "value", Off: unsafe.Offsetof(cu.CUstreamBatchMemOpParams_v1_waitValue{}.Anon0)},
-		{Go: "Flags", C: "flags", Off: unsafe.Offsetof(cu.CUstreamBatchMemOpParams_v1_waitValue{}.Flags)},
-		{Go: "Alias", C: "alias", Off: unsafe.Offsetof(cu.CUstreamBatchMemOpParams_v1_waitValue{}.Alias)},
+	{Go: "CUstreamMemOpWaitValueParams_st", C: "struct CUstreamMemOpWaitValueParams_st", Size: unsafe.Sizeof(cu.CUstreamMemOpWaitValueParams_st{}), Fields: []layoutField{
+		{Go: "Operation", C: "operation", Off: unsafe.Offsetof(cu.CUstreamMemOpWaitValueParams_st{}.Operation)},
+		{Go: "Address", C: "address", Off: unsafe.Offsetof(cu.CUstreamMemOpWaitValueParams_st{}.Address)},
+		{Go: "Anon0", C: "value", Off: unsafe.Offsetof(cu.CUstreamMemOpWaitValueParams_st{}.Anon0)},
+		{Go: "Flags", C: "flags", Off: unsafe.Offsetof(cu.CUstreamMemOpWaitValueParams_st{}.Flags)},
+		{Go: "Alias", C: "alias", Off: unsafe.Offsetof(cu.CUstreamMemOpWaitValueParams_st{}.Alias)},
 	}},
-	{Go: "CUstreamBatchMemOpParams_v1_writeValue", C: "__typeof__(((CUstreamBatchMemOpParams_v1*)0)->writeValue)", Size: unsafe.Sizeof(cu.CUstreamBatchMemOpParams_v1_writeValue{}), Fields: []layoutField{
-		{Go: "Operation", C: "operation", Off: unsafe.Offsetof(cu.CUstreamBatchMemOpParams_v1_writeValue{}.Operation)},
-		{Go: "Address", C: "address", Off: unsafe.Offsetof(cu.CUstreamBatchMemOpParams_v1_writeValue{}.Address)},
-		{Go: "Anon0", C: "value", Off: unsafe.Offsetof(cu.CUstreamBatchMemOpParams_v1_writeValue{}.Anon0)},
-		{Go: "Flags", C: "flags", Off: unsafe.Offsetof(cu.CUstreamBatchMemOpParams_v1_writeValue{}.Flags)},
-		{Go: "Alias", C: "alias", Off: unsafe.Offsetof(cu.CUstreamBatchMemOpParams_v1_writeValue{}.Alias)},
+	{Go: "CUstreamMemOpWriteValueParams_st", C: "struct CUstreamMemOpWriteValueParams_st", Size: unsafe.Sizeof(cu.CUstreamMemOpWriteValueParams_st{}), Fields: []layoutField{
+		{Go: "Operation", C: "operation", Off: unsafe.Offsetof(cu.CUstreamMemOpWriteValueParams_st{}.Operation)},
+		{Go: "Address", C: "address", Off: unsafe.Offsetof(cu.CUstreamMemOpWriteValueParams_st{}.Address)},
+		{Go: "Anon0", C: "value", Off: unsafe.Offsetof(cu.CUstreamMemOpWriteValueParams_st{}.Anon0)},
+		{Go: "Flags", C: "flags", Off: unsafe.Offsetof(cu.CUstreamMemOpWriteValueParams_st{}.Flags)},
+		{Go: "Alias", C: "alias", Off: unsafe.Offsetof(cu.CUstreamMemOpWriteValueParams_st{}.Alias)},
 	}},
-	{Go: "CUstreamBatchMemOpParams_v1_flushRemoteWrites", C: "__typeof__(((CUstreamBatchMemOpParams_v1*)0)->flushRemoteWrites)", Size: unsafe.Sizeof(cu.CUstreamBatchMemOpParams_v1_flushRemoteWrites{}), Fields: []layoutField{
-		{Go: "Operation", C: "operation", Off: unsafe.Offsetof(cu.CUstreamBatchMemOpParams_v1_flushRemoteWrites{}.Operation)},
-		{Go: "Flags", C: "flags", Off: unsafe.Offsetof(cu.CUstreamBatchMemOpParams_v1_flushRemoteWrites{}.Flags)},
+	{Go: "CUstreamMemOpFlushRemoteWritesParams_st", C: "struct CUstreamMemOpFlushRemoteWritesParams_st", Size: unsafe.Sizeof(cu.CUstreamMemOpFlushRemoteWritesParams_st{}), Fields: []layoutField{
+		{Go: "Operation", C: "operation", Off: unsafe.Offsetof(cu.CUstreamMemOpFlushRemoteWritesParams_st{}.Operation)},
+		{Go: "Flags", C: "flags", Off: unsafe.Offsetof(cu.CUstreamMemOpFlushRemoteWritesParams_st{}.Flags)},
 	}},
-	{Go: "CUstreamBatchMemOpParams_v1_memoryBarrier", C: "__typeof__(((CUstreamBatchMemOpParams_v1*)0)->memoryBarrier)", Size: unsafe.Sizeof(cu.CUstreamBatchMemOpParams_v1_memoryBarrier{}), Fields: []layoutField{
-		{Go: "Operation", C: "operation", Off: unsafe.Offsetof(cu.CUstreamBatchMemOpParams_v1_memoryBarrier{}.Operation)},
-		{Go: "Flags", C: "flags", Off: unsafe.Offsetof(cu.CUstreamBatchMemOpParams_v1_memoryBarrier{}.Flags)},
+	{Go: "CUstreamMemOpMemoryBarrierParams_st", C: "struct CUstreamMemOpMemoryBarrierParams_st", Size: unsafe.Sizeof(cu.CUstreamMemOpMemoryBarrierParams_st{}), Fields: []layoutField{
+		{Go: "Operation", C: "operation", Off: unsafe.Offsetof(cu.CUstreamMemOpMemoryBarrierParams_st{}.Operation)},
+		{Go: "Flags", C: "flags", Off: unsafe.Offsetof(cu.CUstreamMemOpMemoryBarrierParams_st{}.Flags)},
 	}},
 	{Go: "CUDA_BATCH_MEM_OP_NODE_PARAMS_v1", C: "CUDA_BATCH_MEM_OP_NODE_PARAMS_v1", Size: unsafe.Sizeof(cu.CUDA_BATCH_MEM_OP_NODE_PARAMS_v1{}), Fields: []layoutField{
 		{Go: "Ctx", C: "ctx", Off: unsafe.Offsetof(cu.CUDA_BATCH_MEM_OP_NODE_PARAMS_v1{}.Ctx)},

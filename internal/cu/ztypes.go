@@ -4399,88 +4399,84 @@ func (u *CUstreamBatchMemOpParams_v1) Operation() *CUstreamBatchMemOpType {
 }
 
 // WaitValue returns the union viewed as its member waitValue.
-func (u *CUstreamBatchMemOpParams_v1) WaitValue() *CUstreamBatchMemOpParams_v1_waitValue {
-	return (*CUstreamBatchMemOpParams_v1_waitValue)(unsafe.Pointer(u))
+func (u *CUstreamBatchMemOpParams_v1) WaitValue() *CUstreamMemOpWaitValueParams_st {
+	return (*CUstreamMemOpWaitValueParams_st)(unsafe.Pointer(u))
 }
 
 // WriteValue returns the union viewed as its member writeValue.
-func (u *CUstreamBatchMemOpParams_v1) WriteValue() *CUstreamBatchMemOpParams_v1_writeValue {
-	return (*CUstreamBatchMemOpParams_v1_writeValue)(unsafe.Pointer(u))
+func (u *CUstreamBatchMemOpParams_v1) WriteValue() *CUstreamMemOpWriteValueParams_st {
+	return (*CUstreamMemOpWriteValueParams_st)(unsafe.Pointer(u))
 }
 
 // FlushRemoteWrites returns the union viewed as its member flushRemoteWrites.
-func (u *CUstreamBatchMemOpParams_v1) FlushRemoteWrites() *CUstreamBatchMemOpParams_v1_flushRemoteWrites {
-	return (*CUstreamBatchMemOpParams_v1_flushRemoteWrites)(unsafe.Pointer(u))
+func (u *CUstreamBatchMemOpParams_v1) FlushRemoteWrites() *CUstreamMemOpFlushRemoteWritesParams_st {
+	return (*CUstreamMemOpFlushRemoteWritesParams_st)(unsafe.Pointer(u))
 }
 
 // MemoryBarrier returns the union viewed as its member memoryBarrier.
-func (u *CUstreamBatchMemOpParams_v1) MemoryBarrier() *CUstreamBatchMemOpParams_v1_memoryBarrier {
-	return (*CUstreamBatchMemOpParams_v1_memoryBarrier)(unsafe.Pointer(u))
+func (u *CUstreamBatchMemOpParams_v1) MemoryBarrier() *CUstreamMemOpMemoryBarrierParams_st {
+	return (*CUstreamMemOpMemoryBarrierParams_st)(unsafe.Pointer(u))
 }
 
 // Pad returns the union viewed as its member pad.
 func (u *CUstreamBatchMemOpParams_v1) Pad() *[6]uint64 { return (*[6]uint64)(unsafe.Pointer(u)) }
 
-// CUstreamBatchMemOpParams_v1_waitValue is the C struct __typeof__(((CUstreamBatchMemOpParams_v1*)0)->waitValue) (40 bytes).
-type CUstreamBatchMemOpParams_v1_waitValue struct {
+// CUstreamMemOpWaitValueParams_st is the C struct struct CUstreamMemOpWaitValueParams_st (40 bytes).
+type CUstreamMemOpWaitValueParams_st struct {
 	Operation CUstreamBatchMemOpType
 	Address   CUdeviceptr
-	Anon0     CUstreamBatchMemOpParams_v1_waitValue_anon0
+	Anon0     CUstreamMemOpWaitValueParams_st_anon0
 	Flags     uint32
 	Alias     CUdeviceptr
 }
 
-// CUstreamBatchMemOpParams_v1_waitValue_anon0 is the C union an anonymous union member (8 bytes).
+// CUstreamMemOpWaitValueParams_st_anon0 is the C union an anonymous union member (8 bytes).
 // A union: read and write its members through the accessor methods.
-type CUstreamBatchMemOpParams_v1_waitValue_anon0 struct {
+type CUstreamMemOpWaitValueParams_st_anon0 struct {
 	_     [0]uint64
 	Bytes [8]byte
 }
 
 // Value returns the union viewed as its member value.
-func (u *CUstreamBatchMemOpParams_v1_waitValue_anon0) Value() *uint32 {
-	return (*uint32)(unsafe.Pointer(u))
-}
+func (u *CUstreamMemOpWaitValueParams_st_anon0) Value() *uint32 { return (*uint32)(unsafe.Pointer(u)) }
 
 // Value64 returns the union viewed as its member value64.
-func (u *CUstreamBatchMemOpParams_v1_waitValue_anon0) Value64() *uint64 {
+func (u *CUstreamMemOpWaitValueParams_st_anon0) Value64() *uint64 {
 	return (*uint64)(unsafe.Pointer(u))
 }
 
-// CUstreamBatchMemOpParams_v1_writeValue is the C struct __typeof__(((CUstreamBatchMemOpParams_v1*)0)->writeValue) (40 bytes).
-type CUstreamBatchMemOpParams_v1_writeValue struct {
+// CUstreamMemOpWriteValueParams_st is the C struct struct CUstreamMemOpWriteValueParams_st (40 bytes).
+type CUstreamMemOpWriteValueParams_st struct {
 	Operation CUstreamBatchMemOpType
 	Address   CUdeviceptr
-	Anon0     CUstreamBatchMemOpParams_v1_writeValue_anon0
+	Anon0     CUstreamMemOpWriteValueParams_st_anon0
 	Flags     uint32
 	Alias     CUdeviceptr
 }
 
-// CUstreamBatchMemOpParams_v1_writeValue_anon0 is the C union an anonymous union member (8 bytes).
+// CUstreamMemOpWriteValueParams_st_anon0 is the C union an anonymous union member (8 bytes).
 // A union: read and write its members through the accessor methods.
-type CUstreamBatchMemOpParams_v1_writeValue_anon0 struct {
+type CUstreamMemOpWriteValueParams_st_anon0 struct {
 	_     [0]uint64
 	Bytes [8]byte
 }
 
 // Value returns the union viewed as its member value.
-func (u *CUstreamBatchMemOpParams_v1_writeValue_anon0) Value() *uint32 {
-	return (*uint32)(unsafe.Pointer(u))
-}
+func (u *CUstreamMemOpWriteValueParams_st_anon0) Value() *uint32 { return (*uint32)(unsafe.Pointer(u)) }
 
 // Value64 returns the union viewed as its member value64.
-func (u *CUstreamBatchMemOpParams_v1_writeValue_anon0) Value64() *uint64 {
+func (u *CUstreamMemOpWriteValueParams_st_anon0) Value64() *uint64 {
 	return (*uint64)(unsafe.Pointer(u))
 }
 
-// CUstreamBatchMemOpParams_v1_flushRemoteWrites is the C struct __typeof__(((CUstreamBatchMemOpParams_v1*)0)->flushRemoteWrites) (8 bytes).
-type CUstreamBatchMemOpParams_v1_flushRemoteWrites struct {
+// CUstreamMemOpFlushRemoteWritesParams_st is the C struct struct CUstreamMemOpFlushRemoteWritesParams_st (8 bytes).
+type CUstreamMemOpFlushRemoteWritesParams_st struct {
 	Operation CUstreamBatchMemOpType
 	Flags     uint32
 }
 
-// CUstreamBatchMemOpParams_v1_memoryBarrier is the C struct __typeof__(((CUstreamBatchMemOpParams_v1*)0)->memoryBarrier) (8 bytes).
-type CUstreamBatchMemOpParams_v1_memoryBarrier struct {
+// CUstreamMemOpMemoryBarrierParams_st is the C struct struct CUstreamMemOpMemoryBarrierParams_st (8 bytes).
+type CUstreamMemOpMemoryBarrierParams_st struct {
 	Operation CUstreamBatchMemOpType
 	Flags     uint32
 }

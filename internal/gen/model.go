@@ -165,6 +165,10 @@ func nameRecords(f *cheader.File) {
 			if t.Kind != cheader.Record || t.Rec.Name != "" {
 				continue
 			}
+			if t.Rec.Tag != "" { // struct CUx_st {...} member;
+				t.Rec.Name = t.Rec.Tag
+				continue
+			}
 			if fl.Name == "" {
 				t.Rec.Name = fmt.Sprintf("%s_anon%d", r.Name, anon)
 				anon++

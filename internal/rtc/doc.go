@@ -12,4 +12,5 @@
 // never a panic.
 package rtc
 
-//go:generate go run ../gen -root ../..
+// The tables are generated together with internal/cu: see its go:generate line.
+

@@ -233,11 +233,7 @@ func (p *parser) declSpecs() (*Type, int64) {
 		case "_Alignas", "alignas":
 			p.i++
 			p.expect("(")
-			start := p.i
-			for p.peek() != ")" {
-				p.i++
-			}
-			v, err := EvalConst(p.toks[start:p.i], p.lookupConst)
+			v, err := EvalConst(p.constTokens(func() bool { return p.peek() == ")" }), p.lookupConst)
 			if err != nil {
 				p.fail("alignas: %v", err)
 			}

@@ -1,0 +1,51 @@
+package driver
+
+import (
+	"github.com/purecuda/cuda/internal/cu"
+)
+
+// Error is a failed driver call: the C function's name and the CUresult it
+// returned. Its message reads
+//
+//	cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory
+//
+// and is built from generated tables, so it needs no driver to format.
+// Compare with errors.Is against the Err* values below or any Result.
+type Error = cu.Error
+
+// Result is a CUDA driver status code (CUresult). Every Result is an error
+// value, usable as an errors.Is target.
+type Result = cu.CUresult
+
+// SymbolError reports a driver function that this driver cannot provide: it
+// names the function, the ABI version the binding needs and the driver's
+// version. It matches ErrNotSupported.
+type SymbolError = cu.SymbolError
+
+// ErrNotSupported is matched by errors for driver functions that the loaded
+// driver does not provide, and by CUDA_ERROR_NOT_SUPPORTED results.
+var ErrNotSupported = cu.ErrNotSupported
+
+// Common driver statuses, for errors.Is.
+var (
+	ErrInvalidValue             error = cu.CUDA_ERROR_INVALID_VALUE
+	ErrOutOfMemory              error = cu.CUDA_ERROR_OUT_OF_MEMORY
+	ErrNotInitialized           error = cu.CUDA_ERROR_NOT_INITIALIZED
+	ErrDeinitialized            error = cu.CUDA_ERROR_DEINITIALIZED
+	ErrNoDevice                 error = cu.CUDA_ERROR_NO_DEVICE
+	ErrInvalidDevice            error = cu.CUDA_ERROR_INVALID_DEVICE
+	ErrInvalidImage             error = cu.CUDA_ERROR_INVALID_IMAGE
+	ErrInvalidContext           error = cu.CUDA_ERROR_INVALID_CONTEXT
+	ErrInvalidHandle            error = cu.CUDA_ERROR_INVALID_HANDLE
+	ErrNotFound                 error = cu.CUDA_ERROR_NOT_FOUND
+	ErrNotReady                 error = cu.CUDA_ERROR_NOT_READY
+	ErrIllegalAddress           error = cu.CUDA_ERROR_ILLEGAL_ADDRESS
+	ErrLaunchOutOfResource      error = cu.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+	ErrLaunchFailed             error = cu.CUDA_ERROR_LAUNCH_FAILED
+	ErrInvalidPTX               error = cu.CUDA_ERROR_INVALID_PTX
+	ErrNoBinaryForGPU           error = cu.CUDA_ERROR_NO_BINARY_FOR_GPU
+	ErrPeerAccessUnsupported    error = cu.CUDA_ERROR_PEER_ACCESS_UNSUPPORTED
+	ErrStreamCaptureUnsupported error = cu.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+	ErrStreamCaptureInvalidated error = cu.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+	ErrCUDANotSupported         error = cu.CUDA_ERROR_NOT_SUPPORTED
+)
