@@ -1,0 +1,37 @@
+package rtc_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/purecuda/cuda/internal/rtc"
+	"github.com/purecuda/cuda/loader"
+)
+
+func TestResultErrors(t *testing.T) {
+	err := error(&rtc.Error{Func: "nvrtcCompileProgram", Code: rtc.NVRTC_ERROR_COMPILATION})
+	assert.Equal(t, "nvrtcCompileProgram: NVRTC_ERROR_COMPILATION (6): compilation", err.Error())
+	assert.ErrorIs(t, err, rtc.NVRTC_ERROR_COMPILATION)
+	assert.NotErrorIs(t, err, rtc.NVRTC_ERROR_INVALID_OPTION)
+	assert.Equal(t, "NVRTC_ERROR_INVALID_OPTION", rtc.NVRTC_ERROR_INVALID_OPTION.String())
+	assert.Equal(t, "Result(99)", rtc.Result(99).String())
+	assert.Equal(t, "unknown status", rtc.Result(99).Message())
+	assert.Equal(t, "no error", rtc.NVRTC_SUCCESS.Message())
+}
+
+func TestWithoutNVRTC(t *testing.T) {
+	if _, err := rtc.Load(); err == nil {
+		t.Skip("NVRTC is present here; covered by the nvrtc package's tests")
+	}
+	var major, minor int32
+	err := rtc.Version(&major, &minor)
+	assert.ErrorIs(t, err, loader.ErrNotFound)
+	assert.Contains(t, err.Error(), "NVRTC library not found")
+	s, err := rtc.GetErrorString(rtc.NVRTC_ERROR_COMPILATION)
+	assert.Nil(t, s)
+	assert.ErrorIs(t, err, loader.ErrNotFound)
+	for _, r := range rtc.ResolveAll() {
+		assert.ErrorIs(t, r.Err, loader.ErrNotFound)
+	}
+}

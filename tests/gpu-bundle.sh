@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# gpu-bundle.sh: cross-build, with CGO_ENABLED=0, a test binary for every
+# package that has GPU tests (its tests use internal/gputest or
+# PURECUDA_REQUIRE_GPU), plus cmd/smoke, into .gpu/, and write .gpu/run.sh,
+# which runs them on a machine that has a GPU but no Go.
+#
+#   bash tests/gpu-bundle.sh            # build for linux/amd64
+#   GOARCH=arm64 bash tests/gpu-bundle.sh
+#
+# On the GPU machine, from the repository root:
+#
+#   PURECUDA_REQUIRE_GPU=1 bash .gpu/run.sh                 # all tests, -test.v
+#   PURECUDA_BENCH=1 ... bash .gpu/run.sh                    # and benchmarks (-benchmem)
+#   PURECUDA_MEMCHECK="internal_cu driver" ... bash .gpu/run.sh  # and compute-sanitizer on those
+#
+# Logs go to $OUT (or .gpu/logs); the last line is "N passed, N failed, N skipped".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CGO_ENABLED=0 GOOS=linux GOARCH="${GOARCH:-amd64}"
+rm -rf .gpu && mkdir -p .gpu
+mod=$(go list -m)
+entries=()
+for d in $(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./...); do
+  grep -qlE 'gputest\.|PURECUDA_REQUIRE_GPU' "$d"/*_test.go || continue
+  rel=$(go list -f '{{.ImportPath}}' "$d"); rel=${rel#"$mod"}; rel=${rel#/}; [ -n "$rel" ] || rel=.
+  name=$(echo "$rel" | tr '/.' '__')
+  go test -c -ldflags='-s -w' -o ".gpu/$name.test" "./$rel"
+  entries+=("$name:$rel")
+done
+go build -ldflags='-s -w' -o .gpu/smoke ./cmd/smoke
+cp tests/cbench/cbench.c .gpu/cbench.c
+
+{
+  echo '#!/usr/bin/env bash'
+  echo '# Written by tests/gpu-bundle.sh: runs the bundled test binaries.'
+  echo 'root=$(cd "$(dirname "$0")/.." && pwd); cd "$root"'
+  echo 'logs=${OUT:-$root/.gpu/logs}; mkdir -p "$logs"'
+  echo "entries=(${entries[*]})"
+  cat <<'RUN'
+passed=0; failed=0; skipped=0; bad=()
+echo "== smoke"; ./.gpu/smoke 2>&1 | tee "$logs/smoke.log"; s=${PIPESTATUS[0]}
+if [ "$s" = 0 ]; then passed=$((passed+1)); else failed=$((failed+1)); bad+=(smoke); fi
+for e in "${entries[@]}"; do
+  name=${e%%:*}; dir=${e#*:}
+  echo "== $name ($dir)"
+  (cd "$dir" && "$root/.gpu/$name.test" -test.v -test.count=1 -test.timeout=9m) >"$logs/$name.log" 2>&1; s=$?
+  p=$(grep -c -- '^\s*--- PASS' "$logs/$name.log"); f=$(grep -c -- '^\s*--- FAIL' "$logs/$name.log"); k=$(grep -c -- '^\s*--- SKIP' "$logs/$name.log")
+  passed=$((passed+p)); failed=$((failed+f)); skipped=$((skipped+k))
+  echo "   $p passed, $f failed, $k skipped (exit $s)"
+  grep -E -A3 -- '^\s*--- (FAIL|SKIP)' "$logs/$name.log" | head -40
+  if [ "$s" != 0 ]; then bad+=("$name"); [ "$f" = 0 ] && failed=$((failed+1)) && tail -30 "$logs/$name.log"; fi
+done
+if [ -n "${PURECUDA_BENCH:-}" ]; then
+  for e in "${entries[@]}"; do
+    name=${e%%:*}; dir=${e#*:}
+    grep -aq '_test\.Benchmark' "$root/.gpu/$name.test" || continue
+    echo "== bench $name"
+    (cd "$dir" && "$root/.gpu/$name.test" -test.run '^$' -test.bench "${PURECUDA_BENCH_RE:-.}" -test.benchmem -test.benchtime="${PURECUDA_BENCHTIME:-1s}") 2>&1 | tee "$logs/bench-$name.log" | grep -E '^(Benchmark|ok|FAIL|---)'
+  done
+  inc=/usr/local/cuda/include; libdir=$(dirname "$(ldconfig -p | grep -m1 'libcuda.so ' | awk '{print $NF}')" 2>/dev/null)
+  [ -e /usr/local/nvidia/lib64/libcuda.so ] && libdir=/usr/local/nvidia/lib64
+  if command -v gcc >/dev/null && [ -e "$inc/cuda.h" ]; then
+    echo "== C baseline"
+    gcc -O2 -I"$inc" .gpu/cbench.c -o .gpu/cbench -L"$libdir" -lcuda -Wl,-rpath,"$libdir" && ./.gpu/cbench 2>&1 | tee "$logs/cbench.log"
+  fi
+fi
+for name in ${PURECUDA_MEMCHECK:-}; do
+  dir=$(for e in "${entries[@]}"; do [ "${e%%:*}" = "$name" ] && echo "${e#*:}"; done)
+  echo "== compute-sanitizer memcheck $name"
+  (cd "$dir" && compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 "$root/.gpu/$name.test" -test.count=1 -test.run "${PURECUDA_MEMCHECK_RE:-.}") >"$logs/memcheck-$name.log" 2>&1; s=$?
+  tail -5 "$logs/memcheck-$name.log"
+  if [ "$s" != 0 ]; then failed=$((failed+1)); bad+=("memcheck-$name"); fi
+done
+echo "failed: ${bad[*]:-none}"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]
+RUN
+} > .gpu/run.sh
+chmod +x .gpu/run.sh
+echo "built $(ls .gpu/*.test | wc -l) test binaries and smoke into .gpu/ for $GOOS/$GOARCH"
