@@ -5,6 +5,8 @@ package cu
 
 import (
 	"github.com/ebitengine/purego"
+	"github.com/purecuda/cuda/internal/ccall"
+	"runtime"
 	"unsafe"
 )
 
@@ -17,7 +19,15 @@ func Array3DCreate(pHandle *CUarray, pAllocateArray *CUDA_ARRAY3D_DESCRIPTOR_v2)
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pHandle)), uintptr(unsafe.Pointer(pAllocateArray)))
+	ccall.Escape(unsafe.Pointer(pHandle))
+	ccall.Escape(unsafe.Pointer(pAllocateArray))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pHandle))
+	a[1] = uintptr(unsafe.Pointer(pAllocateArray))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pHandle)
+	runtime.KeepAlive(pAllocateArray)
 	return procArray3DCreate.check(r1)
 }
 
@@ -30,7 +40,13 @@ func Array3DGetDescriptor(pArrayDescriptor *CUDA_ARRAY3D_DESCRIPTOR_v2, hArray C
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pArrayDescriptor)), uintptr(hArray))
+	ccall.Escape(unsafe.Pointer(pArrayDescriptor))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pArrayDescriptor))
+	a[1] = uintptr(hArray)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pArrayDescriptor)
 	return procArray3DGetDescriptor.check(r1)
 }
 
@@ -43,7 +59,15 @@ func ArrayCreate(pHandle *CUarray, pAllocateArray *CUDA_ARRAY_DESCRIPTOR_v2) err
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pHandle)), uintptr(unsafe.Pointer(pAllocateArray)))
+	ccall.Escape(unsafe.Pointer(pHandle))
+	ccall.Escape(unsafe.Pointer(pAllocateArray))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pHandle))
+	a[1] = uintptr(unsafe.Pointer(pAllocateArray))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pHandle)
+	runtime.KeepAlive(pAllocateArray)
 	return procArrayCreate.check(r1)
 }
 
@@ -56,7 +80,10 @@ func ArrayDestroy(hArray CUarray) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hArray))
+	a := ccall.Args()
+	a[0] = uintptr(hArray)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procArrayDestroy.check(r1)
 }
 
@@ -69,7 +96,13 @@ func ArrayGetDescriptor(pArrayDescriptor *CUDA_ARRAY_DESCRIPTOR_v2, hArray CUarr
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pArrayDescriptor)), uintptr(hArray))
+	ccall.Escape(unsafe.Pointer(pArrayDescriptor))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pArrayDescriptor))
+	a[1] = uintptr(hArray)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pArrayDescriptor)
 	return procArrayGetDescriptor.check(r1)
 }
 
@@ -82,7 +115,14 @@ func ArrayGetMemoryRequirements(memoryRequirements *CUDA_ARRAY_MEMORY_REQUIREMEN
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(memoryRequirements)), uintptr(array), uintptr(device))
+	ccall.Escape(unsafe.Pointer(memoryRequirements))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(memoryRequirements))
+	a[1] = uintptr(array)
+	a[2] = uintptr(device)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(memoryRequirements)
 	return procArrayGetMemoryRequirements.check(r1)
 }
 
@@ -95,7 +135,14 @@ func ArrayGetPlane(pPlaneArray *CUarray, hArray CUarray, planeIdx uint32) error 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pPlaneArray)), uintptr(hArray), uintptr(planeIdx))
+	ccall.Escape(unsafe.Pointer(pPlaneArray))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pPlaneArray))
+	a[1] = uintptr(hArray)
+	a[2] = uintptr(planeIdx)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pPlaneArray)
 	return procArrayGetPlane.check(r1)
 }
 
@@ -108,7 +155,13 @@ func ArrayGetSparseProperties(sparseProperties *CUDA_ARRAY_SPARSE_PROPERTIES_v1,
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(sparseProperties)), uintptr(array))
+	ccall.Escape(unsafe.Pointer(sparseProperties))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(sparseProperties))
+	a[1] = uintptr(array)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(sparseProperties)
 	return procArrayGetSparseProperties.check(r1)
 }
 
@@ -121,7 +174,13 @@ func CheckpointProcessCheckpoint(pid int32, args *CUcheckpointCheckpointArgs) er
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(pid), uintptr(unsafe.Pointer(args)))
+	ccall.Escape(unsafe.Pointer(args))
+	a := ccall.Args()
+	a[0] = uintptr(pid)
+	a[1] = uintptr(unsafe.Pointer(args))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(args)
 	return procCheckpointProcessCheckpoint.check(r1)
 }
 
@@ -134,7 +193,13 @@ func CheckpointProcessGetRestoreThreadId(pid int32, tid *int32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(pid), uintptr(unsafe.Pointer(tid)))
+	ccall.Escape(unsafe.Pointer(tid))
+	a := ccall.Args()
+	a[0] = uintptr(pid)
+	a[1] = uintptr(unsafe.Pointer(tid))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(tid)
 	return procCheckpointProcessGetRestoreThreadId.check(r1)
 }
 
@@ -147,7 +212,13 @@ func CheckpointProcessGetState(pid int32, state *CUprocessState) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(pid), uintptr(unsafe.Pointer(state)))
+	ccall.Escape(unsafe.Pointer(state))
+	a := ccall.Args()
+	a[0] = uintptr(pid)
+	a[1] = uintptr(unsafe.Pointer(state))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(state)
 	return procCheckpointProcessGetState.check(r1)
 }
 
@@ -160,7 +231,13 @@ func CheckpointProcessLock(pid int32, args *CUcheckpointLockArgs) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(pid), uintptr(unsafe.Pointer(args)))
+	ccall.Escape(unsafe.Pointer(args))
+	a := ccall.Args()
+	a[0] = uintptr(pid)
+	a[1] = uintptr(unsafe.Pointer(args))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(args)
 	return procCheckpointProcessLock.check(r1)
 }
 
@@ -173,7 +250,13 @@ func CheckpointProcessRestore(pid int32, args *CUcheckpointRestoreArgs) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(pid), uintptr(unsafe.Pointer(args)))
+	ccall.Escape(unsafe.Pointer(args))
+	a := ccall.Args()
+	a[0] = uintptr(pid)
+	a[1] = uintptr(unsafe.Pointer(args))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(args)
 	return procCheckpointProcessRestore.check(r1)
 }
 
@@ -186,7 +269,13 @@ func CheckpointProcessUnlock(pid int32, args *CUcheckpointUnlockArgs) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(pid), uintptr(unsafe.Pointer(args)))
+	ccall.Escape(unsafe.Pointer(args))
+	a := ccall.Args()
+	a[0] = uintptr(pid)
+	a[1] = uintptr(unsafe.Pointer(args))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(args)
 	return procCheckpointProcessUnlock.check(r1)
 }
 
@@ -199,7 +288,16 @@ func CoredumpGetAttribute(get CUcoredumpSettings, value unsafe.Pointer, size *ui
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(get), uintptr(value), uintptr(unsafe.Pointer(size)))
+	ccall.Escape(value)
+	ccall.Escape(unsafe.Pointer(size))
+	a := ccall.Args()
+	a[0] = uintptr(get)
+	a[1] = uintptr(value)
+	a[2] = uintptr(unsafe.Pointer(size))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(value)
+	runtime.KeepAlive(size)
 	return procCoredumpGetAttribute.check(r1)
 }
 
@@ -212,7 +310,16 @@ func CoredumpGetAttributeGlobal(get CUcoredumpSettings, value unsafe.Pointer, si
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(get), uintptr(value), uintptr(unsafe.Pointer(size)))
+	ccall.Escape(value)
+	ccall.Escape(unsafe.Pointer(size))
+	a := ccall.Args()
+	a[0] = uintptr(get)
+	a[1] = uintptr(value)
+	a[2] = uintptr(unsafe.Pointer(size))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(value)
+	runtime.KeepAlive(size)
 	return procCoredumpGetAttributeGlobal.check(r1)
 }
 
@@ -225,7 +332,16 @@ func CoredumpSetAttribute(set CUcoredumpSettings, value unsafe.Pointer, size *ui
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(set), uintptr(value), uintptr(unsafe.Pointer(size)))
+	ccall.Escape(value)
+	ccall.Escape(unsafe.Pointer(size))
+	a := ccall.Args()
+	a[0] = uintptr(set)
+	a[1] = uintptr(value)
+	a[2] = uintptr(unsafe.Pointer(size))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(value)
+	runtime.KeepAlive(size)
 	return procCoredumpSetAttribute.check(r1)
 }
 
@@ -238,7 +354,16 @@ func CoredumpSetAttributeGlobal(set CUcoredumpSettings, value unsafe.Pointer, si
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(set), uintptr(value), uintptr(unsafe.Pointer(size)))
+	ccall.Escape(value)
+	ccall.Escape(unsafe.Pointer(size))
+	a := ccall.Args()
+	a[0] = uintptr(set)
+	a[1] = uintptr(value)
+	a[2] = uintptr(unsafe.Pointer(size))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(value)
+	runtime.KeepAlive(size)
 	return procCoredumpSetAttributeGlobal.check(r1)
 }
 
@@ -251,7 +376,13 @@ func CtxAttach(pctx *CUcontext, flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pctx)), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(pctx))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pctx))
+	a[1] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pctx)
 	return procCtxAttach.check(r1)
 }
 
@@ -264,7 +395,17 @@ func CtxCreate(pctx *CUcontext, ctxCreateParams *CUctxCreateParams, flags uint32
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pctx)), uintptr(unsafe.Pointer(ctxCreateParams)), uintptr(flags), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(pctx))
+	ccall.Escape(unsafe.Pointer(ctxCreateParams))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pctx))
+	a[1] = uintptr(unsafe.Pointer(ctxCreateParams))
+	a[2] = uintptr(flags)
+	a[3] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pctx)
+	runtime.KeepAlive(ctxCreateParams)
 	return procCtxCreate.check(r1)
 }
 
@@ -277,7 +418,18 @@ func CtxCreate_v11040(pctx *CUcontext, paramsArray *CUexecAffinityParam, numPara
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pctx)), uintptr(unsafe.Pointer(paramsArray)), uintptr(numParams), uintptr(flags), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(pctx))
+	ccall.Escape(unsafe.Pointer(paramsArray))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pctx))
+	a[1] = uintptr(unsafe.Pointer(paramsArray))
+	a[2] = uintptr(numParams)
+	a[3] = uintptr(flags)
+	a[4] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pctx)
+	runtime.KeepAlive(paramsArray)
 	return procCtxCreate_v11040.check(r1)
 }
 
@@ -290,7 +442,14 @@ func CtxCreate_v3020(pctx *CUcontext, flags uint32, dev CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pctx)), uintptr(flags), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(pctx))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pctx))
+	a[1] = uintptr(flags)
+	a[2] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pctx)
 	return procCtxCreate_v3020.check(r1)
 }
 
@@ -303,7 +462,10 @@ func CtxDestroy(ctx CUcontext) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(ctx))
+	a := ccall.Args()
+	a[0] = uintptr(ctx)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procCtxDestroy.check(r1)
 }
 
@@ -316,7 +478,10 @@ func CtxDetach(ctx CUcontext) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(ctx))
+	a := ccall.Args()
+	a[0] = uintptr(ctx)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procCtxDetach.check(r1)
 }
 
@@ -329,7 +494,10 @@ func CtxDisablePeerAccess(peerContext CUcontext) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(peerContext))
+	a := ccall.Args()
+	a[0] = uintptr(peerContext)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procCtxDisablePeerAccess.check(r1)
 }
 
@@ -342,7 +510,11 @@ func CtxEnablePeerAccess(peerContext CUcontext, Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(peerContext), uintptr(Flags))
+	a := ccall.Args()
+	a[0] = uintptr(peerContext)
+	a[1] = uintptr(Flags)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procCtxEnablePeerAccess.check(r1)
 }
 
@@ -355,7 +527,13 @@ func CtxFromGreenCtx(pContext *CUcontext, hCtx CUgreenCtx) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pContext)), uintptr(hCtx))
+	ccall.Escape(unsafe.Pointer(pContext))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pContext))
+	a[1] = uintptr(hCtx)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pContext)
 	return procCtxFromGreenCtx.check(r1)
 }
 
@@ -368,7 +546,13 @@ func CtxGetApiVersion(ctx CUcontext, version *uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(ctx), uintptr(unsafe.Pointer(version)))
+	ccall.Escape(unsafe.Pointer(version))
+	a := ccall.Args()
+	a[0] = uintptr(ctx)
+	a[1] = uintptr(unsafe.Pointer(version))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(version)
 	return procCtxGetApiVersion.check(r1)
 }
 
@@ -381,7 +565,12 @@ func CtxGetCacheConfig(pconfig *CUfunc_cache) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pconfig)))
+	ccall.Escape(unsafe.Pointer(pconfig))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pconfig))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pconfig)
 	return procCtxGetCacheConfig.check(r1)
 }
 
@@ -394,7 +583,12 @@ func CtxGetCurrent(pctx *CUcontext) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pctx)))
+	ccall.Escape(unsafe.Pointer(pctx))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pctx))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pctx)
 	return procCtxGetCurrent.check(r1)
 }
 
@@ -407,7 +601,14 @@ func CtxGetDevResource(hCtx CUcontext, result *CUdevResource, type_ CUdevResourc
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hCtx), uintptr(unsafe.Pointer(result)), uintptr(type_))
+	ccall.Escape(unsafe.Pointer(result))
+	a := ccall.Args()
+	a[0] = uintptr(hCtx)
+	a[1] = uintptr(unsafe.Pointer(result))
+	a[2] = uintptr(type_)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(result)
 	return procCtxGetDevResource.check(r1)
 }
 
@@ -420,7 +621,13 @@ func CtxGetDevice(device *CUdevice, ctx CUcontext) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(device)), uintptr(ctx))
+	ccall.Escape(unsafe.Pointer(device))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(device))
+	a[1] = uintptr(ctx)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(device)
 	return procCtxGetDevice.check(r1)
 }
 
@@ -433,7 +640,12 @@ func CtxGetDevice_v2000(device *CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(device)))
+	ccall.Escape(unsafe.Pointer(device))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(device))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(device)
 	return procCtxGetDevice_v2000.check(r1)
 }
 
@@ -446,7 +658,13 @@ func CtxGetExecAffinity(pExecAffinity *CUexecAffinityParam, type_ CUexecAffinity
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pExecAffinity)), uintptr(type_))
+	ccall.Escape(unsafe.Pointer(pExecAffinity))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pExecAffinity))
+	a[1] = uintptr(type_)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pExecAffinity)
 	return procCtxGetExecAffinity.check(r1)
 }
 
@@ -459,7 +677,12 @@ func CtxGetFlags(flags *uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(flags)))
+	ccall.Escape(unsafe.Pointer(flags))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(flags))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(flags)
 	return procCtxGetFlags.check(r1)
 }
 
@@ -472,7 +695,13 @@ func CtxGetId(ctx CUcontext, ctxId *uint64) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(ctx), uintptr(unsafe.Pointer(ctxId)))
+	ccall.Escape(unsafe.Pointer(ctxId))
+	a := ccall.Args()
+	a[0] = uintptr(ctx)
+	a[1] = uintptr(unsafe.Pointer(ctxId))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(ctxId)
 	return procCtxGetId.check(r1)
 }
 
@@ -485,7 +714,13 @@ func CtxGetLimit(pvalue *uintptr, limit CUlimit) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pvalue)), uintptr(limit))
+	ccall.Escape(unsafe.Pointer(pvalue))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pvalue))
+	a[1] = uintptr(limit)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pvalue)
 	return procCtxGetLimit.check(r1)
 }
 
@@ -498,7 +733,12 @@ func CtxGetSharedMemConfig(pConfig *CUsharedconfig) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pConfig)))
+	ccall.Escape(unsafe.Pointer(pConfig))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pConfig))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pConfig)
 	return procCtxGetSharedMemConfig.check(r1)
 }
 
@@ -511,7 +751,15 @@ func CtxGetStreamPriorityRange(leastPriority *int32, greatestPriority *int32) er
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(leastPriority)), uintptr(unsafe.Pointer(greatestPriority)))
+	ccall.Escape(unsafe.Pointer(leastPriority))
+	ccall.Escape(unsafe.Pointer(greatestPriority))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(leastPriority))
+	a[1] = uintptr(unsafe.Pointer(greatestPriority))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(leastPriority)
+	runtime.KeepAlive(greatestPriority)
 	return procCtxGetStreamPriorityRange.check(r1)
 }
 
@@ -524,7 +772,12 @@ func CtxPopCurrent(pctx *CUcontext) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pctx)))
+	ccall.Escape(unsafe.Pointer(pctx))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pctx))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pctx)
 	return procCtxPopCurrent.check(r1)
 }
 
@@ -537,7 +790,10 @@ func CtxPushCurrent(ctx CUcontext) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(ctx))
+	a := ccall.Args()
+	a[0] = uintptr(ctx)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procCtxPushCurrent.check(r1)
 }
 
@@ -550,7 +806,11 @@ func CtxRecordEvent(hCtx CUcontext, hEvent CUevent) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hCtx), uintptr(hEvent))
+	a := ccall.Args()
+	a[0] = uintptr(hCtx)
+	a[1] = uintptr(hEvent)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procCtxRecordEvent.check(r1)
 }
 
@@ -576,7 +836,10 @@ func CtxSetCacheConfig(config CUfunc_cache) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(config))
+	a := ccall.Args()
+	a[0] = uintptr(config)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procCtxSetCacheConfig.check(r1)
 }
 
@@ -589,7 +852,10 @@ func CtxSetCurrent(ctx CUcontext) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(ctx))
+	a := ccall.Args()
+	a[0] = uintptr(ctx)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procCtxSetCurrent.check(r1)
 }
 
@@ -602,7 +868,10 @@ func CtxSetFlags(flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(flags))
+	a := ccall.Args()
+	a[0] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procCtxSetFlags.check(r1)
 }
 
@@ -615,7 +884,11 @@ func CtxSetLimit(limit CUlimit, value uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(limit), uintptr(value))
+	a := ccall.Args()
+	a[0] = uintptr(limit)
+	a[1] = uintptr(value)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procCtxSetLimit.check(r1)
 }
 
@@ -628,7 +901,10 @@ func CtxSetSharedMemConfig(config CUsharedconfig) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(config))
+	a := ccall.Args()
+	a[0] = uintptr(config)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procCtxSetSharedMemConfig.check(r1)
 }
 
@@ -641,7 +917,10 @@ func CtxSynchronize(ctx CUcontext) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(ctx))
+	a := ccall.Args()
+	a[0] = uintptr(ctx)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procCtxSynchronize.check(r1)
 }
 
@@ -667,7 +946,11 @@ func CtxWaitEvent(hCtx CUcontext, hEvent CUevent) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hCtx), uintptr(hEvent))
+	a := ccall.Args()
+	a[0] = uintptr(hCtx)
+	a[1] = uintptr(hEvent)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procCtxWaitEvent.check(r1)
 }
 
@@ -680,7 +963,10 @@ func DestroyExternalMemory(extMem CUexternalMemory) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(extMem))
+	a := ccall.Args()
+	a[0] = uintptr(extMem)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procDestroyExternalMemory.check(r1)
 }
 
@@ -693,7 +979,10 @@ func DestroyExternalSemaphore(extSem CUexternalSemaphore) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(extSem))
+	a := ccall.Args()
+	a[0] = uintptr(extSem)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procDestroyExternalSemaphore.check(r1)
 }
 
@@ -706,7 +995,16 @@ func DevResourceGenerateDesc(phDesc *CUdevResourceDesc, resources *CUdevResource
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phDesc)), uintptr(unsafe.Pointer(resources)), uintptr(nbResources))
+	ccall.Escape(unsafe.Pointer(phDesc))
+	ccall.Escape(unsafe.Pointer(resources))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phDesc))
+	a[1] = uintptr(unsafe.Pointer(resources))
+	a[2] = uintptr(nbResources)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phDesc)
+	runtime.KeepAlive(resources)
 	return procDevResourceGenerateDesc.check(r1)
 }
 
@@ -719,7 +1017,23 @@ func DevSmResourceSplitByCount(result *CUdevResource, nbGroups *uint32, input *C
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(result)), uintptr(unsafe.Pointer(nbGroups)), uintptr(unsafe.Pointer(input)), uintptr(unsafe.Pointer(remaining)), uintptr(useFlags), uintptr(minCount))
+	ccall.Escape(unsafe.Pointer(result))
+	ccall.Escape(unsafe.Pointer(nbGroups))
+	ccall.Escape(unsafe.Pointer(input))
+	ccall.Escape(unsafe.Pointer(remaining))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(result))
+	a[1] = uintptr(unsafe.Pointer(nbGroups))
+	a[2] = uintptr(unsafe.Pointer(input))
+	a[3] = uintptr(unsafe.Pointer(remaining))
+	a[4] = uintptr(useFlags)
+	a[5] = uintptr(minCount)
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
+	runtime.KeepAlive(result)
+	runtime.KeepAlive(nbGroups)
+	runtime.KeepAlive(input)
+	runtime.KeepAlive(remaining)
 	return procDevSmResourceSplitByCount.check(r1)
 }
 
@@ -732,7 +1046,14 @@ func DeviceCanAccessPeer(canAccessPeer *int32, dev CUdevice_v1, peerDev CUdevice
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(canAccessPeer)), uintptr(dev), uintptr(peerDev))
+	ccall.Escape(unsafe.Pointer(canAccessPeer))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(canAccessPeer))
+	a[1] = uintptr(dev)
+	a[2] = uintptr(peerDev)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(canAccessPeer)
 	return procDeviceCanAccessPeer.check(r1)
 }
 
@@ -745,7 +1066,16 @@ func DeviceComputeCapability(major *int32, minor *int32, dev CUdevice_v1) error 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(major)), uintptr(unsafe.Pointer(minor)), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(major))
+	ccall.Escape(unsafe.Pointer(minor))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(major))
+	a[1] = uintptr(unsafe.Pointer(minor))
+	a[2] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(major)
+	runtime.KeepAlive(minor)
 	return procDeviceComputeCapability.check(r1)
 }
 
@@ -758,7 +1088,13 @@ func DeviceGet(device *CUdevice_v1, ordinal int32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(device)), uintptr(ordinal))
+	ccall.Escape(unsafe.Pointer(device))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(device))
+	a[1] = uintptr(ordinal)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(device)
 	return procDeviceGet.check(r1)
 }
 
@@ -771,7 +1107,14 @@ func DeviceGetAttribute(pi *int32, attrib CUdevice_attribute, dev CUdevice_v1) e
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pi)), uintptr(attrib), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(pi))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pi))
+	a[1] = uintptr(attrib)
+	a[2] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pi)
 	return procDeviceGetAttribute.check(r1)
 }
 
@@ -784,7 +1127,15 @@ func DeviceGetByPCIBusId(dev *CUdevice_v1, pciBusId *byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dev)), uintptr(unsafe.Pointer(pciBusId)))
+	ccall.Escape(unsafe.Pointer(dev))
+	ccall.Escape(unsafe.Pointer(pciBusId))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dev))
+	a[1] = uintptr(unsafe.Pointer(pciBusId))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dev)
+	runtime.KeepAlive(pciBusId)
 	return procDeviceGetByPCIBusId.check(r1)
 }
 
@@ -797,7 +1148,12 @@ func DeviceGetCount(count *int32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(count)))
+	ccall.Escape(unsafe.Pointer(count))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(count))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(count)
 	return procDeviceGetCount.check(r1)
 }
 
@@ -810,7 +1166,13 @@ func DeviceGetDefaultMemPool(pool_out *CUmemoryPool, dev CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pool_out)), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(pool_out))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pool_out))
+	a[1] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pool_out)
 	return procDeviceGetDefaultMemPool.check(r1)
 }
 
@@ -823,7 +1185,14 @@ func DeviceGetDevResource(dev CUdevice, result *CUdevResource, type_ CUdevResour
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dev), uintptr(unsafe.Pointer(result)), uintptr(type_))
+	ccall.Escape(unsafe.Pointer(result))
+	a := ccall.Args()
+	a[0] = uintptr(dev)
+	a[1] = uintptr(unsafe.Pointer(result))
+	a[2] = uintptr(type_)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(result)
 	return procDeviceGetDevResource.check(r1)
 }
 
@@ -836,7 +1205,14 @@ func DeviceGetExecAffinitySupport(pi *int32, type_ CUexecAffinityType, dev CUdev
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pi)), uintptr(type_), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(pi))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pi))
+	a[1] = uintptr(type_)
+	a[2] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pi)
 	return procDeviceGetExecAffinitySupport.check(r1)
 }
 
@@ -849,7 +1225,14 @@ func DeviceGetGraphMemAttribute(device CUdevice, attr CUgraphMem_attribute, valu
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(device), uintptr(attr), uintptr(value))
+	ccall.Escape(value)
+	a := ccall.Args()
+	a[0] = uintptr(device)
+	a[1] = uintptr(attr)
+	a[2] = uintptr(value)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(value)
 	return procDeviceGetGraphMemAttribute.check(r1)
 }
 
@@ -862,7 +1245,17 @@ func DeviceGetHostAtomicCapabilities(capabilities *uint32, operations *CUatomicO
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(capabilities)), uintptr(unsafe.Pointer(operations)), uintptr(count), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(capabilities))
+	ccall.Escape(unsafe.Pointer(operations))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(capabilities))
+	a[1] = uintptr(unsafe.Pointer(operations))
+	a[2] = uintptr(count)
+	a[3] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(capabilities)
+	runtime.KeepAlive(operations)
 	return procDeviceGetHostAtomicCapabilities.check(r1)
 }
 
@@ -875,7 +1268,16 @@ func DeviceGetLuid(luid *byte, deviceNodeMask *uint32, dev CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(luid)), uintptr(unsafe.Pointer(deviceNodeMask)), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(luid))
+	ccall.Escape(unsafe.Pointer(deviceNodeMask))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(luid))
+	a[1] = uintptr(unsafe.Pointer(deviceNodeMask))
+	a[2] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(luid)
+	runtime.KeepAlive(deviceNodeMask)
 	return procDeviceGetLuid.check(r1)
 }
 
@@ -888,7 +1290,13 @@ func DeviceGetMemPool(pool *CUmemoryPool, dev CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pool)), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(pool))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pool))
+	a[1] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pool)
 	return procDeviceGetMemPool.check(r1)
 }
 
@@ -901,7 +1309,14 @@ func DeviceGetName(name *byte, len int32, dev CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(name)), uintptr(len), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(name))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(name))
+	a[1] = uintptr(len)
+	a[2] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(name)
 	return procDeviceGetName.check(r1)
 }
 
@@ -914,7 +1329,14 @@ func DeviceGetNvSciSyncAttributes(nvSciSyncAttrList unsafe.Pointer, dev CUdevice
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(nvSciSyncAttrList), uintptr(dev), uintptr(flags))
+	ccall.Escape(nvSciSyncAttrList)
+	a := ccall.Args()
+	a[0] = uintptr(nvSciSyncAttrList)
+	a[1] = uintptr(dev)
+	a[2] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nvSciSyncAttrList)
 	return procDeviceGetNvSciSyncAttributes.check(r1)
 }
 
@@ -927,7 +1349,18 @@ func DeviceGetP2PAtomicCapabilities(capabilities *uint32, operations *CUatomicOp
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(capabilities)), uintptr(unsafe.Pointer(operations)), uintptr(count), uintptr(srcDevice), uintptr(dstDevice))
+	ccall.Escape(unsafe.Pointer(capabilities))
+	ccall.Escape(unsafe.Pointer(operations))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(capabilities))
+	a[1] = uintptr(unsafe.Pointer(operations))
+	a[2] = uintptr(count)
+	a[3] = uintptr(srcDevice)
+	a[4] = uintptr(dstDevice)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(capabilities)
+	runtime.KeepAlive(operations)
 	return procDeviceGetP2PAtomicCapabilities.check(r1)
 }
 
@@ -940,7 +1373,15 @@ func DeviceGetP2PAttribute(value *int32, attrib CUdevice_P2PAttribute, srcDevice
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(value)), uintptr(attrib), uintptr(srcDevice), uintptr(dstDevice))
+	ccall.Escape(unsafe.Pointer(value))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(value))
+	a[1] = uintptr(attrib)
+	a[2] = uintptr(srcDevice)
+	a[3] = uintptr(dstDevice)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(value)
 	return procDeviceGetP2PAttribute.check(r1)
 }
 
@@ -953,7 +1394,14 @@ func DeviceGetPCIBusId(pciBusId *byte, len int32, dev CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pciBusId)), uintptr(len), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(pciBusId))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pciBusId))
+	a[1] = uintptr(len)
+	a[2] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pciBusId)
 	return procDeviceGetPCIBusId.check(r1)
 }
 
@@ -966,7 +1414,13 @@ func DeviceGetProperties(prop *CUdevprop_v1, dev CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(prop)), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(prop))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(prop))
+	a[1] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(prop)
 	return procDeviceGetProperties.check(r1)
 }
 
@@ -979,7 +1433,15 @@ func DeviceGetTexture1DLinearMaxWidth(maxWidthInElements *uintptr, format CUarra
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(maxWidthInElements)), uintptr(format), uintptr(numChannels), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(maxWidthInElements))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(maxWidthInElements))
+	a[1] = uintptr(format)
+	a[2] = uintptr(numChannels)
+	a[3] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(maxWidthInElements)
 	return procDeviceGetTexture1DLinearMaxWidth.check(r1)
 }
 
@@ -992,7 +1454,13 @@ func DeviceGetUuid(uuid *CUuuid, dev CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(uuid)), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(uuid))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(uuid))
+	a[1] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(uuid)
 	return procDeviceGetUuid.check(r1)
 }
 
@@ -1005,7 +1473,10 @@ func DeviceGraphMemTrim(device CUdevice) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(device))
+	a := ccall.Args()
+	a[0] = uintptr(device)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procDeviceGraphMemTrim.check(r1)
 }
 
@@ -1018,7 +1489,16 @@ func DevicePrimaryCtxGetState(dev CUdevice_v1, flags *uint32, active *int32) err
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dev), uintptr(unsafe.Pointer(flags)), uintptr(unsafe.Pointer(active)))
+	ccall.Escape(unsafe.Pointer(flags))
+	ccall.Escape(unsafe.Pointer(active))
+	a := ccall.Args()
+	a[0] = uintptr(dev)
+	a[1] = uintptr(unsafe.Pointer(flags))
+	a[2] = uintptr(unsafe.Pointer(active))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(flags)
+	runtime.KeepAlive(active)
 	return procDevicePrimaryCtxGetState.check(r1)
 }
 
@@ -1031,7 +1511,10 @@ func DevicePrimaryCtxRelease(dev CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dev))
+	a := ccall.Args()
+	a[0] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procDevicePrimaryCtxRelease.check(r1)
 }
 
@@ -1044,7 +1527,10 @@ func DevicePrimaryCtxReset(dev CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dev))
+	a := ccall.Args()
+	a[0] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procDevicePrimaryCtxReset.check(r1)
 }
 
@@ -1057,7 +1543,13 @@ func DevicePrimaryCtxRetain(pctx *CUcontext, dev CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pctx)), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(pctx))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pctx))
+	a[1] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pctx)
 	return procDevicePrimaryCtxRetain.check(r1)
 }
 
@@ -1070,7 +1562,11 @@ func DevicePrimaryCtxSetFlags(dev CUdevice_v1, flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dev), uintptr(flags))
+	a := ccall.Args()
+	a[0] = uintptr(dev)
+	a[1] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procDevicePrimaryCtxSetFlags.check(r1)
 }
 
@@ -1083,7 +1579,17 @@ func DeviceRegisterAsyncNotification(device CUdevice, callbackFunc CUasyncCallba
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(device), uintptr(callbackFunc), uintptr(userData), uintptr(unsafe.Pointer(callback)))
+	ccall.Escape(userData)
+	ccall.Escape(unsafe.Pointer(callback))
+	a := ccall.Args()
+	a[0] = uintptr(device)
+	a[1] = uintptr(callbackFunc)
+	a[2] = uintptr(userData)
+	a[3] = uintptr(unsafe.Pointer(callback))
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(userData)
+	runtime.KeepAlive(callback)
 	return procDeviceRegisterAsyncNotification.check(r1)
 }
 
@@ -1096,7 +1602,14 @@ func DeviceSetGraphMemAttribute(device CUdevice, attr CUgraphMem_attribute, valu
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(device), uintptr(attr), uintptr(value))
+	ccall.Escape(value)
+	a := ccall.Args()
+	a[0] = uintptr(device)
+	a[1] = uintptr(attr)
+	a[2] = uintptr(value)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(value)
 	return procDeviceSetGraphMemAttribute.check(r1)
 }
 
@@ -1109,7 +1622,11 @@ func DeviceSetMemPool(dev CUdevice_v1, pool CUmemoryPool) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dev), uintptr(pool))
+	a := ccall.Args()
+	a[0] = uintptr(dev)
+	a[1] = uintptr(pool)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procDeviceSetMemPool.check(r1)
 }
 
@@ -1122,7 +1639,13 @@ func DeviceTotalMem(bytes *uintptr, dev CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(bytes)), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(bytes))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(bytes))
+	a[1] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(bytes)
 	return procDeviceTotalMem.check(r1)
 }
 
@@ -1135,7 +1658,11 @@ func DeviceUnregisterAsyncNotification(device CUdevice, callback CUasyncCallback
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(device), uintptr(callback))
+	a := ccall.Args()
+	a[0] = uintptr(device)
+	a[1] = uintptr(callback)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procDeviceUnregisterAsyncNotification.check(r1)
 }
 
@@ -1148,7 +1675,12 @@ func DriverGetVersion(driverVersion *int32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(driverVersion)))
+	ccall.Escape(unsafe.Pointer(driverVersion))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(driverVersion))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(driverVersion)
 	return procDriverGetVersion.check(r1)
 }
 
@@ -1161,7 +1693,13 @@ func EventCreate(phEvent *CUevent, Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phEvent)), uintptr(Flags))
+	ccall.Escape(unsafe.Pointer(phEvent))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phEvent))
+	a[1] = uintptr(Flags)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phEvent)
 	return procEventCreate.check(r1)
 }
 
@@ -1174,7 +1712,10 @@ func EventDestroy(hEvent CUevent) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hEvent))
+	a := ccall.Args()
+	a[0] = uintptr(hEvent)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procEventDestroy.check(r1)
 }
 
@@ -1187,7 +1728,14 @@ func EventElapsedTime(pMilliseconds *float32, hStart CUevent, hEnd CUevent) erro
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pMilliseconds)), uintptr(hStart), uintptr(hEnd))
+	ccall.Escape(unsafe.Pointer(pMilliseconds))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pMilliseconds))
+	a[1] = uintptr(hStart)
+	a[2] = uintptr(hEnd)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pMilliseconds)
 	return procEventElapsedTime.check(r1)
 }
 
@@ -1200,7 +1748,14 @@ func EventElapsedTime_v2000(pMilliseconds *float32, hStart CUevent, hEnd CUevent
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pMilliseconds)), uintptr(hStart), uintptr(hEnd))
+	ccall.Escape(unsafe.Pointer(pMilliseconds))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pMilliseconds))
+	a[1] = uintptr(hStart)
+	a[2] = uintptr(hEnd)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pMilliseconds)
 	return procEventElapsedTime_v2000.check(r1)
 }
 
@@ -1213,7 +1768,10 @@ func EventQuery(hEvent CUevent) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hEvent))
+	a := ccall.Args()
+	a[0] = uintptr(hEvent)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procEventQuery.check(r1)
 }
 
@@ -1226,7 +1784,11 @@ func EventRecord(hEvent CUevent, hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hEvent), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(hEvent)
+	a[1] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procEventRecord.check(r1)
 }
 
@@ -1239,7 +1801,12 @@ func EventRecordWithFlags(hEvent CUevent, hStream CUstream, flags uint32) error 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hEvent), uintptr(hStream), uintptr(flags))
+	a := ccall.Args()
+	a[0] = uintptr(hEvent)
+	a[1] = uintptr(hStream)
+	a[2] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procEventRecordWithFlags.check(r1)
 }
 
@@ -1252,7 +1819,10 @@ func EventSynchronize(hEvent CUevent) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hEvent))
+	a := ccall.Args()
+	a[0] = uintptr(hEvent)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procEventSynchronize.check(r1)
 }
 
@@ -1265,7 +1835,16 @@ func ExternalMemoryGetMappedBuffer(devPtr *CUdeviceptr_v2, extMem CUexternalMemo
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(devPtr)), uintptr(extMem), uintptr(unsafe.Pointer(bufferDesc)))
+	ccall.Escape(unsafe.Pointer(devPtr))
+	ccall.Escape(unsafe.Pointer(bufferDesc))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(devPtr))
+	a[1] = uintptr(extMem)
+	a[2] = uintptr(unsafe.Pointer(bufferDesc))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(devPtr)
+	runtime.KeepAlive(bufferDesc)
 	return procExternalMemoryGetMappedBuffer.check(r1)
 }
 
@@ -1278,7 +1857,16 @@ func ExternalMemoryGetMappedMipmappedArray(mipmap *CUmipmappedArray, extMem CUex
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(mipmap)), uintptr(extMem), uintptr(unsafe.Pointer(mipmapDesc)))
+	ccall.Escape(unsafe.Pointer(mipmap))
+	ccall.Escape(unsafe.Pointer(mipmapDesc))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(mipmap))
+	a[1] = uintptr(extMem)
+	a[2] = uintptr(unsafe.Pointer(mipmapDesc))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(mipmap)
+	runtime.KeepAlive(mipmapDesc)
 	return procExternalMemoryGetMappedMipmappedArray.check(r1)
 }
 
@@ -1291,7 +1879,11 @@ func FlushGPUDirectRDMAWrites(target CUflushGPUDirectRDMAWritesTarget, scope CUf
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(target), uintptr(scope))
+	a := ccall.Args()
+	a[0] = uintptr(target)
+	a[1] = uintptr(scope)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procFlushGPUDirectRDMAWrites.check(r1)
 }
 
@@ -1304,7 +1896,14 @@ func FuncGetAttribute(pi *int32, attrib CUfunction_attribute, hfunc CUfunction) 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pi)), uintptr(attrib), uintptr(hfunc))
+	ccall.Escape(unsafe.Pointer(pi))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pi))
+	a[1] = uintptr(attrib)
+	a[2] = uintptr(hfunc)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pi)
 	return procFuncGetAttribute.check(r1)
 }
 
@@ -1317,7 +1916,13 @@ func FuncGetModule(hmod *CUmodule, hfunc CUfunction) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(hmod)), uintptr(hfunc))
+	ccall.Escape(unsafe.Pointer(hmod))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(hmod))
+	a[1] = uintptr(hfunc)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(hmod)
 	return procFuncGetModule.check(r1)
 }
 
@@ -1330,7 +1935,13 @@ func FuncGetName(name **byte, hfunc CUfunction) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(name)), uintptr(hfunc))
+	ccall.Escape(unsafe.Pointer(name))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(name))
+	a[1] = uintptr(hfunc)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(name)
 	return procFuncGetName.check(r1)
 }
 
@@ -1343,7 +1954,17 @@ func FuncGetParamInfo(func_ CUfunction, paramIndex uintptr, paramOffset *uintptr
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(func_), uintptr(paramIndex), uintptr(unsafe.Pointer(paramOffset)), uintptr(unsafe.Pointer(paramSize)))
+	ccall.Escape(unsafe.Pointer(paramOffset))
+	ccall.Escape(unsafe.Pointer(paramSize))
+	a := ccall.Args()
+	a[0] = uintptr(func_)
+	a[1] = uintptr(paramIndex)
+	a[2] = uintptr(unsafe.Pointer(paramOffset))
+	a[3] = uintptr(unsafe.Pointer(paramSize))
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(paramOffset)
+	runtime.KeepAlive(paramSize)
 	return procFuncGetParamInfo.check(r1)
 }
 
@@ -1356,7 +1977,13 @@ func FuncIsLoaded(state *CUfunctionLoadingState, hfunc CUfunction) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(state)), uintptr(hfunc))
+	ccall.Escape(unsafe.Pointer(state))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(state))
+	a[1] = uintptr(hfunc)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(state)
 	return procFuncIsLoaded.check(r1)
 }
 
@@ -1369,7 +1996,10 @@ func FuncLoad(hfunc CUfunction) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hfunc))
+	a := ccall.Args()
+	a[0] = uintptr(hfunc)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procFuncLoad.check(r1)
 }
 
@@ -1382,7 +2012,12 @@ func FuncSetAttribute(hfunc CUfunction, attrib CUfunction_attribute, value int32
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hfunc), uintptr(attrib), uintptr(value))
+	a := ccall.Args()
+	a[0] = uintptr(hfunc)
+	a[1] = uintptr(attrib)
+	a[2] = uintptr(value)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procFuncSetAttribute.check(r1)
 }
 
@@ -1395,7 +2030,13 @@ func FuncSetBlockShape(hfunc CUfunction, x int32, y int32, z int32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hfunc), uintptr(x), uintptr(y), uintptr(z))
+	a := ccall.Args()
+	a[0] = uintptr(hfunc)
+	a[1] = uintptr(x)
+	a[2] = uintptr(y)
+	a[3] = uintptr(z)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procFuncSetBlockShape.check(r1)
 }
 
@@ -1408,7 +2049,11 @@ func FuncSetCacheConfig(hfunc CUfunction, config CUfunc_cache) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hfunc), uintptr(config))
+	a := ccall.Args()
+	a[0] = uintptr(hfunc)
+	a[1] = uintptr(config)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procFuncSetCacheConfig.check(r1)
 }
 
@@ -1421,7 +2066,11 @@ func FuncSetSharedMemConfig(hfunc CUfunction, config CUsharedconfig) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hfunc), uintptr(config))
+	a := ccall.Args()
+	a[0] = uintptr(hfunc)
+	a[1] = uintptr(config)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procFuncSetSharedMemConfig.check(r1)
 }
 
@@ -1434,7 +2083,11 @@ func FuncSetSharedSize(hfunc CUfunction, bytes uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hfunc), uintptr(bytes))
+	a := ccall.Args()
+	a[0] = uintptr(hfunc)
+	a[1] = uintptr(bytes)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procFuncSetSharedSize.check(r1)
 }
 
@@ -1447,7 +2100,13 @@ func GetErrorName(error CUresult, pStr **byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(error), uintptr(unsafe.Pointer(pStr)))
+	ccall.Escape(unsafe.Pointer(pStr))
+	a := ccall.Args()
+	a[0] = uintptr(error)
+	a[1] = uintptr(unsafe.Pointer(pStr))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pStr)
 	return procGetErrorName.check(r1)
 }
 
@@ -1460,7 +2119,13 @@ func GetErrorString(error CUresult, pStr **byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(error), uintptr(unsafe.Pointer(pStr)))
+	ccall.Escape(unsafe.Pointer(pStr))
+	a := ccall.Args()
+	a[0] = uintptr(error)
+	a[1] = uintptr(unsafe.Pointer(pStr))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pStr)
 	return procGetErrorString.check(r1)
 }
 
@@ -1473,7 +2138,15 @@ func GetExportTable(ppExportTable *unsafe.Pointer, pExportTableId *CUuuid) error
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(ppExportTable)), uintptr(unsafe.Pointer(pExportTableId)))
+	ccall.Escape(unsafe.Pointer(ppExportTable))
+	ccall.Escape(unsafe.Pointer(pExportTableId))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(ppExportTable))
+	a[1] = uintptr(unsafe.Pointer(pExportTableId))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(ppExportTable)
+	runtime.KeepAlive(pExportTableId)
 	return procGetExportTable.check(r1)
 }
 
@@ -1486,7 +2159,20 @@ func GetProcAddress(symbol *byte, pfn *unsafe.Pointer, driverVersion int32, flag
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(symbol)), uintptr(unsafe.Pointer(pfn)), uintptr(driverVersion), uintptr(flags), uintptr(unsafe.Pointer(symbolFound)))
+	ccall.Escape(unsafe.Pointer(symbol))
+	ccall.Escape(unsafe.Pointer(pfn))
+	ccall.Escape(unsafe.Pointer(symbolFound))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(symbol))
+	a[1] = uintptr(unsafe.Pointer(pfn))
+	a[2] = uintptr(driverVersion)
+	a[3] = uintptr(flags)
+	a[4] = uintptr(unsafe.Pointer(symbolFound))
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(symbol)
+	runtime.KeepAlive(pfn)
+	runtime.KeepAlive(symbolFound)
 	return procGetProcAddress.check(r1)
 }
 
@@ -1499,7 +2185,20 @@ func GraphAddBatchMemOpNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependenci
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(numDependencies)
+	a[4] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
+	runtime.KeepAlive(nodeParams)
 	return procGraphAddBatchMemOpNode.check(r1)
 }
 
@@ -1512,7 +2211,18 @@ func GraphAddChildGraphNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependenci
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies), uintptr(childGraph))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(numDependencies)
+	a[4] = uintptr(childGraph)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
 	return procGraphAddChildGraphNode.check(r1)
 }
 
@@ -1525,7 +2235,20 @@ func GraphAddDependencies(hGraph CUgraph, from *CUgraphNode, to *CUgraphNode, ed
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraph), uintptr(unsafe.Pointer(from)), uintptr(unsafe.Pointer(to)), uintptr(unsafe.Pointer(edgeData)), uintptr(numDependencies))
+	ccall.Escape(unsafe.Pointer(from))
+	ccall.Escape(unsafe.Pointer(to))
+	ccall.Escape(unsafe.Pointer(edgeData))
+	a := ccall.Args()
+	a[0] = uintptr(hGraph)
+	a[1] = uintptr(unsafe.Pointer(from))
+	a[2] = uintptr(unsafe.Pointer(to))
+	a[3] = uintptr(unsafe.Pointer(edgeData))
+	a[4] = uintptr(numDependencies)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(from)
+	runtime.KeepAlive(to)
+	runtime.KeepAlive(edgeData)
 	return procGraphAddDependencies.check(r1)
 }
 
@@ -1538,7 +2261,17 @@ func GraphAddDependencies_v10000(hGraph CUgraph, from *CUgraphNode, to *CUgraphN
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraph), uintptr(unsafe.Pointer(from)), uintptr(unsafe.Pointer(to)), uintptr(numDependencies))
+	ccall.Escape(unsafe.Pointer(from))
+	ccall.Escape(unsafe.Pointer(to))
+	a := ccall.Args()
+	a[0] = uintptr(hGraph)
+	a[1] = uintptr(unsafe.Pointer(from))
+	a[2] = uintptr(unsafe.Pointer(to))
+	a[3] = uintptr(numDependencies)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(from)
+	runtime.KeepAlive(to)
 	return procGraphAddDependencies_v10000.check(r1)
 }
 
@@ -1551,7 +2284,17 @@ func GraphAddEmptyNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies *C
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(numDependencies)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
 	return procGraphAddEmptyNode.check(r1)
 }
 
@@ -1564,7 +2307,18 @@ func GraphAddEventRecordNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependenc
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies), uintptr(event))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(numDependencies)
+	a[4] = uintptr(event)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
 	return procGraphAddEventRecordNode.check(r1)
 }
 
@@ -1577,7 +2331,18 @@ func GraphAddEventWaitNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencie
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies), uintptr(event))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(numDependencies)
+	a[4] = uintptr(event)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
 	return procGraphAddEventWaitNode.check(r1)
 }
 
@@ -1590,7 +2355,20 @@ func GraphAddExternalSemaphoresSignalNode(phGraphNode *CUgraphNode, hGraph CUgra
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(numDependencies)
+	a[4] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
+	runtime.KeepAlive(nodeParams)
 	return procGraphAddExternalSemaphoresSignalNode.check(r1)
 }
 
@@ -1603,7 +2381,20 @@ func GraphAddExternalSemaphoresWaitNode(phGraphNode *CUgraphNode, hGraph CUgraph
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(numDependencies)
+	a[4] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
+	runtime.KeepAlive(nodeParams)
 	return procGraphAddExternalSemaphoresWaitNode.check(r1)
 }
 
@@ -1616,7 +2407,20 @@ func GraphAddHostNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies *CU
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(numDependencies)
+	a[4] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
+	runtime.KeepAlive(nodeParams)
 	return procGraphAddHostNode.check(r1)
 }
 
@@ -1629,7 +2433,20 @@ func GraphAddKernelNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies *
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(numDependencies)
+	a[4] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
+	runtime.KeepAlive(nodeParams)
 	return procGraphAddKernelNode.check(r1)
 }
 
@@ -1642,7 +2459,20 @@ func GraphAddMemAllocNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(numDependencies)
+	a[4] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
+	runtime.KeepAlive(nodeParams)
 	return procGraphAddMemAllocNode.check(r1)
 }
 
@@ -1655,7 +2485,18 @@ func GraphAddMemFreeNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies), uintptr(dptr))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(numDependencies)
+	a[4] = uintptr(dptr)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
 	return procGraphAddMemFreeNode.check(r1)
 }
 
@@ -1668,7 +2509,21 @@ func GraphAddMemcpyNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies *
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies), uintptr(unsafe.Pointer(copyParams)), uintptr(ctx))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	ccall.Escape(unsafe.Pointer(copyParams))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(numDependencies)
+	a[4] = uintptr(unsafe.Pointer(copyParams))
+	a[5] = uintptr(ctx)
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
+	runtime.KeepAlive(copyParams)
 	return procGraphAddMemcpyNode.check(r1)
 }
 
@@ -1681,7 +2536,21 @@ func GraphAddMemsetNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies *
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies), uintptr(unsafe.Pointer(memsetParams)), uintptr(ctx))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	ccall.Escape(unsafe.Pointer(memsetParams))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(numDependencies)
+	a[4] = uintptr(unsafe.Pointer(memsetParams))
+	a[5] = uintptr(ctx)
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
+	runtime.KeepAlive(memsetParams)
 	return procGraphAddMemsetNode.check(r1)
 }
 
@@ -1694,7 +2563,23 @@ func GraphAddNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies *CUgrap
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(unsafe.Pointer(dependencyData)), uintptr(numDependencies), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	ccall.Escape(unsafe.Pointer(dependencyData))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(unsafe.Pointer(dependencyData))
+	a[4] = uintptr(numDependencies)
+	a[5] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
+	runtime.KeepAlive(dependencyData)
+	runtime.KeepAlive(nodeParams)
 	return procGraphAddNode.check(r1)
 }
 
@@ -1707,7 +2592,20 @@ func GraphAddNode_v12020(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphNode)), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(phGraphNode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphNode))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(numDependencies)
+	a[4] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphNode)
+	runtime.KeepAlive(dependencies)
+	runtime.KeepAlive(nodeParams)
 	return procGraphAddNode_v12020.check(r1)
 }
 
@@ -1720,7 +2618,13 @@ func GraphBatchMemOpNodeGetParams(hNode CUgraphNode, nodeParams_out *CUDA_BATCH_
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(nodeParams_out)))
+	ccall.Escape(unsafe.Pointer(nodeParams_out))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(nodeParams_out))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams_out)
 	return procGraphBatchMemOpNodeGetParams.check(r1)
 }
 
@@ -1733,7 +2637,13 @@ func GraphBatchMemOpNodeSetParams(hNode CUgraphNode, nodeParams *CUDA_BATCH_MEM_
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphBatchMemOpNodeSetParams.check(r1)
 }
 
@@ -1746,7 +2656,13 @@ func GraphChildGraphNodeGetGraph(hNode CUgraphNode, phGraph *CUgraph) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(phGraph)))
+	ccall.Escape(unsafe.Pointer(phGraph))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(phGraph))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraph)
 	return procGraphChildGraphNodeGetGraph.check(r1)
 }
 
@@ -1759,7 +2675,13 @@ func GraphClone(phGraphClone *CUgraph, originalGraph CUgraph) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphClone)), uintptr(originalGraph))
+	ccall.Escape(unsafe.Pointer(phGraphClone))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphClone))
+	a[1] = uintptr(originalGraph)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphClone)
 	return procGraphClone.check(r1)
 }
 
@@ -1772,7 +2694,16 @@ func GraphConditionalHandleCreate(pHandle_out *CUgraphConditionalHandle, hGraph 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pHandle_out)), uintptr(hGraph), uintptr(ctx), uintptr(defaultLaunchValue), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(pHandle_out))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pHandle_out))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(ctx)
+	a[3] = uintptr(defaultLaunchValue)
+	a[4] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pHandle_out)
 	return procGraphConditionalHandleCreate.check(r1)
 }
 
@@ -1785,7 +2716,13 @@ func GraphCreate(phGraph *CUgraph, flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraph)), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(phGraph))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraph))
+	a[1] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraph)
 	return procGraphCreate.check(r1)
 }
 
@@ -1798,7 +2735,14 @@ func GraphDebugDotPrint(hGraph CUgraph, path *byte, flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraph), uintptr(unsafe.Pointer(path)), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(path))
+	a := ccall.Args()
+	a[0] = uintptr(hGraph)
+	a[1] = uintptr(unsafe.Pointer(path))
+	a[2] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(path)
 	return procGraphDebugDotPrint.check(r1)
 }
 
@@ -1811,7 +2755,10 @@ func GraphDestroy(hGraph CUgraph) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraph))
+	a := ccall.Args()
+	a[0] = uintptr(hGraph)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procGraphDestroy.check(r1)
 }
 
@@ -1824,7 +2771,10 @@ func GraphDestroyNode(hNode CUgraphNode) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procGraphDestroyNode.check(r1)
 }
 
@@ -1837,7 +2787,13 @@ func GraphEventRecordNodeGetEvent(hNode CUgraphNode, event_out *CUevent) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(event_out)))
+	ccall.Escape(unsafe.Pointer(event_out))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(event_out))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(event_out)
 	return procGraphEventRecordNodeGetEvent.check(r1)
 }
 
@@ -1850,7 +2806,11 @@ func GraphEventRecordNodeSetEvent(hNode CUgraphNode, event CUevent) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(event))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(event)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procGraphEventRecordNodeSetEvent.check(r1)
 }
 
@@ -1863,7 +2823,13 @@ func GraphEventWaitNodeGetEvent(hNode CUgraphNode, event_out *CUevent) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(event_out)))
+	ccall.Escape(unsafe.Pointer(event_out))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(event_out))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(event_out)
 	return procGraphEventWaitNodeGetEvent.check(r1)
 }
 
@@ -1876,7 +2842,11 @@ func GraphEventWaitNodeSetEvent(hNode CUgraphNode, event CUevent) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(event))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(event)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procGraphEventWaitNodeSetEvent.check(r1)
 }
 
@@ -1889,7 +2859,14 @@ func GraphExecBatchMemOpNodeSetParams(graphExec CUgraphExec, node CUgraphNode, n
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(graphExec), uintptr(node), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(graphExec)
+	a[1] = uintptr(node)
+	a[2] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphExecBatchMemOpNodeSetParams.check(r1)
 }
 
@@ -1902,7 +2879,12 @@ func GraphExecChildGraphNodeSetParams(hGraphExec CUgraphExec, hNode CUgraphNode,
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec), uintptr(hNode), uintptr(childGraph))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	a[1] = uintptr(hNode)
+	a[2] = uintptr(childGraph)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procGraphExecChildGraphNodeSetParams.check(r1)
 }
 
@@ -1915,7 +2897,10 @@ func GraphExecDestroy(hGraphExec CUgraphExec) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procGraphExecDestroy.check(r1)
 }
 
@@ -1928,7 +2913,12 @@ func GraphExecEventRecordNodeSetEvent(hGraphExec CUgraphExec, hNode CUgraphNode,
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec), uintptr(hNode), uintptr(event))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	a[1] = uintptr(hNode)
+	a[2] = uintptr(event)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procGraphExecEventRecordNodeSetEvent.check(r1)
 }
 
@@ -1941,7 +2931,12 @@ func GraphExecEventWaitNodeSetEvent(hGraphExec CUgraphExec, hNode CUgraphNode, e
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec), uintptr(hNode), uintptr(event))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	a[1] = uintptr(hNode)
+	a[2] = uintptr(event)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procGraphExecEventWaitNodeSetEvent.check(r1)
 }
 
@@ -1954,7 +2949,14 @@ func GraphExecExternalSemaphoresSignalNodeSetParams(hGraphExec CUgraphExec, hNod
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec), uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	a[1] = uintptr(hNode)
+	a[2] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphExecExternalSemaphoresSignalNodeSetParams.check(r1)
 }
 
@@ -1967,7 +2969,14 @@ func GraphExecExternalSemaphoresWaitNodeSetParams(hGraphExec CUgraphExec, hNode 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec), uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	a[1] = uintptr(hNode)
+	a[2] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphExecExternalSemaphoresWaitNodeSetParams.check(r1)
 }
 
@@ -1980,7 +2989,13 @@ func GraphExecGetFlags(hGraphExec CUgraphExec, flags *uint64) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec), uintptr(unsafe.Pointer(flags)))
+	ccall.Escape(unsafe.Pointer(flags))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	a[1] = uintptr(unsafe.Pointer(flags))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(flags)
 	return procGraphExecGetFlags.check(r1)
 }
 
@@ -1993,7 +3008,14 @@ func GraphExecHostNodeSetParams(hGraphExec CUgraphExec, hNode CUgraphNode, nodeP
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec), uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	a[1] = uintptr(hNode)
+	a[2] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphExecHostNodeSetParams.check(r1)
 }
 
@@ -2006,7 +3028,14 @@ func GraphExecKernelNodeSetParams(hGraphExec CUgraphExec, hNode CUgraphNode, nod
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec), uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	a[1] = uintptr(hNode)
+	a[2] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphExecKernelNodeSetParams.check(r1)
 }
 
@@ -2019,7 +3048,15 @@ func GraphExecMemcpyNodeSetParams(hGraphExec CUgraphExec, hNode CUgraphNode, cop
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec), uintptr(hNode), uintptr(unsafe.Pointer(copyParams)), uintptr(ctx))
+	ccall.Escape(unsafe.Pointer(copyParams))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	a[1] = uintptr(hNode)
+	a[2] = uintptr(unsafe.Pointer(copyParams))
+	a[3] = uintptr(ctx)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(copyParams)
 	return procGraphExecMemcpyNodeSetParams.check(r1)
 }
 
@@ -2032,7 +3069,15 @@ func GraphExecMemsetNodeSetParams(hGraphExec CUgraphExec, hNode CUgraphNode, mem
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec), uintptr(hNode), uintptr(unsafe.Pointer(memsetParams)), uintptr(ctx))
+	ccall.Escape(unsafe.Pointer(memsetParams))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	a[1] = uintptr(hNode)
+	a[2] = uintptr(unsafe.Pointer(memsetParams))
+	a[3] = uintptr(ctx)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(memsetParams)
 	return procGraphExecMemsetNodeSetParams.check(r1)
 }
 
@@ -2045,7 +3090,14 @@ func GraphExecNodeSetParams(hGraphExec CUgraphExec, hNode CUgraphNode, nodeParam
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec), uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	a[1] = uintptr(hNode)
+	a[2] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphExecNodeSetParams.check(r1)
 }
 
@@ -2058,7 +3110,14 @@ func GraphExecUpdate(hGraphExec CUgraphExec, hGraph CUgraph, resultInfo *CUgraph
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec), uintptr(hGraph), uintptr(unsafe.Pointer(resultInfo)))
+	ccall.Escape(unsafe.Pointer(resultInfo))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(resultInfo))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(resultInfo)
 	return procGraphExecUpdate.check(r1)
 }
 
@@ -2071,7 +3130,13 @@ func GraphExternalSemaphoresSignalNodeGetParams(hNode CUgraphNode, params_out *C
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(params_out)))
+	ccall.Escape(unsafe.Pointer(params_out))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(params_out))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(params_out)
 	return procGraphExternalSemaphoresSignalNodeGetParams.check(r1)
 }
 
@@ -2084,7 +3149,13 @@ func GraphExternalSemaphoresSignalNodeSetParams(hNode CUgraphNode, nodeParams *C
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphExternalSemaphoresSignalNodeSetParams.check(r1)
 }
 
@@ -2097,7 +3168,13 @@ func GraphExternalSemaphoresWaitNodeGetParams(hNode CUgraphNode, params_out *CUD
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(params_out)))
+	ccall.Escape(unsafe.Pointer(params_out))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(params_out))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(params_out)
 	return procGraphExternalSemaphoresWaitNodeGetParams.check(r1)
 }
 
@@ -2110,7 +3187,13 @@ func GraphExternalSemaphoresWaitNodeSetParams(hNode CUgraphNode, nodeParams *CUD
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphExternalSemaphoresWaitNodeSetParams.check(r1)
 }
 
@@ -2123,7 +3206,22 @@ func GraphGetEdges(hGraph CUgraph, from *CUgraphNode, to *CUgraphNode, edgeData 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraph), uintptr(unsafe.Pointer(from)), uintptr(unsafe.Pointer(to)), uintptr(unsafe.Pointer(edgeData)), uintptr(unsafe.Pointer(numEdges)))
+	ccall.Escape(unsafe.Pointer(from))
+	ccall.Escape(unsafe.Pointer(to))
+	ccall.Escape(unsafe.Pointer(edgeData))
+	ccall.Escape(unsafe.Pointer(numEdges))
+	a := ccall.Args()
+	a[0] = uintptr(hGraph)
+	a[1] = uintptr(unsafe.Pointer(from))
+	a[2] = uintptr(unsafe.Pointer(to))
+	a[3] = uintptr(unsafe.Pointer(edgeData))
+	a[4] = uintptr(unsafe.Pointer(numEdges))
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(from)
+	runtime.KeepAlive(to)
+	runtime.KeepAlive(edgeData)
+	runtime.KeepAlive(numEdges)
 	return procGraphGetEdges.check(r1)
 }
 
@@ -2136,7 +3234,19 @@ func GraphGetEdges_v10000(hGraph CUgraph, from *CUgraphNode, to *CUgraphNode, nu
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraph), uintptr(unsafe.Pointer(from)), uintptr(unsafe.Pointer(to)), uintptr(unsafe.Pointer(numEdges)))
+	ccall.Escape(unsafe.Pointer(from))
+	ccall.Escape(unsafe.Pointer(to))
+	ccall.Escape(unsafe.Pointer(numEdges))
+	a := ccall.Args()
+	a[0] = uintptr(hGraph)
+	a[1] = uintptr(unsafe.Pointer(from))
+	a[2] = uintptr(unsafe.Pointer(to))
+	a[3] = uintptr(unsafe.Pointer(numEdges))
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(from)
+	runtime.KeepAlive(to)
+	runtime.KeepAlive(numEdges)
 	return procGraphGetEdges_v10000.check(r1)
 }
 
@@ -2149,7 +3259,16 @@ func GraphGetNodes(hGraph CUgraph, nodes *CUgraphNode, numNodes *uintptr) error 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraph), uintptr(unsafe.Pointer(nodes)), uintptr(unsafe.Pointer(numNodes)))
+	ccall.Escape(unsafe.Pointer(nodes))
+	ccall.Escape(unsafe.Pointer(numNodes))
+	a := ccall.Args()
+	a[0] = uintptr(hGraph)
+	a[1] = uintptr(unsafe.Pointer(nodes))
+	a[2] = uintptr(unsafe.Pointer(numNodes))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodes)
+	runtime.KeepAlive(numNodes)
 	return procGraphGetNodes.check(r1)
 }
 
@@ -2162,7 +3281,16 @@ func GraphGetRootNodes(hGraph CUgraph, rootNodes *CUgraphNode, numRootNodes *uin
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraph), uintptr(unsafe.Pointer(rootNodes)), uintptr(unsafe.Pointer(numRootNodes)))
+	ccall.Escape(unsafe.Pointer(rootNodes))
+	ccall.Escape(unsafe.Pointer(numRootNodes))
+	a := ccall.Args()
+	a[0] = uintptr(hGraph)
+	a[1] = uintptr(unsafe.Pointer(rootNodes))
+	a[2] = uintptr(unsafe.Pointer(numRootNodes))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(rootNodes)
+	runtime.KeepAlive(numRootNodes)
 	return procGraphGetRootNodes.check(r1)
 }
 
@@ -2175,7 +3303,13 @@ func GraphHostNodeGetParams(hNode CUgraphNode, nodeParams *CUDA_HOST_NODE_PARAMS
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphHostNodeGetParams.check(r1)
 }
 
@@ -2188,7 +3322,13 @@ func GraphHostNodeSetParams(hNode CUgraphNode, nodeParams *CUDA_HOST_NODE_PARAMS
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphHostNodeSetParams.check(r1)
 }
 
@@ -2201,7 +3341,20 @@ func GraphInstantiate(phGraphExec *CUgraphExec, hGraph CUgraph, phErrorNode *CUg
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphExec)), uintptr(hGraph), uintptr(unsafe.Pointer(phErrorNode)), uintptr(unsafe.Pointer(logBuffer)), uintptr(bufferSize))
+	ccall.Escape(unsafe.Pointer(phGraphExec))
+	ccall.Escape(unsafe.Pointer(phErrorNode))
+	ccall.Escape(unsafe.Pointer(logBuffer))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphExec))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(phErrorNode))
+	a[3] = uintptr(unsafe.Pointer(logBuffer))
+	a[4] = uintptr(bufferSize)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphExec)
+	runtime.KeepAlive(phErrorNode)
+	runtime.KeepAlive(logBuffer)
 	return procGraphInstantiate.check(r1)
 }
 
@@ -2214,7 +3367,14 @@ func GraphInstantiateWithFlags(phGraphExec *CUgraphExec, hGraph CUgraph, flags u
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphExec)), uintptr(hGraph), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(phGraphExec))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphExec))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphExec)
 	return procGraphInstantiateWithFlags.check(r1)
 }
 
@@ -2227,7 +3387,16 @@ func GraphInstantiateWithParams(phGraphExec *CUgraphExec, hGraph CUgraph, instan
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phGraphExec)), uintptr(hGraph), uintptr(unsafe.Pointer(instantiateParams)))
+	ccall.Escape(unsafe.Pointer(phGraphExec))
+	ccall.Escape(unsafe.Pointer(instantiateParams))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phGraphExec))
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(instantiateParams))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraphExec)
+	runtime.KeepAlive(instantiateParams)
 	return procGraphInstantiateWithParams.check(r1)
 }
 
@@ -2240,7 +3409,11 @@ func GraphKernelNodeCopyAttributes(dst CUgraphNode, src CUgraphNode) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dst), uintptr(src))
+	a := ccall.Args()
+	a[0] = uintptr(dst)
+	a[1] = uintptr(src)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procGraphKernelNodeCopyAttributes.check(r1)
 }
 
@@ -2253,7 +3426,14 @@ func GraphKernelNodeGetAttribute(hNode CUgraphNode, attr CUkernelNodeAttrID, val
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(attr), uintptr(unsafe.Pointer(value_out)))
+	ccall.Escape(unsafe.Pointer(value_out))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(attr)
+	a[2] = uintptr(unsafe.Pointer(value_out))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(value_out)
 	return procGraphKernelNodeGetAttribute.check(r1)
 }
 
@@ -2266,7 +3446,13 @@ func GraphKernelNodeGetParams(hNode CUgraphNode, nodeParams *CUDA_KERNEL_NODE_PA
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphKernelNodeGetParams.check(r1)
 }
 
@@ -2279,7 +3465,14 @@ func GraphKernelNodeSetAttribute(hNode CUgraphNode, attr CUkernelNodeAttrID, val
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(attr), uintptr(unsafe.Pointer(value)))
+	ccall.Escape(unsafe.Pointer(value))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(attr)
+	a[2] = uintptr(unsafe.Pointer(value))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(value)
 	return procGraphKernelNodeSetAttribute.check(r1)
 }
 
@@ -2292,7 +3485,13 @@ func GraphKernelNodeSetParams(hNode CUgraphNode, nodeParams *CUDA_KERNEL_NODE_PA
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphKernelNodeSetParams.check(r1)
 }
 
@@ -2305,7 +3504,11 @@ func GraphLaunch(hGraph CUgraphExec, hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraph), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(hGraph)
+	a[1] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procGraphLaunch.check(r1)
 }
 
@@ -2318,7 +3521,13 @@ func GraphMemAllocNodeGetParams(hNode CUgraphNode, params_out *CUDA_MEM_ALLOC_NO
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(params_out)))
+	ccall.Escape(unsafe.Pointer(params_out))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(params_out))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(params_out)
 	return procGraphMemAllocNodeGetParams.check(r1)
 }
 
@@ -2331,7 +3540,13 @@ func GraphMemFreeNodeGetParams(hNode CUgraphNode, dptr_out *CUdeviceptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(dptr_out)))
+	ccall.Escape(unsafe.Pointer(dptr_out))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(dptr_out))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dptr_out)
 	return procGraphMemFreeNodeGetParams.check(r1)
 }
 
@@ -2344,7 +3559,13 @@ func GraphMemcpyNodeGetParams(hNode CUgraphNode, nodeParams *CUDA_MEMCPY3D_v2) e
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphMemcpyNodeGetParams.check(r1)
 }
 
@@ -2357,7 +3578,13 @@ func GraphMemcpyNodeSetParams(hNode CUgraphNode, nodeParams *CUDA_MEMCPY3D_v2) e
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphMemcpyNodeSetParams.check(r1)
 }
 
@@ -2370,7 +3597,13 @@ func GraphMemsetNodeGetParams(hNode CUgraphNode, nodeParams *CUDA_MEMSET_NODE_PA
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphMemsetNodeGetParams.check(r1)
 }
 
@@ -2383,7 +3616,13 @@ func GraphMemsetNodeSetParams(hNode CUgraphNode, nodeParams *CUDA_MEMSET_NODE_PA
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphMemsetNodeSetParams.check(r1)
 }
 
@@ -2396,7 +3635,14 @@ func GraphNodeFindInClone(phNode *CUgraphNode, hOriginalNode CUgraphNode, hClone
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phNode)), uintptr(hOriginalNode), uintptr(hClonedGraph))
+	ccall.Escape(unsafe.Pointer(phNode))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phNode))
+	a[1] = uintptr(hOriginalNode)
+	a[2] = uintptr(hClonedGraph)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phNode)
 	return procGraphNodeFindInClone.check(r1)
 }
 
@@ -2409,7 +3655,19 @@ func GraphNodeGetDependencies(hNode CUgraphNode, dependencies *CUgraphNode, edge
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(dependencies)), uintptr(unsafe.Pointer(edgeData)), uintptr(unsafe.Pointer(numDependencies)))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	ccall.Escape(unsafe.Pointer(edgeData))
+	ccall.Escape(unsafe.Pointer(numDependencies))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(dependencies))
+	a[2] = uintptr(unsafe.Pointer(edgeData))
+	a[3] = uintptr(unsafe.Pointer(numDependencies))
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dependencies)
+	runtime.KeepAlive(edgeData)
+	runtime.KeepAlive(numDependencies)
 	return procGraphNodeGetDependencies.check(r1)
 }
 
@@ -2422,7 +3680,16 @@ func GraphNodeGetDependencies_v10000(hNode CUgraphNode, dependencies *CUgraphNod
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(dependencies)), uintptr(unsafe.Pointer(numDependencies)))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	ccall.Escape(unsafe.Pointer(numDependencies))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(dependencies))
+	a[2] = uintptr(unsafe.Pointer(numDependencies))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dependencies)
+	runtime.KeepAlive(numDependencies)
 	return procGraphNodeGetDependencies_v10000.check(r1)
 }
 
@@ -2435,7 +3702,19 @@ func GraphNodeGetDependentNodes(hNode CUgraphNode, dependentNodes *CUgraphNode, 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(dependentNodes)), uintptr(unsafe.Pointer(edgeData)), uintptr(unsafe.Pointer(numDependentNodes)))
+	ccall.Escape(unsafe.Pointer(dependentNodes))
+	ccall.Escape(unsafe.Pointer(edgeData))
+	ccall.Escape(unsafe.Pointer(numDependentNodes))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(dependentNodes))
+	a[2] = uintptr(unsafe.Pointer(edgeData))
+	a[3] = uintptr(unsafe.Pointer(numDependentNodes))
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dependentNodes)
+	runtime.KeepAlive(edgeData)
+	runtime.KeepAlive(numDependentNodes)
 	return procGraphNodeGetDependentNodes.check(r1)
 }
 
@@ -2448,7 +3727,16 @@ func GraphNodeGetDependentNodes_v10000(hNode CUgraphNode, dependentNodes *CUgrap
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(dependentNodes)), uintptr(unsafe.Pointer(numDependentNodes)))
+	ccall.Escape(unsafe.Pointer(dependentNodes))
+	ccall.Escape(unsafe.Pointer(numDependentNodes))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(dependentNodes))
+	a[2] = uintptr(unsafe.Pointer(numDependentNodes))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dependentNodes)
+	runtime.KeepAlive(numDependentNodes)
 	return procGraphNodeGetDependentNodes_v10000.check(r1)
 }
 
@@ -2461,7 +3749,14 @@ func GraphNodeGetEnabled(hGraphExec CUgraphExec, hNode CUgraphNode, isEnabled *u
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec), uintptr(hNode), uintptr(unsafe.Pointer(isEnabled)))
+	ccall.Escape(unsafe.Pointer(isEnabled))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	a[1] = uintptr(hNode)
+	a[2] = uintptr(unsafe.Pointer(isEnabled))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(isEnabled)
 	return procGraphNodeGetEnabled.check(r1)
 }
 
@@ -2474,7 +3769,13 @@ func GraphNodeGetType(hNode CUgraphNode, type_ *CUgraphNodeType) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(type_)))
+	ccall.Escape(unsafe.Pointer(type_))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(type_))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(type_)
 	return procGraphNodeGetType.check(r1)
 }
 
@@ -2487,7 +3788,12 @@ func GraphNodeSetEnabled(hGraphExec CUgraphExec, hNode CUgraphNode, isEnabled ui
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraphExec), uintptr(hNode), uintptr(isEnabled))
+	a := ccall.Args()
+	a[0] = uintptr(hGraphExec)
+	a[1] = uintptr(hNode)
+	a[2] = uintptr(isEnabled)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procGraphNodeSetEnabled.check(r1)
 }
 
@@ -2500,7 +3806,13 @@ func GraphNodeSetParams(hNode CUgraphNode, nodeParams *CUgraphNodeParams) error 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hNode), uintptr(unsafe.Pointer(nodeParams)))
+	ccall.Escape(unsafe.Pointer(nodeParams))
+	a := ccall.Args()
+	a[0] = uintptr(hNode)
+	a[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(nodeParams)
 	return procGraphNodeSetParams.check(r1)
 }
 
@@ -2513,7 +3825,12 @@ func GraphReleaseUserObject(graph CUgraph, object CUuserObject, count uint32) er
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(graph), uintptr(object), uintptr(count))
+	a := ccall.Args()
+	a[0] = uintptr(graph)
+	a[1] = uintptr(object)
+	a[2] = uintptr(count)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procGraphReleaseUserObject.check(r1)
 }
 
@@ -2526,7 +3843,20 @@ func GraphRemoveDependencies(hGraph CUgraph, from *CUgraphNode, to *CUgraphNode,
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraph), uintptr(unsafe.Pointer(from)), uintptr(unsafe.Pointer(to)), uintptr(unsafe.Pointer(edgeData)), uintptr(numDependencies))
+	ccall.Escape(unsafe.Pointer(from))
+	ccall.Escape(unsafe.Pointer(to))
+	ccall.Escape(unsafe.Pointer(edgeData))
+	a := ccall.Args()
+	a[0] = uintptr(hGraph)
+	a[1] = uintptr(unsafe.Pointer(from))
+	a[2] = uintptr(unsafe.Pointer(to))
+	a[3] = uintptr(unsafe.Pointer(edgeData))
+	a[4] = uintptr(numDependencies)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(from)
+	runtime.KeepAlive(to)
+	runtime.KeepAlive(edgeData)
 	return procGraphRemoveDependencies.check(r1)
 }
 
@@ -2539,7 +3869,17 @@ func GraphRemoveDependencies_v10000(hGraph CUgraph, from *CUgraphNode, to *CUgra
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraph), uintptr(unsafe.Pointer(from)), uintptr(unsafe.Pointer(to)), uintptr(numDependencies))
+	ccall.Escape(unsafe.Pointer(from))
+	ccall.Escape(unsafe.Pointer(to))
+	a := ccall.Args()
+	a[0] = uintptr(hGraph)
+	a[1] = uintptr(unsafe.Pointer(from))
+	a[2] = uintptr(unsafe.Pointer(to))
+	a[3] = uintptr(numDependencies)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(from)
+	runtime.KeepAlive(to)
 	return procGraphRemoveDependencies_v10000.check(r1)
 }
 
@@ -2552,7 +3892,13 @@ func GraphRetainUserObject(graph CUgraph, object CUuserObject, count uint32, fla
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(graph), uintptr(object), uintptr(count), uintptr(flags))
+	a := ccall.Args()
+	a[0] = uintptr(graph)
+	a[1] = uintptr(object)
+	a[2] = uintptr(count)
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procGraphRetainUserObject.check(r1)
 }
 
@@ -2565,7 +3911,11 @@ func GraphUpload(hGraph CUgraphExec, hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hGraph), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(hGraph)
+	a[1] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procGraphUpload.check(r1)
 }
 
@@ -2578,7 +3928,15 @@ func GreenCtxCreate(phCtx *CUgreenCtx, desc CUdevResourceDesc, dev CUdevice, fla
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phCtx)), uintptr(desc), uintptr(dev), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(phCtx))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phCtx))
+	a[1] = uintptr(desc)
+	a[2] = uintptr(dev)
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phCtx)
 	return procGreenCtxCreate.check(r1)
 }
 
@@ -2591,7 +3949,10 @@ func GreenCtxDestroy(hCtx CUgreenCtx) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hCtx))
+	a := ccall.Args()
+	a[0] = uintptr(hCtx)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procGreenCtxDestroy.check(r1)
 }
 
@@ -2604,7 +3965,14 @@ func GreenCtxGetDevResource(hCtx CUgreenCtx, result *CUdevResource, type_ CUdevR
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hCtx), uintptr(unsafe.Pointer(result)), uintptr(type_))
+	ccall.Escape(unsafe.Pointer(result))
+	a := ccall.Args()
+	a[0] = uintptr(hCtx)
+	a[1] = uintptr(unsafe.Pointer(result))
+	a[2] = uintptr(type_)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(result)
 	return procGreenCtxGetDevResource.check(r1)
 }
 
@@ -2617,7 +3985,13 @@ func GreenCtxGetId(greenCtx CUgreenCtx, greenCtxId *uint64) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(greenCtx), uintptr(unsafe.Pointer(greenCtxId)))
+	ccall.Escape(unsafe.Pointer(greenCtxId))
+	a := ccall.Args()
+	a[0] = uintptr(greenCtx)
+	a[1] = uintptr(unsafe.Pointer(greenCtxId))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(greenCtxId)
 	return procGreenCtxGetId.check(r1)
 }
 
@@ -2630,7 +4004,11 @@ func GreenCtxRecordEvent(hCtx CUgreenCtx, hEvent CUevent) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hCtx), uintptr(hEvent))
+	a := ccall.Args()
+	a[0] = uintptr(hCtx)
+	a[1] = uintptr(hEvent)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procGreenCtxRecordEvent.check(r1)
 }
 
@@ -2643,7 +4021,15 @@ func GreenCtxStreamCreate(phStream *CUstream, greenCtx CUgreenCtx, flags uint32,
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phStream)), uintptr(greenCtx), uintptr(flags), uintptr(priority))
+	ccall.Escape(unsafe.Pointer(phStream))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phStream))
+	a[1] = uintptr(greenCtx)
+	a[2] = uintptr(flags)
+	a[3] = uintptr(priority)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phStream)
 	return procGreenCtxStreamCreate.check(r1)
 }
 
@@ -2656,7 +4042,11 @@ func GreenCtxWaitEvent(hCtx CUgreenCtx, hEvent CUevent) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hCtx), uintptr(hEvent))
+	a := ccall.Args()
+	a[0] = uintptr(hCtx)
+	a[1] = uintptr(hEvent)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procGreenCtxWaitEvent.check(r1)
 }
 
@@ -2669,7 +4059,15 @@ func ImportExternalMemory(extMem_out *CUexternalMemory, memHandleDesc *CUDA_EXTE
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(extMem_out)), uintptr(unsafe.Pointer(memHandleDesc)))
+	ccall.Escape(unsafe.Pointer(extMem_out))
+	ccall.Escape(unsafe.Pointer(memHandleDesc))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(extMem_out))
+	a[1] = uintptr(unsafe.Pointer(memHandleDesc))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(extMem_out)
+	runtime.KeepAlive(memHandleDesc)
 	return procImportExternalMemory.check(r1)
 }
 
@@ -2682,7 +4080,15 @@ func ImportExternalSemaphore(extSem_out *CUexternalSemaphore, semHandleDesc *CUD
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(extSem_out)), uintptr(unsafe.Pointer(semHandleDesc)))
+	ccall.Escape(unsafe.Pointer(extSem_out))
+	ccall.Escape(unsafe.Pointer(semHandleDesc))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(extSem_out))
+	a[1] = uintptr(unsafe.Pointer(semHandleDesc))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(extSem_out)
+	runtime.KeepAlive(semHandleDesc)
 	return procImportExternalSemaphore.check(r1)
 }
 
@@ -2695,7 +4101,10 @@ func Init(Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(Flags))
+	a := ccall.Args()
+	a[0] = uintptr(Flags)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procInit.check(r1)
 }
 
@@ -2708,7 +4117,10 @@ func IpcCloseMemHandle(dptr CUdeviceptr_v2) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dptr))
+	a := ccall.Args()
+	a[0] = uintptr(dptr)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procIpcCloseMemHandle.check(r1)
 }
 
@@ -2721,7 +4133,13 @@ func IpcGetEventHandle(pHandle *CUipcEventHandle_v1, event CUevent) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pHandle)), uintptr(event))
+	ccall.Escape(unsafe.Pointer(pHandle))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pHandle))
+	a[1] = uintptr(event)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pHandle)
 	return procIpcGetEventHandle.check(r1)
 }
 
@@ -2734,7 +4152,13 @@ func IpcGetMemHandle(pHandle *CUipcMemHandle_v1, dptr CUdeviceptr_v2) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pHandle)), uintptr(dptr))
+	ccall.Escape(unsafe.Pointer(pHandle))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pHandle))
+	a[1] = uintptr(dptr)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pHandle)
 	return procIpcGetMemHandle.check(r1)
 }
 
@@ -2773,7 +4197,15 @@ func KernelGetAttribute(pi *int32, attrib CUfunction_attribute, kernel CUkernel,
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pi)), uintptr(attrib), uintptr(kernel), uintptr(dev))
+	ccall.Escape(unsafe.Pointer(pi))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pi))
+	a[1] = uintptr(attrib)
+	a[2] = uintptr(kernel)
+	a[3] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pi)
 	return procKernelGetAttribute.check(r1)
 }
 
@@ -2786,7 +4218,13 @@ func KernelGetFunction(pFunc *CUfunction, kernel CUkernel) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pFunc)), uintptr(kernel))
+	ccall.Escape(unsafe.Pointer(pFunc))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pFunc))
+	a[1] = uintptr(kernel)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pFunc)
 	return procKernelGetFunction.check(r1)
 }
 
@@ -2799,7 +4237,13 @@ func KernelGetLibrary(pLib *CUlibrary, kernel CUkernel) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pLib)), uintptr(kernel))
+	ccall.Escape(unsafe.Pointer(pLib))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pLib))
+	a[1] = uintptr(kernel)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pLib)
 	return procKernelGetLibrary.check(r1)
 }
 
@@ -2812,7 +4256,13 @@ func KernelGetName(name **byte, hfunc CUkernel) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(name)), uintptr(hfunc))
+	ccall.Escape(unsafe.Pointer(name))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(name))
+	a[1] = uintptr(hfunc)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(name)
 	return procKernelGetName.check(r1)
 }
 
@@ -2825,7 +4275,17 @@ func KernelGetParamInfo(kernel CUkernel, paramIndex uintptr, paramOffset *uintpt
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(kernel), uintptr(paramIndex), uintptr(unsafe.Pointer(paramOffset)), uintptr(unsafe.Pointer(paramSize)))
+	ccall.Escape(unsafe.Pointer(paramOffset))
+	ccall.Escape(unsafe.Pointer(paramSize))
+	a := ccall.Args()
+	a[0] = uintptr(kernel)
+	a[1] = uintptr(paramIndex)
+	a[2] = uintptr(unsafe.Pointer(paramOffset))
+	a[3] = uintptr(unsafe.Pointer(paramSize))
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(paramOffset)
+	runtime.KeepAlive(paramSize)
 	return procKernelGetParamInfo.check(r1)
 }
 
@@ -2838,7 +4298,13 @@ func KernelSetAttribute(attrib CUfunction_attribute, val int32, kernel CUkernel,
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(attrib), uintptr(val), uintptr(kernel), uintptr(dev))
+	a := ccall.Args()
+	a[0] = uintptr(attrib)
+	a[1] = uintptr(val)
+	a[2] = uintptr(kernel)
+	a[3] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procKernelSetAttribute.check(r1)
 }
 
@@ -2851,7 +4317,12 @@ func KernelSetCacheConfig(kernel CUkernel, config CUfunc_cache, dev CUdevice) er
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(kernel), uintptr(config), uintptr(dev))
+	a := ccall.Args()
+	a[0] = uintptr(kernel)
+	a[1] = uintptr(config)
+	a[2] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procKernelSetCacheConfig.check(r1)
 }
 
@@ -2864,7 +4335,10 @@ func Launch(f CUfunction) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(f))
+	a := ccall.Args()
+	a[0] = uintptr(f)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procLaunch.check(r1)
 }
 
@@ -2877,7 +4351,21 @@ func LaunchCooperativeKernel(f CUfunction, gridDimX uint32, gridDimY uint32, gri
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(f), uintptr(gridDimX), uintptr(gridDimY), uintptr(gridDimZ), uintptr(blockDimX), uintptr(blockDimY), uintptr(blockDimZ), uintptr(sharedMemBytes), uintptr(hStream), uintptr(unsafe.Pointer(kernelParams)))
+	ccall.Escape(unsafe.Pointer(kernelParams))
+	a := ccall.Args()
+	a[0] = uintptr(f)
+	a[1] = uintptr(gridDimX)
+	a[2] = uintptr(gridDimY)
+	a[3] = uintptr(gridDimZ)
+	a[4] = uintptr(blockDimX)
+	a[5] = uintptr(blockDimY)
+	a[6] = uintptr(blockDimZ)
+	a[7] = uintptr(sharedMemBytes)
+	a[8] = uintptr(hStream)
+	a[9] = uintptr(unsafe.Pointer(kernelParams))
+	r1, _, _ := purego.SyscallN(fn, a[:10]...)
+	ccall.Release(a)
+	runtime.KeepAlive(kernelParams)
 	return procLaunchCooperativeKernel.check(r1)
 }
 
@@ -2890,7 +4378,14 @@ func LaunchCooperativeKernelMultiDevice(launchParamsList *CUDA_LAUNCH_PARAMS_v1,
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(launchParamsList)), uintptr(numDevices), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(launchParamsList))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(launchParamsList))
+	a[1] = uintptr(numDevices)
+	a[2] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(launchParamsList)
 	return procLaunchCooperativeKernelMultiDevice.check(r1)
 }
 
@@ -2903,7 +4398,12 @@ func LaunchGrid(f CUfunction, grid_width int32, grid_height int32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(f), uintptr(grid_width), uintptr(grid_height))
+	a := ccall.Args()
+	a[0] = uintptr(f)
+	a[1] = uintptr(grid_width)
+	a[2] = uintptr(grid_height)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procLaunchGrid.check(r1)
 }
 
@@ -2916,7 +4416,13 @@ func LaunchGridAsync(f CUfunction, grid_width int32, grid_height int32, hStream 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(f), uintptr(grid_width), uintptr(grid_height), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(f)
+	a[1] = uintptr(grid_width)
+	a[2] = uintptr(grid_height)
+	a[3] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procLaunchGridAsync.check(r1)
 }
 
@@ -2929,7 +4435,14 @@ func LaunchHostFunc(hStream CUstream, fn_ CUhostFn, userData unsafe.Pointer) err
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(fn_), uintptr(userData))
+	ccall.Escape(userData)
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(fn_)
+	a[2] = uintptr(userData)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(userData)
 	return procLaunchHostFunc.check(r1)
 }
 
@@ -2942,7 +4455,24 @@ func LaunchKernel(f CUfunction, gridDimX uint32, gridDimY uint32, gridDimZ uint3
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(f), uintptr(gridDimX), uintptr(gridDimY), uintptr(gridDimZ), uintptr(blockDimX), uintptr(blockDimY), uintptr(blockDimZ), uintptr(sharedMemBytes), uintptr(hStream), uintptr(unsafe.Pointer(kernelParams)), uintptr(unsafe.Pointer(extra)))
+	ccall.Escape(unsafe.Pointer(kernelParams))
+	ccall.Escape(unsafe.Pointer(extra))
+	a := ccall.Args()
+	a[0] = uintptr(f)
+	a[1] = uintptr(gridDimX)
+	a[2] = uintptr(gridDimY)
+	a[3] = uintptr(gridDimZ)
+	a[4] = uintptr(blockDimX)
+	a[5] = uintptr(blockDimY)
+	a[6] = uintptr(blockDimZ)
+	a[7] = uintptr(sharedMemBytes)
+	a[8] = uintptr(hStream)
+	a[9] = uintptr(unsafe.Pointer(kernelParams))
+	a[10] = uintptr(unsafe.Pointer(extra))
+	r1, _, _ := purego.SyscallN(fn, a[:11]...)
+	ccall.Release(a)
+	runtime.KeepAlive(kernelParams)
+	runtime.KeepAlive(extra)
 	return procLaunchKernel.check(r1)
 }
 
@@ -2955,7 +4485,19 @@ func LaunchKernelEx(config *CUlaunchConfig, f CUfunction, kernelParams *unsafe.P
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(config)), uintptr(f), uintptr(unsafe.Pointer(kernelParams)), uintptr(unsafe.Pointer(extra)))
+	ccall.Escape(unsafe.Pointer(config))
+	ccall.Escape(unsafe.Pointer(kernelParams))
+	ccall.Escape(unsafe.Pointer(extra))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(config))
+	a[1] = uintptr(f)
+	a[2] = uintptr(unsafe.Pointer(kernelParams))
+	a[3] = uintptr(unsafe.Pointer(extra))
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(config)
+	runtime.KeepAlive(kernelParams)
+	runtime.KeepAlive(extra)
 	return procLaunchKernelEx.check(r1)
 }
 
@@ -2968,7 +4510,14 @@ func LibraryEnumerateKernels(kernels *CUkernel, numKernels uint32, lib CUlibrary
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(kernels)), uintptr(numKernels), uintptr(lib))
+	ccall.Escape(unsafe.Pointer(kernels))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(kernels))
+	a[1] = uintptr(numKernels)
+	a[2] = uintptr(lib)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(kernels)
 	return procLibraryEnumerateKernels.check(r1)
 }
 
@@ -2981,7 +4530,19 @@ func LibraryGetGlobal(dptr *CUdeviceptr, bytes *uintptr, library CUlibrary, name
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dptr)), uintptr(unsafe.Pointer(bytes)), uintptr(library), uintptr(unsafe.Pointer(name)))
+	ccall.Escape(unsafe.Pointer(dptr))
+	ccall.Escape(unsafe.Pointer(bytes))
+	ccall.Escape(unsafe.Pointer(name))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dptr))
+	a[1] = uintptr(unsafe.Pointer(bytes))
+	a[2] = uintptr(library)
+	a[3] = uintptr(unsafe.Pointer(name))
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dptr)
+	runtime.KeepAlive(bytes)
+	runtime.KeepAlive(name)
 	return procLibraryGetGlobal.check(r1)
 }
 
@@ -2994,7 +4555,16 @@ func LibraryGetKernel(pKernel *CUkernel, library CUlibrary, name *byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pKernel)), uintptr(library), uintptr(unsafe.Pointer(name)))
+	ccall.Escape(unsafe.Pointer(pKernel))
+	ccall.Escape(unsafe.Pointer(name))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pKernel))
+	a[1] = uintptr(library)
+	a[2] = uintptr(unsafe.Pointer(name))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pKernel)
+	runtime.KeepAlive(name)
 	return procLibraryGetKernel.check(r1)
 }
 
@@ -3007,7 +4577,13 @@ func LibraryGetKernelCount(count *uint32, lib CUlibrary) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(count)), uintptr(lib))
+	ccall.Escape(unsafe.Pointer(count))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(count))
+	a[1] = uintptr(lib)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(count)
 	return procLibraryGetKernelCount.check(r1)
 }
 
@@ -3020,7 +4596,19 @@ func LibraryGetManaged(dptr *CUdeviceptr, bytes *uintptr, library CUlibrary, nam
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dptr)), uintptr(unsafe.Pointer(bytes)), uintptr(library), uintptr(unsafe.Pointer(name)))
+	ccall.Escape(unsafe.Pointer(dptr))
+	ccall.Escape(unsafe.Pointer(bytes))
+	ccall.Escape(unsafe.Pointer(name))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dptr))
+	a[1] = uintptr(unsafe.Pointer(bytes))
+	a[2] = uintptr(library)
+	a[3] = uintptr(unsafe.Pointer(name))
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dptr)
+	runtime.KeepAlive(bytes)
+	runtime.KeepAlive(name)
 	return procLibraryGetManaged.check(r1)
 }
 
@@ -3033,7 +4621,13 @@ func LibraryGetModule(pMod *CUmodule, library CUlibrary) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pMod)), uintptr(library))
+	ccall.Escape(unsafe.Pointer(pMod))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pMod))
+	a[1] = uintptr(library)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pMod)
 	return procLibraryGetModule.check(r1)
 }
 
@@ -3046,7 +4640,16 @@ func LibraryGetUnifiedFunction(fptr *unsafe.Pointer, library CUlibrary, symbol *
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(fptr)), uintptr(library), uintptr(unsafe.Pointer(symbol)))
+	ccall.Escape(unsafe.Pointer(fptr))
+	ccall.Escape(unsafe.Pointer(symbol))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(fptr))
+	a[1] = uintptr(library)
+	a[2] = uintptr(unsafe.Pointer(symbol))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(fptr)
+	runtime.KeepAlive(symbol)
 	return procLibraryGetUnifiedFunction.check(r1)
 }
 
@@ -3059,7 +4662,29 @@ func LibraryLoadData(library *CUlibrary, code unsafe.Pointer, jitOptions *CUjit_
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(library)), uintptr(code), uintptr(unsafe.Pointer(jitOptions)), uintptr(unsafe.Pointer(jitOptionsValues)), uintptr(numJitOptions), uintptr(unsafe.Pointer(libraryOptions)), uintptr(unsafe.Pointer(libraryOptionValues)), uintptr(numLibraryOptions))
+	ccall.Escape(unsafe.Pointer(library))
+	ccall.Escape(code)
+	ccall.Escape(unsafe.Pointer(jitOptions))
+	ccall.Escape(unsafe.Pointer(jitOptionsValues))
+	ccall.Escape(unsafe.Pointer(libraryOptions))
+	ccall.Escape(unsafe.Pointer(libraryOptionValues))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(library))
+	a[1] = uintptr(code)
+	a[2] = uintptr(unsafe.Pointer(jitOptions))
+	a[3] = uintptr(unsafe.Pointer(jitOptionsValues))
+	a[4] = uintptr(numJitOptions)
+	a[5] = uintptr(unsafe.Pointer(libraryOptions))
+	a[6] = uintptr(unsafe.Pointer(libraryOptionValues))
+	a[7] = uintptr(numLibraryOptions)
+	r1, _, _ := purego.SyscallN(fn, a[:8]...)
+	ccall.Release(a)
+	runtime.KeepAlive(library)
+	runtime.KeepAlive(code)
+	runtime.KeepAlive(jitOptions)
+	runtime.KeepAlive(jitOptionsValues)
+	runtime.KeepAlive(libraryOptions)
+	runtime.KeepAlive(libraryOptionValues)
 	return procLibraryLoadData.check(r1)
 }
 
@@ -3072,7 +4697,29 @@ func LibraryLoadFromFile(library *CUlibrary, fileName *byte, jitOptions *CUjit_o
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(library)), uintptr(unsafe.Pointer(fileName)), uintptr(unsafe.Pointer(jitOptions)), uintptr(unsafe.Pointer(jitOptionsValues)), uintptr(numJitOptions), uintptr(unsafe.Pointer(libraryOptions)), uintptr(unsafe.Pointer(libraryOptionValues)), uintptr(numLibraryOptions))
+	ccall.Escape(unsafe.Pointer(library))
+	ccall.Escape(unsafe.Pointer(fileName))
+	ccall.Escape(unsafe.Pointer(jitOptions))
+	ccall.Escape(unsafe.Pointer(jitOptionsValues))
+	ccall.Escape(unsafe.Pointer(libraryOptions))
+	ccall.Escape(unsafe.Pointer(libraryOptionValues))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(library))
+	a[1] = uintptr(unsafe.Pointer(fileName))
+	a[2] = uintptr(unsafe.Pointer(jitOptions))
+	a[3] = uintptr(unsafe.Pointer(jitOptionsValues))
+	a[4] = uintptr(numJitOptions)
+	a[5] = uintptr(unsafe.Pointer(libraryOptions))
+	a[6] = uintptr(unsafe.Pointer(libraryOptionValues))
+	a[7] = uintptr(numLibraryOptions)
+	r1, _, _ := purego.SyscallN(fn, a[:8]...)
+	ccall.Release(a)
+	runtime.KeepAlive(library)
+	runtime.KeepAlive(fileName)
+	runtime.KeepAlive(jitOptions)
+	runtime.KeepAlive(jitOptionsValues)
+	runtime.KeepAlive(libraryOptions)
+	runtime.KeepAlive(libraryOptionValues)
 	return procLibraryLoadFromFile.check(r1)
 }
 
@@ -3085,7 +4732,10 @@ func LibraryUnload(library CUlibrary) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(library))
+	a := ccall.Args()
+	a[0] = uintptr(library)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procLibraryUnload.check(r1)
 }
 
@@ -3098,7 +4748,25 @@ func LinkAddData(state CUlinkState, type_ CUjitInputType, data unsafe.Pointer, s
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(state), uintptr(type_), uintptr(data), uintptr(size), uintptr(unsafe.Pointer(name)), uintptr(numOptions), uintptr(unsafe.Pointer(options)), uintptr(unsafe.Pointer(optionValues)))
+	ccall.Escape(data)
+	ccall.Escape(unsafe.Pointer(name))
+	ccall.Escape(unsafe.Pointer(options))
+	ccall.Escape(unsafe.Pointer(optionValues))
+	a := ccall.Args()
+	a[0] = uintptr(state)
+	a[1] = uintptr(type_)
+	a[2] = uintptr(data)
+	a[3] = uintptr(size)
+	a[4] = uintptr(unsafe.Pointer(name))
+	a[5] = uintptr(numOptions)
+	a[6] = uintptr(unsafe.Pointer(options))
+	a[7] = uintptr(unsafe.Pointer(optionValues))
+	r1, _, _ := purego.SyscallN(fn, a[:8]...)
+	ccall.Release(a)
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(name)
+	runtime.KeepAlive(options)
+	runtime.KeepAlive(optionValues)
 	return procLinkAddData.check(r1)
 }
 
@@ -3111,7 +4779,21 @@ func LinkAddFile(state CUlinkState, type_ CUjitInputType, path *byte, numOptions
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(state), uintptr(type_), uintptr(unsafe.Pointer(path)), uintptr(numOptions), uintptr(unsafe.Pointer(options)), uintptr(unsafe.Pointer(optionValues)))
+	ccall.Escape(unsafe.Pointer(path))
+	ccall.Escape(unsafe.Pointer(options))
+	ccall.Escape(unsafe.Pointer(optionValues))
+	a := ccall.Args()
+	a[0] = uintptr(state)
+	a[1] = uintptr(type_)
+	a[2] = uintptr(unsafe.Pointer(path))
+	a[3] = uintptr(numOptions)
+	a[4] = uintptr(unsafe.Pointer(options))
+	a[5] = uintptr(unsafe.Pointer(optionValues))
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
+	runtime.KeepAlive(path)
+	runtime.KeepAlive(options)
+	runtime.KeepAlive(optionValues)
 	return procLinkAddFile.check(r1)
 }
 
@@ -3124,7 +4806,16 @@ func LinkComplete(state CUlinkState, cubinOut *unsafe.Pointer, sizeOut *uintptr)
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(state), uintptr(unsafe.Pointer(cubinOut)), uintptr(unsafe.Pointer(sizeOut)))
+	ccall.Escape(unsafe.Pointer(cubinOut))
+	ccall.Escape(unsafe.Pointer(sizeOut))
+	a := ccall.Args()
+	a[0] = uintptr(state)
+	a[1] = uintptr(unsafe.Pointer(cubinOut))
+	a[2] = uintptr(unsafe.Pointer(sizeOut))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(cubinOut)
+	runtime.KeepAlive(sizeOut)
 	return procLinkComplete.check(r1)
 }
 
@@ -3137,7 +4828,19 @@ func LinkCreate(numOptions uint32, options *CUjit_option, optionValues *unsafe.P
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(numOptions), uintptr(unsafe.Pointer(options)), uintptr(unsafe.Pointer(optionValues)), uintptr(unsafe.Pointer(stateOut)))
+	ccall.Escape(unsafe.Pointer(options))
+	ccall.Escape(unsafe.Pointer(optionValues))
+	ccall.Escape(unsafe.Pointer(stateOut))
+	a := ccall.Args()
+	a[0] = uintptr(numOptions)
+	a[1] = uintptr(unsafe.Pointer(options))
+	a[2] = uintptr(unsafe.Pointer(optionValues))
+	a[3] = uintptr(unsafe.Pointer(stateOut))
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(options)
+	runtime.KeepAlive(optionValues)
+	runtime.KeepAlive(stateOut)
 	return procLinkCreate.check(r1)
 }
 
@@ -3150,7 +4853,10 @@ func LinkDestroy(state CUlinkState) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(state))
+	a := ccall.Args()
+	a[0] = uintptr(state)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procLinkDestroy.check(r1)
 }
 
@@ -3163,7 +4869,13 @@ func LogsCurrent(iterator *CUlogIterator, flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(iterator)), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(iterator))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(iterator))
+	a[1] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(iterator)
 	return procLogsCurrent.check(r1)
 }
 
@@ -3176,7 +4888,16 @@ func LogsDumpToFile(iterator *CUlogIterator, pathToFile *byte, flags uint32) err
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(iterator)), uintptr(unsafe.Pointer(pathToFile)), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(iterator))
+	ccall.Escape(unsafe.Pointer(pathToFile))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(iterator))
+	a[1] = uintptr(unsafe.Pointer(pathToFile))
+	a[2] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(iterator)
+	runtime.KeepAlive(pathToFile)
 	return procLogsDumpToFile.check(r1)
 }
 
@@ -3189,7 +4910,19 @@ func LogsDumpToMemory(iterator *CUlogIterator, buffer *byte, size *uintptr, flag
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(iterator)), uintptr(unsafe.Pointer(buffer)), uintptr(unsafe.Pointer(size)), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(iterator))
+	ccall.Escape(unsafe.Pointer(buffer))
+	ccall.Escape(unsafe.Pointer(size))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(iterator))
+	a[1] = uintptr(unsafe.Pointer(buffer))
+	a[2] = uintptr(unsafe.Pointer(size))
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(iterator)
+	runtime.KeepAlive(buffer)
+	runtime.KeepAlive(size)
 	return procLogsDumpToMemory.check(r1)
 }
 
@@ -3202,7 +4935,16 @@ func LogsRegisterCallback(callbackFunc CUlogsCallback, userData unsafe.Pointer, 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(callbackFunc), uintptr(userData), uintptr(unsafe.Pointer(callback)))
+	ccall.Escape(userData)
+	ccall.Escape(unsafe.Pointer(callback))
+	a := ccall.Args()
+	a[0] = uintptr(callbackFunc)
+	a[1] = uintptr(userData)
+	a[2] = uintptr(unsafe.Pointer(callback))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(userData)
+	runtime.KeepAlive(callback)
 	return procLogsRegisterCallback.check(r1)
 }
 
@@ -3215,7 +4957,10 @@ func LogsUnregisterCallback(callback CUlogsCallbackHandle) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(callback))
+	a := ccall.Args()
+	a[0] = uintptr(callback)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procLogsUnregisterCallback.check(r1)
 }
 
@@ -3228,7 +4973,11 @@ func MemAddressFree(ptr CUdeviceptr_v2, size uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(ptr), uintptr(size))
+	a := ccall.Args()
+	a[0] = uintptr(ptr)
+	a[1] = uintptr(size)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procMemAddressFree.check(r1)
 }
 
@@ -3241,7 +4990,16 @@ func MemAddressReserve(ptr *CUdeviceptr_v2, size uintptr, alignment uintptr, add
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(ptr)), uintptr(size), uintptr(alignment), uintptr(addr), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(ptr))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(ptr))
+	a[1] = uintptr(size)
+	a[2] = uintptr(alignment)
+	a[3] = uintptr(addr)
+	a[4] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(ptr)
 	return procMemAddressReserve.check(r1)
 }
 
@@ -3254,7 +5012,13 @@ func MemAdvise(devPtr CUdeviceptr_v2, count uintptr, advice CUmem_advise, locati
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(devPtr), uintptr(count), uintptr(advice), *(*uintptr)(unsafe.Pointer(&location)))
+	a := ccall.Args()
+	a[0] = uintptr(devPtr)
+	a[1] = uintptr(count)
+	a[2] = uintptr(advice)
+	a[3] = *(*uintptr)(unsafe.Pointer(&location))
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procMemAdvise.check(r1)
 }
 
@@ -3267,7 +5031,13 @@ func MemAdvise_v8000(devPtr CUdeviceptr_v2, count uintptr, advice CUmem_advise, 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(devPtr), uintptr(count), uintptr(advice), uintptr(device))
+	a := ccall.Args()
+	a[0] = uintptr(devPtr)
+	a[1] = uintptr(count)
+	a[2] = uintptr(advice)
+	a[3] = uintptr(device)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procMemAdvise_v8000.check(r1)
 }
 
@@ -3280,7 +5050,13 @@ func MemAlloc(dptr *CUdeviceptr_v2, bytesize uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dptr)), uintptr(bytesize))
+	ccall.Escape(unsafe.Pointer(dptr))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dptr))
+	a[1] = uintptr(bytesize)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dptr)
 	return procMemAlloc.check(r1)
 }
 
@@ -3293,7 +5069,14 @@ func MemAllocAsync(dptr *CUdeviceptr_v2, bytesize uintptr, hStream CUstream) err
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dptr)), uintptr(bytesize), uintptr(hStream))
+	ccall.Escape(unsafe.Pointer(dptr))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dptr))
+	a[1] = uintptr(bytesize)
+	a[2] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dptr)
 	return procMemAllocAsync.check(r1)
 }
 
@@ -3306,7 +5089,15 @@ func MemAllocFromPoolAsync(dptr *CUdeviceptr_v2, bytesize uintptr, pool CUmemory
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dptr)), uintptr(bytesize), uintptr(pool), uintptr(hStream))
+	ccall.Escape(unsafe.Pointer(dptr))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dptr))
+	a[1] = uintptr(bytesize)
+	a[2] = uintptr(pool)
+	a[3] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dptr)
 	return procMemAllocFromPoolAsync.check(r1)
 }
 
@@ -3319,7 +5110,13 @@ func MemAllocHost(pp *unsafe.Pointer, bytesize uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pp)), uintptr(bytesize))
+	ccall.Escape(unsafe.Pointer(pp))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pp))
+	a[1] = uintptr(bytesize)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pp)
 	return procMemAllocHost.check(r1)
 }
 
@@ -3332,7 +5129,14 @@ func MemAllocManaged(dptr *CUdeviceptr_v2, bytesize uintptr, flags uint32) error
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dptr)), uintptr(bytesize), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(dptr))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dptr))
+	a[1] = uintptr(bytesize)
+	a[2] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dptr)
 	return procMemAllocManaged.check(r1)
 }
 
@@ -3345,7 +5149,18 @@ func MemAllocPitch(dptr *CUdeviceptr_v2, pPitch *uintptr, WidthInBytes uintptr, 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dptr)), uintptr(unsafe.Pointer(pPitch)), uintptr(WidthInBytes), uintptr(Height), uintptr(ElementSizeBytes))
+	ccall.Escape(unsafe.Pointer(dptr))
+	ccall.Escape(unsafe.Pointer(pPitch))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dptr))
+	a[1] = uintptr(unsafe.Pointer(pPitch))
+	a[2] = uintptr(WidthInBytes)
+	a[3] = uintptr(Height)
+	a[4] = uintptr(ElementSizeBytes)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dptr)
+	runtime.KeepAlive(pPitch)
 	return procMemAllocPitch.check(r1)
 }
 
@@ -3358,7 +5173,18 @@ func MemBatchDecompressAsync(paramsArray *CUmemDecompressParams, count uintptr, 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(paramsArray)), uintptr(count), uintptr(flags), uintptr(unsafe.Pointer(errorIndex)), uintptr(stream))
+	ccall.Escape(unsafe.Pointer(paramsArray))
+	ccall.Escape(unsafe.Pointer(errorIndex))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(paramsArray))
+	a[1] = uintptr(count)
+	a[2] = uintptr(flags)
+	a[3] = uintptr(unsafe.Pointer(errorIndex))
+	a[4] = uintptr(stream)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(paramsArray)
+	runtime.KeepAlive(errorIndex)
 	return procMemBatchDecompressAsync.check(r1)
 }
 
@@ -3371,7 +5197,17 @@ func MemCreate(handle *CUmemGenericAllocationHandle_v1, size uintptr, prop *CUme
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(handle)), uintptr(size), uintptr(unsafe.Pointer(prop)), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(handle))
+	ccall.Escape(unsafe.Pointer(prop))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(handle))
+	a[1] = uintptr(size)
+	a[2] = uintptr(unsafe.Pointer(prop))
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(handle)
+	runtime.KeepAlive(prop)
 	return procMemCreate.check(r1)
 }
 
@@ -3384,7 +5220,25 @@ func MemDiscardAndPrefetchBatchAsync(dptrs *CUdeviceptr_v2, sizes *uintptr, coun
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dptrs)), uintptr(unsafe.Pointer(sizes)), uintptr(count), uintptr(unsafe.Pointer(prefetchLocs)), uintptr(unsafe.Pointer(prefetchLocIdxs)), uintptr(numPrefetchLocs), uintptr(flags), uintptr(hStream))
+	ccall.Escape(unsafe.Pointer(dptrs))
+	ccall.Escape(unsafe.Pointer(sizes))
+	ccall.Escape(unsafe.Pointer(prefetchLocs))
+	ccall.Escape(unsafe.Pointer(prefetchLocIdxs))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dptrs))
+	a[1] = uintptr(unsafe.Pointer(sizes))
+	a[2] = uintptr(count)
+	a[3] = uintptr(unsafe.Pointer(prefetchLocs))
+	a[4] = uintptr(unsafe.Pointer(prefetchLocIdxs))
+	a[5] = uintptr(numPrefetchLocs)
+	a[6] = uintptr(flags)
+	a[7] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:8]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dptrs)
+	runtime.KeepAlive(sizes)
+	runtime.KeepAlive(prefetchLocs)
+	runtime.KeepAlive(prefetchLocIdxs)
 	return procMemDiscardAndPrefetchBatchAsync.check(r1)
 }
 
@@ -3397,7 +5251,18 @@ func MemDiscardBatchAsync(dptrs *CUdeviceptr_v2, sizes *uintptr, count uintptr, 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dptrs)), uintptr(unsafe.Pointer(sizes)), uintptr(count), uintptr(flags), uintptr(hStream))
+	ccall.Escape(unsafe.Pointer(dptrs))
+	ccall.Escape(unsafe.Pointer(sizes))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dptrs))
+	a[1] = uintptr(unsafe.Pointer(sizes))
+	a[2] = uintptr(count)
+	a[3] = uintptr(flags)
+	a[4] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dptrs)
+	runtime.KeepAlive(sizes)
 	return procMemDiscardBatchAsync.check(r1)
 }
 
@@ -3410,7 +5275,15 @@ func MemExportToShareableHandle(shareableHandle unsafe.Pointer, handle CUmemGene
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(shareableHandle), uintptr(handle), uintptr(handleType), uintptr(flags))
+	ccall.Escape(shareableHandle)
+	a := ccall.Args()
+	a[0] = uintptr(shareableHandle)
+	a[1] = uintptr(handle)
+	a[2] = uintptr(handleType)
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(shareableHandle)
 	return procMemExportToShareableHandle.check(r1)
 }
 
@@ -3423,7 +5296,10 @@ func MemFree(dptr CUdeviceptr_v2) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dptr))
+	a := ccall.Args()
+	a[0] = uintptr(dptr)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procMemFree.check(r1)
 }
 
@@ -3436,7 +5312,11 @@ func MemFreeAsync(dptr CUdeviceptr_v2, hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dptr), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(dptr)
+	a[1] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procMemFreeAsync.check(r1)
 }
 
@@ -3449,7 +5329,12 @@ func MemFreeHost(p unsafe.Pointer) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(p))
+	ccall.Escape(p)
+	a := ccall.Args()
+	a[0] = uintptr(p)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(p)
 	return procMemFreeHost.check(r1)
 }
 
@@ -3462,7 +5347,16 @@ func MemGetAccess(flags *uint64, location *CUmemLocation_v1, ptr CUdeviceptr_v2)
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(flags)), uintptr(unsafe.Pointer(location)), uintptr(ptr))
+	ccall.Escape(unsafe.Pointer(flags))
+	ccall.Escape(unsafe.Pointer(location))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(flags))
+	a[1] = uintptr(unsafe.Pointer(location))
+	a[2] = uintptr(ptr)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(flags)
+	runtime.KeepAlive(location)
 	return procMemGetAccess.check(r1)
 }
 
@@ -3475,7 +5369,16 @@ func MemGetAddressRange(pbase *CUdeviceptr_v2, psize *uintptr, dptr CUdeviceptr_
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pbase)), uintptr(unsafe.Pointer(psize)), uintptr(dptr))
+	ccall.Escape(unsafe.Pointer(pbase))
+	ccall.Escape(unsafe.Pointer(psize))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pbase))
+	a[1] = uintptr(unsafe.Pointer(psize))
+	a[2] = uintptr(dptr)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pbase)
+	runtime.KeepAlive(psize)
 	return procMemGetAddressRange.check(r1)
 }
 
@@ -3488,7 +5391,16 @@ func MemGetAllocationGranularity(granularity *uintptr, prop *CUmemAllocationProp
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(granularity)), uintptr(unsafe.Pointer(prop)), uintptr(option))
+	ccall.Escape(unsafe.Pointer(granularity))
+	ccall.Escape(unsafe.Pointer(prop))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(granularity))
+	a[1] = uintptr(unsafe.Pointer(prop))
+	a[2] = uintptr(option)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(granularity)
+	runtime.KeepAlive(prop)
 	return procMemGetAllocationGranularity.check(r1)
 }
 
@@ -3501,7 +5413,13 @@ func MemGetAllocationPropertiesFromHandle(prop *CUmemAllocationProp_v1, handle C
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(prop)), uintptr(handle))
+	ccall.Escape(unsafe.Pointer(prop))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(prop))
+	a[1] = uintptr(handle)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(prop)
 	return procMemGetAllocationPropertiesFromHandle.check(r1)
 }
 
@@ -3514,7 +5432,16 @@ func MemGetDefaultMemPool(pool_out *CUmemoryPool, location *CUmemLocation, type_
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pool_out)), uintptr(unsafe.Pointer(location)), uintptr(type_))
+	ccall.Escape(unsafe.Pointer(pool_out))
+	ccall.Escape(unsafe.Pointer(location))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pool_out))
+	a[1] = uintptr(unsafe.Pointer(location))
+	a[2] = uintptr(type_)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pool_out)
+	runtime.KeepAlive(location)
 	return procMemGetDefaultMemPool.check(r1)
 }
 
@@ -3527,7 +5454,16 @@ func MemGetHandleForAddressRange(handle unsafe.Pointer, dptr CUdeviceptr, size u
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(handle), uintptr(dptr), uintptr(size), uintptr(handleType), uintptr(flags))
+	ccall.Escape(handle)
+	a := ccall.Args()
+	a[0] = uintptr(handle)
+	a[1] = uintptr(dptr)
+	a[2] = uintptr(size)
+	a[3] = uintptr(handleType)
+	a[4] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(handle)
 	return procMemGetHandleForAddressRange.check(r1)
 }
 
@@ -3540,7 +5476,15 @@ func MemGetInfo(free *uintptr, total *uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(free)), uintptr(unsafe.Pointer(total)))
+	ccall.Escape(unsafe.Pointer(free))
+	ccall.Escape(unsafe.Pointer(total))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(free))
+	a[1] = uintptr(unsafe.Pointer(total))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(free)
+	runtime.KeepAlive(total)
 	return procMemGetInfo.check(r1)
 }
 
@@ -3553,7 +5497,16 @@ func MemGetMemPool(pool_out *CUmemoryPool, location *CUmemLocation, type_ CUmemA
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pool_out)), uintptr(unsafe.Pointer(location)), uintptr(type_))
+	ccall.Escape(unsafe.Pointer(pool_out))
+	ccall.Escape(unsafe.Pointer(location))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pool_out))
+	a[1] = uintptr(unsafe.Pointer(location))
+	a[2] = uintptr(type_)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pool_out)
+	runtime.KeepAlive(location)
 	return procMemGetMemPool.check(r1)
 }
 
@@ -3566,7 +5519,14 @@ func MemHostAlloc(pp *unsafe.Pointer, bytesize uintptr, Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pp)), uintptr(bytesize), uintptr(Flags))
+	ccall.Escape(unsafe.Pointer(pp))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pp))
+	a[1] = uintptr(bytesize)
+	a[2] = uintptr(Flags)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pp)
 	return procMemHostAlloc.check(r1)
 }
 
@@ -3579,7 +5539,16 @@ func MemHostGetDevicePointer(pdptr *CUdeviceptr_v2, p unsafe.Pointer, Flags uint
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pdptr)), uintptr(p), uintptr(Flags))
+	ccall.Escape(unsafe.Pointer(pdptr))
+	ccall.Escape(p)
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pdptr))
+	a[1] = uintptr(p)
+	a[2] = uintptr(Flags)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pdptr)
+	runtime.KeepAlive(p)
 	return procMemHostGetDevicePointer.check(r1)
 }
 
@@ -3592,7 +5561,15 @@ func MemHostGetFlags(pFlags *uint32, p unsafe.Pointer) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pFlags)), uintptr(p))
+	ccall.Escape(unsafe.Pointer(pFlags))
+	ccall.Escape(p)
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pFlags))
+	a[1] = uintptr(p)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pFlags)
+	runtime.KeepAlive(p)
 	return procMemHostGetFlags.check(r1)
 }
 
@@ -3605,7 +5582,14 @@ func MemHostRegister(p unsafe.Pointer, bytesize uintptr, Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(p), uintptr(bytesize), uintptr(Flags))
+	ccall.Escape(p)
+	a := ccall.Args()
+	a[0] = uintptr(p)
+	a[1] = uintptr(bytesize)
+	a[2] = uintptr(Flags)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(p)
 	return procMemHostRegister.check(r1)
 }
 
@@ -3618,7 +5602,12 @@ func MemHostUnregister(p unsafe.Pointer) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(p))
+	ccall.Escape(p)
+	a := ccall.Args()
+	a[0] = uintptr(p)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(p)
 	return procMemHostUnregister.check(r1)
 }
 
@@ -3631,7 +5620,16 @@ func MemImportFromShareableHandle(handle *CUmemGenericAllocationHandle_v1, osHan
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(handle)), uintptr(osHandle), uintptr(shHandleType))
+	ccall.Escape(unsafe.Pointer(handle))
+	ccall.Escape(osHandle)
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(handle))
+	a[1] = uintptr(osHandle)
+	a[2] = uintptr(shHandleType)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(handle)
+	runtime.KeepAlive(osHandle)
 	return procMemImportFromShareableHandle.check(r1)
 }
 
@@ -3644,7 +5642,14 @@ func MemMap(ptr CUdeviceptr_v2, size uintptr, offset uintptr, handle CUmemGeneri
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(ptr), uintptr(size), uintptr(offset), uintptr(handle), uintptr(flags))
+	a := ccall.Args()
+	a[0] = uintptr(ptr)
+	a[1] = uintptr(size)
+	a[2] = uintptr(offset)
+	a[3] = uintptr(handle)
+	a[4] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
 	return procMemMap.check(r1)
 }
 
@@ -3657,7 +5662,14 @@ func MemMapArrayAsync(mapInfoList *CUarrayMapInfo_v1, count uint32, hStream CUst
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(mapInfoList)), uintptr(count), uintptr(hStream))
+	ccall.Escape(unsafe.Pointer(mapInfoList))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(mapInfoList))
+	a[1] = uintptr(count)
+	a[2] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(mapInfoList)
 	return procMemMapArrayAsync.check(r1)
 }
 
@@ -3670,7 +5682,15 @@ func MemPoolCreate(pool *CUmemoryPool, poolProps *CUmemPoolProps_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pool)), uintptr(unsafe.Pointer(poolProps)))
+	ccall.Escape(unsafe.Pointer(pool))
+	ccall.Escape(unsafe.Pointer(poolProps))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pool))
+	a[1] = uintptr(unsafe.Pointer(poolProps))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pool)
+	runtime.KeepAlive(poolProps)
 	return procMemPoolCreate.check(r1)
 }
 
@@ -3683,7 +5703,10 @@ func MemPoolDestroy(pool CUmemoryPool) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(pool))
+	a := ccall.Args()
+	a[0] = uintptr(pool)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procMemPoolDestroy.check(r1)
 }
 
@@ -3696,7 +5719,13 @@ func MemPoolExportPointer(shareData_out *CUmemPoolPtrExportData_v1, ptr CUdevice
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(shareData_out)), uintptr(ptr))
+	ccall.Escape(unsafe.Pointer(shareData_out))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(shareData_out))
+	a[1] = uintptr(ptr)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(shareData_out)
 	return procMemPoolExportPointer.check(r1)
 }
 
@@ -3709,7 +5738,15 @@ func MemPoolExportToShareableHandle(handle_out unsafe.Pointer, pool CUmemoryPool
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(handle_out), uintptr(pool), uintptr(handleType), uintptr(flags))
+	ccall.Escape(handle_out)
+	a := ccall.Args()
+	a[0] = uintptr(handle_out)
+	a[1] = uintptr(pool)
+	a[2] = uintptr(handleType)
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(handle_out)
 	return procMemPoolExportToShareableHandle.check(r1)
 }
 
@@ -3722,7 +5759,16 @@ func MemPoolGetAccess(flags *CUmemAccess_flags, memPool CUmemoryPool, location *
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(flags)), uintptr(memPool), uintptr(unsafe.Pointer(location)))
+	ccall.Escape(unsafe.Pointer(flags))
+	ccall.Escape(unsafe.Pointer(location))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(flags))
+	a[1] = uintptr(memPool)
+	a[2] = uintptr(unsafe.Pointer(location))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(flags)
+	runtime.KeepAlive(location)
 	return procMemPoolGetAccess.check(r1)
 }
 
@@ -3735,7 +5781,14 @@ func MemPoolGetAttribute(pool CUmemoryPool, attr CUmemPool_attribute, value unsa
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(pool), uintptr(attr), uintptr(value))
+	ccall.Escape(value)
+	a := ccall.Args()
+	a[0] = uintptr(pool)
+	a[1] = uintptr(attr)
+	a[2] = uintptr(value)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(value)
 	return procMemPoolGetAttribute.check(r1)
 }
 
@@ -3748,7 +5801,17 @@ func MemPoolImportFromShareableHandle(pool_out *CUmemoryPool, handle unsafe.Poin
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pool_out)), uintptr(handle), uintptr(handleType), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(pool_out))
+	ccall.Escape(handle)
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pool_out))
+	a[1] = uintptr(handle)
+	a[2] = uintptr(handleType)
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pool_out)
+	runtime.KeepAlive(handle)
 	return procMemPoolImportFromShareableHandle.check(r1)
 }
 
@@ -3761,7 +5824,16 @@ func MemPoolImportPointer(ptr_out *CUdeviceptr_v2, pool CUmemoryPool, shareData 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(ptr_out)), uintptr(pool), uintptr(unsafe.Pointer(shareData)))
+	ccall.Escape(unsafe.Pointer(ptr_out))
+	ccall.Escape(unsafe.Pointer(shareData))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(ptr_out))
+	a[1] = uintptr(pool)
+	a[2] = uintptr(unsafe.Pointer(shareData))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(ptr_out)
+	runtime.KeepAlive(shareData)
 	return procMemPoolImportPointer.check(r1)
 }
 
@@ -3774,7 +5846,14 @@ func MemPoolSetAccess(pool CUmemoryPool, map_ *CUmemAccessDesc_v1, count uintptr
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(pool), uintptr(unsafe.Pointer(map_)), uintptr(count))
+	ccall.Escape(unsafe.Pointer(map_))
+	a := ccall.Args()
+	a[0] = uintptr(pool)
+	a[1] = uintptr(unsafe.Pointer(map_))
+	a[2] = uintptr(count)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(map_)
 	return procMemPoolSetAccess.check(r1)
 }
 
@@ -3787,7 +5866,14 @@ func MemPoolSetAttribute(pool CUmemoryPool, attr CUmemPool_attribute, value unsa
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(pool), uintptr(attr), uintptr(value))
+	ccall.Escape(value)
+	a := ccall.Args()
+	a[0] = uintptr(pool)
+	a[1] = uintptr(attr)
+	a[2] = uintptr(value)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(value)
 	return procMemPoolSetAttribute.check(r1)
 }
 
@@ -3800,7 +5886,11 @@ func MemPoolTrimTo(pool CUmemoryPool, minBytesToKeep uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(pool), uintptr(minBytesToKeep))
+	a := ccall.Args()
+	a[0] = uintptr(pool)
+	a[1] = uintptr(minBytesToKeep)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procMemPoolTrimTo.check(r1)
 }
 
@@ -3813,7 +5903,14 @@ func MemPrefetchAsync(devPtr CUdeviceptr_v2, count uintptr, location CUmemLocati
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(devPtr), uintptr(count), *(*uintptr)(unsafe.Pointer(&location)), uintptr(flags), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(devPtr)
+	a[1] = uintptr(count)
+	a[2] = *(*uintptr)(unsafe.Pointer(&location))
+	a[3] = uintptr(flags)
+	a[4] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
 	return procMemPrefetchAsync.check(r1)
 }
 
@@ -3826,7 +5923,13 @@ func MemPrefetchAsync_v8000(devPtr CUdeviceptr_v2, count uintptr, dstDevice CUde
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(devPtr), uintptr(count), uintptr(dstDevice), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(devPtr)
+	a[1] = uintptr(count)
+	a[2] = uintptr(dstDevice)
+	a[3] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procMemPrefetchAsync_v8000.check(r1)
 }
 
@@ -3839,7 +5942,25 @@ func MemPrefetchBatchAsync(dptrs *CUdeviceptr_v2, sizes *uintptr, count uintptr,
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dptrs)), uintptr(unsafe.Pointer(sizes)), uintptr(count), uintptr(unsafe.Pointer(prefetchLocs)), uintptr(unsafe.Pointer(prefetchLocIdxs)), uintptr(numPrefetchLocs), uintptr(flags), uintptr(hStream))
+	ccall.Escape(unsafe.Pointer(dptrs))
+	ccall.Escape(unsafe.Pointer(sizes))
+	ccall.Escape(unsafe.Pointer(prefetchLocs))
+	ccall.Escape(unsafe.Pointer(prefetchLocIdxs))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dptrs))
+	a[1] = uintptr(unsafe.Pointer(sizes))
+	a[2] = uintptr(count)
+	a[3] = uintptr(unsafe.Pointer(prefetchLocs))
+	a[4] = uintptr(unsafe.Pointer(prefetchLocIdxs))
+	a[5] = uintptr(numPrefetchLocs)
+	a[6] = uintptr(flags)
+	a[7] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:8]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dptrs)
+	runtime.KeepAlive(sizes)
+	runtime.KeepAlive(prefetchLocs)
+	runtime.KeepAlive(prefetchLocIdxs)
 	return procMemPrefetchBatchAsync.check(r1)
 }
 
@@ -3852,7 +5973,16 @@ func MemRangeGetAttribute(data unsafe.Pointer, dataSize uintptr, attribute CUmem
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(data), uintptr(dataSize), uintptr(attribute), uintptr(devPtr), uintptr(count))
+	ccall.Escape(data)
+	a := ccall.Args()
+	a[0] = uintptr(data)
+	a[1] = uintptr(dataSize)
+	a[2] = uintptr(attribute)
+	a[3] = uintptr(devPtr)
+	a[4] = uintptr(count)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(data)
 	return procMemRangeGetAttribute.check(r1)
 }
 
@@ -3865,7 +5995,21 @@ func MemRangeGetAttributes(data *unsafe.Pointer, dataSizes *uintptr, attributes 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(data)), uintptr(unsafe.Pointer(dataSizes)), uintptr(unsafe.Pointer(attributes)), uintptr(numAttributes), uintptr(devPtr), uintptr(count))
+	ccall.Escape(unsafe.Pointer(data))
+	ccall.Escape(unsafe.Pointer(dataSizes))
+	ccall.Escape(unsafe.Pointer(attributes))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(data))
+	a[1] = uintptr(unsafe.Pointer(dataSizes))
+	a[2] = uintptr(unsafe.Pointer(attributes))
+	a[3] = uintptr(numAttributes)
+	a[4] = uintptr(devPtr)
+	a[5] = uintptr(count)
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(dataSizes)
+	runtime.KeepAlive(attributes)
 	return procMemRangeGetAttributes.check(r1)
 }
 
@@ -3878,7 +6022,10 @@ func MemRelease(handle CUmemGenericAllocationHandle_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(handle))
+	a := ccall.Args()
+	a[0] = uintptr(handle)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procMemRelease.check(r1)
 }
 
@@ -3891,7 +6038,15 @@ func MemRetainAllocationHandle(handle *CUmemGenericAllocationHandle_v1, addr uns
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(handle)), uintptr(addr))
+	ccall.Escape(unsafe.Pointer(handle))
+	ccall.Escape(addr)
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(handle))
+	a[1] = uintptr(addr)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(handle)
+	runtime.KeepAlive(addr)
 	return procMemRetainAllocationHandle.check(r1)
 }
 
@@ -3904,7 +6059,15 @@ func MemSetAccess(ptr CUdeviceptr_v2, size uintptr, desc *CUmemAccessDesc_v1, co
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(ptr), uintptr(size), uintptr(unsafe.Pointer(desc)), uintptr(count))
+	ccall.Escape(unsafe.Pointer(desc))
+	a := ccall.Args()
+	a[0] = uintptr(ptr)
+	a[1] = uintptr(size)
+	a[2] = uintptr(unsafe.Pointer(desc))
+	a[3] = uintptr(count)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(desc)
 	return procMemSetAccess.check(r1)
 }
 
@@ -3917,7 +6080,14 @@ func MemSetMemPool(location *CUmemLocation, type_ CUmemAllocationType, pool CUme
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(location)), uintptr(type_), uintptr(pool))
+	ccall.Escape(unsafe.Pointer(location))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(location))
+	a[1] = uintptr(type_)
+	a[2] = uintptr(pool)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(location)
 	return procMemSetMemPool.check(r1)
 }
 
@@ -3930,7 +6100,11 @@ func MemUnmap(ptr CUdeviceptr_v2, size uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(ptr), uintptr(size))
+	a := ccall.Args()
+	a[0] = uintptr(ptr)
+	a[1] = uintptr(size)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procMemUnmap.check(r1)
 }
 
@@ -3943,7 +6117,12 @@ func Memcpy(dst CUdeviceptr_v2, src CUdeviceptr_v2, ByteCount uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dst), uintptr(src), uintptr(ByteCount))
+	a := ccall.Args()
+	a[0] = uintptr(dst)
+	a[1] = uintptr(src)
+	a[2] = uintptr(ByteCount)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procMemcpy.check(r1)
 }
 
@@ -3956,7 +6135,12 @@ func Memcpy2D(pCopy *CUDA_MEMCPY2D_v2) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pCopy)))
+	ccall.Escape(unsafe.Pointer(pCopy))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pCopy))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pCopy)
 	return procMemcpy2D.check(r1)
 }
 
@@ -3969,7 +6153,13 @@ func Memcpy2DAsync(pCopy *CUDA_MEMCPY2D_v2, hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pCopy)), uintptr(hStream))
+	ccall.Escape(unsafe.Pointer(pCopy))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pCopy))
+	a[1] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pCopy)
 	return procMemcpy2DAsync.check(r1)
 }
 
@@ -3982,7 +6172,12 @@ func Memcpy2DUnaligned(pCopy *CUDA_MEMCPY2D_v2) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pCopy)))
+	ccall.Escape(unsafe.Pointer(pCopy))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pCopy))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pCopy)
 	return procMemcpy2DUnaligned.check(r1)
 }
 
@@ -3995,7 +6190,12 @@ func Memcpy3D(pCopy *CUDA_MEMCPY3D_v2) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pCopy)))
+	ccall.Escape(unsafe.Pointer(pCopy))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pCopy))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pCopy)
 	return procMemcpy3D.check(r1)
 }
 
@@ -4008,7 +6208,13 @@ func Memcpy3DAsync(pCopy *CUDA_MEMCPY3D_v2, hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pCopy)), uintptr(hStream))
+	ccall.Escape(unsafe.Pointer(pCopy))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pCopy))
+	a[1] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pCopy)
 	return procMemcpy3DAsync.check(r1)
 }
 
@@ -4021,7 +6227,15 @@ func Memcpy3DBatchAsync(numParams uintptr, opList *CUDA_MEMCPY3D_BATCH_OP_v1, fl
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(numParams), uintptr(unsafe.Pointer(opList)), uintptr(flags), uintptr(hStream))
+	ccall.Escape(unsafe.Pointer(opList))
+	a := ccall.Args()
+	a[0] = uintptr(numParams)
+	a[1] = uintptr(unsafe.Pointer(opList))
+	a[2] = uintptr(flags)
+	a[3] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(opList)
 	return procMemcpy3DBatchAsync.check(r1)
 }
 
@@ -4034,7 +6248,18 @@ func Memcpy3DBatchAsync_v12080(numParams uintptr, opList *CUDA_MEMCPY3D_BATCH_OP
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(numParams), uintptr(unsafe.Pointer(opList)), uintptr(unsafe.Pointer(failIdx)), uintptr(flags), uintptr(hStream))
+	ccall.Escape(unsafe.Pointer(opList))
+	ccall.Escape(unsafe.Pointer(failIdx))
+	a := ccall.Args()
+	a[0] = uintptr(numParams)
+	a[1] = uintptr(unsafe.Pointer(opList))
+	a[2] = uintptr(unsafe.Pointer(failIdx))
+	a[3] = uintptr(flags)
+	a[4] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(opList)
+	runtime.KeepAlive(failIdx)
 	return procMemcpy3DBatchAsync_v12080.check(r1)
 }
 
@@ -4047,7 +6272,12 @@ func Memcpy3DPeer(pCopy *CUDA_MEMCPY3D_PEER_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pCopy)))
+	ccall.Escape(unsafe.Pointer(pCopy))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pCopy))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pCopy)
 	return procMemcpy3DPeer.check(r1)
 }
 
@@ -4060,7 +6290,13 @@ func Memcpy3DPeerAsync(pCopy *CUDA_MEMCPY3D_PEER_v1, hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pCopy)), uintptr(hStream))
+	ccall.Escape(unsafe.Pointer(pCopy))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pCopy))
+	a[1] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pCopy)
 	return procMemcpy3DPeerAsync.check(r1)
 }
 
@@ -4073,7 +6309,13 @@ func MemcpyAsync(dst CUdeviceptr_v2, src CUdeviceptr_v2, ByteCount uintptr, hStr
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dst), uintptr(src), uintptr(ByteCount), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(dst)
+	a[1] = uintptr(src)
+	a[2] = uintptr(ByteCount)
+	a[3] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procMemcpyAsync.check(r1)
 }
 
@@ -4086,7 +6328,14 @@ func MemcpyAtoA(dstArray CUarray, dstOffset uintptr, srcArray CUarray, srcOffset
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstArray), uintptr(dstOffset), uintptr(srcArray), uintptr(srcOffset), uintptr(ByteCount))
+	a := ccall.Args()
+	a[0] = uintptr(dstArray)
+	a[1] = uintptr(dstOffset)
+	a[2] = uintptr(srcArray)
+	a[3] = uintptr(srcOffset)
+	a[4] = uintptr(ByteCount)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
 	return procMemcpyAtoA.check(r1)
 }
 
@@ -4099,7 +6348,13 @@ func MemcpyAtoD(dstDevice CUdeviceptr_v2, srcArray CUarray, srcOffset uintptr, B
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(srcArray), uintptr(srcOffset), uintptr(ByteCount))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(srcArray)
+	a[2] = uintptr(srcOffset)
+	a[3] = uintptr(ByteCount)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procMemcpyAtoD.check(r1)
 }
 
@@ -4112,7 +6367,15 @@ func MemcpyAtoH(dstHost unsafe.Pointer, srcArray CUarray, srcOffset uintptr, Byt
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstHost), uintptr(srcArray), uintptr(srcOffset), uintptr(ByteCount))
+	ccall.Escape(dstHost)
+	a := ccall.Args()
+	a[0] = uintptr(dstHost)
+	a[1] = uintptr(srcArray)
+	a[2] = uintptr(srcOffset)
+	a[3] = uintptr(ByteCount)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dstHost)
 	return procMemcpyAtoH.check(r1)
 }
 
@@ -4125,7 +6388,16 @@ func MemcpyAtoHAsync(dstHost unsafe.Pointer, srcArray CUarray, srcOffset uintptr
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstHost), uintptr(srcArray), uintptr(srcOffset), uintptr(ByteCount), uintptr(hStream))
+	ccall.Escape(dstHost)
+	a := ccall.Args()
+	a[0] = uintptr(dstHost)
+	a[1] = uintptr(srcArray)
+	a[2] = uintptr(srcOffset)
+	a[3] = uintptr(ByteCount)
+	a[4] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dstHost)
 	return procMemcpyAtoHAsync.check(r1)
 }
 
@@ -4138,7 +6410,27 @@ func MemcpyBatchAsync(dsts *CUdeviceptr_v2, srcs *CUdeviceptr_v2, sizes *uintptr
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dsts)), uintptr(unsafe.Pointer(srcs)), uintptr(unsafe.Pointer(sizes)), uintptr(count), uintptr(unsafe.Pointer(attrs)), uintptr(unsafe.Pointer(attrIdxs)), uintptr(numAttrs), uintptr(hStream))
+	ccall.Escape(unsafe.Pointer(dsts))
+	ccall.Escape(unsafe.Pointer(srcs))
+	ccall.Escape(unsafe.Pointer(sizes))
+	ccall.Escape(unsafe.Pointer(attrs))
+	ccall.Escape(unsafe.Pointer(attrIdxs))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dsts))
+	a[1] = uintptr(unsafe.Pointer(srcs))
+	a[2] = uintptr(unsafe.Pointer(sizes))
+	a[3] = uintptr(count)
+	a[4] = uintptr(unsafe.Pointer(attrs))
+	a[5] = uintptr(unsafe.Pointer(attrIdxs))
+	a[6] = uintptr(numAttrs)
+	a[7] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:8]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dsts)
+	runtime.KeepAlive(srcs)
+	runtime.KeepAlive(sizes)
+	runtime.KeepAlive(attrs)
+	runtime.KeepAlive(attrIdxs)
 	return procMemcpyBatchAsync.check(r1)
 }
 
@@ -4151,7 +6443,30 @@ func MemcpyBatchAsync_v12080(dsts *CUdeviceptr_v2, srcs *CUdeviceptr_v2, sizes *
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dsts)), uintptr(unsafe.Pointer(srcs)), uintptr(unsafe.Pointer(sizes)), uintptr(count), uintptr(unsafe.Pointer(attrs)), uintptr(unsafe.Pointer(attrIdxs)), uintptr(numAttrs), uintptr(unsafe.Pointer(failIdx)), uintptr(hStream))
+	ccall.Escape(unsafe.Pointer(dsts))
+	ccall.Escape(unsafe.Pointer(srcs))
+	ccall.Escape(unsafe.Pointer(sizes))
+	ccall.Escape(unsafe.Pointer(attrs))
+	ccall.Escape(unsafe.Pointer(attrIdxs))
+	ccall.Escape(unsafe.Pointer(failIdx))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dsts))
+	a[1] = uintptr(unsafe.Pointer(srcs))
+	a[2] = uintptr(unsafe.Pointer(sizes))
+	a[3] = uintptr(count)
+	a[4] = uintptr(unsafe.Pointer(attrs))
+	a[5] = uintptr(unsafe.Pointer(attrIdxs))
+	a[6] = uintptr(numAttrs)
+	a[7] = uintptr(unsafe.Pointer(failIdx))
+	a[8] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:9]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dsts)
+	runtime.KeepAlive(srcs)
+	runtime.KeepAlive(sizes)
+	runtime.KeepAlive(attrs)
+	runtime.KeepAlive(attrIdxs)
+	runtime.KeepAlive(failIdx)
 	return procMemcpyBatchAsync_v12080.check(r1)
 }
 
@@ -4164,7 +6479,13 @@ func MemcpyDtoA(dstArray CUarray, dstOffset uintptr, srcDevice CUdeviceptr_v2, B
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstArray), uintptr(dstOffset), uintptr(srcDevice), uintptr(ByteCount))
+	a := ccall.Args()
+	a[0] = uintptr(dstArray)
+	a[1] = uintptr(dstOffset)
+	a[2] = uintptr(srcDevice)
+	a[3] = uintptr(ByteCount)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procMemcpyDtoA.check(r1)
 }
 
@@ -4177,7 +6498,12 @@ func MemcpyDtoD(dstDevice CUdeviceptr_v2, srcDevice CUdeviceptr_v2, ByteCount ui
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(srcDevice), uintptr(ByteCount))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(srcDevice)
+	a[2] = uintptr(ByteCount)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procMemcpyDtoD.check(r1)
 }
 
@@ -4190,7 +6516,13 @@ func MemcpyDtoDAsync(dstDevice CUdeviceptr_v2, srcDevice CUdeviceptr_v2, ByteCou
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(srcDevice), uintptr(ByteCount), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(srcDevice)
+	a[2] = uintptr(ByteCount)
+	a[3] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procMemcpyDtoDAsync.check(r1)
 }
 
@@ -4203,7 +6535,14 @@ func MemcpyDtoH(dstHost unsafe.Pointer, srcDevice CUdeviceptr_v2, ByteCount uint
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstHost), uintptr(srcDevice), uintptr(ByteCount))
+	ccall.Escape(dstHost)
+	a := ccall.Args()
+	a[0] = uintptr(dstHost)
+	a[1] = uintptr(srcDevice)
+	a[2] = uintptr(ByteCount)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dstHost)
 	return procMemcpyDtoH.check(r1)
 }
 
@@ -4216,7 +6555,15 @@ func MemcpyDtoHAsync(dstHost unsafe.Pointer, srcDevice CUdeviceptr_v2, ByteCount
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstHost), uintptr(srcDevice), uintptr(ByteCount), uintptr(hStream))
+	ccall.Escape(dstHost)
+	a := ccall.Args()
+	a[0] = uintptr(dstHost)
+	a[1] = uintptr(srcDevice)
+	a[2] = uintptr(ByteCount)
+	a[3] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dstHost)
 	return procMemcpyDtoHAsync.check(r1)
 }
 
@@ -4229,7 +6576,15 @@ func MemcpyHtoA(dstArray CUarray, dstOffset uintptr, srcHost unsafe.Pointer, Byt
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstArray), uintptr(dstOffset), uintptr(srcHost), uintptr(ByteCount))
+	ccall.Escape(srcHost)
+	a := ccall.Args()
+	a[0] = uintptr(dstArray)
+	a[1] = uintptr(dstOffset)
+	a[2] = uintptr(srcHost)
+	a[3] = uintptr(ByteCount)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(srcHost)
 	return procMemcpyHtoA.check(r1)
 }
 
@@ -4242,7 +6597,16 @@ func MemcpyHtoAAsync(dstArray CUarray, dstOffset uintptr, srcHost unsafe.Pointer
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstArray), uintptr(dstOffset), uintptr(srcHost), uintptr(ByteCount), uintptr(hStream))
+	ccall.Escape(srcHost)
+	a := ccall.Args()
+	a[0] = uintptr(dstArray)
+	a[1] = uintptr(dstOffset)
+	a[2] = uintptr(srcHost)
+	a[3] = uintptr(ByteCount)
+	a[4] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(srcHost)
 	return procMemcpyHtoAAsync.check(r1)
 }
 
@@ -4255,7 +6619,14 @@ func MemcpyHtoD(dstDevice CUdeviceptr_v2, srcHost unsafe.Pointer, ByteCount uint
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(srcHost), uintptr(ByteCount))
+	ccall.Escape(srcHost)
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(srcHost)
+	a[2] = uintptr(ByteCount)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(srcHost)
 	return procMemcpyHtoD.check(r1)
 }
 
@@ -4268,7 +6639,15 @@ func MemcpyHtoDAsync(dstDevice CUdeviceptr_v2, srcHost unsafe.Pointer, ByteCount
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(srcHost), uintptr(ByteCount), uintptr(hStream))
+	ccall.Escape(srcHost)
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(srcHost)
+	a[2] = uintptr(ByteCount)
+	a[3] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(srcHost)
 	return procMemcpyHtoDAsync.check(r1)
 }
 
@@ -4281,7 +6660,14 @@ func MemcpyPeer(dstDevice CUdeviceptr_v2, dstContext CUcontext, srcDevice CUdevi
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(dstContext), uintptr(srcDevice), uintptr(srcContext), uintptr(ByteCount))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(dstContext)
+	a[2] = uintptr(srcDevice)
+	a[3] = uintptr(srcContext)
+	a[4] = uintptr(ByteCount)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
 	return procMemcpyPeer.check(r1)
 }
 
@@ -4294,7 +6680,15 @@ func MemcpyPeerAsync(dstDevice CUdeviceptr_v2, dstContext CUcontext, srcDevice C
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(dstContext), uintptr(srcDevice), uintptr(srcContext), uintptr(ByteCount), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(dstContext)
+	a[2] = uintptr(srcDevice)
+	a[3] = uintptr(srcContext)
+	a[4] = uintptr(ByteCount)
+	a[5] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
 	return procMemcpyPeerAsync.check(r1)
 }
 
@@ -4307,7 +6701,12 @@ func MemsetD16(dstDevice CUdeviceptr_v2, us uint16, N uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(us), uintptr(N))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(us)
+	a[2] = uintptr(N)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procMemsetD16.check(r1)
 }
 
@@ -4320,7 +6719,13 @@ func MemsetD16Async(dstDevice CUdeviceptr_v2, us uint16, N uintptr, hStream CUst
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(us), uintptr(N), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(us)
+	a[2] = uintptr(N)
+	a[3] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procMemsetD16Async.check(r1)
 }
 
@@ -4333,7 +6738,14 @@ func MemsetD2D16(dstDevice CUdeviceptr_v2, dstPitch uintptr, us uint16, Width ui
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(dstPitch), uintptr(us), uintptr(Width), uintptr(Height))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(dstPitch)
+	a[2] = uintptr(us)
+	a[3] = uintptr(Width)
+	a[4] = uintptr(Height)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
 	return procMemsetD2D16.check(r1)
 }
 
@@ -4346,7 +6758,15 @@ func MemsetD2D16Async(dstDevice CUdeviceptr_v2, dstPitch uintptr, us uint16, Wid
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(dstPitch), uintptr(us), uintptr(Width), uintptr(Height), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(dstPitch)
+	a[2] = uintptr(us)
+	a[3] = uintptr(Width)
+	a[4] = uintptr(Height)
+	a[5] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
 	return procMemsetD2D16Async.check(r1)
 }
 
@@ -4359,7 +6779,14 @@ func MemsetD2D32(dstDevice CUdeviceptr_v2, dstPitch uintptr, ui uint32, Width ui
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(dstPitch), uintptr(ui), uintptr(Width), uintptr(Height))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(dstPitch)
+	a[2] = uintptr(ui)
+	a[3] = uintptr(Width)
+	a[4] = uintptr(Height)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
 	return procMemsetD2D32.check(r1)
 }
 
@@ -4372,7 +6799,15 @@ func MemsetD2D32Async(dstDevice CUdeviceptr_v2, dstPitch uintptr, ui uint32, Wid
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(dstPitch), uintptr(ui), uintptr(Width), uintptr(Height), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(dstPitch)
+	a[2] = uintptr(ui)
+	a[3] = uintptr(Width)
+	a[4] = uintptr(Height)
+	a[5] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
 	return procMemsetD2D32Async.check(r1)
 }
 
@@ -4385,7 +6820,14 @@ func MemsetD2D8(dstDevice CUdeviceptr_v2, dstPitch uintptr, uc uint8, Width uint
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(dstPitch), uintptr(uc), uintptr(Width), uintptr(Height))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(dstPitch)
+	a[2] = uintptr(uc)
+	a[3] = uintptr(Width)
+	a[4] = uintptr(Height)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
 	return procMemsetD2D8.check(r1)
 }
 
@@ -4398,7 +6840,15 @@ func MemsetD2D8Async(dstDevice CUdeviceptr_v2, dstPitch uintptr, uc uint8, Width
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(dstPitch), uintptr(uc), uintptr(Width), uintptr(Height), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(dstPitch)
+	a[2] = uintptr(uc)
+	a[3] = uintptr(Width)
+	a[4] = uintptr(Height)
+	a[5] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
 	return procMemsetD2D8Async.check(r1)
 }
 
@@ -4411,7 +6861,12 @@ func MemsetD32(dstDevice CUdeviceptr_v2, ui uint32, N uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(ui), uintptr(N))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(ui)
+	a[2] = uintptr(N)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procMemsetD32.check(r1)
 }
 
@@ -4424,7 +6879,13 @@ func MemsetD32Async(dstDevice CUdeviceptr_v2, ui uint32, N uintptr, hStream CUst
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(ui), uintptr(N), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(ui)
+	a[2] = uintptr(N)
+	a[3] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procMemsetD32Async.check(r1)
 }
 
@@ -4437,7 +6898,12 @@ func MemsetD8(dstDevice CUdeviceptr_v2, uc uint8, N uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(uc), uintptr(N))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(uc)
+	a[2] = uintptr(N)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procMemsetD8.check(r1)
 }
 
@@ -4450,7 +6916,13 @@ func MemsetD8Async(dstDevice CUdeviceptr_v2, uc uint8, N uintptr, hStream CUstre
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstDevice), uintptr(uc), uintptr(N), uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(uc)
+	a[2] = uintptr(N)
+	a[3] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procMemsetD8Async.check(r1)
 }
 
@@ -4463,7 +6935,16 @@ func MipmappedArrayCreate(pHandle *CUmipmappedArray, pMipmappedArrayDesc *CUDA_A
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pHandle)), uintptr(unsafe.Pointer(pMipmappedArrayDesc)), uintptr(numMipmapLevels))
+	ccall.Escape(unsafe.Pointer(pHandle))
+	ccall.Escape(unsafe.Pointer(pMipmappedArrayDesc))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pHandle))
+	a[1] = uintptr(unsafe.Pointer(pMipmappedArrayDesc))
+	a[2] = uintptr(numMipmapLevels)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pHandle)
+	runtime.KeepAlive(pMipmappedArrayDesc)
 	return procMipmappedArrayCreate.check(r1)
 }
 
@@ -4476,7 +6957,10 @@ func MipmappedArrayDestroy(hMipmappedArray CUmipmappedArray) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hMipmappedArray))
+	a := ccall.Args()
+	a[0] = uintptr(hMipmappedArray)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procMipmappedArrayDestroy.check(r1)
 }
 
@@ -4489,7 +6973,14 @@ func MipmappedArrayGetLevel(pLevelArray *CUarray, hMipmappedArray CUmipmappedArr
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pLevelArray)), uintptr(hMipmappedArray), uintptr(level))
+	ccall.Escape(unsafe.Pointer(pLevelArray))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pLevelArray))
+	a[1] = uintptr(hMipmappedArray)
+	a[2] = uintptr(level)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pLevelArray)
 	return procMipmappedArrayGetLevel.check(r1)
 }
 
@@ -4502,7 +6993,14 @@ func MipmappedArrayGetMemoryRequirements(memoryRequirements *CUDA_ARRAY_MEMORY_R
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(memoryRequirements)), uintptr(mipmap), uintptr(device))
+	ccall.Escape(unsafe.Pointer(memoryRequirements))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(memoryRequirements))
+	a[1] = uintptr(mipmap)
+	a[2] = uintptr(device)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(memoryRequirements)
 	return procMipmappedArrayGetMemoryRequirements.check(r1)
 }
 
@@ -4515,7 +7013,13 @@ func MipmappedArrayGetSparseProperties(sparseProperties *CUDA_ARRAY_SPARSE_PROPE
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(sparseProperties)), uintptr(mipmap))
+	ccall.Escape(unsafe.Pointer(sparseProperties))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(sparseProperties))
+	a[1] = uintptr(mipmap)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(sparseProperties)
 	return procMipmappedArrayGetSparseProperties.check(r1)
 }
 
@@ -4528,7 +7032,14 @@ func ModuleEnumerateFunctions(functions *CUfunction, numFunctions uint32, mod CU
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(functions)), uintptr(numFunctions), uintptr(mod))
+	ccall.Escape(unsafe.Pointer(functions))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(functions))
+	a[1] = uintptr(numFunctions)
+	a[2] = uintptr(mod)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(functions)
 	return procModuleEnumerateFunctions.check(r1)
 }
 
@@ -4541,7 +7052,16 @@ func ModuleGetFunction(hfunc *CUfunction, hmod CUmodule, name *byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(hfunc)), uintptr(hmod), uintptr(unsafe.Pointer(name)))
+	ccall.Escape(unsafe.Pointer(hfunc))
+	ccall.Escape(unsafe.Pointer(name))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(hfunc))
+	a[1] = uintptr(hmod)
+	a[2] = uintptr(unsafe.Pointer(name))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(hfunc)
+	runtime.KeepAlive(name)
 	return procModuleGetFunction.check(r1)
 }
 
@@ -4554,7 +7074,13 @@ func ModuleGetFunctionCount(count *uint32, hmod CUmodule) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(count)), uintptr(hmod))
+	ccall.Escape(unsafe.Pointer(count))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(count))
+	a[1] = uintptr(hmod)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(count)
 	return procModuleGetFunctionCount.check(r1)
 }
 
@@ -4567,7 +7093,19 @@ func ModuleGetGlobal(dptr *CUdeviceptr_v2, bytes *uintptr, hmod CUmodule, name *
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dptr)), uintptr(unsafe.Pointer(bytes)), uintptr(hmod), uintptr(unsafe.Pointer(name)))
+	ccall.Escape(unsafe.Pointer(dptr))
+	ccall.Escape(unsafe.Pointer(bytes))
+	ccall.Escape(unsafe.Pointer(name))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dptr))
+	a[1] = uintptr(unsafe.Pointer(bytes))
+	a[2] = uintptr(hmod)
+	a[3] = uintptr(unsafe.Pointer(name))
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dptr)
+	runtime.KeepAlive(bytes)
+	runtime.KeepAlive(name)
 	return procModuleGetGlobal.check(r1)
 }
 
@@ -4580,7 +7118,12 @@ func ModuleGetLoadingMode(mode *CUmoduleLoadingMode) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(mode)))
+	ccall.Escape(unsafe.Pointer(mode))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(mode))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(mode)
 	return procModuleGetLoadingMode.check(r1)
 }
 
@@ -4593,7 +7136,16 @@ func ModuleGetSurfRef(pSurfRef *CUsurfref, hmod CUmodule, name *byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pSurfRef)), uintptr(hmod), uintptr(unsafe.Pointer(name)))
+	ccall.Escape(unsafe.Pointer(pSurfRef))
+	ccall.Escape(unsafe.Pointer(name))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pSurfRef))
+	a[1] = uintptr(hmod)
+	a[2] = uintptr(unsafe.Pointer(name))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pSurfRef)
+	runtime.KeepAlive(name)
 	return procModuleGetSurfRef.check(r1)
 }
 
@@ -4606,7 +7158,16 @@ func ModuleGetTexRef(pTexRef *CUtexref, hmod CUmodule, name *byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pTexRef)), uintptr(hmod), uintptr(unsafe.Pointer(name)))
+	ccall.Escape(unsafe.Pointer(pTexRef))
+	ccall.Escape(unsafe.Pointer(name))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pTexRef))
+	a[1] = uintptr(hmod)
+	a[2] = uintptr(unsafe.Pointer(name))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pTexRef)
+	runtime.KeepAlive(name)
 	return procModuleGetTexRef.check(r1)
 }
 
@@ -4619,7 +7180,15 @@ func ModuleLoad(module *CUmodule, fname *byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(module)), uintptr(unsafe.Pointer(fname)))
+	ccall.Escape(unsafe.Pointer(module))
+	ccall.Escape(unsafe.Pointer(fname))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(module))
+	a[1] = uintptr(unsafe.Pointer(fname))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(module)
+	runtime.KeepAlive(fname)
 	return procModuleLoad.check(r1)
 }
 
@@ -4632,7 +7201,15 @@ func ModuleLoadData(module *CUmodule, image unsafe.Pointer) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(module)), uintptr(image))
+	ccall.Escape(unsafe.Pointer(module))
+	ccall.Escape(image)
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(module))
+	a[1] = uintptr(image)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(module)
+	runtime.KeepAlive(image)
 	return procModuleLoadData.check(r1)
 }
 
@@ -4645,7 +7222,22 @@ func ModuleLoadDataEx(module *CUmodule, image unsafe.Pointer, numOptions uint32,
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(module)), uintptr(image), uintptr(numOptions), uintptr(unsafe.Pointer(options)), uintptr(unsafe.Pointer(optionValues)))
+	ccall.Escape(unsafe.Pointer(module))
+	ccall.Escape(image)
+	ccall.Escape(unsafe.Pointer(options))
+	ccall.Escape(unsafe.Pointer(optionValues))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(module))
+	a[1] = uintptr(image)
+	a[2] = uintptr(numOptions)
+	a[3] = uintptr(unsafe.Pointer(options))
+	a[4] = uintptr(unsafe.Pointer(optionValues))
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(module)
+	runtime.KeepAlive(image)
+	runtime.KeepAlive(options)
+	runtime.KeepAlive(optionValues)
 	return procModuleLoadDataEx.check(r1)
 }
 
@@ -4658,7 +7250,15 @@ func ModuleLoadFatBinary(module *CUmodule, fatCubin unsafe.Pointer) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(module)), uintptr(fatCubin))
+	ccall.Escape(unsafe.Pointer(module))
+	ccall.Escape(fatCubin)
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(module))
+	a[1] = uintptr(fatCubin)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(module)
+	runtime.KeepAlive(fatCubin)
 	return procModuleLoadFatBinary.check(r1)
 }
 
@@ -4671,7 +7271,10 @@ func ModuleUnload(hmod CUmodule) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hmod))
+	a := ccall.Args()
+	a[0] = uintptr(hmod)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procModuleUnload.check(r1)
 }
 
@@ -4684,7 +7287,11 @@ func MulticastAddDevice(mcHandle CUmemGenericAllocationHandle, dev CUdevice) err
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(mcHandle), uintptr(dev))
+	a := ccall.Args()
+	a[0] = uintptr(mcHandle)
+	a[1] = uintptr(dev)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procMulticastAddDevice.check(r1)
 }
 
@@ -4697,7 +7304,14 @@ func MulticastBindAddr(mcHandle CUmemGenericAllocationHandle, mcOffset uintptr, 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(mcHandle), uintptr(mcOffset), uintptr(memptr), uintptr(size), uintptr(flags))
+	a := ccall.Args()
+	a[0] = uintptr(mcHandle)
+	a[1] = uintptr(mcOffset)
+	a[2] = uintptr(memptr)
+	a[3] = uintptr(size)
+	a[4] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
 	return procMulticastBindAddr.check(r1)
 }
 
@@ -4710,7 +7324,15 @@ func MulticastBindMem(mcHandle CUmemGenericAllocationHandle, mcOffset uintptr, m
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(mcHandle), uintptr(mcOffset), uintptr(memHandle), uintptr(memOffset), uintptr(size), uintptr(flags))
+	a := ccall.Args()
+	a[0] = uintptr(mcHandle)
+	a[1] = uintptr(mcOffset)
+	a[2] = uintptr(memHandle)
+	a[3] = uintptr(memOffset)
+	a[4] = uintptr(size)
+	a[5] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
 	return procMulticastBindMem.check(r1)
 }
 
@@ -4723,7 +7345,15 @@ func MulticastCreate(mcHandle *CUmemGenericAllocationHandle, prop *CUmulticastOb
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(mcHandle)), uintptr(unsafe.Pointer(prop)))
+	ccall.Escape(unsafe.Pointer(mcHandle))
+	ccall.Escape(unsafe.Pointer(prop))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(mcHandle))
+	a[1] = uintptr(unsafe.Pointer(prop))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(mcHandle)
+	runtime.KeepAlive(prop)
 	return procMulticastCreate.check(r1)
 }
 
@@ -4736,7 +7366,16 @@ func MulticastGetGranularity(granularity *uintptr, prop *CUmulticastObjectProp, 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(granularity)), uintptr(unsafe.Pointer(prop)), uintptr(option))
+	ccall.Escape(unsafe.Pointer(granularity))
+	ccall.Escape(unsafe.Pointer(prop))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(granularity))
+	a[1] = uintptr(unsafe.Pointer(prop))
+	a[2] = uintptr(option)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(granularity)
+	runtime.KeepAlive(prop)
 	return procMulticastGetGranularity.check(r1)
 }
 
@@ -4749,7 +7388,13 @@ func MulticastUnbind(mcHandle CUmemGenericAllocationHandle, dev CUdevice, mcOffs
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(mcHandle), uintptr(dev), uintptr(mcOffset), uintptr(size))
+	a := ccall.Args()
+	a[0] = uintptr(mcHandle)
+	a[1] = uintptr(dev)
+	a[2] = uintptr(mcOffset)
+	a[3] = uintptr(size)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procMulticastUnbind.check(r1)
 }
 
@@ -4762,7 +7407,15 @@ func OccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize *uintptr, func_ CUfun
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(dynamicSmemSize)), uintptr(func_), uintptr(numBlocks), uintptr(blockSize))
+	ccall.Escape(unsafe.Pointer(dynamicSmemSize))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(dynamicSmemSize))
+	a[1] = uintptr(func_)
+	a[2] = uintptr(numBlocks)
+	a[3] = uintptr(blockSize)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dynamicSmemSize)
 	return procOccupancyAvailableDynamicSMemPerBlock.check(r1)
 }
 
@@ -4775,7 +7428,15 @@ func OccupancyMaxActiveBlocksPerMultiprocessor(numBlocks *int32, func_ CUfunctio
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(numBlocks)), uintptr(func_), uintptr(blockSize), uintptr(dynamicSMemSize))
+	ccall.Escape(unsafe.Pointer(numBlocks))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(numBlocks))
+	a[1] = uintptr(func_)
+	a[2] = uintptr(blockSize)
+	a[3] = uintptr(dynamicSMemSize)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(numBlocks)
 	return procOccupancyMaxActiveBlocksPerMultiprocessor.check(r1)
 }
 
@@ -4788,7 +7449,16 @@ func OccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks *int32, func_ 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(numBlocks)), uintptr(func_), uintptr(blockSize), uintptr(dynamicSMemSize), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(numBlocks))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(numBlocks))
+	a[1] = uintptr(func_)
+	a[2] = uintptr(blockSize)
+	a[3] = uintptr(dynamicSMemSize)
+	a[4] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(numBlocks)
 	return procOccupancyMaxActiveBlocksPerMultiprocessorWithFlags.check(r1)
 }
 
@@ -4801,7 +7471,16 @@ func OccupancyMaxActiveClusters(numClusters *int32, func_ CUfunction, config *CU
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(numClusters)), uintptr(func_), uintptr(unsafe.Pointer(config)))
+	ccall.Escape(unsafe.Pointer(numClusters))
+	ccall.Escape(unsafe.Pointer(config))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(numClusters))
+	a[1] = uintptr(func_)
+	a[2] = uintptr(unsafe.Pointer(config))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(numClusters)
+	runtime.KeepAlive(config)
 	return procOccupancyMaxActiveClusters.check(r1)
 }
 
@@ -4814,7 +7493,19 @@ func OccupancyMaxPotentialBlockSize(minGridSize *int32, blockSize *int32, func_ 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(minGridSize)), uintptr(unsafe.Pointer(blockSize)), uintptr(func_), uintptr(blockSizeToDynamicSMemSize), uintptr(dynamicSMemSize), uintptr(blockSizeLimit))
+	ccall.Escape(unsafe.Pointer(minGridSize))
+	ccall.Escape(unsafe.Pointer(blockSize))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(minGridSize))
+	a[1] = uintptr(unsafe.Pointer(blockSize))
+	a[2] = uintptr(func_)
+	a[3] = uintptr(blockSizeToDynamicSMemSize)
+	a[4] = uintptr(dynamicSMemSize)
+	a[5] = uintptr(blockSizeLimit)
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
+	runtime.KeepAlive(minGridSize)
+	runtime.KeepAlive(blockSize)
 	return procOccupancyMaxPotentialBlockSize.check(r1)
 }
 
@@ -4827,7 +7518,20 @@ func OccupancyMaxPotentialBlockSizeWithFlags(minGridSize *int32, blockSize *int3
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(minGridSize)), uintptr(unsafe.Pointer(blockSize)), uintptr(func_), uintptr(blockSizeToDynamicSMemSize), uintptr(dynamicSMemSize), uintptr(blockSizeLimit), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(minGridSize))
+	ccall.Escape(unsafe.Pointer(blockSize))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(minGridSize))
+	a[1] = uintptr(unsafe.Pointer(blockSize))
+	a[2] = uintptr(func_)
+	a[3] = uintptr(blockSizeToDynamicSMemSize)
+	a[4] = uintptr(dynamicSMemSize)
+	a[5] = uintptr(blockSizeLimit)
+	a[6] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:7]...)
+	ccall.Release(a)
+	runtime.KeepAlive(minGridSize)
+	runtime.KeepAlive(blockSize)
 	return procOccupancyMaxPotentialBlockSizeWithFlags.check(r1)
 }
 
@@ -4840,7 +7544,16 @@ func OccupancyMaxPotentialClusterSize(clusterSize *int32, func_ CUfunction, conf
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(clusterSize)), uintptr(func_), uintptr(unsafe.Pointer(config)))
+	ccall.Escape(unsafe.Pointer(clusterSize))
+	ccall.Escape(unsafe.Pointer(config))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(clusterSize))
+	a[1] = uintptr(func_)
+	a[2] = uintptr(unsafe.Pointer(config))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(clusterSize)
+	runtime.KeepAlive(config)
 	return procOccupancyMaxPotentialClusterSize.check(r1)
 }
 
@@ -4853,7 +7566,11 @@ func ParamSetSize(hfunc CUfunction, numbytes uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hfunc), uintptr(numbytes))
+	a := ccall.Args()
+	a[0] = uintptr(hfunc)
+	a[1] = uintptr(numbytes)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procParamSetSize.check(r1)
 }
 
@@ -4866,7 +7583,12 @@ func ParamSetTexRef(hfunc CUfunction, texunit int32, hTexRef CUtexref) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hfunc), uintptr(texunit), uintptr(hTexRef))
+	a := ccall.Args()
+	a[0] = uintptr(hfunc)
+	a[1] = uintptr(texunit)
+	a[2] = uintptr(hTexRef)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procParamSetTexRef.check(r1)
 }
 
@@ -4895,7 +7617,12 @@ func ParamSeti(hfunc CUfunction, offset int32, value uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hfunc), uintptr(offset), uintptr(value))
+	a := ccall.Args()
+	a[0] = uintptr(hfunc)
+	a[1] = uintptr(offset)
+	a[2] = uintptr(value)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procParamSeti.check(r1)
 }
 
@@ -4908,7 +7635,15 @@ func ParamSetv(hfunc CUfunction, offset int32, ptr unsafe.Pointer, numbytes uint
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hfunc), uintptr(offset), uintptr(ptr), uintptr(numbytes))
+	ccall.Escape(ptr)
+	a := ccall.Args()
+	a[0] = uintptr(hfunc)
+	a[1] = uintptr(offset)
+	a[2] = uintptr(ptr)
+	a[3] = uintptr(numbytes)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(ptr)
 	return procParamSetv.check(r1)
 }
 
@@ -4921,7 +7656,14 @@ func PointerGetAttribute(data unsafe.Pointer, attribute CUpointer_attribute, ptr
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(data), uintptr(attribute), uintptr(ptr))
+	ccall.Escape(data)
+	a := ccall.Args()
+	a[0] = uintptr(data)
+	a[1] = uintptr(attribute)
+	a[2] = uintptr(ptr)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(data)
 	return procPointerGetAttribute.check(r1)
 }
 
@@ -4934,7 +7676,17 @@ func PointerGetAttributes(numAttributes uint32, attributes *CUpointer_attribute,
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(numAttributes), uintptr(unsafe.Pointer(attributes)), uintptr(unsafe.Pointer(data)), uintptr(ptr))
+	ccall.Escape(unsafe.Pointer(attributes))
+	ccall.Escape(unsafe.Pointer(data))
+	a := ccall.Args()
+	a[0] = uintptr(numAttributes)
+	a[1] = uintptr(unsafe.Pointer(attributes))
+	a[2] = uintptr(unsafe.Pointer(data))
+	a[3] = uintptr(ptr)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(attributes)
+	runtime.KeepAlive(data)
 	return procPointerGetAttributes.check(r1)
 }
 
@@ -4947,7 +7699,14 @@ func PointerSetAttribute(value unsafe.Pointer, attribute CUpointer_attribute, pt
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(value), uintptr(attribute), uintptr(ptr))
+	ccall.Escape(value)
+	a := ccall.Args()
+	a[0] = uintptr(value)
+	a[1] = uintptr(attribute)
+	a[2] = uintptr(ptr)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(value)
 	return procPointerSetAttribute.check(r1)
 }
 
@@ -4960,7 +7719,17 @@ func SignalExternalSemaphoresAsync(extSemArray *CUexternalSemaphore, paramsArray
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(extSemArray)), uintptr(unsafe.Pointer(paramsArray)), uintptr(numExtSems), uintptr(stream))
+	ccall.Escape(unsafe.Pointer(extSemArray))
+	ccall.Escape(unsafe.Pointer(paramsArray))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(extSemArray))
+	a[1] = uintptr(unsafe.Pointer(paramsArray))
+	a[2] = uintptr(numExtSems)
+	a[3] = uintptr(stream)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(extSemArray)
+	runtime.KeepAlive(paramsArray)
 	return procSignalExternalSemaphoresAsync.check(r1)
 }
 
@@ -4973,7 +7742,15 @@ func StreamAddCallback(hStream CUstream, callback CUstreamCallback, userData uns
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(callback), uintptr(userData), uintptr(flags))
+	ccall.Escape(userData)
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(callback)
+	a[2] = uintptr(userData)
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(userData)
 	return procStreamAddCallback.check(r1)
 }
 
@@ -4986,7 +7763,13 @@ func StreamAttachMemAsync(hStream CUstream, dptr CUdeviceptr_v2, length uintptr,
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(dptr), uintptr(length), uintptr(flags))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(dptr)
+	a[2] = uintptr(length)
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procStreamAttachMemAsync.check(r1)
 }
 
@@ -4999,7 +7782,15 @@ func StreamBatchMemOp(stream CUstream, count uint32, paramArray *CUstreamBatchMe
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(stream), uintptr(count), uintptr(unsafe.Pointer(paramArray)), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(paramArray))
+	a := ccall.Args()
+	a[0] = uintptr(stream)
+	a[1] = uintptr(count)
+	a[2] = uintptr(unsafe.Pointer(paramArray))
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(paramArray)
 	return procStreamBatchMemOp.check(r1)
 }
 
@@ -5012,7 +7803,11 @@ func StreamBeginCapture(hStream CUstream, mode CUstreamCaptureMode) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(mode))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(mode)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procStreamBeginCapture.check(r1)
 }
 
@@ -5025,7 +7820,19 @@ func StreamBeginCaptureToGraph(hStream CUstream, hGraph CUgraph, dependencies *C
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(hGraph), uintptr(unsafe.Pointer(dependencies)), uintptr(unsafe.Pointer(dependencyData)), uintptr(numDependencies), uintptr(mode))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	ccall.Escape(unsafe.Pointer(dependencyData))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(hGraph)
+	a[2] = uintptr(unsafe.Pointer(dependencies))
+	a[3] = uintptr(unsafe.Pointer(dependencyData))
+	a[4] = uintptr(numDependencies)
+	a[5] = uintptr(mode)
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dependencies)
+	runtime.KeepAlive(dependencyData)
 	return procStreamBeginCaptureToGraph.check(r1)
 }
 
@@ -5038,7 +7845,11 @@ func StreamCopyAttributes(dstStream CUstream, srcStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(dstStream), uintptr(srcStream))
+	a := ccall.Args()
+	a[0] = uintptr(dstStream)
+	a[1] = uintptr(srcStream)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procStreamCopyAttributes.check(r1)
 }
 
@@ -5051,7 +7862,13 @@ func StreamCreate(phStream *CUstream, Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phStream)), uintptr(Flags))
+	ccall.Escape(unsafe.Pointer(phStream))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phStream))
+	a[1] = uintptr(Flags)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phStream)
 	return procStreamCreate.check(r1)
 }
 
@@ -5064,7 +7881,14 @@ func StreamCreateWithPriority(phStream *CUstream, flags uint32, priority int32) 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phStream)), uintptr(flags), uintptr(priority))
+	ccall.Escape(unsafe.Pointer(phStream))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phStream))
+	a[1] = uintptr(flags)
+	a[2] = uintptr(priority)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phStream)
 	return procStreamCreateWithPriority.check(r1)
 }
 
@@ -5077,7 +7901,10 @@ func StreamDestroy(hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procStreamDestroy.check(r1)
 }
 
@@ -5090,7 +7917,13 @@ func StreamEndCapture(hStream CUstream, phGraph *CUgraph) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(unsafe.Pointer(phGraph)))
+	ccall.Escape(unsafe.Pointer(phGraph))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(unsafe.Pointer(phGraph))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phGraph)
 	return procStreamEndCapture.check(r1)
 }
 
@@ -5103,7 +7936,14 @@ func StreamGetAttribute(hStream CUstream, attr CUstreamAttrID, value *CUstreamAt
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(attr), uintptr(unsafe.Pointer(value)))
+	ccall.Escape(unsafe.Pointer(value))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(attr)
+	a[2] = uintptr(unsafe.Pointer(value))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(value)
 	return procStreamGetAttribute.check(r1)
 }
 
@@ -5116,7 +7956,28 @@ func StreamGetCaptureInfo(hStream CUstream, captureStatus_out *CUstreamCaptureSt
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(unsafe.Pointer(captureStatus_out)), uintptr(unsafe.Pointer(id_out)), uintptr(unsafe.Pointer(graph_out)), uintptr(unsafe.Pointer(dependencies_out)), uintptr(unsafe.Pointer(edgeData_out)), uintptr(unsafe.Pointer(numDependencies_out)))
+	ccall.Escape(unsafe.Pointer(captureStatus_out))
+	ccall.Escape(unsafe.Pointer(id_out))
+	ccall.Escape(unsafe.Pointer(graph_out))
+	ccall.Escape(unsafe.Pointer(dependencies_out))
+	ccall.Escape(unsafe.Pointer(edgeData_out))
+	ccall.Escape(unsafe.Pointer(numDependencies_out))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(unsafe.Pointer(captureStatus_out))
+	a[2] = uintptr(unsafe.Pointer(id_out))
+	a[3] = uintptr(unsafe.Pointer(graph_out))
+	a[4] = uintptr(unsafe.Pointer(dependencies_out))
+	a[5] = uintptr(unsafe.Pointer(edgeData_out))
+	a[6] = uintptr(unsafe.Pointer(numDependencies_out))
+	r1, _, _ := purego.SyscallN(fn, a[:7]...)
+	ccall.Release(a)
+	runtime.KeepAlive(captureStatus_out)
+	runtime.KeepAlive(id_out)
+	runtime.KeepAlive(graph_out)
+	runtime.KeepAlive(dependencies_out)
+	runtime.KeepAlive(edgeData_out)
+	runtime.KeepAlive(numDependencies_out)
 	return procStreamGetCaptureInfo.check(r1)
 }
 
@@ -5129,7 +7990,25 @@ func StreamGetCaptureInfo_v11030(hStream CUstream, captureStatus_out *CUstreamCa
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(unsafe.Pointer(captureStatus_out)), uintptr(unsafe.Pointer(id_out)), uintptr(unsafe.Pointer(graph_out)), uintptr(unsafe.Pointer(dependencies_out)), uintptr(unsafe.Pointer(numDependencies_out)))
+	ccall.Escape(unsafe.Pointer(captureStatus_out))
+	ccall.Escape(unsafe.Pointer(id_out))
+	ccall.Escape(unsafe.Pointer(graph_out))
+	ccall.Escape(unsafe.Pointer(dependencies_out))
+	ccall.Escape(unsafe.Pointer(numDependencies_out))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(unsafe.Pointer(captureStatus_out))
+	a[2] = uintptr(unsafe.Pointer(id_out))
+	a[3] = uintptr(unsafe.Pointer(graph_out))
+	a[4] = uintptr(unsafe.Pointer(dependencies_out))
+	a[5] = uintptr(unsafe.Pointer(numDependencies_out))
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
+	runtime.KeepAlive(captureStatus_out)
+	runtime.KeepAlive(id_out)
+	runtime.KeepAlive(graph_out)
+	runtime.KeepAlive(dependencies_out)
+	runtime.KeepAlive(numDependencies_out)
 	return procStreamGetCaptureInfo_v11030.check(r1)
 }
 
@@ -5142,7 +8021,16 @@ func StreamGetCaptureInfo_v10010(hStream CUstream, captureStatus_out *CUstreamCa
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(unsafe.Pointer(captureStatus_out)), uintptr(unsafe.Pointer(id_out)))
+	ccall.Escape(unsafe.Pointer(captureStatus_out))
+	ccall.Escape(unsafe.Pointer(id_out))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(unsafe.Pointer(captureStatus_out))
+	a[2] = uintptr(unsafe.Pointer(id_out))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(captureStatus_out)
+	runtime.KeepAlive(id_out)
 	return procStreamGetCaptureInfo_v10010.check(r1)
 }
 
@@ -5155,7 +8043,16 @@ func StreamGetCtx(hStream CUstream, pctx *CUcontext, pGreenCtx *CUgreenCtx) erro
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(unsafe.Pointer(pctx)), uintptr(unsafe.Pointer(pGreenCtx)))
+	ccall.Escape(unsafe.Pointer(pctx))
+	ccall.Escape(unsafe.Pointer(pGreenCtx))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(unsafe.Pointer(pctx))
+	a[2] = uintptr(unsafe.Pointer(pGreenCtx))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pctx)
+	runtime.KeepAlive(pGreenCtx)
 	return procStreamGetCtx.check(r1)
 }
 
@@ -5168,7 +8065,13 @@ func StreamGetCtx_v9020(hStream CUstream, pctx *CUcontext) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(unsafe.Pointer(pctx)))
+	ccall.Escape(unsafe.Pointer(pctx))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(unsafe.Pointer(pctx))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pctx)
 	return procStreamGetCtx_v9020.check(r1)
 }
 
@@ -5181,7 +8084,13 @@ func StreamGetDevice(hStream CUstream, device *CUdevice) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(unsafe.Pointer(device)))
+	ccall.Escape(unsafe.Pointer(device))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(unsafe.Pointer(device))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(device)
 	return procStreamGetDevice.check(r1)
 }
 
@@ -5194,7 +8103,13 @@ func StreamGetFlags(hStream CUstream, flags *uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(unsafe.Pointer(flags)))
+	ccall.Escape(unsafe.Pointer(flags))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(unsafe.Pointer(flags))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(flags)
 	return procStreamGetFlags.check(r1)
 }
 
@@ -5207,7 +8122,13 @@ func StreamGetGreenCtx(hStream CUstream, phCtx *CUgreenCtx) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(unsafe.Pointer(phCtx)))
+	ccall.Escape(unsafe.Pointer(phCtx))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(unsafe.Pointer(phCtx))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phCtx)
 	return procStreamGetGreenCtx.check(r1)
 }
 
@@ -5220,7 +8141,13 @@ func StreamGetId(hStream CUstream, streamId *uint64) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(unsafe.Pointer(streamId)))
+	ccall.Escape(unsafe.Pointer(streamId))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(unsafe.Pointer(streamId))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(streamId)
 	return procStreamGetId.check(r1)
 }
 
@@ -5233,7 +8160,13 @@ func StreamGetPriority(hStream CUstream, priority *int32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(unsafe.Pointer(priority)))
+	ccall.Escape(unsafe.Pointer(priority))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(unsafe.Pointer(priority))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(priority)
 	return procStreamGetPriority.check(r1)
 }
 
@@ -5246,7 +8179,13 @@ func StreamIsCapturing(hStream CUstream, captureStatus *CUstreamCaptureStatus) e
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(unsafe.Pointer(captureStatus)))
+	ccall.Escape(unsafe.Pointer(captureStatus))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(unsafe.Pointer(captureStatus))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(captureStatus)
 	return procStreamIsCapturing.check(r1)
 }
 
@@ -5259,7 +8198,10 @@ func StreamQuery(hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procStreamQuery.check(r1)
 }
 
@@ -5272,7 +8214,14 @@ func StreamSetAttribute(hStream CUstream, attr CUstreamAttrID, param *CUstreamAt
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(attr), uintptr(unsafe.Pointer(param)))
+	ccall.Escape(unsafe.Pointer(param))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(attr)
+	a[2] = uintptr(unsafe.Pointer(param))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(param)
 	return procStreamSetAttribute.check(r1)
 }
 
@@ -5285,7 +8234,10 @@ func StreamSynchronize(hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procStreamSynchronize.check(r1)
 }
 
@@ -5298,7 +8250,18 @@ func StreamUpdateCaptureDependencies(hStream CUstream, dependencies *CUgraphNode
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(unsafe.Pointer(dependencies)), uintptr(unsafe.Pointer(dependencyData)), uintptr(numDependencies), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	ccall.Escape(unsafe.Pointer(dependencyData))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(unsafe.Pointer(dependencies))
+	a[2] = uintptr(unsafe.Pointer(dependencyData))
+	a[3] = uintptr(numDependencies)
+	a[4] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dependencies)
+	runtime.KeepAlive(dependencyData)
 	return procStreamUpdateCaptureDependencies.check(r1)
 }
 
@@ -5311,7 +8274,15 @@ func StreamUpdateCaptureDependencies_v11030(hStream CUstream, dependencies *CUgr
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(unsafe.Pointer(dependencies)), uintptr(numDependencies), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(dependencies))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(unsafe.Pointer(dependencies))
+	a[2] = uintptr(numDependencies)
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(dependencies)
 	return procStreamUpdateCaptureDependencies_v11030.check(r1)
 }
 
@@ -5324,7 +8295,12 @@ func StreamWaitEvent(hStream CUstream, hEvent CUevent, Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hStream), uintptr(hEvent), uintptr(Flags))
+	a := ccall.Args()
+	a[0] = uintptr(hStream)
+	a[1] = uintptr(hEvent)
+	a[2] = uintptr(Flags)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procStreamWaitEvent.check(r1)
 }
 
@@ -5337,7 +8313,13 @@ func StreamWaitValue32(stream CUstream, addr CUdeviceptr_v2, value uint32, flags
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(stream), uintptr(addr), uintptr(value), uintptr(flags))
+	a := ccall.Args()
+	a[0] = uintptr(stream)
+	a[1] = uintptr(addr)
+	a[2] = uintptr(value)
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procStreamWaitValue32.check(r1)
 }
 
@@ -5350,7 +8332,13 @@ func StreamWaitValue64(stream CUstream, addr CUdeviceptr_v2, value uint64, flags
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(stream), uintptr(addr), uintptr(value), uintptr(flags))
+	a := ccall.Args()
+	a[0] = uintptr(stream)
+	a[1] = uintptr(addr)
+	a[2] = uintptr(value)
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procStreamWaitValue64.check(r1)
 }
 
@@ -5363,7 +8351,13 @@ func StreamWriteValue32(stream CUstream, addr CUdeviceptr_v2, value uint32, flag
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(stream), uintptr(addr), uintptr(value), uintptr(flags))
+	a := ccall.Args()
+	a[0] = uintptr(stream)
+	a[1] = uintptr(addr)
+	a[2] = uintptr(value)
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procStreamWriteValue32.check(r1)
 }
 
@@ -5376,7 +8370,13 @@ func StreamWriteValue64(stream CUstream, addr CUdeviceptr_v2, value uint64, flag
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(stream), uintptr(addr), uintptr(value), uintptr(flags))
+	a := ccall.Args()
+	a[0] = uintptr(stream)
+	a[1] = uintptr(addr)
+	a[2] = uintptr(value)
+	a[3] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
 	return procStreamWriteValue64.check(r1)
 }
 
@@ -5389,7 +8389,15 @@ func SurfObjectCreate(pSurfObject *CUsurfObject_v1, pResDesc *CUDA_RESOURCE_DESC
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pSurfObject)), uintptr(unsafe.Pointer(pResDesc)))
+	ccall.Escape(unsafe.Pointer(pSurfObject))
+	ccall.Escape(unsafe.Pointer(pResDesc))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pSurfObject))
+	a[1] = uintptr(unsafe.Pointer(pResDesc))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pSurfObject)
+	runtime.KeepAlive(pResDesc)
 	return procSurfObjectCreate.check(r1)
 }
 
@@ -5402,7 +8410,10 @@ func SurfObjectDestroy(surfObject CUsurfObject_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(surfObject))
+	a := ccall.Args()
+	a[0] = uintptr(surfObject)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procSurfObjectDestroy.check(r1)
 }
 
@@ -5415,7 +8426,13 @@ func SurfObjectGetResourceDesc(pResDesc *CUDA_RESOURCE_DESC_v1, surfObject CUsur
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pResDesc)), uintptr(surfObject))
+	ccall.Escape(unsafe.Pointer(pResDesc))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pResDesc))
+	a[1] = uintptr(surfObject)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pResDesc)
 	return procSurfObjectGetResourceDesc.check(r1)
 }
 
@@ -5428,7 +8445,13 @@ func SurfRefGetArray(phArray *CUarray, hSurfRef CUsurfref) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phArray)), uintptr(hSurfRef))
+	ccall.Escape(unsafe.Pointer(phArray))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phArray))
+	a[1] = uintptr(hSurfRef)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phArray)
 	return procSurfRefGetArray.check(r1)
 }
 
@@ -5441,7 +8464,12 @@ func SurfRefSetArray(hSurfRef CUsurfref, hArray CUarray, Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hSurfRef), uintptr(hArray), uintptr(Flags))
+	a := ccall.Args()
+	a[0] = uintptr(hSurfRef)
+	a[1] = uintptr(hArray)
+	a[2] = uintptr(Flags)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procSurfRefSetArray.check(r1)
 }
 
@@ -5454,7 +8482,38 @@ func TensorMapEncodeIm2col(tensorMap *CUtensorMap, tensorDataType CUtensorMapDat
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(tensorMap)), uintptr(tensorDataType), uintptr(tensorRank), uintptr(globalAddress), uintptr(unsafe.Pointer(globalDim)), uintptr(unsafe.Pointer(globalStrides)), uintptr(unsafe.Pointer(pixelBoxLowerCorner)), uintptr(unsafe.Pointer(pixelBoxUpperCorner)), uintptr(channelsPerPixel), uintptr(pixelsPerColumn), uintptr(unsafe.Pointer(elementStrides)), uintptr(interleave), uintptr(swizzle), uintptr(l2Promotion), uintptr(oobFill))
+	ccall.Escape(unsafe.Pointer(tensorMap))
+	ccall.Escape(globalAddress)
+	ccall.Escape(unsafe.Pointer(globalDim))
+	ccall.Escape(unsafe.Pointer(globalStrides))
+	ccall.Escape(unsafe.Pointer(pixelBoxLowerCorner))
+	ccall.Escape(unsafe.Pointer(pixelBoxUpperCorner))
+	ccall.Escape(unsafe.Pointer(elementStrides))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(tensorMap))
+	a[1] = uintptr(tensorDataType)
+	a[2] = uintptr(tensorRank)
+	a[3] = uintptr(globalAddress)
+	a[4] = uintptr(unsafe.Pointer(globalDim))
+	a[5] = uintptr(unsafe.Pointer(globalStrides))
+	a[6] = uintptr(unsafe.Pointer(pixelBoxLowerCorner))
+	a[7] = uintptr(unsafe.Pointer(pixelBoxUpperCorner))
+	a[8] = uintptr(channelsPerPixel)
+	a[9] = uintptr(pixelsPerColumn)
+	a[10] = uintptr(unsafe.Pointer(elementStrides))
+	a[11] = uintptr(interleave)
+	a[12] = uintptr(swizzle)
+	a[13] = uintptr(l2Promotion)
+	a[14] = uintptr(oobFill)
+	r1, _, _ := purego.SyscallN(fn, a[:15]...)
+	ccall.Release(a)
+	runtime.KeepAlive(tensorMap)
+	runtime.KeepAlive(globalAddress)
+	runtime.KeepAlive(globalDim)
+	runtime.KeepAlive(globalStrides)
+	runtime.KeepAlive(pixelBoxLowerCorner)
+	runtime.KeepAlive(pixelBoxUpperCorner)
+	runtime.KeepAlive(elementStrides)
 	return procTensorMapEncodeIm2col.check(r1)
 }
 
@@ -5467,7 +8526,35 @@ func TensorMapEncodeIm2colWide(tensorMap *CUtensorMap, tensorDataType CUtensorMa
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(tensorMap)), uintptr(tensorDataType), uintptr(tensorRank), uintptr(globalAddress), uintptr(unsafe.Pointer(globalDim)), uintptr(unsafe.Pointer(globalStrides)), uintptr(pixelBoxLowerCornerWidth), uintptr(pixelBoxUpperCornerWidth), uintptr(channelsPerPixel), uintptr(pixelsPerColumn), uintptr(unsafe.Pointer(elementStrides)), uintptr(interleave), uintptr(mode), uintptr(swizzle), uintptr(l2Promotion), uintptr(oobFill))
+	ccall.Escape(unsafe.Pointer(tensorMap))
+	ccall.Escape(globalAddress)
+	ccall.Escape(unsafe.Pointer(globalDim))
+	ccall.Escape(unsafe.Pointer(globalStrides))
+	ccall.Escape(unsafe.Pointer(elementStrides))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(tensorMap))
+	a[1] = uintptr(tensorDataType)
+	a[2] = uintptr(tensorRank)
+	a[3] = uintptr(globalAddress)
+	a[4] = uintptr(unsafe.Pointer(globalDim))
+	a[5] = uintptr(unsafe.Pointer(globalStrides))
+	a[6] = uintptr(pixelBoxLowerCornerWidth)
+	a[7] = uintptr(pixelBoxUpperCornerWidth)
+	a[8] = uintptr(channelsPerPixel)
+	a[9] = uintptr(pixelsPerColumn)
+	a[10] = uintptr(unsafe.Pointer(elementStrides))
+	a[11] = uintptr(interleave)
+	a[12] = uintptr(mode)
+	a[13] = uintptr(swizzle)
+	a[14] = uintptr(l2Promotion)
+	a[15] = uintptr(oobFill)
+	r1, _, _ := purego.SyscallN(fn, a[:16]...)
+	ccall.Release(a)
+	runtime.KeepAlive(tensorMap)
+	runtime.KeepAlive(globalAddress)
+	runtime.KeepAlive(globalDim)
+	runtime.KeepAlive(globalStrides)
+	runtime.KeepAlive(elementStrides)
 	return procTensorMapEncodeIm2colWide.check(r1)
 }
 
@@ -5480,7 +8567,33 @@ func TensorMapEncodeTiled(tensorMap *CUtensorMap, tensorDataType CUtensorMapData
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(tensorMap)), uintptr(tensorDataType), uintptr(tensorRank), uintptr(globalAddress), uintptr(unsafe.Pointer(globalDim)), uintptr(unsafe.Pointer(globalStrides)), uintptr(unsafe.Pointer(boxDim)), uintptr(unsafe.Pointer(elementStrides)), uintptr(interleave), uintptr(swizzle), uintptr(l2Promotion), uintptr(oobFill))
+	ccall.Escape(unsafe.Pointer(tensorMap))
+	ccall.Escape(globalAddress)
+	ccall.Escape(unsafe.Pointer(globalDim))
+	ccall.Escape(unsafe.Pointer(globalStrides))
+	ccall.Escape(unsafe.Pointer(boxDim))
+	ccall.Escape(unsafe.Pointer(elementStrides))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(tensorMap))
+	a[1] = uintptr(tensorDataType)
+	a[2] = uintptr(tensorRank)
+	a[3] = uintptr(globalAddress)
+	a[4] = uintptr(unsafe.Pointer(globalDim))
+	a[5] = uintptr(unsafe.Pointer(globalStrides))
+	a[6] = uintptr(unsafe.Pointer(boxDim))
+	a[7] = uintptr(unsafe.Pointer(elementStrides))
+	a[8] = uintptr(interleave)
+	a[9] = uintptr(swizzle)
+	a[10] = uintptr(l2Promotion)
+	a[11] = uintptr(oobFill)
+	r1, _, _ := purego.SyscallN(fn, a[:12]...)
+	ccall.Release(a)
+	runtime.KeepAlive(tensorMap)
+	runtime.KeepAlive(globalAddress)
+	runtime.KeepAlive(globalDim)
+	runtime.KeepAlive(globalStrides)
+	runtime.KeepAlive(boxDim)
+	runtime.KeepAlive(elementStrides)
 	return procTensorMapEncodeTiled.check(r1)
 }
 
@@ -5493,7 +8606,15 @@ func TensorMapReplaceAddress(tensorMap *CUtensorMap, globalAddress unsafe.Pointe
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(tensorMap)), uintptr(globalAddress))
+	ccall.Escape(unsafe.Pointer(tensorMap))
+	ccall.Escape(globalAddress)
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(tensorMap))
+	a[1] = uintptr(globalAddress)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(tensorMap)
+	runtime.KeepAlive(globalAddress)
 	return procTensorMapReplaceAddress.check(r1)
 }
 
@@ -5506,7 +8627,21 @@ func TexObjectCreate(pTexObject *CUtexObject_v1, pResDesc *CUDA_RESOURCE_DESC_v1
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pTexObject)), uintptr(unsafe.Pointer(pResDesc)), uintptr(unsafe.Pointer(pTexDesc)), uintptr(unsafe.Pointer(pResViewDesc)))
+	ccall.Escape(unsafe.Pointer(pTexObject))
+	ccall.Escape(unsafe.Pointer(pResDesc))
+	ccall.Escape(unsafe.Pointer(pTexDesc))
+	ccall.Escape(unsafe.Pointer(pResViewDesc))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pTexObject))
+	a[1] = uintptr(unsafe.Pointer(pResDesc))
+	a[2] = uintptr(unsafe.Pointer(pTexDesc))
+	a[3] = uintptr(unsafe.Pointer(pResViewDesc))
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pTexObject)
+	runtime.KeepAlive(pResDesc)
+	runtime.KeepAlive(pTexDesc)
+	runtime.KeepAlive(pResViewDesc)
 	return procTexObjectCreate.check(r1)
 }
 
@@ -5519,7 +8654,10 @@ func TexObjectDestroy(texObject CUtexObject_v1) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(texObject))
+	a := ccall.Args()
+	a[0] = uintptr(texObject)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procTexObjectDestroy.check(r1)
 }
 
@@ -5532,7 +8670,13 @@ func TexObjectGetResourceDesc(pResDesc *CUDA_RESOURCE_DESC_v1, texObject CUtexOb
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pResDesc)), uintptr(texObject))
+	ccall.Escape(unsafe.Pointer(pResDesc))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pResDesc))
+	a[1] = uintptr(texObject)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pResDesc)
 	return procTexObjectGetResourceDesc.check(r1)
 }
 
@@ -5545,7 +8689,13 @@ func TexObjectGetResourceViewDesc(pResViewDesc *CUDA_RESOURCE_VIEW_DESC_v1, texO
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pResViewDesc)), uintptr(texObject))
+	ccall.Escape(unsafe.Pointer(pResViewDesc))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pResViewDesc))
+	a[1] = uintptr(texObject)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pResViewDesc)
 	return procTexObjectGetResourceViewDesc.check(r1)
 }
 
@@ -5558,7 +8708,13 @@ func TexObjectGetTextureDesc(pTexDesc *CUDA_TEXTURE_DESC_v1, texObject CUtexObje
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pTexDesc)), uintptr(texObject))
+	ccall.Escape(unsafe.Pointer(pTexDesc))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pTexDesc))
+	a[1] = uintptr(texObject)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pTexDesc)
 	return procTexObjectGetTextureDesc.check(r1)
 }
 
@@ -5571,7 +8727,12 @@ func TexRefCreate(pTexRef *CUtexref) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pTexRef)))
+	ccall.Escape(unsafe.Pointer(pTexRef))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pTexRef))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pTexRef)
 	return procTexRefCreate.check(r1)
 }
 
@@ -5584,7 +8745,10 @@ func TexRefDestroy(hTexRef CUtexref) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hTexRef))
+	a := ccall.Args()
+	a[0] = uintptr(hTexRef)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procTexRefDestroy.check(r1)
 }
 
@@ -5597,7 +8761,13 @@ func TexRefGetAddress(pdptr *CUdeviceptr_v2, hTexRef CUtexref) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pdptr)), uintptr(hTexRef))
+	ccall.Escape(unsafe.Pointer(pdptr))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pdptr))
+	a[1] = uintptr(hTexRef)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pdptr)
 	return procTexRefGetAddress.check(r1)
 }
 
@@ -5610,7 +8780,14 @@ func TexRefGetAddressMode(pam *CUaddress_mode, hTexRef CUtexref, dim int32) erro
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pam)), uintptr(hTexRef), uintptr(dim))
+	ccall.Escape(unsafe.Pointer(pam))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pam))
+	a[1] = uintptr(hTexRef)
+	a[2] = uintptr(dim)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pam)
 	return procTexRefGetAddressMode.check(r1)
 }
 
@@ -5623,7 +8800,13 @@ func TexRefGetArray(phArray *CUarray, hTexRef CUtexref) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phArray)), uintptr(hTexRef))
+	ccall.Escape(unsafe.Pointer(phArray))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phArray))
+	a[1] = uintptr(hTexRef)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phArray)
 	return procTexRefGetArray.check(r1)
 }
 
@@ -5636,7 +8819,13 @@ func TexRefGetBorderColor(pBorderColor *float32, hTexRef CUtexref) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pBorderColor)), uintptr(hTexRef))
+	ccall.Escape(unsafe.Pointer(pBorderColor))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pBorderColor))
+	a[1] = uintptr(hTexRef)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pBorderColor)
 	return procTexRefGetBorderColor.check(r1)
 }
 
@@ -5649,7 +8838,13 @@ func TexRefGetFilterMode(pfm *CUfilter_mode, hTexRef CUtexref) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pfm)), uintptr(hTexRef))
+	ccall.Escape(unsafe.Pointer(pfm))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pfm))
+	a[1] = uintptr(hTexRef)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pfm)
 	return procTexRefGetFilterMode.check(r1)
 }
 
@@ -5662,7 +8857,13 @@ func TexRefGetFlags(pFlags *uint32, hTexRef CUtexref) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pFlags)), uintptr(hTexRef))
+	ccall.Escape(unsafe.Pointer(pFlags))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pFlags))
+	a[1] = uintptr(hTexRef)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pFlags)
 	return procTexRefGetFlags.check(r1)
 }
 
@@ -5675,7 +8876,16 @@ func TexRefGetFormat(pFormat *CUarray_format, pNumChannels *int32, hTexRef CUtex
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pFormat)), uintptr(unsafe.Pointer(pNumChannels)), uintptr(hTexRef))
+	ccall.Escape(unsafe.Pointer(pFormat))
+	ccall.Escape(unsafe.Pointer(pNumChannels))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pFormat))
+	a[1] = uintptr(unsafe.Pointer(pNumChannels))
+	a[2] = uintptr(hTexRef)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pFormat)
+	runtime.KeepAlive(pNumChannels)
 	return procTexRefGetFormat.check(r1)
 }
 
@@ -5688,7 +8898,13 @@ func TexRefGetMaxAnisotropy(pmaxAniso *int32, hTexRef CUtexref) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pmaxAniso)), uintptr(hTexRef))
+	ccall.Escape(unsafe.Pointer(pmaxAniso))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pmaxAniso))
+	a[1] = uintptr(hTexRef)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pmaxAniso)
 	return procTexRefGetMaxAnisotropy.check(r1)
 }
 
@@ -5701,7 +8917,13 @@ func TexRefGetMipmapFilterMode(pfm *CUfilter_mode, hTexRef CUtexref) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pfm)), uintptr(hTexRef))
+	ccall.Escape(unsafe.Pointer(pfm))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pfm))
+	a[1] = uintptr(hTexRef)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pfm)
 	return procTexRefGetMipmapFilterMode.check(r1)
 }
 
@@ -5714,7 +8936,13 @@ func TexRefGetMipmapLevelBias(pbias *float32, hTexRef CUtexref) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pbias)), uintptr(hTexRef))
+	ccall.Escape(unsafe.Pointer(pbias))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pbias))
+	a[1] = uintptr(hTexRef)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pbias)
 	return procTexRefGetMipmapLevelBias.check(r1)
 }
 
@@ -5727,7 +8955,16 @@ func TexRefGetMipmapLevelClamp(pminMipmapLevelClamp *float32, pmaxMipmapLevelCla
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(pminMipmapLevelClamp)), uintptr(unsafe.Pointer(pmaxMipmapLevelClamp)), uintptr(hTexRef))
+	ccall.Escape(unsafe.Pointer(pminMipmapLevelClamp))
+	ccall.Escape(unsafe.Pointer(pmaxMipmapLevelClamp))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(pminMipmapLevelClamp))
+	a[1] = uintptr(unsafe.Pointer(pmaxMipmapLevelClamp))
+	a[2] = uintptr(hTexRef)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pminMipmapLevelClamp)
+	runtime.KeepAlive(pmaxMipmapLevelClamp)
 	return procTexRefGetMipmapLevelClamp.check(r1)
 }
 
@@ -5740,7 +8977,13 @@ func TexRefGetMipmappedArray(phMipmappedArray *CUmipmappedArray, hTexRef CUtexre
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(phMipmappedArray)), uintptr(hTexRef))
+	ccall.Escape(unsafe.Pointer(phMipmappedArray))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(phMipmappedArray))
+	a[1] = uintptr(hTexRef)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(phMipmappedArray)
 	return procTexRefGetMipmappedArray.check(r1)
 }
 
@@ -5753,7 +8996,15 @@ func TexRefSetAddress(ByteOffset *uintptr, hTexRef CUtexref, dptr CUdeviceptr_v2
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(ByteOffset)), uintptr(hTexRef), uintptr(dptr), uintptr(bytes))
+	ccall.Escape(unsafe.Pointer(ByteOffset))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(ByteOffset))
+	a[1] = uintptr(hTexRef)
+	a[2] = uintptr(dptr)
+	a[3] = uintptr(bytes)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(ByteOffset)
 	return procTexRefSetAddress.check(r1)
 }
 
@@ -5766,7 +9017,15 @@ func TexRefSetAddress2D(hTexRef CUtexref, desc *CUDA_ARRAY_DESCRIPTOR_v2, dptr C
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hTexRef), uintptr(unsafe.Pointer(desc)), uintptr(dptr), uintptr(Pitch))
+	ccall.Escape(unsafe.Pointer(desc))
+	a := ccall.Args()
+	a[0] = uintptr(hTexRef)
+	a[1] = uintptr(unsafe.Pointer(desc))
+	a[2] = uintptr(dptr)
+	a[3] = uintptr(Pitch)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(desc)
 	return procTexRefSetAddress2D.check(r1)
 }
 
@@ -5779,7 +9038,12 @@ func TexRefSetAddressMode(hTexRef CUtexref, dim int32, am CUaddress_mode) error 
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hTexRef), uintptr(dim), uintptr(am))
+	a := ccall.Args()
+	a[0] = uintptr(hTexRef)
+	a[1] = uintptr(dim)
+	a[2] = uintptr(am)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procTexRefSetAddressMode.check(r1)
 }
 
@@ -5792,7 +9056,12 @@ func TexRefSetArray(hTexRef CUtexref, hArray CUarray, Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hTexRef), uintptr(hArray), uintptr(Flags))
+	a := ccall.Args()
+	a[0] = uintptr(hTexRef)
+	a[1] = uintptr(hArray)
+	a[2] = uintptr(Flags)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procTexRefSetArray.check(r1)
 }
 
@@ -5805,7 +9074,13 @@ func TexRefSetBorderColor(hTexRef CUtexref, pBorderColor *float32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hTexRef), uintptr(unsafe.Pointer(pBorderColor)))
+	ccall.Escape(unsafe.Pointer(pBorderColor))
+	a := ccall.Args()
+	a[0] = uintptr(hTexRef)
+	a[1] = uintptr(unsafe.Pointer(pBorderColor))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(pBorderColor)
 	return procTexRefSetBorderColor.check(r1)
 }
 
@@ -5818,7 +9093,11 @@ func TexRefSetFilterMode(hTexRef CUtexref, fm CUfilter_mode) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hTexRef), uintptr(fm))
+	a := ccall.Args()
+	a[0] = uintptr(hTexRef)
+	a[1] = uintptr(fm)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procTexRefSetFilterMode.check(r1)
 }
 
@@ -5831,7 +9110,11 @@ func TexRefSetFlags(hTexRef CUtexref, Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hTexRef), uintptr(Flags))
+	a := ccall.Args()
+	a[0] = uintptr(hTexRef)
+	a[1] = uintptr(Flags)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procTexRefSetFlags.check(r1)
 }
 
@@ -5844,7 +9127,12 @@ func TexRefSetFormat(hTexRef CUtexref, fmt CUarray_format, NumPackedComponents i
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hTexRef), uintptr(fmt), uintptr(NumPackedComponents))
+	a := ccall.Args()
+	a[0] = uintptr(hTexRef)
+	a[1] = uintptr(fmt)
+	a[2] = uintptr(NumPackedComponents)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procTexRefSetFormat.check(r1)
 }
 
@@ -5857,7 +9145,11 @@ func TexRefSetMaxAnisotropy(hTexRef CUtexref, maxAniso uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hTexRef), uintptr(maxAniso))
+	a := ccall.Args()
+	a[0] = uintptr(hTexRef)
+	a[1] = uintptr(maxAniso)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procTexRefSetMaxAnisotropy.check(r1)
 }
 
@@ -5870,7 +9162,11 @@ func TexRefSetMipmapFilterMode(hTexRef CUtexref, fm CUfilter_mode) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hTexRef), uintptr(fm))
+	a := ccall.Args()
+	a[0] = uintptr(hTexRef)
+	a[1] = uintptr(fm)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procTexRefSetMipmapFilterMode.check(r1)
 }
 
@@ -5915,7 +9211,12 @@ func TexRefSetMipmappedArray(hTexRef CUtexref, hMipmappedArray CUmipmappedArray,
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(hTexRef), uintptr(hMipmappedArray), uintptr(Flags))
+	a := ccall.Args()
+	a[0] = uintptr(hTexRef)
+	a[1] = uintptr(hMipmappedArray)
+	a[2] = uintptr(Flags)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
 	return procTexRefSetMipmappedArray.check(r1)
 }
 
@@ -5928,7 +9229,12 @@ func ThreadExchangeStreamCaptureMode(mode *CUstreamCaptureMode) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(mode)))
+	ccall.Escape(unsafe.Pointer(mode))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(mode))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(mode)
 	return procThreadExchangeStreamCaptureMode.check(r1)
 }
 
@@ -5941,7 +9247,18 @@ func UserObjectCreate(object_out *CUuserObject, ptr unsafe.Pointer, destroy CUho
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(object_out)), uintptr(ptr), uintptr(destroy), uintptr(initialRefcount), uintptr(flags))
+	ccall.Escape(unsafe.Pointer(object_out))
+	ccall.Escape(ptr)
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(object_out))
+	a[1] = uintptr(ptr)
+	a[2] = uintptr(destroy)
+	a[3] = uintptr(initialRefcount)
+	a[4] = uintptr(flags)
+	r1, _, _ := purego.SyscallN(fn, a[:5]...)
+	ccall.Release(a)
+	runtime.KeepAlive(object_out)
+	runtime.KeepAlive(ptr)
 	return procUserObjectCreate.check(r1)
 }
 
@@ -5954,7 +9271,11 @@ func UserObjectRelease(object CUuserObject, count uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(object), uintptr(count))
+	a := ccall.Args()
+	a[0] = uintptr(object)
+	a[1] = uintptr(count)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procUserObjectRelease.check(r1)
 }
 
@@ -5967,7 +9288,11 @@ func UserObjectRetain(object CUuserObject, count uint32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(object), uintptr(count))
+	a := ccall.Args()
+	a[0] = uintptr(object)
+	a[1] = uintptr(count)
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
 	return procUserObjectRetain.check(r1)
 }
 
@@ -5980,7 +9305,17 @@ func WaitExternalSemaphoresAsync(extSemArray *CUexternalSemaphore, paramsArray *
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(extSemArray)), uintptr(unsafe.Pointer(paramsArray)), uintptr(numExtSems), uintptr(stream))
+	ccall.Escape(unsafe.Pointer(extSemArray))
+	ccall.Escape(unsafe.Pointer(paramsArray))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(extSemArray))
+	a[1] = uintptr(unsafe.Pointer(paramsArray))
+	a[2] = uintptr(numExtSems)
+	a[3] = uintptr(stream)
+	r1, _, _ := purego.SyscallN(fn, a[:4]...)
+	ccall.Release(a)
+	runtime.KeepAlive(extSemArray)
+	runtime.KeepAlive(paramsArray)
 	return procWaitExternalSemaphoresAsync.check(r1)
 }
 

@@ -326,11 +326,26 @@ func (e *emitter) constants(w *bytes.Buffer, prefixes ...string) {
 		if err != nil || len(toks) == 0 {
 			continue
 		}
+		typ := ""
+		// ((CUdevice)-1), ((CUstream)0x1): a cast to a typedef of an integer or handle.
+		if len(toks) > 5 && toks[0].Text == "(" && toks[1].Text == "(" && toks[3].Text == ")" && toks[len(toks)-1].Text == ")" {
+			if td, ok := e.f.Typedefs[toks[2].Text]; ok && e.rename(toks[2].Text) != "" {
+				rt := td.Resolve()
+				if rt.Kind == cheader.Int || rt.Kind == cheader.Pointer && rt.Elem.Resolve().Kind == cheader.Record {
+					typ = e.rename(toks[2].Text)
+					toks = toks[4 : len(toks)-1]
+				}
+			}
+		}
 		v, err := cheader.EvalConst(toks, func(s string) (int64, bool) {
 			x, ok := e.f.EnumConsts[s]
 			return x, ok
 		})
 		if err != nil {
+			continue
+		}
+		if typ != "" {
+			lines = append(lines, fmt.Sprintf("\t%s %s = %d", name, typ, v))
 			continue
 		}
 		lines = append(lines, fmt.Sprintf("\t%s = %d", name, v))

@@ -146,17 +146,45 @@ func (e *emitter) function(w *bytes.Buffer, b binding) error {
 		e.imports["unsafe"] = true
 		call = fmt.Sprintf("syscallStructArg(fn, %d, unsafe.Pointer(&%s), %d, %s)", big, ps[big].name, ps[big].size, strings.Join(args, ", "))
 	default:
-		args := []string{"fn"}
-		for _, p := range ps {
-			args = append(args, p.arg)
-		}
-		if len(args) > 33 {
-			return fmt.Errorf("%s: %d arguments", b.CName, len(args)-1)
+		if len(ps) > 32 {
+			return fmt.Errorf("%s: %d arguments", b.CName, len(ps))
 		}
 		e.imports["github.com/ebitengine/purego"] = true
-		call = fmt.Sprintf("purego.SyscallN(%s)", strings.Join(args, ", "))
+		if len(ps) == 0 {
+			fmt.Fprintf(w, "\tr1, _, _ := purego.SyscallN(fn)\n")
+			break
+		}
+		e.imports["github.com/purecuda/cuda/internal/ccall"] = true
+		var keep []string
+		for _, p := range ps {
+			if strings.HasPrefix(p.goType, "*") || p.goType == "unsafe.Pointer" {
+				conv := p.name
+				if p.goType != "unsafe.Pointer" {
+					conv = "unsafe.Pointer(" + p.name + ")"
+				}
+				fmt.Fprintf(w, "\tccall.Escape(%s)\n", conv)
+				keep = append(keep, p.name)
+			}
+		}
+		fmt.Fprintf(w, "\ta := ccall.Args()\n")
+		for i, p := range ps {
+			arg := p.arg
+			if p.goType == "unsafe.Pointer" {
+				arg = "uintptr(" + p.name + ")"
+			}
+			fmt.Fprintf(w, "\ta[%d] = %s\n", i, arg)
+		}
+		fmt.Fprintf(w, "\tr1, _, _ := purego.SyscallN(fn, a[:%d]...)\n\tccall.Release(a)\n", len(ps))
+		if len(keep) > 0 {
+			e.imports["runtime"] = true
+			for _, k := range keep {
+				fmt.Fprintf(w, "\truntime.KeepAlive(%s)\n", k)
+			}
+		}
 	}
-	fmt.Fprintf(w, "\tr1, _, _ := %s\n", call)
+	if call != "" {
+		fmt.Fprintf(w, "\tr1, _, _ := %s\n", call)
+	}
 	if resultIsStatus {
 		fmt.Fprintf(w, "\treturn %s.check(r1)\n}\n\n", procName)
 		return nil

@@ -13,4 +13,3 @@
 package rtc
 
 // The tables are generated together with internal/cu: see its go:generate line.
-

@@ -93,7 +93,9 @@ type SymbolError struct {
 	Err        error
 }
 
-func (e *SymbolError) Error() string { return e.Func + ": not exported by " + e.Path + ": " + e.Err.Error() }
+func (e *SymbolError) Error() string {
+	return e.Func + ": not exported by " + e.Path + ": " + e.Err.Error()
+}
 
 // Is matches ErrNotSupported.
 func (e *SymbolError) Is(target error) bool { return target == ErrNotSupported }

@@ -5,6 +5,8 @@ package rtc
 
 import (
 	"github.com/ebitengine/purego"
+	"github.com/purecuda/cuda/internal/ccall"
+	"runtime"
 	"unsafe"
 )
 
@@ -18,7 +20,10 @@ func GetErrorString(result Result) (*byte, error) {
 		var zero *byte
 		return zero, err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(result))
+	a := ccall.Args()
+	a[0] = uintptr(result)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return *(**byte)(unsafe.Pointer(&r1)), nil
 }
 
@@ -31,7 +36,15 @@ func Version(major *int32, minor *int32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(major)), uintptr(unsafe.Pointer(minor)))
+	ccall.Escape(unsafe.Pointer(major))
+	ccall.Escape(unsafe.Pointer(minor))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(major))
+	a[1] = uintptr(unsafe.Pointer(minor))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(major)
+	runtime.KeepAlive(minor)
 	return procVersion.check(r1)
 }
 
@@ -44,7 +57,12 @@ func GetNumSupportedArchs(numArchs *int32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(numArchs)))
+	ccall.Escape(unsafe.Pointer(numArchs))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(numArchs))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(numArchs)
 	return procGetNumSupportedArchs.check(r1)
 }
 
@@ -57,7 +75,12 @@ func GetSupportedArchs(supportedArchs *int32) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(supportedArchs)))
+	ccall.Escape(unsafe.Pointer(supportedArchs))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(supportedArchs))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(supportedArchs)
 	return procGetSupportedArchs.check(r1)
 }
 
@@ -70,7 +93,25 @@ func CreateProgram(prog *Program, src *byte, name *byte, numHeaders int32, heade
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(prog)), uintptr(unsafe.Pointer(src)), uintptr(unsafe.Pointer(name)), uintptr(numHeaders), uintptr(unsafe.Pointer(headers)), uintptr(unsafe.Pointer(includeNames)))
+	ccall.Escape(unsafe.Pointer(prog))
+	ccall.Escape(unsafe.Pointer(src))
+	ccall.Escape(unsafe.Pointer(name))
+	ccall.Escape(unsafe.Pointer(headers))
+	ccall.Escape(unsafe.Pointer(includeNames))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(prog))
+	a[1] = uintptr(unsafe.Pointer(src))
+	a[2] = uintptr(unsafe.Pointer(name))
+	a[3] = uintptr(numHeaders)
+	a[4] = uintptr(unsafe.Pointer(headers))
+	a[5] = uintptr(unsafe.Pointer(includeNames))
+	r1, _, _ := purego.SyscallN(fn, a[:6]...)
+	ccall.Release(a)
+	runtime.KeepAlive(prog)
+	runtime.KeepAlive(src)
+	runtime.KeepAlive(name)
+	runtime.KeepAlive(headers)
+	runtime.KeepAlive(includeNames)
 	return procCreateProgram.check(r1)
 }
 
@@ -83,7 +124,12 @@ func DestroyProgram(prog *Program) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(prog)))
+	ccall.Escape(unsafe.Pointer(prog))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(prog))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(prog)
 	return procDestroyProgram.check(r1)
 }
 
@@ -96,7 +142,14 @@ func CompileProgram(prog Program, numOptions int32, options **byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(numOptions), uintptr(unsafe.Pointer(options)))
+	ccall.Escape(unsafe.Pointer(options))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(numOptions)
+	a[2] = uintptr(unsafe.Pointer(options))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(options)
 	return procCompileProgram.check(r1)
 }
 
@@ -109,7 +162,13 @@ func GetPTXSize(prog Program, ptxSizeRet *uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(unsafe.Pointer(ptxSizeRet)))
+	ccall.Escape(unsafe.Pointer(ptxSizeRet))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(unsafe.Pointer(ptxSizeRet))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(ptxSizeRet)
 	return procGetPTXSize.check(r1)
 }
 
@@ -122,7 +181,13 @@ func GetPTX(prog Program, ptx *byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(unsafe.Pointer(ptx)))
+	ccall.Escape(unsafe.Pointer(ptx))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(unsafe.Pointer(ptx))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(ptx)
 	return procGetPTX.check(r1)
 }
 
@@ -135,7 +200,13 @@ func GetCUBINSize(prog Program, cubinSizeRet *uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(unsafe.Pointer(cubinSizeRet)))
+	ccall.Escape(unsafe.Pointer(cubinSizeRet))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(unsafe.Pointer(cubinSizeRet))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(cubinSizeRet)
 	return procGetCUBINSize.check(r1)
 }
 
@@ -148,7 +219,13 @@ func GetCUBIN(prog Program, cubin *byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(unsafe.Pointer(cubin)))
+	ccall.Escape(unsafe.Pointer(cubin))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(unsafe.Pointer(cubin))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(cubin)
 	return procGetCUBIN.check(r1)
 }
 
@@ -161,7 +238,13 @@ func GetLTOIRSize(prog Program, LTOIRSizeRet *uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(unsafe.Pointer(LTOIRSizeRet)))
+	ccall.Escape(unsafe.Pointer(LTOIRSizeRet))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(unsafe.Pointer(LTOIRSizeRet))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(LTOIRSizeRet)
 	return procGetLTOIRSize.check(r1)
 }
 
@@ -174,7 +257,13 @@ func GetLTOIR(prog Program, LTOIR *byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(unsafe.Pointer(LTOIR)))
+	ccall.Escape(unsafe.Pointer(LTOIR))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(unsafe.Pointer(LTOIR))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(LTOIR)
 	return procGetLTOIR.check(r1)
 }
 
@@ -187,7 +276,13 @@ func GetOptiXIRSize(prog Program, optixirSizeRet *uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(unsafe.Pointer(optixirSizeRet)))
+	ccall.Escape(unsafe.Pointer(optixirSizeRet))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(unsafe.Pointer(optixirSizeRet))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(optixirSizeRet)
 	return procGetOptiXIRSize.check(r1)
 }
 
@@ -200,7 +295,13 @@ func GetOptiXIR(prog Program, optixir *byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(unsafe.Pointer(optixir)))
+	ccall.Escape(unsafe.Pointer(optixir))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(unsafe.Pointer(optixir))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(optixir)
 	return procGetOptiXIR.check(r1)
 }
 
@@ -213,7 +314,13 @@ func GetProgramLogSize(prog Program, logSizeRet *uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(unsafe.Pointer(logSizeRet)))
+	ccall.Escape(unsafe.Pointer(logSizeRet))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(unsafe.Pointer(logSizeRet))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(logSizeRet)
 	return procGetProgramLogSize.check(r1)
 }
 
@@ -226,7 +333,13 @@ func GetProgramLog(prog Program, log *byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(unsafe.Pointer(log)))
+	ccall.Escape(unsafe.Pointer(log))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(unsafe.Pointer(log))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(log)
 	return procGetProgramLog.check(r1)
 }
 
@@ -239,7 +352,13 @@ func AddNameExpression(prog Program, name_expression *byte) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(unsafe.Pointer(name_expression)))
+	ccall.Escape(unsafe.Pointer(name_expression))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(unsafe.Pointer(name_expression))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(name_expression)
 	return procAddNameExpression.check(r1)
 }
 
@@ -252,7 +371,16 @@ func GetLoweredName(prog Program, name_expression *byte, lowered_name **byte) er
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(unsafe.Pointer(name_expression)), uintptr(unsafe.Pointer(lowered_name)))
+	ccall.Escape(unsafe.Pointer(name_expression))
+	ccall.Escape(unsafe.Pointer(lowered_name))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(unsafe.Pointer(name_expression))
+	a[2] = uintptr(unsafe.Pointer(lowered_name))
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(name_expression)
+	runtime.KeepAlive(lowered_name)
 	return procGetLoweredName.check(r1)
 }
 
@@ -265,7 +393,12 @@ func GetPCHHeapSize(ret *uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(unsafe.Pointer(ret)))
+	ccall.Escape(unsafe.Pointer(ret))
+	a := ccall.Args()
+	a[0] = uintptr(unsafe.Pointer(ret))
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
+	runtime.KeepAlive(ret)
 	return procGetPCHHeapSize.check(r1)
 }
 
@@ -278,7 +411,10 @@ func SetPCHHeapSize(size uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(size))
+	a := ccall.Args()
+	a[0] = uintptr(size)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procSetPCHHeapSize.check(r1)
 }
 
@@ -291,7 +427,10 @@ func GetPCHCreateStatus(prog Program) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	r1, _, _ := purego.SyscallN(fn, a[:1]...)
+	ccall.Release(a)
 	return procGetPCHCreateStatus.check(r1)
 }
 
@@ -304,7 +443,13 @@ func GetPCHHeapSizeRequired(prog Program, size *uintptr) error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(unsafe.Pointer(size)))
+	ccall.Escape(unsafe.Pointer(size))
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(unsafe.Pointer(size))
+	r1, _, _ := purego.SyscallN(fn, a[:2]...)
+	ccall.Release(a)
+	runtime.KeepAlive(size)
 	return procGetPCHHeapSizeRequired.check(r1)
 }
 
@@ -317,7 +462,14 @@ func SetFlowCallback(prog Program, callback uintptr, payload unsafe.Pointer) err
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn, uintptr(prog), uintptr(callback), uintptr(payload))
+	ccall.Escape(payload)
+	a := ccall.Args()
+	a[0] = uintptr(prog)
+	a[1] = uintptr(callback)
+	a[2] = uintptr(payload)
+	r1, _, _ := purego.SyscallN(fn, a[:3]...)
+	ccall.Release(a)
+	runtime.KeepAlive(payload)
 	return procSetFlowCallback.check(r1)
 }
 

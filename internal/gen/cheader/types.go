@@ -12,9 +12,9 @@ const (
 	Float
 	Pointer
 	Array
-	Record  // struct or union
-	Enum    // enum type
-	Named   // typedef name, Elem is the target
+	Record   // struct or union
+	Enum     // enum type
+	Named    // typedef name, Elem is the target
 	FuncType // a function type (reached through a Pointer)
 )
 
