@@ -25,27 +25,3 @@ type SymbolError = cu.SymbolError
 // ErrNotSupported is matched by errors for driver functions that the loaded
 // driver does not provide, and by CUDA_ERROR_NOT_SUPPORTED results.
 var ErrNotSupported = cu.ErrNotSupported
-
-// Common driver statuses, for errors.Is.
-var (
-	ErrInvalidValue             error = cu.CUDA_ERROR_INVALID_VALUE
-	ErrOutOfMemory              error = cu.CUDA_ERROR_OUT_OF_MEMORY
-	ErrNotInitialized           error = cu.CUDA_ERROR_NOT_INITIALIZED
-	ErrDeinitialized            error = cu.CUDA_ERROR_DEINITIALIZED
-	ErrNoDevice                 error = cu.CUDA_ERROR_NO_DEVICE
-	ErrInvalidDevice            error = cu.CUDA_ERROR_INVALID_DEVICE
-	ErrInvalidImage             error = cu.CUDA_ERROR_INVALID_IMAGE
-	ErrInvalidContext           error = cu.CUDA_ERROR_INVALID_CONTEXT
-	ErrInvalidHandle            error = cu.CUDA_ERROR_INVALID_HANDLE
-	ErrNotFound                 error = cu.CUDA_ERROR_NOT_FOUND
-	ErrNotReady                 error = cu.CUDA_ERROR_NOT_READY
-	ErrIllegalAddress           error = cu.CUDA_ERROR_ILLEGAL_ADDRESS
-	ErrLaunchOutOfResource      error = cu.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
-	ErrLaunchFailed             error = cu.CUDA_ERROR_LAUNCH_FAILED
-	ErrInvalidPTX               error = cu.CUDA_ERROR_INVALID_PTX
-	ErrNoBinaryForGPU           error = cu.CUDA_ERROR_NO_BINARY_FOR_GPU
-	ErrPeerAccessUnsupported    error = cu.CUDA_ERROR_PEER_ACCESS_UNSUPPORTED
-	ErrStreamCaptureUnsupported error = cu.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
-	ErrStreamCaptureInvalidated error = cu.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
-	ErrCUDANotSupported         error = cu.CUDA_ERROR_NOT_SUPPORTED
-)

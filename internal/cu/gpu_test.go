@@ -197,3 +197,16 @@ func BenchmarkRawCtxGetCurrent(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRawCtxGetLimit is the raw call behind driver's
+// BenchmarkContextBound, with the context already current on a locked thread.
+func BenchmarkRawCtxGetLimit(b *testing.B) {
+	gputest.PrimaryContext(b)
+	var v uintptr
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := cu.CtxGetLimit(&v, cu.CU_LIMIT_STACK_SIZE); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -155,6 +155,12 @@ func generate(h *cheader.Headers) (map[string][]byte, string, error) {
 	}
 	out["internal/cu/zlayout_test.go"] = src
 
+	src, err = driverConstants(h, hdr)
+	if err != nil {
+		return nil, "", fmt.Errorf("driver/zconst.go: %w", err)
+	}
+	out["driver/zconst.go"] = src
+
 	// NVRTC.
 	rtc := &emitter{f: h.NVRTC, pp: h.NVRTCPP, pkg: "rtc", result: "Result", imports: map[string]bool{},
 		rename: func(n string) string {

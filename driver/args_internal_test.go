@@ -1,0 +1,109 @@
+package driver
+
+import (
+	"reflect"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type params struct {
+	A int32
+	B float32
+	C int64
+	D float64
+}
+
+func TestArgMarshalling(t *testing.T) {
+	var b argBlock
+	args := []any{int8(-1), uint16(2), int32(-3), uint64(4), float32(1.5), float64(2.5), true, DevicePtr(0xdead), params{1, 2, 3, 4}, [3]uint8{7, 8, 9}}
+	for i, v := range args {
+		require.NoError(t, b.marshal("test", i, v, nil))
+	}
+	kp := b.finish()
+	require.NotNil(t, kp)
+	assert.Equal(t, []uintptr{1, 2, 4, 8, 4, 8, 1, 8, 24, 3}, b.sizes)
+	ptrs := unsafe.Slice(kp, len(args))
+	for i, p := range ptrs {
+		assert.Zero(t, uintptr(p)%8, "argument %d is 8-byte aligned", i)
+	}
+	assert.Equal(t, int8(-1), *(*int8)(ptrs[0]))
+	assert.Equal(t, uint16(2), *(*uint16)(ptrs[1]))
+	assert.Equal(t, int32(-3), *(*int32)(ptrs[2]))
+	assert.Equal(t, uint64(4), *(*uint64)(ptrs[3]))
+	assert.Equal(t, float32(1.5), *(*float32)(ptrs[4]))
+	assert.Equal(t, 2.5, *(*float64)(ptrs[5]))
+	assert.Equal(t, true, *(*bool)(ptrs[6]))
+	assert.Equal(t, DevicePtr(0xdead), *(*DevicePtr)(ptrs[7]))
+	assert.Equal(t, params{1, 2, 3, 4}, *(*params)(ptrs[8]))
+	assert.Equal(t, [3]uint8{7, 8, 9}, *(*[3]uint8)(ptrs[9]))
+
+	b.reset()
+	assert.Nil(t, b.finish(), "no arguments: a nil parameter array")
+}
+
+func TestArgRejections(t *testing.T) {
+	var b argBlock
+	for _, v := range []any{int(1), uint(1), nil, "s", []int32{1}, &params{}, map[int]int{}, struct{ P *int }{}} {
+		err := b.marshal("Launch", 0, v, nil)
+		assert.ErrorIs(t, err, ErrInvalidArgument, "%T", v)
+	}
+	assert.ErrorContains(t, b.marshal("Launch", 3, int(1), nil), "argument 3: int has no fixed C size: use int32 or int64")
+}
+
+func TestArgCountAndSizeChecks(t *testing.T) {
+	f := &Function{name: "k", params: []paramInfo{{0, 4}, {8, 8}}}
+	f.paramsOnce.Do(func() {})
+	var b argBlock
+	require.NoError(t, b.marshal("Launch", 0, int32(1), nil))
+	assert.ErrorContains(t, b.check("Launch", f), "kernel k takes 2 arguments, got 1")
+	require.NoError(t, b.marshal("Launch", 1, int32(2), nil))
+	assert.ErrorContains(t, b.check("Launch", f), "kernel k: argument 1: the kernel expects 8 bytes, got 4")
+	b.reset()
+	require.NoError(t, b.marshal("Launch", 0, int32(1), nil))
+	require.NoError(t, b.marshal("Launch", 1, DevicePtr(1), nil))
+	assert.NoError(t, b.check("Launch", f))
+
+	unknown := &Function{name: "old"}
+	unknown.paramsOnce.Do(func() {}) // a driver before 12.4: params nil, nothing checked
+	assert.NoError(t, b.check("Launch", unknown))
+}
+
+func TestSetArg(t *testing.T) {
+	a := &Args{}
+	require.NoError(t, a.blk.marshal("t", 0, int32(1), nil))
+	require.NoError(t, a.blk.marshal("t", 1, float64(1), nil))
+	a.kparams = a.blk.finish()
+	require.NoError(t, SetArg(a, 0, int32(42)))
+	require.NoError(t, SetArg(a, 1, 3.25))
+	ptrs := unsafe.Slice(a.kparams, 2)
+	assert.Equal(t, int32(42), *(*int32)(ptrs[0]))
+	assert.Equal(t, 3.25, *(*float64)(ptrs[1]))
+	assert.ErrorContains(t, SetArg(a, 0, int64(1)), "argument 0 is 4 bytes, int64 is 8")
+	assert.ErrorIs(t, SetArg(a, 5, int32(1)), ErrInvalidArgument)
+	assert.ErrorIs(t, SetArg(a, 1, int(1)), ErrInvalidArgument)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = SetArg(a, 0, int32(7)) }))
+}
+
+func TestCheckDims(t *testing.T) {
+	d := &Device{maxThreads: 1024, maxBlock: [3]int{1024, 1024, 64}, maxGrid: [3]int{1<<31 - 1, 65535, 65535}}
+	assert.NoError(t, checkDims("L", d, Grid(10), Block(256)))
+	assert.ErrorContains(t, checkDims("L", d, Grid(0), Block(1)), "grid dimension x = 0")
+	assert.ErrorContains(t, checkDims("L", d, Grid(1), Block(0)), "block dimension x = 0")
+	assert.ErrorContains(t, checkDims("L", d, Grid(1), Block(2048)), "block dimension x = 2048")
+	assert.ErrorContains(t, checkDims("L", d, Grid(1), Block(1, 1, 65)), "block dimension z = 65")
+	assert.ErrorContains(t, checkDims("L", d, Grid(1), Block(64, 32)), "block of 2048 threads")
+	assert.ErrorContains(t, checkDims("L", d, Grid(1, 70000), Block(1)), "grid dimension y = 70000")
+	assert.ErrorContains(t, checkDims("L", d, Grid(1, 1, 1, 1), Block(1)), "grid dimension z = -1")
+	assert.ErrorContains(t, checkDims("L", d, Grid(-3), Block(1)), "grid dimension x = -3")
+}
+
+func TestPlainData(t *testing.T) {
+	assert.True(t, plainData(reflect.TypeFor[params]()))
+	assert.True(t, plainData(reflect.TypeFor[[4]complex64]()))
+	assert.False(t, plainData(reflect.TypeFor[*int]()))
+	assert.False(t, plainData(reflect.TypeFor[struct{ X []int }]()))
+	assert.False(t, plainData(reflect.TypeFor[unsafe.Pointer]()))
+}

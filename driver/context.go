@@ -1,0 +1,245 @@
+package driver
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/purecuda/cuda/internal/cu"
+)
+
+// Context is a CUDA context: a device's primary context (retained) or one
+// made with NewContext.
+//
+// # Concurrency
+//
+// A Context is safe for concurrent use. CUDA's current context is per OS
+// thread and goroutines move between threads, so every call that needs a
+// current context locks the OS thread, makes this context current, calls,
+// and unlocks. Users never call LockOSThread or set a context themselves.
+//
+// # Lifetime
+//
+// Objects made from a context (streams, events, buffers, modules, pools)
+// hold a reference to it: Close marks it closed at once, so nothing new can
+// be made from it, and releases it when the last of them is closed.
+type Context struct {
+	h       cu.CUcontext
+	dev     *Device
+	primary bool
+
+	refs      atomic.Int64 // 1 for the owner + 1 per live child
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+	relErr    error
+
+	peerMu sync.Mutex
+	peers  map[*Context]bool
+}
+
+// PrimaryContext retains the device's primary context
+// (cuDevicePrimaryCtxRetain); Close releases it.
+func (d *Device) PrimaryContext() (*Context, error) {
+	var h cu.CUcontext
+	if err := cu.DevicePrimaryCtxRetain(&h, d.h); err != nil {
+		return nil, err
+	}
+	c := &Context{h: h, dev: d, primary: true}
+	c.refs.Store(1)
+	return c, nil
+}
+
+// ContextFlags are cuCtxCreate flags.
+type ContextFlags uint32
+
+// Context flags (CU_CTX_*).
+const (
+	ContextSchedAuto         ContextFlags = ContextFlags(cu.CU_CTX_SCHED_AUTO)
+	ContextSchedSpin         ContextFlags = ContextFlags(cu.CU_CTX_SCHED_SPIN)
+	ContextSchedYield        ContextFlags = ContextFlags(cu.CU_CTX_SCHED_YIELD)
+	ContextSchedBlockingSync ContextFlags = ContextFlags(cu.CU_CTX_SCHED_BLOCKING_SYNC)
+	ContextMapHost           ContextFlags = ContextFlags(cu.CU_CTX_MAP_HOST)
+	ContextLMemResizeToMax   ContextFlags = ContextFlags(cu.CU_CTX_LMEM_RESIZE_TO_MAX)
+)
+
+// NewContext creates a context on d (cuCtxCreate); Close destroys it. Most
+// programs want PrimaryContext, which the CUDA runtime and other libraries
+// share.
+func (d *Device) NewContext(flags ContextFlags) (*Context, error) {
+	var h cu.CUcontext
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	err := cu.CtxCreate(&h, nil, uint32(flags), d.h)
+	if err != nil && isNotSupported(err) {
+		err = cu.CtxCreate_v3020(&h, uint32(flags), d.h)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// cuCtxCreate pushed the new context on this thread: pop it, so the
+	// thread is left as it was.
+	var popped cu.CUcontext
+	_ = cu.CtxPopCurrent(&popped)
+	c := &Context{h: h, dev: d}
+	c.refs.Store(1)
+	return c, nil
+}
+
+func isNotSupported(err error) bool {
+	_, ok := err.(*cu.SymbolError)
+	return ok
+}
+
+// Device is the context's device.
+func (c *Context) Device() *Device { return c.dev }
+
+// check reports whether c can be used for new work.
+func (c *Context) check(op string) error {
+	if c == nil {
+		return invalid(op, "nil context")
+	}
+	if c.closed.Load() {
+		return closedErr(op, "context")
+	}
+	return nil
+}
+
+// acquire takes a reference for a new child; it fails once c is closed.
+func (c *Context) acquire(op string) error {
+	if err := c.check(op); err != nil {
+		return err
+	}
+	c.refs.Add(1)
+	return nil
+}
+
+// release drops a reference; the last one releases the CUDA context.
+func (c *Context) release() {
+	if c.refs.Add(-1) != 0 {
+		return
+	}
+	if c.primary {
+		c.relErr = cu.DevicePrimaryCtxRelease(c.dev.h)
+	} else {
+		c.relErr = cu.CtxDestroy(c.h)
+	}
+}
+
+// Close releases the context: at once if nothing made from it is still
+// open, otherwise when the last of those is closed. It is idempotent and
+// always returns the first call's result; later use of c is an error
+// matching ErrClosed.
+func (c *Context) Close() error {
+	if c == nil {
+		return invalid("Context.Close", "nil context")
+	}
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		c.release()
+		c.closeErr = c.relErr
+	})
+	return c.closeErr
+}
+
+// Synchronize waits for all work in the context (cuCtxSynchronize).
+func (c *Context) Synchronize() error {
+	if err := c.check("Context.Synchronize"); err != nil {
+		return err
+	}
+	err := cu.CtxSynchronize(c.h) // the 12.8 ABI names the context
+	if err != nil && isNotSupported(err) {
+		err = bound(c, cu.CtxSynchronize_v2000)
+	}
+	return err
+}
+
+// MemGetInfo returns the device's free and total memory (cuMemGetInfo).
+func (c *Context) MemGetInfo() (free, total uint64, err error) {
+	if err := c.check("Context.MemGetInfo"); err != nil {
+		return 0, 0, err
+	}
+	var f, t uintptr
+	err = bound(c, func() error { return cu.MemGetInfo(&f, &t) })
+	return uint64(f), uint64(t), err
+}
+
+// Limit reads a context limit (cuCtxGetLimit).
+func (c *Context) Limit(l Limit) (uint64, error) {
+	if err := c.check("Context.Limit"); err != nil {
+		return 0, err
+	}
+	var v uintptr
+	err := bound(c, func() error { return cu.CtxGetLimit(&v, l) })
+	return uint64(v), err
+}
+
+// SetLimit sets a context limit (cuCtxSetLimit).
+func (c *Context) SetLimit(l Limit, v uint64) error {
+	if err := c.check("Context.SetLimit"); err != nil {
+		return err
+	}
+	return bound(c, func() error { return cu.CtxSetLimit(l, uintptr(v)) })
+}
+
+// EnablePeerAccess lets kernels in c access memory of peer
+// (cuCtxEnablePeerAccess). Buffers of peer may then be passed to kernels
+// launched in c.
+func (c *Context) EnablePeerAccess(peer *Context) error {
+	if err := c.check("Context.EnablePeerAccess"); err != nil {
+		return err
+	}
+	if err := peer.check("Context.EnablePeerAccess"); err != nil {
+		return err
+	}
+	if peer == c {
+		return invalid("Context.EnablePeerAccess", "a context is not its own peer")
+	}
+	if err := bound(c, func() error { return cu.CtxEnablePeerAccess(peer.h, 0) }); err != nil {
+		return err
+	}
+	c.peerMu.Lock()
+	if c.peers == nil {
+		c.peers = map[*Context]bool{}
+	}
+	c.peers[peer] = true
+	c.peerMu.Unlock()
+	return nil
+}
+
+// DisablePeerAccess undoes EnablePeerAccess (cuCtxDisablePeerAccess).
+func (c *Context) DisablePeerAccess(peer *Context) error {
+	if err := c.check("Context.DisablePeerAccess"); err != nil {
+		return err
+	}
+	if err := peer.check("Context.DisablePeerAccess"); err != nil {
+		return err
+	}
+	if err := bound(c, func() error { return cu.CtxDisablePeerAccess(peer.h) }); err != nil {
+		return err
+	}
+	c.peerMu.Lock()
+	delete(c.peers, peer)
+	c.peerMu.Unlock()
+	return nil
+}
+
+// canUse reports whether memory of other may be used by work in c.
+func (c *Context) canUse(other *Context) bool {
+	if other == c {
+		return true
+	}
+	c.peerMu.Lock()
+	defer c.peerMu.Unlock()
+	return c.peers[other]
+}
+
+// Raw calls f with the CUcontext handle. The handle must not be kept after f
+// returns: c may be released any time after.
+func (c *Context) Raw(f func(handle uintptr) error) error {
+	if err := c.acquire("Context.Raw"); err != nil {
+		return err
+	}
+	defer c.release()
+	return f(uintptr(c.h))
+}

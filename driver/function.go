@@ -1,0 +1,186 @@
+package driver
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/purecuda/cuda/internal/cu"
+)
+
+// Function is a kernel: from a Module (bound to its context) or a Library
+// (launchable in any context).
+type Function struct {
+	h      cu.CUfunction
+	kernel cu.CUkernel // library kernels only
+	mod    *Module
+	lib    *Library
+	ctx    *Context // nil for library kernels
+	name   string
+
+	paramsOnce sync.Once
+	params     []paramInfo // nil when the driver cannot say (before 12.4)
+	paramsErr  error
+}
+
+type paramInfo struct{ offset, size uintptr }
+
+// Name is the kernel's name as looked up.
+func (f *Function) Name() string { return f.name }
+
+// acquire keeps the function's module or library loaded during a call.
+func (f *Function) acquire(op string) error {
+	if f == nil {
+		return invalid(op, "nil function")
+	}
+	if f.mod != nil {
+		return f.mod.acquire(op)
+	}
+	return f.lib.acquire(op)
+}
+
+func (f *Function) release() {
+	if f.mod != nil {
+		f.mod.release()
+	} else {
+		f.lib.release()
+	}
+}
+
+// paramInfo reads each parameter's size once (cuFuncGetParamInfo, CUDA
+// 12.4+). On older drivers it returns nil and launches are not checked.
+func (f *Function) paramInfo() ([]paramInfo, error) {
+	f.paramsOnce.Do(func() {
+		var ps []paramInfo
+		for i := uintptr(0); ; i++ {
+			var off, size uintptr
+			var err error
+			if f.lib != nil {
+				err = cu.KernelGetParamInfo(f.kernel, i, &off, &size)
+			} else {
+				err = cu.FuncGetParamInfo(f.h, i, &off, &size)
+			}
+			switch {
+			case err == nil:
+				ps = append(ps, paramInfo{off, size})
+				continue
+			case isNotSupported(err):
+				return // no checking on this driver
+			case errors.Is(err, cu.CUDA_ERROR_INVALID_VALUE):
+				if ps == nil {
+					ps = []paramInfo{}
+				}
+				f.params = ps
+				return
+			}
+			f.paramsErr = err
+			return
+		}
+	})
+	return f.params, f.paramsErr
+}
+
+// ParamCount is the number of kernel parameters, and whether the driver
+// could tell (it can from CUDA 12.4).
+func (f *Function) ParamCount() (int, bool, error) {
+	if err := f.acquire("Function.ParamCount"); err != nil {
+		return 0, false, err
+	}
+	defer f.release()
+	ps, err := f.paramInfo()
+	return len(ps), ps != nil, err
+}
+
+// Attribute reads a kernel attribute (cuFuncGetAttribute; for library
+// kernels cuKernelGetAttribute on device 0).
+func (f *Function) Attribute(a FunctionAttribute) (int, error) {
+	const op = "Function.Attribute"
+	if err := f.acquire(op); err != nil {
+		return 0, err
+	}
+	defer f.release()
+	var v int32
+	var err error
+	if f.lib != nil {
+		var dev cu.CUdevice
+		if err = cu.DeviceGet(&dev, 0); err == nil {
+			err = cu.KernelGetAttribute(&v, a, f.kernel, dev)
+		}
+	} else {
+		err = bound(f.ctx, func() error { return cu.FuncGetAttribute(&v, a, f.h) })
+	}
+	return int(v), err
+}
+
+// SetAttribute sets a kernel attribute such as
+// FuncAttrMaxDynamicSharedSizeBytes (cuFuncSetAttribute).
+func (f *Function) SetAttribute(a FunctionAttribute, v int) error {
+	const op = "Function.SetAttribute"
+	if err := f.acquire(op); err != nil {
+		return err
+	}
+	defer f.release()
+	if f.lib != nil {
+		var dev cu.CUdevice
+		if err := cu.DeviceGet(&dev, 0); err != nil {
+			return err
+		}
+		return cu.KernelSetAttribute(a, int32(v), f.kernel, dev)
+	}
+	return bound(f.ctx, func() error { return cu.FuncSetAttribute(f.h, a, int32(v)) })
+}
+
+// MaxThreadsPerBlock is the largest block this kernel can be launched with.
+func (f *Function) MaxThreadsPerBlock() (int, error) { return f.Attribute(FuncAttrMaxThreadsPerBlock) }
+
+// NumRegisters is the number of registers each thread uses.
+func (f *Function) NumRegisters() (int, error) { return f.Attribute(FuncAttrNumRegs) }
+
+// SharedMemory is the kernel's static shared memory in bytes.
+func (f *Function) SharedMemory() (int, error) { return f.Attribute(FuncAttrSharedSizeBytes) }
+
+func (f *Function) occupancyCheck(op string) error {
+	if err := f.acquire(op); err != nil {
+		return err
+	}
+	if f.ctx == nil {
+		f.release()
+		return invalid(op, "occupancy needs a module kernel (library kernels have no context)")
+	}
+	return nil
+}
+
+// MaxActiveBlocksPerMultiprocessor is how many blocks of blockSize threads
+// fit on one multiprocessor (cuOccupancyMaxActiveBlocksPerMultiprocessor).
+func (f *Function) MaxActiveBlocksPerMultiprocessor(blockSize, dynamicSharedMem int) (int, error) {
+	const op = "Function.MaxActiveBlocksPerMultiprocessor"
+	if blockSize <= 0 || dynamicSharedMem < 0 {
+		return 0, invalid(op, "block size %d, shared memory %d", blockSize, dynamicSharedMem)
+	}
+	if err := f.occupancyCheck(op); err != nil {
+		return 0, err
+	}
+	defer f.release()
+	var n int32
+	err := bound(f.ctx, func() error {
+		return cu.OccupancyMaxActiveBlocksPerMultiprocessor(&n, f.h, int32(blockSize), uintptr(dynamicSharedMem))
+	})
+	return int(n), err
+}
+
+// SuggestedBlockSize is the block size that maximises occupancy and the
+// smallest grid that fills the device at it (cuOccupancyMaxPotentialBlockSize).
+func (f *Function) SuggestedBlockSize(dynamicSharedMem int) (minGrid, blockSize int, err error) {
+	const op = "Function.SuggestedBlockSize"
+	if dynamicSharedMem < 0 {
+		return 0, 0, invalid(op, "shared memory %d", dynamicSharedMem)
+	}
+	if err := f.occupancyCheck(op); err != nil {
+		return 0, 0, err
+	}
+	defer f.release()
+	var g, b int32
+	err = bound(f.ctx, func() error {
+		return cu.OccupancyMaxPotentialBlockSize(&g, &b, f.h, 0, uintptr(dynamicSharedMem), 0)
+	})
+	return int(g), int(b), err
+}

@@ -1,0 +1,90 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/purecuda/cuda/internal/cu"
+)
+
+// ErrClosed is matched by errors from using an object after Close.
+var ErrClosed = errors.New("use of a closed object")
+
+// ErrNilStream is matched by the error for stream-ordered work given a nil
+// stream. purecuda never falls back to the default stream silently: ask for
+// it by name with (*Context).LegacyStream or (*Context).PerThreadStream.
+var ErrNilStream = errors.New("nil stream: stream-ordered work must name its stream (ctx.LegacyStream() is the default stream)")
+
+// ErrInvalidArgument is matched by errors for arguments purecuda rejects
+// before calling CUDA (sizes, dimensions, kernel arguments, nil objects).
+var ErrInvalidArgument = errors.New("invalid argument")
+
+func invalid(op, format string, args ...any) error {
+	return fmt.Errorf("driver: %s: %s: %w", op, fmt.Sprintf(format, args...), ErrInvalidArgument)
+}
+
+func closedErr(op, what string) error {
+	return fmt.Errorf("driver: %s: %s: %w", op, what, ErrClosed)
+}
+
+var initOnce = sync.OnceValue(func() error {
+	if _, _, err := cu.Load(); err != nil {
+		return fmt.Errorf("driver: cannot load the CUDA driver: %w", err)
+	}
+	return cu.Init(0)
+})
+
+// Init loads the CUDA driver library and initialises it (cuInit). It is
+// idempotent and every other entry point calls it; its error says where the
+// loader looked when no driver was found (errors.Is(err, loader.ErrNotFound)).
+func Init() error { return initOnce() }
+
+// Version returns the CUDA version the driver implements, e.g. 13000
+// (cuDriverGetVersion).
+func Version() (int, error) {
+	if err := Init(); err != nil {
+		return 0, err
+	}
+	_, v, err := cu.Load()
+	return v, err
+}
+
+// LibraryPath is where the driver library was opened from.
+func LibraryPath() (string, error) {
+	p, _, err := cu.Load()
+	return p, err
+}
+
+// cstring returns a NUL-terminated copy of s.
+func cstring(s string) *byte {
+	b := make([]byte, len(s)+1)
+	copy(b, s)
+	return &b[0]
+}
+
+// gostring reads a NUL-terminated C string from a byte buffer.
+func gostring(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+// bound runs f with the OS thread locked and ctx current on it: the current
+// CUDA context is per OS thread, and goroutines move between threads.
+func bound(c *Context, f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cu.CtxSetCurrent(c.h); err != nil {
+		return err
+	}
+	return f()
+}
+
+// idPointer passes an integer id where C takes void* userData.
+func idPointer(id uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&id)) }

@@ -1,0 +1,131 @@
+package driver
+
+import (
+	"unsafe"
+
+	"github.com/purecuda/cuda/internal/cu"
+)
+
+// LaunchConfig is everything about a launch but the kernel and arguments.
+type LaunchConfig struct {
+	Grid, Block Dim3
+	// SharedMem is the dynamic shared memory per block, in bytes.
+	SharedMem int
+	// Cluster, when set, is the thread-block cluster shape (compute 9.0+).
+	Cluster Dim3
+	// Cooperative launches the grid cooperatively (grid-wide sync allowed).
+	Cooperative bool
+}
+
+// Launch queues kernel f on s over grid × block threads with args
+// (cuLaunchKernel). Arguments may be sized integers (int8 … uint64),
+// float32, float64, bool, DevicePtr, *Buffer[T], or a struct or array
+// without Go pointers, passed by value. Where the driver can tell (CUDA
+// 12.4+), the count and size of the arguments are checked against the kernel
+// first. For hot loops without allocations see Function.NewArgs and
+// LaunchArgs.
+func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
+	return s.LaunchWith(f, LaunchConfig{Grid: grid, Block: block}, args...)
+}
+
+// LaunchWith is Launch with shared memory, clusters or cooperative launch
+// (cuLaunchKernelEx when a cluster or cooperation is asked for).
+func (s *Stream) LaunchWith(f *Function, cfg LaunchConfig, args ...any) error {
+	const op = "Stream.Launch"
+	if err := s.launchCheck(op, f, cfg); err != nil {
+		return err
+	}
+	if err := f.acquire(op); err != nil {
+		return err
+	}
+	defer f.release()
+	blk := blockPool.Get().(*argBlock)
+	defer func() { blk.reset(); blockPool.Put(blk) }()
+	for i, v := range args {
+		if err := blk.marshal(op, i, v, s.ctx); err != nil {
+			return err
+		}
+	}
+	if err := blk.check(op, f); err != nil {
+		return err
+	}
+	return s.launch(f, cfg, blk.finish())
+}
+
+// LaunchArgs launches with arguments marshalled by Function.NewArgs. It
+// allocates nothing.
+func (s *Stream) LaunchArgs(a *Args, grid, block Dim3) error {
+	const op = "Stream.LaunchArgs"
+	if a == nil || a.closed.Load() {
+		return closedErr(op, "args")
+	}
+	cfg := LaunchConfig{Grid: grid, Block: block}
+	if err := s.launchCheck(op, a.f, cfg); err != nil {
+		return err
+	}
+	if err := a.f.acquire(op); err != nil {
+		return err
+	}
+	err := s.launch(a.f, cfg, a.kparams)
+	a.f.release()
+	return err
+}
+
+func (s *Stream) launchCheck(op string, f *Function, cfg LaunchConfig) error {
+	if err := s.check(op); err != nil {
+		return err
+	}
+	if f == nil {
+		return invalid(op, "nil function")
+	}
+	if f.ctx != nil && f.ctx != s.ctx {
+		return invalid(op, "kernel %s belongs to another context than the stream", f.name)
+	}
+	if err := checkDims(op, s.ctx.dev, cfg.Grid, cfg.Block); err != nil {
+		return err
+	}
+	if cfg.SharedMem < 0 || cfg.SharedMem > 1<<31-1 {
+		return invalid(op, "shared memory %d", cfg.SharedMem)
+	}
+	if cfg.Cluster != (Dim3{}) {
+		for i, v := range [3]int{cfg.Cluster.X, cfg.Cluster.Y, cfg.Cluster.Z} {
+			if v < 1 {
+				return invalid(op, "cluster dimension %c = %d", "xyz"[i], v)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Stream) launch(f *Function, cfg LaunchConfig, params *unsafe.Pointer) error {
+	if cfg.Cluster == (Dim3{}) && !cfg.Cooperative {
+		if s.special {
+			return bound(s.ctx, func() error { return s.launchKernel(f, cfg, params) })
+		}
+		return s.launchKernel(f, cfg, params)
+	}
+	var attrs [2]cu.CUlaunchAttribute
+	n := 0
+	if cfg.Cluster != (Dim3{}) {
+		attrs[n].Id = cu.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+		d := attrs[n].Value.ClusterDim()
+		d.X, d.Y, d.Z = uint32(cfg.Cluster.X), uint32(cfg.Cluster.Y), uint32(cfg.Cluster.Z)
+		n++
+	}
+	if cfg.Cooperative {
+		attrs[n].Id = cu.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+		*attrs[n].Value.Cooperative() = 1
+		n++
+	}
+	lc := cu.CUlaunchConfig{
+		GridDimX: uint32(cfg.Grid.X), GridDimY: uint32(cfg.Grid.Y), GridDimZ: uint32(cfg.Grid.Z),
+		BlockDimX: uint32(cfg.Block.X), BlockDimY: uint32(cfg.Block.Y), BlockDimZ: uint32(cfg.Block.Z),
+		SharedMemBytes: uint32(cfg.SharedMem), HStream: s.h, Attrs: &attrs[0], NumAttrs: uint32(n),
+	}
+	return bound(s.ctx, func() error { return cu.LaunchKernelEx(&lc, f.h, params, nil) })
+}
+
+func (s *Stream) launchKernel(f *Function, cfg LaunchConfig, params *unsafe.Pointer) error {
+	return cu.LaunchKernel(f.h, uint32(cfg.Grid.X), uint32(cfg.Grid.Y), uint32(cfg.Grid.Z),
+		uint32(cfg.Block.X), uint32(cfg.Block.Y), uint32(cfg.Block.Z), uint32(cfg.SharedMem), s.h, params, nil)
+}

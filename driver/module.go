@@ -1,0 +1,309 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/purecuda/cuda/internal/cu"
+)
+
+// JITOptions tune the driver's just-in-time compilation of PTX.
+type JITOptions struct {
+	MaxRegisters      int  // 0: no limit
+	OptimizationLevel int  // 0-4; -1 or 0 leaves the driver's default (4)
+	GenerateDebugInfo bool // -G
+	GenerateLineInfo  bool // -lineinfo
+}
+
+// ModuleError is a module that did not load, with the JIT's log.
+type ModuleError struct {
+	Err error  // the driver's error
+	Log string // the JIT error log
+}
+
+func (e *ModuleError) Error() string {
+	if e.Log == "" {
+		return e.Err.Error()
+	}
+	return e.Err.Error() + "\nJIT log:\n" + e.Log
+}
+
+// Unwrap returns the driver's error.
+func (e *ModuleError) Unwrap() error { return e.Err }
+
+// Module is code loaded into a context: PTX, CUBIN or a fatbin.
+type Module struct {
+	h         cu.CUmodule
+	ctx       *Context
+	refs      atomic.Int64 // 1 for the owner + 1 per launch in progress
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+	unloadErr error
+	infoLog   string
+}
+
+const jitLogSize = 16 << 10
+
+// jitOptions builds the option arrays for cuModuleLoadDataEx and
+// cuLibraryLoadData, with error and info log buffers.
+type jitOptions struct {
+	keys          []cu.CUjit_option
+	vals          []uintptr
+	errLog, info  []byte
+	errIdx, infIx int
+}
+
+func newJITOptions(o JITOptions) *jitOptions {
+	j := &jitOptions{errLog: make([]byte, jitLogSize), info: make([]byte, jitLogSize)}
+	add := func(k cu.CUjit_option, v uintptr) { j.keys = append(j.keys, k); j.vals = append(j.vals, v) }
+	add(cu.CU_JIT_ERROR_LOG_BUFFER, uintptr(unsafe.Pointer(&j.errLog[0])))
+	j.errIdx = len(j.vals)
+	add(cu.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, jitLogSize)
+	add(cu.CU_JIT_INFO_LOG_BUFFER, uintptr(unsafe.Pointer(&j.info[0])))
+	j.infIx = len(j.vals)
+	add(cu.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, jitLogSize)
+	if o.MaxRegisters > 0 {
+		add(cu.CU_JIT_MAX_REGISTERS, uintptr(o.MaxRegisters))
+	}
+	if o.OptimizationLevel > 0 {
+		add(cu.CU_JIT_OPTIMIZATION_LEVEL, uintptr(o.OptimizationLevel))
+	}
+	if o.GenerateDebugInfo {
+		add(cu.CU_JIT_GENERATE_DEBUG_INFO, 1)
+	}
+	if o.GenerateLineInfo {
+		add(cu.CU_JIT_GENERATE_LINE_INFO, 1)
+	}
+	return j
+}
+
+func (j *jitOptions) valuesPtr() *unsafe.Pointer {
+	return (*unsafe.Pointer)(unsafe.Pointer(&j.vals[0]))
+}
+
+func (j *jitOptions) logs() (errLog, info string) {
+	n := func(b []byte, size uintptr) string {
+		if size > uintptr(len(b)) {
+			size = uintptr(len(b))
+		}
+		return gostring(b[:size])
+	}
+	return n(j.errLog, j.vals[j.errIdx]), n(j.info, j.vals[j.infIx])
+}
+
+// image returns a NUL-terminated copy of code (PTX must end in NUL; binary
+// images don't mind the extra byte).
+func image(op string, code []byte) ([]byte, error) {
+	if len(code) == 0 {
+		return nil, invalid(op, "empty image")
+	}
+	img := make([]byte, len(code)+1)
+	copy(img, code)
+	return img, nil
+}
+
+// LoadModule loads PTX, CUBIN or a fatbin into c (cuModuleLoadDataEx). On
+// failure the error is a *ModuleError carrying the JIT log.
+func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
+	const op = "Context.LoadModule"
+	img, err := image(op, code)
+	if err != nil {
+		return nil, err
+	}
+	if len(opts) > 1 {
+		return nil, invalid(op, "at most one JITOptions")
+	}
+	var o JITOptions
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	if err := c.acquire(op); err != nil {
+		return nil, err
+	}
+	j := newJITOptions(o)
+	m := &Module{ctx: c}
+	err = bound(c, func() error {
+		return cu.ModuleLoadDataEx(&m.h, unsafe.Pointer(&img[0]), uint32(len(j.keys)), &j.keys[0], j.valuesPtr())
+	})
+	runtime.KeepAlive(j)
+	errLog, info := j.logs()
+	if err != nil {
+		c.release()
+		return nil, &ModuleError{Err: err, Log: errLog}
+	}
+	m.infoLog = info
+	m.refs.Store(1)
+	return m, nil
+}
+
+// InfoLog is the JIT's information log from loading.
+func (m *Module) InfoLog() string { return m.infoLog }
+
+func (m *Module) acquire(op string) error {
+	if m == nil {
+		return invalid(op, "nil module")
+	}
+	for {
+		n := m.refs.Load()
+		if n <= 0 || m.closed.Load() {
+			return closedErr(op, "module")
+		}
+		if m.refs.CompareAndSwap(n, n+1) {
+			return nil
+		}
+	}
+}
+
+func (m *Module) release() {
+	if m.refs.Add(-1) == 0 {
+		m.unloadErr = bound(m.ctx, func() error { return cu.ModuleUnload(m.h) })
+		m.ctx.release()
+	}
+}
+
+// Close unloads the module (cuModuleUnload) once no launch of its kernels is
+// in progress. Its functions fail with ErrClosed afterwards. Idempotent.
+func (m *Module) Close() error {
+	if m == nil {
+		return invalid("Module.Close", "nil module")
+	}
+	m.closeOnce.Do(func() {
+		m.closed.Store(true)
+		m.release()
+		m.closeErr = m.unloadErr
+	})
+	return m.closeErr
+}
+
+// Function looks up a kernel by name (cuModuleGetFunction). A name that is
+// not in the module is an error matching ErrNotFound.
+func (m *Module) Function(name string) (*Function, error) {
+	const op = "Module.Function"
+	if err := m.acquire(op); err != nil {
+		return nil, err
+	}
+	defer m.release()
+	f := &Function{mod: m, name: name, ctx: m.ctx}
+	err := bound(m.ctx, func() error { return cu.ModuleGetFunction(&f.h, m.h, cstring(name)) })
+	if err != nil {
+		if errors.Is(err, cu.CUDA_ERROR_NOT_FOUND) {
+			return nil, fmt.Errorf("driver: kernel %q is not in the module: %w", name, err)
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// Global returns the address and size of a module-scope __device__
+// variable (cuModuleGetGlobal).
+func (m *Module) Global(name string) (DevicePtr, uintptr, error) {
+	const op = "Module.Global"
+	if err := m.acquire(op); err != nil {
+		return 0, 0, err
+	}
+	defer m.release()
+	var p cu.CUdeviceptr
+	var size uintptr
+	err := bound(m.ctx, func() error { return cu.ModuleGetGlobal(&p, &size, m.h, cstring(name)) })
+	if err != nil {
+		return 0, 0, fmt.Errorf("driver: global %q: %w", name, err)
+	}
+	return DevicePtr(p), size, nil
+}
+
+// Library is context-independent code (cuLibraryLoadData): its kernels can
+// be launched on any context's streams.
+type Library struct {
+	h         cu.CUlibrary
+	refs      atomic.Int64
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+	unloadErr error
+}
+
+// LoadLibrary loads PTX, CUBIN or a fatbin as a context-independent library
+// (cuLibraryLoadData). On failure the error is a *ModuleError with the JIT log.
+func LoadLibrary(code []byte, opts ...JITOptions) (*Library, error) {
+	const op = "LoadLibrary"
+	if err := Init(); err != nil {
+		return nil, err
+	}
+	img, err := image(op, code)
+	if err != nil {
+		return nil, err
+	}
+	var o JITOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	j := newJITOptions(o)
+	l := &Library{}
+	err = cu.LibraryLoadData(&l.h, unsafe.Pointer(&img[0]), &j.keys[0], j.valuesPtr(), uint32(len(j.keys)), nil, nil, 0)
+	runtime.KeepAlive(j)
+	if err != nil {
+		errLog, _ := j.logs()
+		return nil, &ModuleError{Err: err, Log: errLog}
+	}
+	l.refs.Store(1)
+	return l, nil
+}
+
+func (l *Library) acquire(op string) error {
+	if l == nil {
+		return invalid(op, "nil library")
+	}
+	for {
+		n := l.refs.Load()
+		if n <= 0 || l.closed.Load() {
+			return closedErr(op, "library")
+		}
+		if l.refs.CompareAndSwap(n, n+1) {
+			return nil
+		}
+	}
+}
+
+func (l *Library) release() {
+	if l.refs.Add(-1) == 0 {
+		l.unloadErr = cu.LibraryUnload(l.h)
+	}
+}
+
+// Close unloads the library (cuLibraryUnload) once no launch of its kernels
+// is in progress. Idempotent.
+func (l *Library) Close() error {
+	if l == nil {
+		return invalid("Library.Close", "nil library")
+	}
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		l.release()
+		l.closeErr = l.unloadErr
+	})
+	return l.closeErr
+}
+
+// Function looks up a kernel by name (cuLibraryGetKernel). The kernel can
+// be launched on a stream of any context.
+func (l *Library) Function(name string) (*Function, error) {
+	const op = "Library.Function"
+	if err := l.acquire(op); err != nil {
+		return nil, err
+	}
+	defer l.release()
+	f := &Function{lib: l, name: name}
+	if err := cu.LibraryGetKernel(&f.kernel, l.h, cstring(name)); err != nil {
+		if errors.Is(err, cu.CUDA_ERROR_NOT_FOUND) {
+			return nil, fmt.Errorf("driver: kernel %q is not in the library: %w", name, err)
+		}
+		return nil, err
+	}
+	f.h = cu.CUfunction(f.kernel) // cuLaunchKernel accepts a CUkernel as a CUfunction
+	return f, nil
+}

@@ -1,0 +1,86 @@
+package driver_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/gputest"
+	"github.com/purecuda/cuda/nvrtc"
+)
+
+const kernelSrc = `
+struct Params { int a; float b; long long c; double d; };
+extern "C" {
+__global__ void empty() {}
+__global__ void add4(unsigned* out, unsigned a, unsigned b, unsigned c) { *out = a + b + c; }
+__global__ void vadd(const float* a, const float* b, float* c, int n) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) c[i] = a[i] + b[i];
+}
+__global__ void structArg(Params p, double* out) { out[0] = p.a; out[1] = p.b; out[2] = (double)p.c; out[3] = p.d; }
+__global__ void fill(int* out, int v, int n) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) out[i] = v + i;
+}
+__global__ void incr(unsigned long long* x) { atomicAdd(x, 1ULL); }
+__global__ void spin(long long cycles) { long long t = clock64(); while (clock64() - t < cycles) {} }
+__device__ int answer = 42;
+}
+`
+
+// params matches struct Params in kernelSrc.
+type params struct {
+	A int32
+	B float32
+	C int64
+	D float64
+}
+
+type testEnv struct {
+	dev *driver.Device
+	ctx *driver.Context
+	mod *driver.Module
+	ptx []byte
+	fn  map[string]*driver.Function
+}
+
+var envOnce = sync.OnceValues(func() (*testEnv, error) {
+	dev, err := driver.DeviceByOrdinal(0)
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := dev.PrimaryContext()
+	if err != nil {
+		return nil, err
+	}
+	res, err := nvrtc.Compile(kernelSrc, nvrtc.Options{Arch: "compute_75"})
+	if err != nil {
+		return nil, err
+	}
+	mod, err := ctx.LoadModule(res.PTX)
+	if err != nil {
+		return nil, err
+	}
+	e := &testEnv{dev: dev, ctx: ctx, mod: mod, ptx: res.PTX, fn: map[string]*driver.Function{}}
+	for _, name := range []string{"empty", "add4", "vadd", "structArg", "fill", "incr", "spin"} {
+		if e.fn[name], err = mod.Function(name); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+})
+
+// setup returns the shared environment and a fresh non-blocking stream.
+func setup(tb testing.TB) (*testEnv, *driver.Stream) {
+	tb.Helper()
+	gputest.Require(tb)
+	e, err := envOnce()
+	require.NoError(tb, err)
+	s, err := e.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = s.Close() })
+	return e, s
+}
