@@ -166,3 +166,58 @@ func BenchmarkContextBound(b *testing.B) {
 		}
 	}
 }
+
+// Batched launches: a sync after every 256, so the launch queue never fills
+// and the benchmark times the calls, not the wait for queue slots.
+
+func benchBatched(b *testing.B, s *driver.Stream, launch func() error) {
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := launch(); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i%256 == 0 {
+			if err := s.Synchronize(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	require.NoError(b, s.Synchronize())
+}
+
+func BenchmarkLaunchEmptyBatched(b *testing.B) {
+	e, s := setup(b)
+	f, g, blk := e.fn["empty"], driver.Grid(1), driver.Block(1)
+	benchBatched(b, s, func() error { return s.Launch(f, g, blk) })
+}
+
+func BenchmarkLaunchArgsEmptyBatched(b *testing.B) {
+	e, s := setup(b)
+	args, err := e.fn["empty"].NewArgs()
+	require.NoError(b, err)
+	defer args.Close()
+	g, blk := driver.Grid(1), driver.Block(1)
+	benchBatched(b, s, func() error { return s.LaunchArgs(args, g, blk) })
+}
+
+func BenchmarkLaunch4ArgsBatched(b *testing.B) {
+	e, s := setup(b)
+	out, err := driver.Alloc[uint32](e.ctx, 1)
+	require.NoError(b, err)
+	defer out.Close()
+	f, g, blk := e.fn["add4"], driver.Grid(1), driver.Block(1)
+	benchBatched(b, s, func() error { return s.Launch(f, g, blk, out, uint32(1), uint32(2), uint32(3)) })
+}
+
+func BenchmarkLaunchArgs4Batched(b *testing.B) {
+	e, s := setup(b)
+	out, err := driver.Alloc[uint32](e.ctx, 1)
+	require.NoError(b, err)
+	defer out.Close()
+	args, err := e.fn["add4"].NewArgs(out, uint32(1), uint32(2), uint32(3))
+	require.NoError(b, err)
+	defer args.Close()
+	g, blk := driver.Grid(1), driver.Block(1)
+	benchBatched(b, s, func() error { return s.LaunchArgs(args, g, blk) })
+}

@@ -35,16 +35,18 @@ cp tests/cbench/cbench.c .gpu/cbench.c
   echo '#!/usr/bin/env bash'
   echo '# Written by tests/gpu-bundle.sh: runs the bundled test binaries.'
   echo 'root=$(cd "$(dirname "$0")/.." && pwd); cd "$root"'
-  echo 'logs=${OUT:-$root/.gpu/logs}; mkdir -p "$logs"'
+  echo 'logs=$root/.gpu/logs; out=${OUT:-$logs}; mkdir -p "$logs" "$out"'
   echo "entries=(${entries[*]})"
   cat <<'RUN'
 passed=0; failed=0; skipped=0; bad=()
-echo "== smoke"; ./.gpu/smoke 2>&1 | tee "$logs/smoke.log"; s=${PIPESTATUS[0]}
+echo "== smoke"; ./.gpu/smoke 2>&1 | tee "$out/smoke.log"; s=${PIPESTATUS[0]}
 if [ "$s" = 0 ]; then passed=$((passed+1)); else failed=$((failed+1)); bad+=(smoke); fi
+rm -f "$out/tests.log" "$out/bench.log" "$out/memcheck.log"
 for e in "${entries[@]}"; do
   name=${e%%:*}; dir=${e#*:}
   echo "== $name ($dir)"
   (cd "$dir" && "$root/.gpu/$name.test" -test.v -test.count=1 -test.timeout=9m) >"$logs/$name.log" 2>&1; s=$?
+  { echo "=== $name"; cat "$logs/$name.log"; } >>"$out/tests.log"
   p=$(grep -c -- '^\s*--- PASS' "$logs/$name.log"); f=$(grep -c -- '^\s*--- FAIL' "$logs/$name.log"); k=$(grep -c -- '^\s*--- SKIP' "$logs/$name.log")
   passed=$((passed+p)); failed=$((failed+f)); skipped=$((skipped+k))
   echo "   $p passed, $f failed, $k skipped (exit $s)"
@@ -56,13 +58,13 @@ if [ -n "${PURECUDA_BENCH:-}" ]; then
     name=${e%%:*}; dir=${e#*:}
     grep -aq '_test\.Benchmark' "$root/.gpu/$name.test" || continue
     echo "== bench $name"
-    (cd "$dir" && "$root/.gpu/$name.test" -test.run '^$' -test.bench "${PURECUDA_BENCH_RE:-.}" -test.benchmem -test.benchtime="${PURECUDA_BENCHTIME:-1s}") 2>&1 | tee "$logs/bench-$name.log" | grep -E '^(Benchmark|ok|FAIL|---)'
+    (cd "$dir" && "$root/.gpu/$name.test" -test.run '^$' -test.bench "${PURECUDA_BENCH_RE:-.}" -test.benchmem -test.benchtime="${PURECUDA_BENCHTIME:-1s}" -test.count="${PURECUDA_BENCHCOUNT:-1}") 2>&1 | tee -a "$out/bench.log" | grep -E '^(Benchmark|ok|FAIL|---)'
   done
   inc=/usr/local/cuda/include; libdir=$(dirname "$(ldconfig -p | grep -m1 'libcuda.so ' | awk '{print $NF}')" 2>/dev/null)
   [ -e /usr/local/nvidia/lib64/libcuda.so ] && libdir=/usr/local/nvidia/lib64
   if command -v gcc >/dev/null && [ -e "$inc/cuda.h" ]; then
     echo "== C baseline"
-    gcc -O2 -I"$inc" .gpu/cbench.c -o .gpu/cbench -L"$libdir" -lcuda -Wl,-rpath,"$libdir" && ./.gpu/cbench 2>&1 | tee "$logs/cbench.log"
+    gcc -O2 -I"$inc" .gpu/cbench.c -o .gpu/cbench -L"$libdir" -lcuda -Wl,-rpath,"$libdir" && ./.gpu/cbench 2>&1 | tee -a "$out/bench.log"
   fi
 fi
 for name in ${PURECUDA_MEMCHECK:-}; do
@@ -70,6 +72,8 @@ for name in ${PURECUDA_MEMCHECK:-}; do
   echo "== compute-sanitizer memcheck $name"
   (cd "$dir" && compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 3 "$root/.gpu/$name.test" -test.count=1 -test.run "${PURECUDA_MEMCHECK_RE:-.}" -test.skip "${PURECUDA_MEMCHECK_SKIP:-^$}") >"$logs/memcheck-$name.log" 2>&1; s=$?
   tail -5 "$logs/memcheck-$name.log"
+  grep -E -B3 -A25 -- '--- FAIL' "$logs/memcheck-$name.log" | head -60
+  cat "$logs/memcheck-$name.log" >>"$out/memcheck.log"
   if [ "$s" != 0 ]; then failed=$((failed+1)); bad+=("memcheck-$name"); fi
 done
 echo "failed: ${bad[*]:-none}"

@@ -210,3 +210,24 @@ func BenchmarkRawCtxGetLimit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRawLaunchEmptyBatched syncs after every 256 launches, like the C
+// baseline's "(sync/256)" line.
+func BenchmarkRawLaunchEmptyBatched(b *testing.B) {
+	m := loadRaw(b)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := cu.LaunchKernel(m.empty, 1, 1, 1, 1, 1, 1, 0, m.stream, nil, nil); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i%256 == 0 {
+			if err := cu.StreamSynchronize(m.stream); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := cu.StreamSynchronize(m.stream); err != nil {
+		b.Fatal(err)
+	}
+}

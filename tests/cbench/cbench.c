@@ -46,9 +46,10 @@ int main(void) {
     unsigned a = 1, b = 2, c = 3; void *args[] = {&d, &a, &b, &c};
     CUevent ev; CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
     int n, counter = 0; double t0;
+    void *pinned; CHECK(cuMemHostAlloc(&pinned, 4, 0));
     CUcontext cur;
 
-    for (int rep = 0; rep < 2; rep++) { /* first pass warms up */
+    for (int rep = 0; rep < 3; rep++) { /* pass 0 warms up; 1 and 2 both report */ /* first pass warms up */
         n = 2000000; t0 = now();
         for (int i = 0; i < n; i++) CHECK(cuCtxGetCurrent(&cur));
         if (rep) REPORT("cuCtxGetCurrent", n, t0);
@@ -80,9 +81,27 @@ int main(void) {
         if (rep) REPORT("4-byte H2D (sync)", n, t0);
 
         t0 = now();
-        for (int i = 0; i < n; i++) CHECK(cuMemcpyHtoDAsync(d, &host, 4, s));
+        for (int i = 0; i < n; i++) CHECK(cuMemcpyHtoDAsync(d, pinned, 4, s));
         CHECK(cuStreamSynchronize(s));
-        if (rep) REPORT("4-byte H2D async", n, t0);
+        if (rep) REPORT("4-byte H2D async pinned", n, t0);
+
+        /* Batches of 256 with a sync after each: the queue never fills, so
+           this times the calls rather than waiting for queue slots. */
+        n = 200000; t0 = now();
+        for (int i = 0; i < n; i++) {
+            CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
+            if (i % 256 == 255) CHECK(cuStreamSynchronize(s));
+        }
+        CHECK(cuStreamSynchronize(s));
+        if (rep) REPORT("launch empty (sync/256)", n, t0);
+
+        t0 = now();
+        for (int i = 0; i < n; i++) {
+            CHECK(cuLaunchKernel(add4, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+            if (i % 256 == 255) CHECK(cuStreamSynchronize(s));
+        }
+        CHECK(cuStreamSynchronize(s));
+        if (rep) REPORT("launch 4 args (sync/256)", n, t0);
 
         n = 200000; t0 = now();
         for (int i = 0; i < n; i++) CHECK(cuEventRecord(ev, s));
