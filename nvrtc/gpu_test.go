@@ -196,7 +196,8 @@ func TestNameExpressionNotInSource(t *testing.T) {
 	requireNVRTC(t)
 	_, err := nvrtc.Compile(scaleSrc, nvrtc.Options{NameExpressions: []string{"no_such_kernel<int>"}})
 	require.Error(t, err)
-	t.Logf("%v", err)
+	assert.ErrorIs(t, err, nvrtc.ErrCompilation)
+	assert.Contains(t, err.Error(), "no_such_kernel", "the log names the expression")
 }
 
 func TestLTO(t *testing.T) {

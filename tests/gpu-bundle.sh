@@ -64,7 +64,7 @@ if [ -n "${PURECUDA_BENCH:-}" ]; then
   [ -e /usr/local/nvidia/lib64/libcuda.so ] && libdir=/usr/local/nvidia/lib64
   if command -v gcc >/dev/null && [ -e "$inc/cuda.h" ]; then
     echo "== C baseline"
-    gcc -O2 -I"$inc" .gpu/cbench.c -o .gpu/cbench -L"$libdir" -lcuda -Wl,-rpath,"$libdir" && ./.gpu/cbench 2>&1 | tee -a "$out/bench.log"
+    gcc -O2 -I"$inc" .gpu/cbench.c -o .gpu/cbench -L"$libdir" -lcuda -Wl,-rpath,"$libdir" && ./.gpu/cbench "${PURECUDA_CBENCH_REPS:-2}" 2>&1 | tee -a "$out/bench.log"
   fi
 fi
 for name in ${PURECUDA_MEMCHECK:-}; do

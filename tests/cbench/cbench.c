@@ -32,7 +32,8 @@ static void hostfn(void *p) { (*(int *)p)++; }
 
 #define REPORT(name, n, t0) printf("C %-28s %10.1f ns/op\n", name, (now() - (t0)) / (n))
 
-int main(void) {
+int main(int argc, char **argv) {
+    int reps = argc > 1 ? atoi(argv[1]) : 1;
     CUdevice dev; CUcontext ctx; CUmodule mod; CUfunction empty, add4; CUstream s;
     CHECK(cuInit(0));
     CHECK(cuDeviceGet(&dev, 0));
@@ -49,7 +50,7 @@ int main(void) {
     void *pinned; CHECK(cuMemHostAlloc(&pinned, 4, 0));
     CUcontext cur;
 
-    for (int rep = 0; rep < 3; rep++) { /* pass 0 warms up; 1 and 2 both report */ /* first pass warms up */
+    for (int rep = 0; rep <= reps; rep++) { /* pass 0 warms up; the others report */ /* first pass warms up */
         n = 2000000; t0 = now();
         for (int i = 0; i < n; i++) CHECK(cuCtxGetCurrent(&cur));
         if (rep) REPORT("cuCtxGetCurrent", n, t0);
