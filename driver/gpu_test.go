@@ -8,13 +8,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
-	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/trampoline"
 )
 
@@ -301,13 +299,8 @@ func TestRetainDefersFree(t *testing.T) {
 	e, _ := setup(t)
 	b, err := driver.Alloc[int32](e.ctx, 1024)
 	require.NoError(t, err)
-	ptr := cu.CUdeviceptr(b.Ptr())
-	valid := func() bool {
-		var ctx cu.CUcontext
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		return cu.PointerGetAttribute(unsafe.Pointer(&ctx), cu.CU_POINTER_ATTRIBUTE_CONTEXT, ptr) == nil
-	}
+	ptr := b.Ptr()
+	valid := func() bool { return allocated(ptr) }
 	require.True(t, valid())
 	require.NoError(t, b.Retain())
 	require.NoError(t, b.Close())
