@@ -147,7 +147,13 @@ func (c *Context) Synchronize() error {
 	if err := c.check("Context.Synchronize"); err != nil {
 		return err
 	}
-	err := cu.CtxSynchronize(c.h) // the 12.8 ABI names the context
+	return c.sync()
+}
+
+// sync waits for the context's work: cuCtxSynchronize with the context
+// named (the CUDA 13.0 ABI), or, on older drivers, bound to this thread.
+func (c *Context) sync() error {
+	err := cu.CtxSynchronize(c.h)
 	if err != nil && isNotSupported(err) {
 		err = bound(c, cu.CtxSynchronize_v2000)
 	}

@@ -374,12 +374,10 @@ func (b *Buffer[T]) CopyFrom(src *Buffer[T]) error {
 	if err := b.fits(op, src.n); err != nil {
 		return err
 	}
-	return bound(b.a.ctx, func() error {
-		if err := cu.MemcpyDtoD(b.a.ptr, src.a.ptr, src.a.bytes); err != nil {
-			return err
-		}
-		return cu.CtxSynchronize_v2000()
-	})
+	if err := bound(b.a.ctx, func() error { return cu.MemcpyDtoD(b.a.ptr, src.a.ptr, src.a.bytes) }); err != nil {
+		return err
+	}
+	return b.a.ctx.sync()
 }
 
 // CopyFromHostAsync queues a copy of src into b on s (cuMemcpyHtoDAsync).
@@ -453,12 +451,10 @@ func (b *Buffer[T]) memset(op string, s *Stream, width uintptr, set func(n uintp
 	}
 	n := b.a.bytes / width
 	if s == nil {
-		return bound(b.a.ctx, func() error {
-			if err := set(n); err != nil {
-				return err
-			}
-			return cu.CtxSynchronize_v2000()
-		})
+		if err := bound(b.a.ctx, func() error { return set(n) }); err != nil {
+			return err
+		}
+		return b.a.ctx.sync()
 	}
 	if err := s.check(op); err != nil {
 		return err

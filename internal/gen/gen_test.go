@@ -113,6 +113,12 @@ func TestGeneratedShape(t *testing.T) {
 	} {
 		assert.Contains(t, fn, want)
 	}
+	consts := squeeze(string(files["driver/zconst.go"]))
+	assert.Contains(t, consts, "ErrOutOfMemory error = cu.CUDA_ERROR_OUT_OF_MEMORY")
+	assert.Contains(t, consts, "ErrShifted error = cu.CUDA_ERROR_SHIFTED")
+	assert.NotContains(t, consts, "ErrAlias", "an alias of a value already named is not repeated")
+	assert.Equal(t, "MaxThreadsPerBlock", camel("MAX_THREADS_PER_BLOCK"))
+	assert.Equal(t, "Texture2dWidth", camel("TEXTURE2D_WIDTH"))
 	rtc := string(files["internal/rtc/zfuncs.go"])
 	assert.Contains(t, rtc, "func GetErrorString(result Result) (*byte, error)")
 	assert.Contains(t, rtc, "func CreateProgram(prog *Program, src *byte, numHeaders int32, headers **byte) error")

@@ -1,0 +1,415 @@
+//go:build linux
+
+package fakedriver_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ebitengine/purego"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/trampoline"
+)
+
+var (
+	libPath string
+	skipWhy string
+)
+
+// TestMain compiles fakecuda and points the loader at it before anything
+// opens the driver.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fakecuda")
+	if err != nil {
+		panic(err)
+	}
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		skipWhy = "gcc not found: fakecuda cannot be built"
+	} else {
+		libPath = filepath.Join(dir, "libfakecuda.so")
+		if out, err := exec.Command(gcc, "-O2", "-shared", "-fPIC", "-o", libPath, "testdata/fakecuda.c", "-lpthread").CombinedOutput(); err != nil {
+			skipWhy = fmt.Sprintf("building fakecuda failed: %v\n%s", err, out)
+		} else {
+			os.Setenv("PURECUDA_LIBCUDA", libPath)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func need(t testing.TB) {
+	t.Helper()
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+}
+
+// counter reads one of fakecuda's counters.
+func counter(t testing.TB, name string) int64 {
+	h, err := purego.Dlopen(libPath, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	require.NoError(t, err)
+	fn, err := purego.Dlsym(h, name)
+	require.NoError(t, err)
+	r, _, _ := purego.SyscallN(fn)
+	return int64(r)
+}
+
+type fixture struct {
+	ctx   *driver.Context
+	s     *driver.Stream
+	mod   *driver.Module
+	fill  *driver.Function
+	add4  *driver.Function
+	empty *driver.Function
+}
+
+func setup(t testing.TB) *fixture {
+	t.Helper()
+	need(t)
+	dev, err := driver.DeviceByOrdinal(0)
+	require.NoError(t, err)
+	ctx, err := dev.PrimaryContext()
+	require.NoError(t, err)
+	f := &fixture{ctx: ctx}
+	f.s, err = ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	f.mod, err = ctx.LoadModule([]byte("FAKE module"))
+	require.NoError(t, err)
+	for name, dst := range map[string]**driver.Function{"fill": &f.fill, "add4": &f.add4, "empty": &f.empty} {
+		*dst, err = f.mod.Function(name)
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() {
+		f.mod.Close()
+		f.s.Close()
+		ctx.Close()
+	})
+	return f
+}
+
+func TestFakeDriverFlow(t *testing.T) {
+	f := setup(t)
+	path, err := driver.LibraryPath()
+	require.NoError(t, err)
+	assert.Equal(t, libPath, path)
+	dev := f.ctx.Device()
+	assert.Equal(t, "sm_90", dev.Arch())
+	name, err := dev.Name()
+	require.NoError(t, err)
+	assert.Equal(t, "Fake GPU", name)
+
+	buf, err := driver.Alloc[int32](f.ctx, 100)
+	require.NoError(t, err)
+	defer buf.Close()
+	in := make([]int32, 100)
+	for i := range in {
+		in[i] = int32(i * i)
+	}
+	require.NoError(t, buf.CopyFromHost(in))
+	out := make([]int32, 100)
+	require.NoError(t, buf.CopyToHost(out))
+	assert.Equal(t, in, out)
+	require.NoError(t, buf.Memset32(9))
+	require.NoError(t, buf.CopyToHost(out[:2]))
+	assert.Equal(t, []int32{9, 9}, out[:2])
+
+	require.NoError(t, f.s.Launch(f.fill, driver.Grid(1), driver.Block(100), buf, int32(1000), int32(100)))
+	require.NoError(t, buf.CopyToHostAsync(f.s, out))
+	require.NoError(t, f.s.Synchronize())
+	assert.Equal(t, int32(1000), out[0])
+	assert.Equal(t, int32(1099), out[99])
+
+	res, err := driver.Alloc[uint32](f.ctx, 1)
+	require.NoError(t, err)
+	defer res.Close()
+	args, err := f.add4.NewArgs(res, uint32(1), uint32(2), uint32(3))
+	require.NoError(t, err)
+	defer args.Close()
+	require.NoError(t, f.s.LaunchArgs(args, driver.Grid(1), driver.Block(1)))
+	require.NoError(t, driver.SetArg(args, 2, uint32(40)))
+	require.NoError(t, f.s.LaunchArgs(args, driver.Grid(1), driver.Block(1)))
+	u := make([]uint32, 1)
+	require.NoError(t, res.CopyToHost(u))
+	assert.Equal(t, uint32(44), u[0])
+
+	// Errors the fake reports come back as driver errors.
+	_, err = f.mod.Function("nope")
+	assert.ErrorIs(t, err, driver.ErrNotFound)
+	_, err = f.ctx.LoadModule([]byte("not ptx"))
+	var me *driver.ModuleError
+	assert.ErrorAs(t, err, &me)
+	assert.ErrorIs(t, err, driver.ErrInvalidPtx)
+	_, err = driver.Alloc[byte](f.ctx, 1<<41)
+	assert.ErrorIs(t, err, driver.ErrOutOfMemory)
+	assert.ErrorContains(t, f.s.Launch(f.add4, driver.Grid(1), driver.Block(1), res, uint32(1)), "takes 4 arguments, got 2")
+	assert.NoError(t, f.ctx.Synchronize())
+}
+
+// TestFakeDetectsMissingBinding is the control for the stress test: on a
+// thread with no current context, fakecuda refuses context-bound calls.
+func TestFakeDetectsMissingBinding(t *testing.T) {
+	setup(t)
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread() // this goroutine's thread exits with it: a fresh thread
+		var p cu.CUdeviceptr
+		_ = cu.CtxSetCurrent(0)
+		done <- cu.MemAlloc(&p, 16)
+	}()
+	assert.ErrorIs(t, <-done, driver.ErrInvalidContext)
+}
+
+// TestFakeMigrationStress: goroutines over two contexts, with scheduler, GC
+// and thread-locking churn; any call that reached fakecuda without its
+// context current fails with CUDA_ERROR_INVALID_CONTEXT.
+func TestFakeMigrationStress(t *testing.T) {
+	f := setup(t)
+	created, err := f.ctx.Device().NewContext(driver.ContextSchedAuto)
+	require.NoError(t, err)
+	defer created.Close()
+	cmod, err := created.LoadModule([]byte("FAKE"))
+	require.NoError(t, err)
+	defer cmod.Close()
+	cfill, err := cmod.Function("fill")
+	require.NoError(t, err)
+	liveBefore := counter(t, "fake_live_allocations")
+
+	const workers, ops, n = 32, 2000, 64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, fill := f.ctx, f.fill
+			if w%2 == 1 {
+				ctx, fill = created, cfill
+			}
+			if err := worker(ctx, fill, w, ops, n); err != nil {
+				errs <- fmt.Errorf("worker %d: %w", w, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	assert.Equal(t, liveBefore, counter(t, "fake_live_allocations"), "every buffer was freed")
+}
+
+func worker(ctx *driver.Context, fill *driver.Function, w, ops, n int) error {
+	r := rand.New(rand.NewPCG(uint64(w), 3))
+	s, err := ctx.NewStream(driver.StreamNonBlocking)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ev, err := ctx.NewEvent(driver.EventDisableTiming)
+	if err != nil {
+		return err
+	}
+	defer ev.Close()
+	var live []*driver.Buffer[int32]
+	defer func() {
+		for _, b := range live {
+			b.Close()
+		}
+	}()
+	host := make([]int32, n)
+	for i := 0; i < ops; i++ {
+		switch r.IntN(6) {
+		case 0:
+			runtime.Gosched()
+		case 1:
+			if i%101 == 0 {
+				runtime.GC()
+			}
+		case 2:
+			runtime.LockOSThread()
+			runtime.Gosched()
+			runtime.UnlockOSThread()
+		}
+		op := r.IntN(5)
+		if len(live) == 0 {
+			op = 0
+		}
+		var err error
+		switch op {
+		case 0:
+			var b *driver.Buffer[int32]
+			if b, err = driver.Alloc[int32](ctx, n); err == nil {
+				live = append(live, b)
+			}
+		case 1:
+			b := live[r.IntN(len(live))]
+			host[0], host[n-1] = int32(i), int32(-i)
+			if err = b.CopyFromHost(host); err == nil {
+				host[0], host[n-1] = 0, 0
+				if err = b.CopyToHost(host); err == nil && (host[0] != int32(i) || host[n-1] != int32(-i)) {
+					err = fmt.Errorf("copy round trip: %d %d", host[0], host[n-1])
+				}
+			}
+		case 2:
+			b := live[r.IntN(len(live))]
+			if err = s.Launch(fill, driver.Grid(1), driver.Block(n), b, int32(i), int32(n)); err == nil {
+				if err = b.CopyToHost(host); err == nil && host[n-1] != int32(i+n-1) {
+					err = fmt.Errorf("kernel result %d, want %d", host[n-1], i+n-1)
+				}
+			}
+		case 3:
+			if err = ev.Record(s); err == nil {
+				err = s.Synchronize()
+			}
+		case 4:
+			k := r.IntN(len(live))
+			err = live[k].Close()
+			live = append(live[:k], live[k+1:]...)
+		}
+		if err != nil {
+			if errors.Is(err, driver.ErrInvalidContext) {
+				return fmt.Errorf("a call ran without its context: %w", err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func TestFakeHostFunctions(t *testing.T) {
+	f := setup(t)
+	before := trampoline.Len()
+	callsBefore := counter(t, "fake_host_calls")
+	var n atomic.Int64
+	for i := 0; i < 300; i++ {
+		require.NoError(t, f.s.LaunchHostFunc(func() { n.Add(1) }))
+	}
+	require.NoError(t, f.s.Synchronize())
+	assert.EqualValues(t, 300, n.Load())
+	assert.EqualValues(t, 300, counter(t, "fake_host_calls")-callsBefore, "each ran on a fakecuda thread")
+	assert.Equal(t, before, trampoline.Len(), "and was released")
+
+	require.NoError(t, f.s.LaunchHostFunc(func() { panic("from a C thread") }))
+	err := f.s.Synchronize()
+	assert.ErrorContains(t, err, "host function panicked: from a C thread")
+	assert.NoError(t, f.s.Synchronize())
+	assert.Equal(t, before, trampoline.Len())
+}
+
+func TestFakeFreesAndCleanup(t *testing.T) {
+	f := setup(t)
+	base := counter(t, "fake_live_allocations")
+	var keep []*driver.Buffer[float64]
+	for i := 0; i < 10; i++ {
+		b, err := driver.Alloc[float64](f.ctx, 8)
+		require.NoError(t, err)
+		keep = append(keep, b)
+	}
+	assert.Equal(t, base+10, counter(t, "fake_live_allocations"))
+	for _, b := range keep[:5] {
+		require.NoError(t, b.Close())
+	}
+	assert.Equal(t, base+5, counter(t, "fake_live_allocations"))
+	// Retain keeps the memory after Close.
+	require.NoError(t, keep[5].Retain())
+	require.NoError(t, keep[5].Close())
+	assert.Equal(t, base+5, counter(t, "fake_live_allocations"))
+	require.NoError(t, keep[5].Release())
+	assert.Equal(t, base+4, counter(t, "fake_live_allocations"))
+	// The rest are forgotten: the cleanup frees them.
+	keep = nil
+	deadline := time.Now().Add(5 * time.Second)
+	for counter(t, "fake_live_allocations") > base && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
+	assert.Equal(t, base, counter(t, "fake_live_allocations"))
+
+	// A created context is destroyed when its last child closes.
+	ctxBase := counter(t, "fake_live_contexts")
+	c, err := f.ctx.Device().NewContext(driver.ContextSchedAuto)
+	require.NoError(t, err)
+	b, err := driver.Alloc[int32](c, 1)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	assert.Equal(t, ctxBase+1, counter(t, "fake_live_contexts"), "kept alive by the buffer")
+	require.NoError(t, b.Close())
+	assert.Equal(t, ctxBase, counter(t, "fake_live_contexts"))
+}
+
+func TestFakeZeroAllocHotPaths(t *testing.T) {
+	f := setup(t)
+	out, err := driver.Alloc[uint32](f.ctx, 1)
+	require.NoError(t, err)
+	defer out.Close()
+	args, err := f.add4.NewArgs(out, uint32(1), uint32(2), uint32(3))
+	require.NoError(t, err)
+	defer args.Close()
+	ev, err := f.ctx.NewEvent(driver.EventDisableTiming)
+	require.NoError(t, err)
+	defer ev.Close()
+	g, b := driver.Grid(1), driver.Block(1)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = f.s.LaunchArgs(args, g, b) }), "LaunchArgs")
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = f.s.Launch(f.empty, g, b) }), "Launch without arguments")
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = f.s.Launch(f.add4, g, b, out, uint32(1), uint32(2), uint32(3)) }), "Launch with constant arguments")
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = ev.Record(f.s) }), "Event.Record")
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = f.s.Synchronize() }), "Stream.Synchronize")
+}
+
+// Benchmarks of the binding's own CPU cost: fakecuda's functions return at
+// once, so these time purecuda, not CUDA.
+
+func BenchmarkFakeLaunchArgs(b *testing.B) {
+	f := setup(b)
+	args, err := f.empty.NewArgs()
+	require.NoError(b, err)
+	defer args.Close()
+	g, blk := driver.Grid(1), driver.Block(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = f.s.LaunchArgs(args, g, blk)
+	}
+}
+
+func BenchmarkFakeSynchronize(b *testing.B) {
+	f := setup(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = f.s.Synchronize()
+	}
+}
+
+func BenchmarkFakeLaunch4Args(b *testing.B) {
+	f := setup(b)
+	out, err := driver.Alloc[uint32](f.ctx, 1)
+	require.NoError(b, err)
+	defer out.Close()
+	g, blk := driver.Grid(1), driver.Block(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = f.s.Launch(f.add4, g, blk, out, uint32(1), uint32(2), uint32(3))
+	}
+}
+
+func BenchmarkFakeContextBound(b *testing.B) {
+	f := setup(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = f.ctx.Limit(driver.LimitStackSize)
+	}
+}
