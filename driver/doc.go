@@ -1,14 +1,62 @@
-// Package driver is purecuda's safe, idiomatic API over the CUDA driver.
+// Package driver is purecuda's safe, idiomatic API over the CUDA driver:
+// devices, contexts, explicit streams, events, device and host memory,
+// memory pools, modules and libraries, and typed kernel launches.
 //
-// It stands on the generated raw table (internal/cu), which stands on package
-// loader; package nvrtc sits beside it and the graph and lifetime layers above
-// it.
+// It stands on the generated raw table (internal/cu), which stands on
+// package loader; package nvrtc sits beside it, and the graph and lifetime
+// layers build on it.
+//
+//	dev, err := driver.DeviceByOrdinal(0)          // loads and initialises the driver
+//	ctx, err := dev.PrimaryContext()               // Close releases it
+//	s, err := ctx.NewStream(driver.StreamNonBlocking)
+//	mod, _, err := ctx.CompileModule(src, nvrtc.Options{})
+//	fn, err := mod.Function("add_one")
+//	buf, err := driver.Alloc[int32](ctx, 1024)
+//	err = s.Launch(fn, driver.Grid(4), driver.Block(256), buf, int32(1024))
+//	err = s.Synchronize()
+//
+// # Contexts and threads
+//
+// CUDA's current context belongs to an OS thread, and goroutines move
+// between threads. Every call here that needs a current context locks the
+// OS thread, makes the right context current, calls and unlocks; calls that
+// carry their context in a stream (launches, event records, asynchronous
+// copies, stream synchronisation) skip that. Callers never lock threads or
+// set contexts themselves, and no migration can crash the process.
+//
+// # Streams
+//
+// Stream-ordered work always names its stream. A nil *Stream is an error
+// (ErrNilStream), never the default stream; ask for that by name with
+// (*Context).LegacyStream or (*Context).PerThreadStream.
+//
+// # Lifetime
+//
+// Close is idempotent and keeps its first result; use after Close is an
+// error matching ErrClosed. Objects hold what they were made from: a
+// context is released when it and everything made from it are closed, and a
+// module stays loaded while one of its kernels is being launched. Device
+// memory is reference counted: Buffer.Retain and Function.NewArgs keep it
+// allocated after Close until they let go, and a cleanup frees a Buffer that
+// became unreachable without Close (on a goroutine of ours, never on a
+// thread CUDA owns).
+//
+// # Launch arguments
+//
+// Launch takes sized integers (int8 … uint64), float32, float64, bool,
+// DevicePtr, *Buffer[T] and structs or arrays without Go pointers, passed by
+// value. Go's int and uint are refused: C's int is 32 bits. Where the driver
+// can tell (CUDA 12.4 and later) the number and size of the arguments are
+// checked against the kernel before launching. Function.NewArgs marshals
+// arguments once for LaunchArgs, which allocates nothing.
 //
 // # Errors
 //
-// Every failed driver call returns a *Error carrying the C function's name
-// and its CUresult; errors.Is(err, driver.ErrOutOfMemory) and
-// errors.Is(err, cu-level Result values) both work. A function the loaded
-// driver lacks returns a *SymbolError matching ErrNotSupported. Nothing in
-// this package panics on anything a caller or the machine can cause.
+// A failed driver call returns a *Error naming the C function and its
+// CUresult; every CUresult is also an Err… value for errors.Is
+// (ErrOutOfMemory, ErrInvalidValue, …). Arguments refused before calling
+// CUDA match ErrInvalidArgument. A function the loaded driver lacks returns a
+// *SymbolError matching ErrNotSupported. Nothing in this package panics on
+// anything a caller or the machine can cause; a panic in a host function is
+// recovered and returned by the stream's next Synchronize.
 package driver

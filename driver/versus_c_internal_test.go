@@ -1,0 +1,189 @@
+package driver
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/gputest"
+	"github.com/purecuda/cuda/nvrtc"
+)
+
+// cLoops are the C halves of BenchmarkVersusC: each runs one driver call n
+// times in a C loop, in this process, on the same context, stream and
+// kernel as the Go half, so the two can be compared without the noise of
+// separate processes and machines.
+const cLoops = `
+#include <cuda.h>
+int loop_launch(CUfunction f, CUstream s, void **params, long n) {
+	for (long i = 0; i < n; i++) { CUresult r = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, 0); if (r) return r; }
+	return cuStreamSynchronize(s);
+}
+int loop_launch_sync(CUfunction f, CUstream s, long n) {
+	for (long i = 0; i < n; i++) {
+		CUresult r = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, 0, 0); if (r) return r;
+		r = cuStreamSynchronize(s); if (r) return r;
+	}
+	return 0;
+}
+int loop_event_record(CUevent e, CUstream s, long n) {
+	for (long i = 0; i < n; i++) { CUresult r = cuEventRecord(e, s); if (r) return r; }
+	return cuStreamSynchronize(s);
+}
+int loop_sync(CUstream s, long n) {
+	for (long i = 0; i < n; i++) { CUresult r = cuStreamSynchronize(s); if (r) return r; }
+	return 0;
+}
+int loop_h2d(CUdeviceptr d, const void *src, long n) {
+	for (long i = 0; i < n; i++) { CUresult r = cuMemcpyHtoD(d, src, 4); if (r) return r; }
+	return 0;
+}
+`
+
+// buildCLoops compiles cLoops against the toolkit's cuda.h and the driver.
+func buildCLoops(b *testing.B) map[string]uintptr {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		b.Skip("gcc not found: the C half needs a compiler")
+	}
+	inc := "/usr/local/cuda/include"
+	if p := os.Getenv("CUDA_PATH"); p != "" {
+		inc = filepath.Join(p, "include")
+	}
+	if _, err := os.Stat(filepath.Join(inc, "cuda.h")); err != nil {
+		b.Skip("cuda.h not found: the C half needs the CUDA headers")
+	}
+	lib, err := LibraryPath()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !filepath.IsAbs(lib) {
+		for _, d := range []string{"/usr/local/nvidia/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib64"} {
+			if _, err := os.Stat(filepath.Join(d, "libcuda.so.1")); err == nil {
+				lib = filepath.Join(d, "libcuda.so.1")
+				break
+			}
+		}
+	}
+	dir := b.TempDir()
+	src, so := filepath.Join(dir, "loops.c"), filepath.Join(dir, "loops.so")
+	if err := os.WriteFile(src, []byte(cLoops), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if out, err := exec.Command(gcc, "-O2", "-shared", "-fPIC", "-I", inc, "-o", so, src, lib).CombinedOutput(); err != nil {
+		b.Fatalf("gcc: %v\n%s", err, out)
+	}
+	h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	syms := map[string]uintptr{}
+	for _, n := range []string{"loop_launch", "loop_launch_sync", "loop_event_record", "loop_sync", "loop_h2d"} {
+		if syms[n], err = purego.Dlsym(h, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return syms
+}
+
+// BenchmarkVersusC times each hot call three ways in one process: a C loop
+// ("C"), the raw table ("raw"), and the driver API ("driver").
+func BenchmarkVersusC(b *testing.B) {
+	gputest.Require(b)
+	c := buildCLoops(b)
+	dev, err := DeviceByOrdinal(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, err := dev.PrimaryContext()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ctx.Close()
+	mod, _, err := ctx.CompileModule(`extern "C" __global__ void empty() {}
+extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c) { *o = a + b + c; }`, nvrtc.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mod.Close()
+	empty, _ := mod.Function("empty")
+	add4, _ := mod.Function("add4")
+	s, err := ctx.NewStream(StreamNonBlocking)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	out, err := Alloc[uint32](ctx, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer out.Close()
+	ev, err := ctx.NewEvent(EventDisableTiming)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ev.Close()
+	x, y, z := uint32(1), uint32(2), uint32(3)
+	dptr := out.a.ptr
+	raw4 := []unsafe.Pointer{unsafe.Pointer(&dptr), unsafe.Pointer(&x), unsafe.Pointer(&y), unsafe.Pointer(&z)}
+	emptyArgs, _ := empty.NewArgs()
+	defer emptyArgs.Close()
+	add4Args, _ := add4.NewArgs(out, uint32(1), uint32(2), uint32(3))
+	defer add4Args.Close()
+	src := []uint32{7}
+	g, blk := Grid(1), Block(1)
+
+	cloop := func(name string, args ...uintptr) func(b *testing.B) {
+		return func(b *testing.B) {
+			all := append(args, uintptr(b.N))
+			b.ResetTimer()
+			if r, _, _ := purego.SyscallN(c[name], all...); r != 0 {
+				b.Fatalf("%s: CUresult %d", name, r)
+			}
+		}
+	}
+	goloop := func(f func() error, end func() error) func(b *testing.B) {
+		return func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := f(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if end != nil {
+				if err := end(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	sync := s.Synchronize
+	for rep := 0; rep < 2; rep++ { // twice, interleaved, to see the spread
+		b.Run("LaunchEmpty/C", cloop("loop_launch", uintptr(empty.h), uintptr(s.h), 0))
+		b.Run("LaunchEmpty/raw", goloop(func() error { return cu.LaunchKernel(empty.h, 1, 1, 1, 1, 1, 1, 0, s.h, nil, nil) }, sync))
+		b.Run("LaunchEmpty/driver-LaunchArgs", goloop(func() error { return s.LaunchArgs(emptyArgs, g, blk) }, sync))
+		b.Run("LaunchEmpty/driver-Launch", goloop(func() error { return s.Launch(empty, g, blk) }, sync))
+		b.Run("Launch4Args/C", cloop("loop_launch", uintptr(add4.h), uintptr(s.h), uintptr(unsafe.Pointer(&raw4[0]))))
+		b.Run("Launch4Args/raw", goloop(func() error { return cu.LaunchKernel(add4.h, 1, 1, 1, 1, 1, 1, 0, s.h, &raw4[0], nil) }, sync))
+		b.Run("Launch4Args/driver-LaunchArgs", goloop(func() error { return s.LaunchArgs(add4Args, g, blk) }, sync))
+		b.Run("Launch4Args/driver-Launch", goloop(func() error { return s.Launch(add4, g, blk, out, uint32(1), uint32(2), uint32(3)) }, sync))
+		b.Run("LaunchSync/C", cloop("loop_launch_sync", uintptr(empty.h), uintptr(s.h)))
+		b.Run("LaunchSync/driver", goloop(func() error {
+			if err := s.LaunchArgs(emptyArgs, g, blk); err != nil {
+				return err
+			}
+			return s.Synchronize()
+		}, nil))
+		b.Run("EventRecord/C", cloop("loop_event_record", uintptr(ev.h), uintptr(s.h)))
+		b.Run("EventRecord/driver", goloop(func() error { return ev.Record(s) }, sync))
+		b.Run("SyncIdle/C", cloop("loop_sync", uintptr(s.h)))
+		b.Run("SyncIdle/driver", goloop(s.Synchronize, nil))
+		b.Run("H2D4Bytes/C", cloop("loop_h2d", uintptr(dptr), uintptr(unsafe.Pointer(&src[0]))))
+		b.Run("H2D4Bytes/driver", goloop(func() error { return out.CopyFromHost(src) }, nil))
+	}
+}
