@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -141,6 +142,13 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 	cloop := func(name string, args ...uintptr) func(b *testing.B) {
 		return func(b *testing.B) {
 			all := append(args, uintptr(b.N))
+			// The synchronous copy needs the context current, as a C
+			// program would have it.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if err := cu.CtxSetCurrent(ctx.h); err != nil {
+				b.Fatal(err)
+			}
 			b.ResetTimer()
 			if r, _, _ := purego.SyscallN(c[name], all...); r != 0 {
 				b.Fatalf("%s: CUresult %d", name, r)
