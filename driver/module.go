@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
@@ -37,14 +35,10 @@ func (e *ModuleError) Unwrap() error { return e.Err }
 
 // Module is code loaded into a context: PTX, CUBIN or a fatbin.
 type Module struct {
-	h         cu.CUmodule
-	ctx       *Context
-	refs      atomic.Int64 // 1 for the owner + 1 per launch in progress
-	closed    atomic.Bool
-	closeOnce sync.Once
-	closeErr  error
-	unloadErr error
-	infoLog   string
+	loaded
+	h       cu.CUmodule
+	ctx     *Context
+	infoLog string
 }
 
 const jitLogSize = 16 << 10
@@ -137,7 +131,11 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 		return nil, &ModuleError{Err: err, Log: errLog}
 	}
 	m.infoLog = info
-	m.refs.Store(1)
+	m.init("module", func() error {
+		err := bound(c, func() error { return cu.ModuleUnload(m.h) })
+		c.release()
+		return err
+	})
 	return m, nil
 }
 
@@ -148,22 +146,7 @@ func (m *Module) acquire(op string) error {
 	if m == nil {
 		return invalid(op, "nil module")
 	}
-	for {
-		n := m.refs.Load()
-		if n <= 0 || m.closed.Load() {
-			return closedErr(op, "module")
-		}
-		if m.refs.CompareAndSwap(n, n+1) {
-			return nil
-		}
-	}
-}
-
-func (m *Module) release() {
-	if m.refs.Add(-1) == 0 {
-		m.unloadErr = bound(m.ctx, func() error { return cu.ModuleUnload(m.h) })
-		m.ctx.release()
-	}
+	return m.loaded.acquire(op)
 }
 
 // Close unloads the module (cuModuleUnload) once no launch of its kernels is
@@ -172,12 +155,7 @@ func (m *Module) Close() error {
 	if m == nil {
 		return invalid("Module.Close", "nil module")
 	}
-	m.closeOnce.Do(func() {
-		m.closed.Store(true)
-		m.release()
-		m.closeErr = m.unloadErr
-	})
-	return m.closeErr
+	return m.close()
 }
 
 // Function looks up a kernel by name (cuModuleGetFunction). A name that is
@@ -219,12 +197,8 @@ func (m *Module) Global(name string) (DevicePtr, uintptr, error) {
 // Library is context-independent code (cuLibraryLoadData): its kernels can
 // be launched on any context's streams.
 type Library struct {
-	h         cu.CUlibrary
-	refs      atomic.Int64
-	closed    atomic.Bool
-	closeOnce sync.Once
-	closeErr  error
-	unloadErr error
+	loaded
+	h cu.CUlibrary
 }
 
 // LoadLibrary loads PTX, CUBIN or a fatbin as a context-independent library
@@ -250,7 +224,7 @@ func LoadLibrary(code []byte, opts ...JITOptions) (*Library, error) {
 		errLog, _ := j.logs()
 		return nil, &ModuleError{Err: err, Log: errLog}
 	}
-	l.refs.Store(1)
+	l.init("library", func() error { return cu.LibraryUnload(l.h) })
 	return l, nil
 }
 
@@ -258,21 +232,7 @@ func (l *Library) acquire(op string) error {
 	if l == nil {
 		return invalid(op, "nil library")
 	}
-	for {
-		n := l.refs.Load()
-		if n <= 0 || l.closed.Load() {
-			return closedErr(op, "library")
-		}
-		if l.refs.CompareAndSwap(n, n+1) {
-			return nil
-		}
-	}
-}
-
-func (l *Library) release() {
-	if l.refs.Add(-1) == 0 {
-		l.unloadErr = cu.LibraryUnload(l.h)
-	}
+	return l.loaded.acquire(op)
 }
 
 // Close unloads the library (cuLibraryUnload) once no launch of its kernels
@@ -281,12 +241,7 @@ func (l *Library) Close() error {
 	if l == nil {
 		return invalid("Library.Close", "nil library")
 	}
-	l.closeOnce.Do(func() {
-		l.closed.Store(true)
-		l.release()
-		l.closeErr = l.unloadErr
-	})
-	return l.closeErr
+	return l.close()
 }
 
 // Function looks up a kernel by name (cuLibraryGetKernel). The kernel can

@@ -235,7 +235,6 @@ func assemble(hdr, pkg string, imports map[string]bool, body []byte) ([]byte, er
 	w.Write(body)
 	src, err := format.Source(w.Bytes())
 	if err != nil {
-		os.WriteFile("/tmp/gen-broken.go", w.Bytes(), 0o644)
 		return nil, err
 	}
 	return src, nil
