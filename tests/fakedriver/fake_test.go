@@ -3,9 +3,7 @@
 package fakedriver_test
 
 import (
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/stress"
 	"github.com/purecuda/cuda/internal/trampoline"
 )
 
@@ -200,7 +199,7 @@ func TestFakeMigrationStress(t *testing.T) {
 			if w%2 == 1 {
 				ctx, fill = created, cfill
 			}
-			if err := worker(ctx, fill, w, ops, n); err != nil {
+			if err := stress.Worker(ctx, fill, w, ops, n); err != nil {
 				errs <- fmt.Errorf("worker %d: %w", w, err)
 			}
 		}()
@@ -211,84 +210,6 @@ func TestFakeMigrationStress(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, liveBefore, counter(t, "fake_live_allocations"), "every buffer was freed")
-}
-
-func worker(ctx *driver.Context, fill *driver.Function, w, ops, n int) error {
-	r := rand.New(rand.NewPCG(uint64(w), 3))
-	s, err := ctx.NewStream(driver.StreamNonBlocking)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	ev, err := ctx.NewEvent(driver.EventDisableTiming)
-	if err != nil {
-		return err
-	}
-	defer ev.Close()
-	var live []*driver.Buffer[int32]
-	defer func() {
-		for _, b := range live {
-			b.Close()
-		}
-	}()
-	host := make([]int32, n)
-	for i := 0; i < ops; i++ {
-		switch r.IntN(6) {
-		case 0:
-			runtime.Gosched()
-		case 1:
-			if i%101 == 0 {
-				runtime.GC()
-			}
-		case 2:
-			runtime.LockOSThread()
-			runtime.Gosched()
-			runtime.UnlockOSThread()
-		}
-		op := r.IntN(5)
-		if len(live) == 0 {
-			op = 0
-		}
-		var err error
-		switch op {
-		case 0:
-			var b *driver.Buffer[int32]
-			if b, err = driver.Alloc[int32](ctx, n); err == nil {
-				live = append(live, b)
-			}
-		case 1:
-			b := live[r.IntN(len(live))]
-			host[0], host[n-1] = int32(i), int32(-i)
-			if err = b.CopyFromHost(host); err == nil {
-				host[0], host[n-1] = 0, 0
-				if err = b.CopyToHost(host); err == nil && (host[0] != int32(i) || host[n-1] != int32(-i)) {
-					err = fmt.Errorf("copy round trip: %d %d", host[0], host[n-1])
-				}
-			}
-		case 2:
-			b := live[r.IntN(len(live))]
-			if err = s.Launch(fill, driver.Grid(1), driver.Block(n), b, int32(i), int32(n)); err == nil {
-				if err = b.CopyToHost(host); err == nil && host[n-1] != int32(i+n-1) {
-					err = fmt.Errorf("kernel result %d, want %d", host[n-1], i+n-1)
-				}
-			}
-		case 3:
-			if err = ev.Record(s); err == nil {
-				err = s.Synchronize()
-			}
-		case 4:
-			k := r.IntN(len(live))
-			err = live[k].Close()
-			live = append(live[:k], live[k+1:]...)
-		}
-		if err != nil {
-			if errors.Is(err, driver.ErrInvalidContext) {
-				return fmt.Errorf("a call ran without its context: %w", err)
-			}
-			return err
-		}
-	}
-	return nil
 }
 
 func TestFakeHostFunctions(t *testing.T) {
