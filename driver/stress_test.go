@@ -48,4 +48,3 @@ func TestGoroutineMigrationStress(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
-

@@ -138,6 +138,9 @@ func TestGPUStructByValue(t *testing.T) {
 
 // TestGPUZeroAllocs: a raw launch and a trivial call allocate nothing.
 func TestGPUZeroAllocs(t *testing.T) {
+	if gputest.RaceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items: allocation counts mean nothing")
+	}
 	m := loadRaw(t)
 	var dptr cu.CUdeviceptr
 	require.NoError(t, cu.MemAlloc(&dptr, 4))
