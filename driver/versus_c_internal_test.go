@@ -3,11 +3,14 @@
 package driver
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -94,8 +97,13 @@ func buildCLoops(b *testing.B) map[string]uintptr {
 	return syms
 }
 
-// BenchmarkVersusC times each hot call three ways in one process: a C loop
-// ("C"), the raw table ("raw"), and the driver API ("driver").
+// BenchmarkVersusC times each hot call three ways in one process, on the
+// same context, stream and kernel: a C loop ("C"), the raw table ("raw") and
+// the driver API ("LaunchArgs", "Launch", "driver"). Run with
+// -test.benchtime=1x: it makes 15 interleaved rounds of 20000 calls per
+// variant, rotating the order each round, and reports each variant's median
+// ns per call as a metric, so that drift and ordering on the machine affect
+// all variants alike.
 func BenchmarkVersusC(b *testing.B) {
 	gputest.Require(b)
 	c := buildCLoops(b)
@@ -141,59 +149,102 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 	src := []uint32{7}
 	g, blk := Grid(1), Block(1)
 
-	cloop := func(name string, args ...uintptr) func(b *testing.B) {
-		return func(b *testing.B) {
-			all := append(args, uintptr(b.N))
-			// The synchronous copy needs the context current, as a C
-			// program would have it.
+	type variant struct {
+		name string
+		run  func(n int) error
+	}
+	cloop := func(name string, args ...uintptr) func(int) error {
+		return func(n int) error {
+			// A C program would have the context current (the synchronous
+			// copy needs it).
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			if err := cu.CtxSetCurrent(ctx.h); err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			if r, _, _ := purego.SyscallN(c[name], all...); r != 0 {
-				b.Fatalf("%s: CUresult %d", name, r)
-			}
-		}
-	}
-	goloop := func(f func() error, end func() error) func(b *testing.B) {
-		return func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := f(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if end != nil {
-				if err := end(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-	}
-	sync := s.Synchronize
-	for rep := 0; rep < 2; rep++ { // twice, interleaved, to see the spread
-		b.Run("LaunchEmpty/C", cloop("loop_launch", uintptr(empty.h), uintptr(s.h), 0))
-		b.Run("LaunchEmpty/raw", goloop(func() error { return cu.LaunchKernel(empty.h, 1, 1, 1, 1, 1, 1, 0, s.h, nil, nil) }, sync))
-		b.Run("LaunchEmpty/driver-LaunchArgs", goloop(func() error { return s.LaunchArgs(emptyArgs, g, blk) }, sync))
-		b.Run("LaunchEmpty/driver-Launch", goloop(func() error { return s.Launch(empty, g, blk) }, sync))
-		b.Run("Launch4Args/C", cloop("loop_launch", uintptr(add4.h), uintptr(s.h), uintptr(unsafe.Pointer(&raw4[0]))))
-		b.Run("Launch4Args/raw", goloop(func() error { return cu.LaunchKernel(add4.h, 1, 1, 1, 1, 1, 1, 0, s.h, &raw4[0], nil) }, sync))
-		b.Run("Launch4Args/driver-LaunchArgs", goloop(func() error { return s.LaunchArgs(add4Args, g, blk) }, sync))
-		b.Run("Launch4Args/driver-Launch", goloop(func() error { return s.Launch(add4, g, blk, out, uint32(1), uint32(2), uint32(3)) }, sync))
-		b.Run("LaunchSync/C", cloop("loop_launch_sync", uintptr(empty.h), uintptr(s.h)))
-		b.Run("LaunchSync/driver", goloop(func() error {
-			if err := s.LaunchArgs(emptyArgs, g, blk); err != nil {
 				return err
 			}
-			return s.Synchronize()
-		}, nil))
-		b.Run("EventRecord/C", cloop("loop_event_record", uintptr(ev.h), uintptr(s.h)))
-		b.Run("EventRecord/driver", goloop(func() error { return ev.Record(s) }, sync))
-		b.Run("SyncIdle/C", cloop("loop_sync", uintptr(s.h)))
-		b.Run("SyncIdle/driver", goloop(s.Synchronize, nil))
-		b.Run("H2D4Bytes/C", cloop("loop_h2d", uintptr(dptr), uintptr(unsafe.Pointer(&src[0]))))
-		b.Run("H2D4Bytes/driver", goloop(func() error { return out.CopyFromHost(src) }, nil))
+			all := append(append([]uintptr(nil), args...), uintptr(n))
+			if r, _, _ := purego.SyscallN(c[name], all...); r != 0 {
+				return fmt.Errorf("%s: CUresult %d", name, r)
+			}
+			return nil
+		}
 	}
+	goloop := func(f func() error, syncAfter bool) func(int) error {
+		return func(n int) error {
+			for i := 0; i < n; i++ {
+				if err := f(); err != nil {
+					return err
+				}
+			}
+			if syncAfter { // the C loops end with a stream sync too
+				return s.Synchronize()
+			}
+			return nil
+		}
+	}
+	groups := [][]variant{
+		{
+			{"LaunchEmpty/C", cloop("loop_launch", uintptr(empty.h), uintptr(s.h), 0)},
+			{"LaunchEmpty/raw", goloop(func() error { return cu.LaunchKernel(empty.h, 1, 1, 1, 1, 1, 1, 0, s.h, nil, nil) }, true)},
+			{"LaunchEmpty/LaunchArgs", goloop(func() error { return s.LaunchArgs(emptyArgs, g, blk) }, true)},
+			{"LaunchEmpty/Launch", goloop(func() error { return s.Launch(empty, g, blk) }, true)},
+		},
+		{
+			{"Launch4Args/C", cloop("loop_launch", uintptr(add4.h), uintptr(s.h), uintptr(unsafe.Pointer(&raw4[0])))},
+			{"Launch4Args/raw", goloop(func() error { return cu.LaunchKernel(add4.h, 1, 1, 1, 1, 1, 1, 0, s.h, &raw4[0], nil) }, true)},
+			{"Launch4Args/LaunchArgs", goloop(func() error { return s.LaunchArgs(add4Args, g, blk) }, true)},
+			{"Launch4Args/Launch", goloop(func() error { return s.Launch(add4, g, blk, out, uint32(1), uint32(2), uint32(3)) }, true)},
+		},
+		{
+			{"LaunchSync/C", cloop("loop_launch_sync", uintptr(empty.h), uintptr(s.h))},
+			{"LaunchSync/driver", goloop(func() error {
+				if err := s.LaunchArgs(emptyArgs, g, blk); err != nil {
+					return err
+				}
+				return s.Synchronize()
+			}, false)},
+		},
+		{
+			{"EventRecord/C", cloop("loop_event_record", uintptr(ev.h), uintptr(s.h))},
+			{"EventRecord/driver", goloop(func() error { return ev.Record(s) }, true)},
+		},
+		{
+			{"SyncIdle/C", cloop("loop_sync", uintptr(s.h))},
+			{"SyncIdle/driver", goloop(s.Synchronize, false)},
+		},
+		{
+			{"H2D4Bytes/C", cloop("loop_h2d", uintptr(dptr), uintptr(unsafe.Pointer(&src[0])))},
+			{"H2D4Bytes/driver", goloop(func() error { return out.CopyFromHost(src) }, false)},
+		},
+	}
+	const rounds, n = 15, 20000
+	for b.Loop() {
+		for _, group := range groups {
+			times := make([][]float64, len(group))
+			for r := 0; r < rounds; r++ {
+				for k := range group {
+					v := group[(k+r)%len(group)]
+					start := time.Now()
+					if err := v.run(n); err != nil {
+						b.Fatalf("%s: %v", v.name, err)
+					}
+					times[(k+r)%len(group)] = append(times[(k+r)%len(group)], float64(time.Since(start).Nanoseconds())/n)
+				}
+			}
+			base := median(times[0])
+			for k, v := range group {
+				m := median(times[k])
+				b.ReportMetric(m, v.name+"-ns/op")
+				if k > 0 {
+					b.ReportMetric(m/base, v.name+"-xC")
+				}
+			}
+		}
+	}
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
 }
