@@ -1,5 +1,5 @@
-// Package ccall holds the two helpers that make generated C calls free of
-// allocations: a pool of argument arrays, and Escape.
+// Package ccall makes generated C calls free of allocations and lean: a
+// pooled call frame, a direct call path, and Escape.
 //
 // purego.SyscallN is variadic and marked go:uintptrescapes, so a call written
 // as SyscallN(fn, a, b, c) heap-allocates its argument slice every time (seen
@@ -22,13 +22,25 @@ import (
 // MaxArgs is the most arguments a generated call passes.
 const MaxArgs = 32
 
-var pool = sync.Pool{New: func() any { return new([MaxArgs]uintptr) }}
+// Frame is one C call: the function, its integer arguments and the result.
+// The layout is read by the assembly trampoline.
+type Frame struct {
+	Fn   uintptr
+	Args [MaxArgs]uintptr
+	R1   uintptr
+}
 
-// Args returns an argument array from the pool.
-func Args() *[MaxArgs]uintptr { return pool.Get().(*[MaxArgs]uintptr) }
+var pool = sync.Pool{New: func() any { return new(Frame) }}
 
-// Release returns an argument array to the pool.
-func Release(a *[MaxArgs]uintptr) { pool.Put(a) }
+// Get returns a frame from the pool, set to call fn.
+func Get(fn uintptr) *Frame {
+	f := pool.Get().(*Frame)
+	f.Fn = fn
+	return f
+}
+
+// Put returns a frame to the pool.
+func Put(f *Frame) { pool.Put(f) }
 
 var sink struct {
 	on bool

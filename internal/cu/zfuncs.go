@@ -21,11 +21,11 @@ func Array3DCreate(pHandle *CUarray, pAllocateArray *CUDA_ARRAY3D_DESCRIPTOR_v2)
 	}
 	ccall.Escape(unsafe.Pointer(pHandle))
 	ccall.Escape(unsafe.Pointer(pAllocateArray))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pHandle))
-	a[1] = uintptr(unsafe.Pointer(pAllocateArray))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pHandle))
+	cf.Args[1] = uintptr(unsafe.Pointer(pAllocateArray))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pHandle)
 	runtime.KeepAlive(pAllocateArray)
 	return procArray3DCreate.check(r1)
@@ -41,11 +41,11 @@ func Array3DGetDescriptor(pArrayDescriptor *CUDA_ARRAY3D_DESCRIPTOR_v2, hArray C
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pArrayDescriptor))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pArrayDescriptor))
-	a[1] = uintptr(hArray)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pArrayDescriptor))
+	cf.Args[1] = uintptr(hArray)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pArrayDescriptor)
 	return procArray3DGetDescriptor.check(r1)
 }
@@ -61,11 +61,11 @@ func ArrayCreate(pHandle *CUarray, pAllocateArray *CUDA_ARRAY_DESCRIPTOR_v2) err
 	}
 	ccall.Escape(unsafe.Pointer(pHandle))
 	ccall.Escape(unsafe.Pointer(pAllocateArray))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pHandle))
-	a[1] = uintptr(unsafe.Pointer(pAllocateArray))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pHandle))
+	cf.Args[1] = uintptr(unsafe.Pointer(pAllocateArray))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pHandle)
 	runtime.KeepAlive(pAllocateArray)
 	return procArrayCreate.check(r1)
@@ -80,10 +80,10 @@ func ArrayDestroy(hArray CUarray) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hArray)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hArray)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procArrayDestroy.check(r1)
 }
 
@@ -97,11 +97,11 @@ func ArrayGetDescriptor(pArrayDescriptor *CUDA_ARRAY_DESCRIPTOR_v2, hArray CUarr
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pArrayDescriptor))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pArrayDescriptor))
-	a[1] = uintptr(hArray)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pArrayDescriptor))
+	cf.Args[1] = uintptr(hArray)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pArrayDescriptor)
 	return procArrayGetDescriptor.check(r1)
 }
@@ -116,12 +116,12 @@ func ArrayGetMemoryRequirements(memoryRequirements *CUDA_ARRAY_MEMORY_REQUIREMEN
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(memoryRequirements))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(memoryRequirements))
-	a[1] = uintptr(array)
-	a[2] = uintptr(device)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(memoryRequirements))
+	cf.Args[1] = uintptr(array)
+	cf.Args[2] = uintptr(device)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(memoryRequirements)
 	return procArrayGetMemoryRequirements.check(r1)
 }
@@ -136,12 +136,12 @@ func ArrayGetPlane(pPlaneArray *CUarray, hArray CUarray, planeIdx uint32) error 
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pPlaneArray))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pPlaneArray))
-	a[1] = uintptr(hArray)
-	a[2] = uintptr(planeIdx)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pPlaneArray))
+	cf.Args[1] = uintptr(hArray)
+	cf.Args[2] = uintptr(planeIdx)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pPlaneArray)
 	return procArrayGetPlane.check(r1)
 }
@@ -156,11 +156,11 @@ func ArrayGetSparseProperties(sparseProperties *CUDA_ARRAY_SPARSE_PROPERTIES_v1,
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(sparseProperties))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(sparseProperties))
-	a[1] = uintptr(array)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(sparseProperties))
+	cf.Args[1] = uintptr(array)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(sparseProperties)
 	return procArrayGetSparseProperties.check(r1)
 }
@@ -175,11 +175,11 @@ func CheckpointProcessCheckpoint(pid int32, args *CUcheckpointCheckpointArgs) er
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(args))
-	a := ccall.Args()
-	a[0] = uintptr(pid)
-	a[1] = uintptr(unsafe.Pointer(args))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(pid)
+	cf.Args[1] = uintptr(unsafe.Pointer(args))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(args)
 	return procCheckpointProcessCheckpoint.check(r1)
 }
@@ -194,11 +194,11 @@ func CheckpointProcessGetRestoreThreadId(pid int32, tid *int32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(tid))
-	a := ccall.Args()
-	a[0] = uintptr(pid)
-	a[1] = uintptr(unsafe.Pointer(tid))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(pid)
+	cf.Args[1] = uintptr(unsafe.Pointer(tid))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(tid)
 	return procCheckpointProcessGetRestoreThreadId.check(r1)
 }
@@ -213,11 +213,11 @@ func CheckpointProcessGetState(pid int32, state *CUprocessState) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(state))
-	a := ccall.Args()
-	a[0] = uintptr(pid)
-	a[1] = uintptr(unsafe.Pointer(state))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(pid)
+	cf.Args[1] = uintptr(unsafe.Pointer(state))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(state)
 	return procCheckpointProcessGetState.check(r1)
 }
@@ -232,11 +232,11 @@ func CheckpointProcessLock(pid int32, args *CUcheckpointLockArgs) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(args))
-	a := ccall.Args()
-	a[0] = uintptr(pid)
-	a[1] = uintptr(unsafe.Pointer(args))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(pid)
+	cf.Args[1] = uintptr(unsafe.Pointer(args))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(args)
 	return procCheckpointProcessLock.check(r1)
 }
@@ -251,11 +251,11 @@ func CheckpointProcessRestore(pid int32, args *CUcheckpointRestoreArgs) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(args))
-	a := ccall.Args()
-	a[0] = uintptr(pid)
-	a[1] = uintptr(unsafe.Pointer(args))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(pid)
+	cf.Args[1] = uintptr(unsafe.Pointer(args))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(args)
 	return procCheckpointProcessRestore.check(r1)
 }
@@ -270,11 +270,11 @@ func CheckpointProcessUnlock(pid int32, args *CUcheckpointUnlockArgs) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(args))
-	a := ccall.Args()
-	a[0] = uintptr(pid)
-	a[1] = uintptr(unsafe.Pointer(args))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(pid)
+	cf.Args[1] = uintptr(unsafe.Pointer(args))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(args)
 	return procCheckpointProcessUnlock.check(r1)
 }
@@ -290,12 +290,12 @@ func CoredumpGetAttribute(get CUcoredumpSettings, value unsafe.Pointer, size *ui
 	}
 	ccall.Escape(value)
 	ccall.Escape(unsafe.Pointer(size))
-	a := ccall.Args()
-	a[0] = uintptr(get)
-	a[1] = uintptr(value)
-	a[2] = uintptr(unsafe.Pointer(size))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(get)
+	cf.Args[1] = uintptr(value)
+	cf.Args[2] = uintptr(unsafe.Pointer(size))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(value)
 	runtime.KeepAlive(size)
 	return procCoredumpGetAttribute.check(r1)
@@ -312,12 +312,12 @@ func CoredumpGetAttributeGlobal(get CUcoredumpSettings, value unsafe.Pointer, si
 	}
 	ccall.Escape(value)
 	ccall.Escape(unsafe.Pointer(size))
-	a := ccall.Args()
-	a[0] = uintptr(get)
-	a[1] = uintptr(value)
-	a[2] = uintptr(unsafe.Pointer(size))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(get)
+	cf.Args[1] = uintptr(value)
+	cf.Args[2] = uintptr(unsafe.Pointer(size))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(value)
 	runtime.KeepAlive(size)
 	return procCoredumpGetAttributeGlobal.check(r1)
@@ -334,12 +334,12 @@ func CoredumpSetAttribute(set CUcoredumpSettings, value unsafe.Pointer, size *ui
 	}
 	ccall.Escape(value)
 	ccall.Escape(unsafe.Pointer(size))
-	a := ccall.Args()
-	a[0] = uintptr(set)
-	a[1] = uintptr(value)
-	a[2] = uintptr(unsafe.Pointer(size))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(set)
+	cf.Args[1] = uintptr(value)
+	cf.Args[2] = uintptr(unsafe.Pointer(size))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(value)
 	runtime.KeepAlive(size)
 	return procCoredumpSetAttribute.check(r1)
@@ -356,12 +356,12 @@ func CoredumpSetAttributeGlobal(set CUcoredumpSettings, value unsafe.Pointer, si
 	}
 	ccall.Escape(value)
 	ccall.Escape(unsafe.Pointer(size))
-	a := ccall.Args()
-	a[0] = uintptr(set)
-	a[1] = uintptr(value)
-	a[2] = uintptr(unsafe.Pointer(size))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(set)
+	cf.Args[1] = uintptr(value)
+	cf.Args[2] = uintptr(unsafe.Pointer(size))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(value)
 	runtime.KeepAlive(size)
 	return procCoredumpSetAttributeGlobal.check(r1)
@@ -377,11 +377,11 @@ func CtxAttach(pctx *CUcontext, flags uint32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pctx))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pctx))
-	a[1] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pctx))
+	cf.Args[1] = uintptr(flags)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pctx)
 	return procCtxAttach.check(r1)
 }
@@ -397,13 +397,13 @@ func CtxCreate(pctx *CUcontext, ctxCreateParams *CUctxCreateParams, flags uint32
 	}
 	ccall.Escape(unsafe.Pointer(pctx))
 	ccall.Escape(unsafe.Pointer(ctxCreateParams))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pctx))
-	a[1] = uintptr(unsafe.Pointer(ctxCreateParams))
-	a[2] = uintptr(flags)
-	a[3] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pctx))
+	cf.Args[1] = uintptr(unsafe.Pointer(ctxCreateParams))
+	cf.Args[2] = uintptr(flags)
+	cf.Args[3] = uintptr(dev)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(pctx)
 	runtime.KeepAlive(ctxCreateParams)
 	return procCtxCreate.check(r1)
@@ -420,14 +420,14 @@ func CtxCreate_v11040(pctx *CUcontext, paramsArray *CUexecAffinityParam, numPara
 	}
 	ccall.Escape(unsafe.Pointer(pctx))
 	ccall.Escape(unsafe.Pointer(paramsArray))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pctx))
-	a[1] = uintptr(unsafe.Pointer(paramsArray))
-	a[2] = uintptr(numParams)
-	a[3] = uintptr(flags)
-	a[4] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pctx))
+	cf.Args[1] = uintptr(unsafe.Pointer(paramsArray))
+	cf.Args[2] = uintptr(numParams)
+	cf.Args[3] = uintptr(flags)
+	cf.Args[4] = uintptr(dev)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(pctx)
 	runtime.KeepAlive(paramsArray)
 	return procCtxCreate_v11040.check(r1)
@@ -443,12 +443,12 @@ func CtxCreate_v3020(pctx *CUcontext, flags uint32, dev CUdevice_v1) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pctx))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pctx))
-	a[1] = uintptr(flags)
-	a[2] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pctx))
+	cf.Args[1] = uintptr(flags)
+	cf.Args[2] = uintptr(dev)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pctx)
 	return procCtxCreate_v3020.check(r1)
 }
@@ -462,10 +462,10 @@ func CtxDestroy(ctx CUcontext) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(ctx)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(ctx)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procCtxDestroy.check(r1)
 }
 
@@ -478,10 +478,10 @@ func CtxDetach(ctx CUcontext) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(ctx)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(ctx)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procCtxDetach.check(r1)
 }
 
@@ -494,10 +494,10 @@ func CtxDisablePeerAccess(peerContext CUcontext) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(peerContext)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(peerContext)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procCtxDisablePeerAccess.check(r1)
 }
 
@@ -510,11 +510,11 @@ func CtxEnablePeerAccess(peerContext CUcontext, Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(peerContext)
-	a[1] = uintptr(Flags)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(peerContext)
+	cf.Args[1] = uintptr(Flags)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procCtxEnablePeerAccess.check(r1)
 }
 
@@ -528,11 +528,11 @@ func CtxFromGreenCtx(pContext *CUcontext, hCtx CUgreenCtx) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pContext))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pContext))
-	a[1] = uintptr(hCtx)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pContext))
+	cf.Args[1] = uintptr(hCtx)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pContext)
 	return procCtxFromGreenCtx.check(r1)
 }
@@ -547,11 +547,11 @@ func CtxGetApiVersion(ctx CUcontext, version *uint32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(version))
-	a := ccall.Args()
-	a[0] = uintptr(ctx)
-	a[1] = uintptr(unsafe.Pointer(version))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(ctx)
+	cf.Args[1] = uintptr(unsafe.Pointer(version))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(version)
 	return procCtxGetApiVersion.check(r1)
 }
@@ -566,10 +566,10 @@ func CtxGetCacheConfig(pconfig *CUfunc_cache) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pconfig))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pconfig))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pconfig))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(pconfig)
 	return procCtxGetCacheConfig.check(r1)
 }
@@ -584,10 +584,10 @@ func CtxGetCurrent(pctx *CUcontext) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pctx))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pctx))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pctx))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(pctx)
 	return procCtxGetCurrent.check(r1)
 }
@@ -602,12 +602,12 @@ func CtxGetDevResource(hCtx CUcontext, result *CUdevResource, type_ CUdevResourc
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(result))
-	a := ccall.Args()
-	a[0] = uintptr(hCtx)
-	a[1] = uintptr(unsafe.Pointer(result))
-	a[2] = uintptr(type_)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hCtx)
+	cf.Args[1] = uintptr(unsafe.Pointer(result))
+	cf.Args[2] = uintptr(type_)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(result)
 	return procCtxGetDevResource.check(r1)
 }
@@ -622,11 +622,11 @@ func CtxGetDevice(device *CUdevice, ctx CUcontext) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(device))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(device))
-	a[1] = uintptr(ctx)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(device))
+	cf.Args[1] = uintptr(ctx)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(device)
 	return procCtxGetDevice.check(r1)
 }
@@ -641,10 +641,10 @@ func CtxGetDevice_v2000(device *CUdevice_v1) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(device))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(device))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(device))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(device)
 	return procCtxGetDevice_v2000.check(r1)
 }
@@ -659,11 +659,11 @@ func CtxGetExecAffinity(pExecAffinity *CUexecAffinityParam, type_ CUexecAffinity
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pExecAffinity))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pExecAffinity))
-	a[1] = uintptr(type_)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pExecAffinity))
+	cf.Args[1] = uintptr(type_)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pExecAffinity)
 	return procCtxGetExecAffinity.check(r1)
 }
@@ -678,10 +678,10 @@ func CtxGetFlags(flags *uint32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(flags))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(flags))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(flags))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(flags)
 	return procCtxGetFlags.check(r1)
 }
@@ -696,11 +696,11 @@ func CtxGetId(ctx CUcontext, ctxId *uint64) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(ctxId))
-	a := ccall.Args()
-	a[0] = uintptr(ctx)
-	a[1] = uintptr(unsafe.Pointer(ctxId))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(ctx)
+	cf.Args[1] = uintptr(unsafe.Pointer(ctxId))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(ctxId)
 	return procCtxGetId.check(r1)
 }
@@ -715,11 +715,11 @@ func CtxGetLimit(pvalue *uintptr, limit CUlimit) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pvalue))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pvalue))
-	a[1] = uintptr(limit)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pvalue))
+	cf.Args[1] = uintptr(limit)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pvalue)
 	return procCtxGetLimit.check(r1)
 }
@@ -734,10 +734,10 @@ func CtxGetSharedMemConfig(pConfig *CUsharedconfig) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pConfig))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pConfig))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pConfig))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(pConfig)
 	return procCtxGetSharedMemConfig.check(r1)
 }
@@ -753,11 +753,11 @@ func CtxGetStreamPriorityRange(leastPriority *int32, greatestPriority *int32) er
 	}
 	ccall.Escape(unsafe.Pointer(leastPriority))
 	ccall.Escape(unsafe.Pointer(greatestPriority))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(leastPriority))
-	a[1] = uintptr(unsafe.Pointer(greatestPriority))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(leastPriority))
+	cf.Args[1] = uintptr(unsafe.Pointer(greatestPriority))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(leastPriority)
 	runtime.KeepAlive(greatestPriority)
 	return procCtxGetStreamPriorityRange.check(r1)
@@ -773,10 +773,10 @@ func CtxPopCurrent(pctx *CUcontext) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pctx))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pctx))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pctx))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(pctx)
 	return procCtxPopCurrent.check(r1)
 }
@@ -790,10 +790,10 @@ func CtxPushCurrent(ctx CUcontext) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(ctx)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(ctx)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procCtxPushCurrent.check(r1)
 }
 
@@ -806,11 +806,11 @@ func CtxRecordEvent(hCtx CUcontext, hEvent CUevent) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hCtx)
-	a[1] = uintptr(hEvent)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hCtx)
+	cf.Args[1] = uintptr(hEvent)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procCtxRecordEvent.check(r1)
 }
 
@@ -836,10 +836,10 @@ func CtxSetCacheConfig(config CUfunc_cache) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(config)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(config)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procCtxSetCacheConfig.check(r1)
 }
 
@@ -852,10 +852,10 @@ func CtxSetCurrent(ctx CUcontext) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(ctx)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(ctx)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procCtxSetCurrent.check(r1)
 }
 
@@ -868,10 +868,10 @@ func CtxSetFlags(flags uint32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(flags)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procCtxSetFlags.check(r1)
 }
 
@@ -884,11 +884,11 @@ func CtxSetLimit(limit CUlimit, value uintptr) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(limit)
-	a[1] = uintptr(value)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(limit)
+	cf.Args[1] = uintptr(value)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procCtxSetLimit.check(r1)
 }
 
@@ -901,10 +901,10 @@ func CtxSetSharedMemConfig(config CUsharedconfig) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(config)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(config)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procCtxSetSharedMemConfig.check(r1)
 }
 
@@ -917,10 +917,10 @@ func CtxSynchronize(ctx CUcontext) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(ctx)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(ctx)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procCtxSynchronize.check(r1)
 }
 
@@ -946,11 +946,11 @@ func CtxWaitEvent(hCtx CUcontext, hEvent CUevent) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hCtx)
-	a[1] = uintptr(hEvent)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hCtx)
+	cf.Args[1] = uintptr(hEvent)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procCtxWaitEvent.check(r1)
 }
 
@@ -963,10 +963,10 @@ func DestroyExternalMemory(extMem CUexternalMemory) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(extMem)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(extMem)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procDestroyExternalMemory.check(r1)
 }
 
@@ -979,10 +979,10 @@ func DestroyExternalSemaphore(extSem CUexternalSemaphore) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(extSem)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(extSem)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procDestroyExternalSemaphore.check(r1)
 }
 
@@ -997,12 +997,12 @@ func DevResourceGenerateDesc(phDesc *CUdevResourceDesc, resources *CUdevResource
 	}
 	ccall.Escape(unsafe.Pointer(phDesc))
 	ccall.Escape(unsafe.Pointer(resources))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phDesc))
-	a[1] = uintptr(unsafe.Pointer(resources))
-	a[2] = uintptr(nbResources)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phDesc))
+	cf.Args[1] = uintptr(unsafe.Pointer(resources))
+	cf.Args[2] = uintptr(nbResources)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(phDesc)
 	runtime.KeepAlive(resources)
 	return procDevResourceGenerateDesc.check(r1)
@@ -1021,15 +1021,15 @@ func DevSmResourceSplitByCount(result *CUdevResource, nbGroups *uint32, input *C
 	ccall.Escape(unsafe.Pointer(nbGroups))
 	ccall.Escape(unsafe.Pointer(input))
 	ccall.Escape(unsafe.Pointer(remaining))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(result))
-	a[1] = uintptr(unsafe.Pointer(nbGroups))
-	a[2] = uintptr(unsafe.Pointer(input))
-	a[3] = uintptr(unsafe.Pointer(remaining))
-	a[4] = uintptr(useFlags)
-	a[5] = uintptr(minCount)
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(result))
+	cf.Args[1] = uintptr(unsafe.Pointer(nbGroups))
+	cf.Args[2] = uintptr(unsafe.Pointer(input))
+	cf.Args[3] = uintptr(unsafe.Pointer(remaining))
+	cf.Args[4] = uintptr(useFlags)
+	cf.Args[5] = uintptr(minCount)
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	runtime.KeepAlive(result)
 	runtime.KeepAlive(nbGroups)
 	runtime.KeepAlive(input)
@@ -1047,12 +1047,12 @@ func DeviceCanAccessPeer(canAccessPeer *int32, dev CUdevice_v1, peerDev CUdevice
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(canAccessPeer))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(canAccessPeer))
-	a[1] = uintptr(dev)
-	a[2] = uintptr(peerDev)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(canAccessPeer))
+	cf.Args[1] = uintptr(dev)
+	cf.Args[2] = uintptr(peerDev)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(canAccessPeer)
 	return procDeviceCanAccessPeer.check(r1)
 }
@@ -1068,12 +1068,12 @@ func DeviceComputeCapability(major *int32, minor *int32, dev CUdevice_v1) error 
 	}
 	ccall.Escape(unsafe.Pointer(major))
 	ccall.Escape(unsafe.Pointer(minor))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(major))
-	a[1] = uintptr(unsafe.Pointer(minor))
-	a[2] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(major))
+	cf.Args[1] = uintptr(unsafe.Pointer(minor))
+	cf.Args[2] = uintptr(dev)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(major)
 	runtime.KeepAlive(minor)
 	return procDeviceComputeCapability.check(r1)
@@ -1089,11 +1089,11 @@ func DeviceGet(device *CUdevice_v1, ordinal int32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(device))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(device))
-	a[1] = uintptr(ordinal)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(device))
+	cf.Args[1] = uintptr(ordinal)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(device)
 	return procDeviceGet.check(r1)
 }
@@ -1108,12 +1108,12 @@ func DeviceGetAttribute(pi *int32, attrib CUdevice_attribute, dev CUdevice_v1) e
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pi))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pi))
-	a[1] = uintptr(attrib)
-	a[2] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pi))
+	cf.Args[1] = uintptr(attrib)
+	cf.Args[2] = uintptr(dev)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pi)
 	return procDeviceGetAttribute.check(r1)
 }
@@ -1129,11 +1129,11 @@ func DeviceGetByPCIBusId(dev *CUdevice_v1, pciBusId *byte) error {
 	}
 	ccall.Escape(unsafe.Pointer(dev))
 	ccall.Escape(unsafe.Pointer(pciBusId))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dev))
-	a[1] = uintptr(unsafe.Pointer(pciBusId))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dev))
+	cf.Args[1] = uintptr(unsafe.Pointer(pciBusId))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(dev)
 	runtime.KeepAlive(pciBusId)
 	return procDeviceGetByPCIBusId.check(r1)
@@ -1149,10 +1149,10 @@ func DeviceGetCount(count *int32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(count))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(count))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(count))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(count)
 	return procDeviceGetCount.check(r1)
 }
@@ -1167,11 +1167,11 @@ func DeviceGetDefaultMemPool(pool_out *CUmemoryPool, dev CUdevice_v1) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pool_out))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pool_out))
-	a[1] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pool_out))
+	cf.Args[1] = uintptr(dev)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pool_out)
 	return procDeviceGetDefaultMemPool.check(r1)
 }
@@ -1186,12 +1186,12 @@ func DeviceGetDevResource(dev CUdevice, result *CUdevResource, type_ CUdevResour
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(result))
-	a := ccall.Args()
-	a[0] = uintptr(dev)
-	a[1] = uintptr(unsafe.Pointer(result))
-	a[2] = uintptr(type_)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dev)
+	cf.Args[1] = uintptr(unsafe.Pointer(result))
+	cf.Args[2] = uintptr(type_)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(result)
 	return procDeviceGetDevResource.check(r1)
 }
@@ -1206,12 +1206,12 @@ func DeviceGetExecAffinitySupport(pi *int32, type_ CUexecAffinityType, dev CUdev
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pi))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pi))
-	a[1] = uintptr(type_)
-	a[2] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pi))
+	cf.Args[1] = uintptr(type_)
+	cf.Args[2] = uintptr(dev)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pi)
 	return procDeviceGetExecAffinitySupport.check(r1)
 }
@@ -1226,12 +1226,12 @@ func DeviceGetGraphMemAttribute(device CUdevice, attr CUgraphMem_attribute, valu
 		return err
 	}
 	ccall.Escape(value)
-	a := ccall.Args()
-	a[0] = uintptr(device)
-	a[1] = uintptr(attr)
-	a[2] = uintptr(value)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(device)
+	cf.Args[1] = uintptr(attr)
+	cf.Args[2] = uintptr(value)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(value)
 	return procDeviceGetGraphMemAttribute.check(r1)
 }
@@ -1247,13 +1247,13 @@ func DeviceGetHostAtomicCapabilities(capabilities *uint32, operations *CUatomicO
 	}
 	ccall.Escape(unsafe.Pointer(capabilities))
 	ccall.Escape(unsafe.Pointer(operations))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(capabilities))
-	a[1] = uintptr(unsafe.Pointer(operations))
-	a[2] = uintptr(count)
-	a[3] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(capabilities))
+	cf.Args[1] = uintptr(unsafe.Pointer(operations))
+	cf.Args[2] = uintptr(count)
+	cf.Args[3] = uintptr(dev)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(capabilities)
 	runtime.KeepAlive(operations)
 	return procDeviceGetHostAtomicCapabilities.check(r1)
@@ -1270,12 +1270,12 @@ func DeviceGetLuid(luid *byte, deviceNodeMask *uint32, dev CUdevice_v1) error {
 	}
 	ccall.Escape(unsafe.Pointer(luid))
 	ccall.Escape(unsafe.Pointer(deviceNodeMask))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(luid))
-	a[1] = uintptr(unsafe.Pointer(deviceNodeMask))
-	a[2] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(luid))
+	cf.Args[1] = uintptr(unsafe.Pointer(deviceNodeMask))
+	cf.Args[2] = uintptr(dev)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(luid)
 	runtime.KeepAlive(deviceNodeMask)
 	return procDeviceGetLuid.check(r1)
@@ -1291,11 +1291,11 @@ func DeviceGetMemPool(pool *CUmemoryPool, dev CUdevice_v1) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pool))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pool))
-	a[1] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pool))
+	cf.Args[1] = uintptr(dev)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pool)
 	return procDeviceGetMemPool.check(r1)
 }
@@ -1310,12 +1310,12 @@ func DeviceGetName(name *byte, len int32, dev CUdevice_v1) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(name))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(name))
-	a[1] = uintptr(len)
-	a[2] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(name))
+	cf.Args[1] = uintptr(len)
+	cf.Args[2] = uintptr(dev)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(name)
 	return procDeviceGetName.check(r1)
 }
@@ -1330,12 +1330,12 @@ func DeviceGetNvSciSyncAttributes(nvSciSyncAttrList unsafe.Pointer, dev CUdevice
 		return err
 	}
 	ccall.Escape(nvSciSyncAttrList)
-	a := ccall.Args()
-	a[0] = uintptr(nvSciSyncAttrList)
-	a[1] = uintptr(dev)
-	a[2] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(nvSciSyncAttrList)
+	cf.Args[1] = uintptr(dev)
+	cf.Args[2] = uintptr(flags)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(nvSciSyncAttrList)
 	return procDeviceGetNvSciSyncAttributes.check(r1)
 }
@@ -1351,14 +1351,14 @@ func DeviceGetP2PAtomicCapabilities(capabilities *uint32, operations *CUatomicOp
 	}
 	ccall.Escape(unsafe.Pointer(capabilities))
 	ccall.Escape(unsafe.Pointer(operations))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(capabilities))
-	a[1] = uintptr(unsafe.Pointer(operations))
-	a[2] = uintptr(count)
-	a[3] = uintptr(srcDevice)
-	a[4] = uintptr(dstDevice)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(capabilities))
+	cf.Args[1] = uintptr(unsafe.Pointer(operations))
+	cf.Args[2] = uintptr(count)
+	cf.Args[3] = uintptr(srcDevice)
+	cf.Args[4] = uintptr(dstDevice)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(capabilities)
 	runtime.KeepAlive(operations)
 	return procDeviceGetP2PAtomicCapabilities.check(r1)
@@ -1374,13 +1374,13 @@ func DeviceGetP2PAttribute(value *int32, attrib CUdevice_P2PAttribute, srcDevice
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(value))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(value))
-	a[1] = uintptr(attrib)
-	a[2] = uintptr(srcDevice)
-	a[3] = uintptr(dstDevice)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(value))
+	cf.Args[1] = uintptr(attrib)
+	cf.Args[2] = uintptr(srcDevice)
+	cf.Args[3] = uintptr(dstDevice)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(value)
 	return procDeviceGetP2PAttribute.check(r1)
 }
@@ -1395,12 +1395,12 @@ func DeviceGetPCIBusId(pciBusId *byte, len int32, dev CUdevice_v1) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pciBusId))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pciBusId))
-	a[1] = uintptr(len)
-	a[2] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pciBusId))
+	cf.Args[1] = uintptr(len)
+	cf.Args[2] = uintptr(dev)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pciBusId)
 	return procDeviceGetPCIBusId.check(r1)
 }
@@ -1415,11 +1415,11 @@ func DeviceGetProperties(prop *CUdevprop_v1, dev CUdevice_v1) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(prop))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(prop))
-	a[1] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(prop))
+	cf.Args[1] = uintptr(dev)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(prop)
 	return procDeviceGetProperties.check(r1)
 }
@@ -1434,13 +1434,13 @@ func DeviceGetTexture1DLinearMaxWidth(maxWidthInElements *uintptr, format CUarra
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(maxWidthInElements))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(maxWidthInElements))
-	a[1] = uintptr(format)
-	a[2] = uintptr(numChannels)
-	a[3] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(maxWidthInElements))
+	cf.Args[1] = uintptr(format)
+	cf.Args[2] = uintptr(numChannels)
+	cf.Args[3] = uintptr(dev)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(maxWidthInElements)
 	return procDeviceGetTexture1DLinearMaxWidth.check(r1)
 }
@@ -1455,11 +1455,11 @@ func DeviceGetUuid(uuid *CUuuid, dev CUdevice_v1) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(uuid))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(uuid))
-	a[1] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(uuid))
+	cf.Args[1] = uintptr(dev)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(uuid)
 	return procDeviceGetUuid.check(r1)
 }
@@ -1473,10 +1473,10 @@ func DeviceGraphMemTrim(device CUdevice) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(device)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(device)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procDeviceGraphMemTrim.check(r1)
 }
 
@@ -1491,12 +1491,12 @@ func DevicePrimaryCtxGetState(dev CUdevice_v1, flags *uint32, active *int32) err
 	}
 	ccall.Escape(unsafe.Pointer(flags))
 	ccall.Escape(unsafe.Pointer(active))
-	a := ccall.Args()
-	a[0] = uintptr(dev)
-	a[1] = uintptr(unsafe.Pointer(flags))
-	a[2] = uintptr(unsafe.Pointer(active))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dev)
+	cf.Args[1] = uintptr(unsafe.Pointer(flags))
+	cf.Args[2] = uintptr(unsafe.Pointer(active))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(flags)
 	runtime.KeepAlive(active)
 	return procDevicePrimaryCtxGetState.check(r1)
@@ -1511,10 +1511,10 @@ func DevicePrimaryCtxRelease(dev CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dev)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procDevicePrimaryCtxRelease.check(r1)
 }
 
@@ -1527,10 +1527,10 @@ func DevicePrimaryCtxReset(dev CUdevice_v1) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dev)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procDevicePrimaryCtxReset.check(r1)
 }
 
@@ -1544,11 +1544,11 @@ func DevicePrimaryCtxRetain(pctx *CUcontext, dev CUdevice_v1) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pctx))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pctx))
-	a[1] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pctx))
+	cf.Args[1] = uintptr(dev)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pctx)
 	return procDevicePrimaryCtxRetain.check(r1)
 }
@@ -1562,11 +1562,11 @@ func DevicePrimaryCtxSetFlags(dev CUdevice_v1, flags uint32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dev)
-	a[1] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dev)
+	cf.Args[1] = uintptr(flags)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procDevicePrimaryCtxSetFlags.check(r1)
 }
 
@@ -1581,13 +1581,13 @@ func DeviceRegisterAsyncNotification(device CUdevice, callbackFunc CUasyncCallba
 	}
 	ccall.Escape(userData)
 	ccall.Escape(unsafe.Pointer(callback))
-	a := ccall.Args()
-	a[0] = uintptr(device)
-	a[1] = uintptr(callbackFunc)
-	a[2] = uintptr(userData)
-	a[3] = uintptr(unsafe.Pointer(callback))
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(device)
+	cf.Args[1] = uintptr(callbackFunc)
+	cf.Args[2] = uintptr(userData)
+	cf.Args[3] = uintptr(unsafe.Pointer(callback))
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(userData)
 	runtime.KeepAlive(callback)
 	return procDeviceRegisterAsyncNotification.check(r1)
@@ -1603,12 +1603,12 @@ func DeviceSetGraphMemAttribute(device CUdevice, attr CUgraphMem_attribute, valu
 		return err
 	}
 	ccall.Escape(value)
-	a := ccall.Args()
-	a[0] = uintptr(device)
-	a[1] = uintptr(attr)
-	a[2] = uintptr(value)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(device)
+	cf.Args[1] = uintptr(attr)
+	cf.Args[2] = uintptr(value)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(value)
 	return procDeviceSetGraphMemAttribute.check(r1)
 }
@@ -1622,11 +1622,11 @@ func DeviceSetMemPool(dev CUdevice_v1, pool CUmemoryPool) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dev)
-	a[1] = uintptr(pool)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dev)
+	cf.Args[1] = uintptr(pool)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procDeviceSetMemPool.check(r1)
 }
 
@@ -1640,11 +1640,11 @@ func DeviceTotalMem(bytes *uintptr, dev CUdevice_v1) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(bytes))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(bytes))
-	a[1] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(bytes))
+	cf.Args[1] = uintptr(dev)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(bytes)
 	return procDeviceTotalMem.check(r1)
 }
@@ -1658,11 +1658,11 @@ func DeviceUnregisterAsyncNotification(device CUdevice, callback CUasyncCallback
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(device)
-	a[1] = uintptr(callback)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(device)
+	cf.Args[1] = uintptr(callback)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procDeviceUnregisterAsyncNotification.check(r1)
 }
 
@@ -1676,10 +1676,10 @@ func DriverGetVersion(driverVersion *int32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(driverVersion))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(driverVersion))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(driverVersion))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(driverVersion)
 	return procDriverGetVersion.check(r1)
 }
@@ -1694,11 +1694,11 @@ func EventCreate(phEvent *CUevent, Flags uint32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phEvent))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phEvent))
-	a[1] = uintptr(Flags)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phEvent))
+	cf.Args[1] = uintptr(Flags)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(phEvent)
 	return procEventCreate.check(r1)
 }
@@ -1712,10 +1712,10 @@ func EventDestroy(hEvent CUevent) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hEvent)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hEvent)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procEventDestroy.check(r1)
 }
 
@@ -1729,12 +1729,12 @@ func EventElapsedTime(pMilliseconds *float32, hStart CUevent, hEnd CUevent) erro
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pMilliseconds))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pMilliseconds))
-	a[1] = uintptr(hStart)
-	a[2] = uintptr(hEnd)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pMilliseconds))
+	cf.Args[1] = uintptr(hStart)
+	cf.Args[2] = uintptr(hEnd)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pMilliseconds)
 	return procEventElapsedTime.check(r1)
 }
@@ -1749,12 +1749,12 @@ func EventElapsedTime_v2000(pMilliseconds *float32, hStart CUevent, hEnd CUevent
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pMilliseconds))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pMilliseconds))
-	a[1] = uintptr(hStart)
-	a[2] = uintptr(hEnd)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pMilliseconds))
+	cf.Args[1] = uintptr(hStart)
+	cf.Args[2] = uintptr(hEnd)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pMilliseconds)
 	return procEventElapsedTime_v2000.check(r1)
 }
@@ -1768,10 +1768,10 @@ func EventQuery(hEvent CUevent) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hEvent)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hEvent)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procEventQuery.check(r1)
 }
 
@@ -1784,11 +1784,11 @@ func EventRecord(hEvent CUevent, hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hEvent)
-	a[1] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hEvent)
+	cf.Args[1] = uintptr(hStream)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procEventRecord.check(r1)
 }
 
@@ -1801,12 +1801,12 @@ func EventRecordWithFlags(hEvent CUevent, hStream CUstream, flags uint32) error 
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hEvent)
-	a[1] = uintptr(hStream)
-	a[2] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hEvent)
+	cf.Args[1] = uintptr(hStream)
+	cf.Args[2] = uintptr(flags)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procEventRecordWithFlags.check(r1)
 }
 
@@ -1819,10 +1819,10 @@ func EventSynchronize(hEvent CUevent) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hEvent)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hEvent)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procEventSynchronize.check(r1)
 }
 
@@ -1837,12 +1837,12 @@ func ExternalMemoryGetMappedBuffer(devPtr *CUdeviceptr_v2, extMem CUexternalMemo
 	}
 	ccall.Escape(unsafe.Pointer(devPtr))
 	ccall.Escape(unsafe.Pointer(bufferDesc))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(devPtr))
-	a[1] = uintptr(extMem)
-	a[2] = uintptr(unsafe.Pointer(bufferDesc))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(devPtr))
+	cf.Args[1] = uintptr(extMem)
+	cf.Args[2] = uintptr(unsafe.Pointer(bufferDesc))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(devPtr)
 	runtime.KeepAlive(bufferDesc)
 	return procExternalMemoryGetMappedBuffer.check(r1)
@@ -1859,12 +1859,12 @@ func ExternalMemoryGetMappedMipmappedArray(mipmap *CUmipmappedArray, extMem CUex
 	}
 	ccall.Escape(unsafe.Pointer(mipmap))
 	ccall.Escape(unsafe.Pointer(mipmapDesc))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(mipmap))
-	a[1] = uintptr(extMem)
-	a[2] = uintptr(unsafe.Pointer(mipmapDesc))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(mipmap))
+	cf.Args[1] = uintptr(extMem)
+	cf.Args[2] = uintptr(unsafe.Pointer(mipmapDesc))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(mipmap)
 	runtime.KeepAlive(mipmapDesc)
 	return procExternalMemoryGetMappedMipmappedArray.check(r1)
@@ -1879,11 +1879,11 @@ func FlushGPUDirectRDMAWrites(target CUflushGPUDirectRDMAWritesTarget, scope CUf
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(target)
-	a[1] = uintptr(scope)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(target)
+	cf.Args[1] = uintptr(scope)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procFlushGPUDirectRDMAWrites.check(r1)
 }
 
@@ -1897,12 +1897,12 @@ func FuncGetAttribute(pi *int32, attrib CUfunction_attribute, hfunc CUfunction) 
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pi))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pi))
-	a[1] = uintptr(attrib)
-	a[2] = uintptr(hfunc)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pi))
+	cf.Args[1] = uintptr(attrib)
+	cf.Args[2] = uintptr(hfunc)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pi)
 	return procFuncGetAttribute.check(r1)
 }
@@ -1917,11 +1917,11 @@ func FuncGetModule(hmod *CUmodule, hfunc CUfunction) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(hmod))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(hmod))
-	a[1] = uintptr(hfunc)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(hmod))
+	cf.Args[1] = uintptr(hfunc)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(hmod)
 	return procFuncGetModule.check(r1)
 }
@@ -1936,11 +1936,11 @@ func FuncGetName(name **byte, hfunc CUfunction) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(name))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(name))
-	a[1] = uintptr(hfunc)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(name))
+	cf.Args[1] = uintptr(hfunc)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(name)
 	return procFuncGetName.check(r1)
 }
@@ -1956,13 +1956,13 @@ func FuncGetParamInfo(func_ CUfunction, paramIndex uintptr, paramOffset *uintptr
 	}
 	ccall.Escape(unsafe.Pointer(paramOffset))
 	ccall.Escape(unsafe.Pointer(paramSize))
-	a := ccall.Args()
-	a[0] = uintptr(func_)
-	a[1] = uintptr(paramIndex)
-	a[2] = uintptr(unsafe.Pointer(paramOffset))
-	a[3] = uintptr(unsafe.Pointer(paramSize))
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(func_)
+	cf.Args[1] = uintptr(paramIndex)
+	cf.Args[2] = uintptr(unsafe.Pointer(paramOffset))
+	cf.Args[3] = uintptr(unsafe.Pointer(paramSize))
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(paramOffset)
 	runtime.KeepAlive(paramSize)
 	return procFuncGetParamInfo.check(r1)
@@ -1978,11 +1978,11 @@ func FuncIsLoaded(state *CUfunctionLoadingState, hfunc CUfunction) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(state))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(state))
-	a[1] = uintptr(hfunc)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(state))
+	cf.Args[1] = uintptr(hfunc)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(state)
 	return procFuncIsLoaded.check(r1)
 }
@@ -1996,10 +1996,10 @@ func FuncLoad(hfunc CUfunction) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hfunc)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hfunc)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procFuncLoad.check(r1)
 }
 
@@ -2012,12 +2012,12 @@ func FuncSetAttribute(hfunc CUfunction, attrib CUfunction_attribute, value int32
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hfunc)
-	a[1] = uintptr(attrib)
-	a[2] = uintptr(value)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hfunc)
+	cf.Args[1] = uintptr(attrib)
+	cf.Args[2] = uintptr(value)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procFuncSetAttribute.check(r1)
 }
 
@@ -2030,13 +2030,13 @@ func FuncSetBlockShape(hfunc CUfunction, x int32, y int32, z int32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hfunc)
-	a[1] = uintptr(x)
-	a[2] = uintptr(y)
-	a[3] = uintptr(z)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hfunc)
+	cf.Args[1] = uintptr(x)
+	cf.Args[2] = uintptr(y)
+	cf.Args[3] = uintptr(z)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procFuncSetBlockShape.check(r1)
 }
 
@@ -2049,11 +2049,11 @@ func FuncSetCacheConfig(hfunc CUfunction, config CUfunc_cache) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hfunc)
-	a[1] = uintptr(config)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hfunc)
+	cf.Args[1] = uintptr(config)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procFuncSetCacheConfig.check(r1)
 }
 
@@ -2066,11 +2066,11 @@ func FuncSetSharedMemConfig(hfunc CUfunction, config CUsharedconfig) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hfunc)
-	a[1] = uintptr(config)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hfunc)
+	cf.Args[1] = uintptr(config)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procFuncSetSharedMemConfig.check(r1)
 }
 
@@ -2083,11 +2083,11 @@ func FuncSetSharedSize(hfunc CUfunction, bytes uint32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hfunc)
-	a[1] = uintptr(bytes)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hfunc)
+	cf.Args[1] = uintptr(bytes)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procFuncSetSharedSize.check(r1)
 }
 
@@ -2101,11 +2101,11 @@ func GetErrorName(error CUresult, pStr **byte) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pStr))
-	a := ccall.Args()
-	a[0] = uintptr(error)
-	a[1] = uintptr(unsafe.Pointer(pStr))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(error)
+	cf.Args[1] = uintptr(unsafe.Pointer(pStr))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pStr)
 	return procGetErrorName.check(r1)
 }
@@ -2120,11 +2120,11 @@ func GetErrorString(error CUresult, pStr **byte) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pStr))
-	a := ccall.Args()
-	a[0] = uintptr(error)
-	a[1] = uintptr(unsafe.Pointer(pStr))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(error)
+	cf.Args[1] = uintptr(unsafe.Pointer(pStr))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pStr)
 	return procGetErrorString.check(r1)
 }
@@ -2140,11 +2140,11 @@ func GetExportTable(ppExportTable *unsafe.Pointer, pExportTableId *CUuuid) error
 	}
 	ccall.Escape(unsafe.Pointer(ppExportTable))
 	ccall.Escape(unsafe.Pointer(pExportTableId))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(ppExportTable))
-	a[1] = uintptr(unsafe.Pointer(pExportTableId))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(ppExportTable))
+	cf.Args[1] = uintptr(unsafe.Pointer(pExportTableId))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(ppExportTable)
 	runtime.KeepAlive(pExportTableId)
 	return procGetExportTable.check(r1)
@@ -2162,14 +2162,14 @@ func GetProcAddress(symbol *byte, pfn *unsafe.Pointer, driverVersion int32, flag
 	ccall.Escape(unsafe.Pointer(symbol))
 	ccall.Escape(unsafe.Pointer(pfn))
 	ccall.Escape(unsafe.Pointer(symbolFound))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(symbol))
-	a[1] = uintptr(unsafe.Pointer(pfn))
-	a[2] = uintptr(driverVersion)
-	a[3] = uintptr(flags)
-	a[4] = uintptr(unsafe.Pointer(symbolFound))
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(symbol))
+	cf.Args[1] = uintptr(unsafe.Pointer(pfn))
+	cf.Args[2] = uintptr(driverVersion)
+	cf.Args[3] = uintptr(flags)
+	cf.Args[4] = uintptr(unsafe.Pointer(symbolFound))
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(symbol)
 	runtime.KeepAlive(pfn)
 	runtime.KeepAlive(symbolFound)
@@ -2188,14 +2188,14 @@ func GraphAddBatchMemOpNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependenci
 	ccall.Escape(unsafe.Pointer(phGraphNode))
 	ccall.Escape(unsafe.Pointer(dependencies))
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(numDependencies)
-	a[4] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(numDependencies)
+	cf.Args[4] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	runtime.KeepAlive(nodeParams)
@@ -2213,14 +2213,14 @@ func GraphAddChildGraphNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependenci
 	}
 	ccall.Escape(unsafe.Pointer(phGraphNode))
 	ccall.Escape(unsafe.Pointer(dependencies))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(numDependencies)
-	a[4] = uintptr(childGraph)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(numDependencies)
+	cf.Args[4] = uintptr(childGraph)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	return procGraphAddChildGraphNode.check(r1)
@@ -2238,14 +2238,14 @@ func GraphAddDependencies(hGraph CUgraph, from *CUgraphNode, to *CUgraphNode, ed
 	ccall.Escape(unsafe.Pointer(from))
 	ccall.Escape(unsafe.Pointer(to))
 	ccall.Escape(unsafe.Pointer(edgeData))
-	a := ccall.Args()
-	a[0] = uintptr(hGraph)
-	a[1] = uintptr(unsafe.Pointer(from))
-	a[2] = uintptr(unsafe.Pointer(to))
-	a[3] = uintptr(unsafe.Pointer(edgeData))
-	a[4] = uintptr(numDependencies)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraph)
+	cf.Args[1] = uintptr(unsafe.Pointer(from))
+	cf.Args[2] = uintptr(unsafe.Pointer(to))
+	cf.Args[3] = uintptr(unsafe.Pointer(edgeData))
+	cf.Args[4] = uintptr(numDependencies)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(from)
 	runtime.KeepAlive(to)
 	runtime.KeepAlive(edgeData)
@@ -2263,13 +2263,13 @@ func GraphAddDependencies_v10000(hGraph CUgraph, from *CUgraphNode, to *CUgraphN
 	}
 	ccall.Escape(unsafe.Pointer(from))
 	ccall.Escape(unsafe.Pointer(to))
-	a := ccall.Args()
-	a[0] = uintptr(hGraph)
-	a[1] = uintptr(unsafe.Pointer(from))
-	a[2] = uintptr(unsafe.Pointer(to))
-	a[3] = uintptr(numDependencies)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraph)
+	cf.Args[1] = uintptr(unsafe.Pointer(from))
+	cf.Args[2] = uintptr(unsafe.Pointer(to))
+	cf.Args[3] = uintptr(numDependencies)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(from)
 	runtime.KeepAlive(to)
 	return procGraphAddDependencies_v10000.check(r1)
@@ -2286,13 +2286,13 @@ func GraphAddEmptyNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies *C
 	}
 	ccall.Escape(unsafe.Pointer(phGraphNode))
 	ccall.Escape(unsafe.Pointer(dependencies))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(numDependencies)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(numDependencies)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	return procGraphAddEmptyNode.check(r1)
@@ -2309,14 +2309,14 @@ func GraphAddEventRecordNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependenc
 	}
 	ccall.Escape(unsafe.Pointer(phGraphNode))
 	ccall.Escape(unsafe.Pointer(dependencies))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(numDependencies)
-	a[4] = uintptr(event)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(numDependencies)
+	cf.Args[4] = uintptr(event)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	return procGraphAddEventRecordNode.check(r1)
@@ -2333,14 +2333,14 @@ func GraphAddEventWaitNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencie
 	}
 	ccall.Escape(unsafe.Pointer(phGraphNode))
 	ccall.Escape(unsafe.Pointer(dependencies))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(numDependencies)
-	a[4] = uintptr(event)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(numDependencies)
+	cf.Args[4] = uintptr(event)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	return procGraphAddEventWaitNode.check(r1)
@@ -2358,14 +2358,14 @@ func GraphAddExternalSemaphoresSignalNode(phGraphNode *CUgraphNode, hGraph CUgra
 	ccall.Escape(unsafe.Pointer(phGraphNode))
 	ccall.Escape(unsafe.Pointer(dependencies))
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(numDependencies)
-	a[4] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(numDependencies)
+	cf.Args[4] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	runtime.KeepAlive(nodeParams)
@@ -2384,14 +2384,14 @@ func GraphAddExternalSemaphoresWaitNode(phGraphNode *CUgraphNode, hGraph CUgraph
 	ccall.Escape(unsafe.Pointer(phGraphNode))
 	ccall.Escape(unsafe.Pointer(dependencies))
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(numDependencies)
-	a[4] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(numDependencies)
+	cf.Args[4] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	runtime.KeepAlive(nodeParams)
@@ -2410,14 +2410,14 @@ func GraphAddHostNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies *CU
 	ccall.Escape(unsafe.Pointer(phGraphNode))
 	ccall.Escape(unsafe.Pointer(dependencies))
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(numDependencies)
-	a[4] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(numDependencies)
+	cf.Args[4] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	runtime.KeepAlive(nodeParams)
@@ -2436,14 +2436,14 @@ func GraphAddKernelNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies *
 	ccall.Escape(unsafe.Pointer(phGraphNode))
 	ccall.Escape(unsafe.Pointer(dependencies))
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(numDependencies)
-	a[4] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(numDependencies)
+	cf.Args[4] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	runtime.KeepAlive(nodeParams)
@@ -2462,14 +2462,14 @@ func GraphAddMemAllocNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies
 	ccall.Escape(unsafe.Pointer(phGraphNode))
 	ccall.Escape(unsafe.Pointer(dependencies))
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(numDependencies)
-	a[4] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(numDependencies)
+	cf.Args[4] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	runtime.KeepAlive(nodeParams)
@@ -2487,14 +2487,14 @@ func GraphAddMemFreeNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies 
 	}
 	ccall.Escape(unsafe.Pointer(phGraphNode))
 	ccall.Escape(unsafe.Pointer(dependencies))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(numDependencies)
-	a[4] = uintptr(dptr)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(numDependencies)
+	cf.Args[4] = uintptr(dptr)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	return procGraphAddMemFreeNode.check(r1)
@@ -2512,15 +2512,15 @@ func GraphAddMemcpyNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies *
 	ccall.Escape(unsafe.Pointer(phGraphNode))
 	ccall.Escape(unsafe.Pointer(dependencies))
 	ccall.Escape(unsafe.Pointer(copyParams))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(numDependencies)
-	a[4] = uintptr(unsafe.Pointer(copyParams))
-	a[5] = uintptr(ctx)
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(numDependencies)
+	cf.Args[4] = uintptr(unsafe.Pointer(copyParams))
+	cf.Args[5] = uintptr(ctx)
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	runtime.KeepAlive(copyParams)
@@ -2539,15 +2539,15 @@ func GraphAddMemsetNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies *
 	ccall.Escape(unsafe.Pointer(phGraphNode))
 	ccall.Escape(unsafe.Pointer(dependencies))
 	ccall.Escape(unsafe.Pointer(memsetParams))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(numDependencies)
-	a[4] = uintptr(unsafe.Pointer(memsetParams))
-	a[5] = uintptr(ctx)
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(numDependencies)
+	cf.Args[4] = uintptr(unsafe.Pointer(memsetParams))
+	cf.Args[5] = uintptr(ctx)
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	runtime.KeepAlive(memsetParams)
@@ -2567,15 +2567,15 @@ func GraphAddNode(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies *CUgrap
 	ccall.Escape(unsafe.Pointer(dependencies))
 	ccall.Escape(unsafe.Pointer(dependencyData))
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(unsafe.Pointer(dependencyData))
-	a[4] = uintptr(numDependencies)
-	a[5] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(unsafe.Pointer(dependencyData))
+	cf.Args[4] = uintptr(numDependencies)
+	cf.Args[5] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	runtime.KeepAlive(dependencyData)
@@ -2595,14 +2595,14 @@ func GraphAddNode_v12020(phGraphNode *CUgraphNode, hGraph CUgraph, dependencies 
 	ccall.Escape(unsafe.Pointer(phGraphNode))
 	ccall.Escape(unsafe.Pointer(dependencies))
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphNode))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(numDependencies)
-	a[4] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphNode))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(numDependencies)
+	cf.Args[4] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphNode)
 	runtime.KeepAlive(dependencies)
 	runtime.KeepAlive(nodeParams)
@@ -2619,11 +2619,11 @@ func GraphBatchMemOpNodeGetParams(hNode CUgraphNode, nodeParams_out *CUDA_BATCH_
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams_out))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(nodeParams_out))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(nodeParams_out))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams_out)
 	return procGraphBatchMemOpNodeGetParams.check(r1)
 }
@@ -2638,11 +2638,11 @@ func GraphBatchMemOpNodeSetParams(hNode CUgraphNode, nodeParams *CUDA_BATCH_MEM_
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphBatchMemOpNodeSetParams.check(r1)
 }
@@ -2657,11 +2657,11 @@ func GraphChildGraphNodeGetGraph(hNode CUgraphNode, phGraph *CUgraph) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phGraph))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(phGraph))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(phGraph))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraph)
 	return procGraphChildGraphNodeGetGraph.check(r1)
 }
@@ -2676,11 +2676,11 @@ func GraphClone(phGraphClone *CUgraph, originalGraph CUgraph) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phGraphClone))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphClone))
-	a[1] = uintptr(originalGraph)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphClone))
+	cf.Args[1] = uintptr(originalGraph)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphClone)
 	return procGraphClone.check(r1)
 }
@@ -2695,14 +2695,14 @@ func GraphConditionalHandleCreate(pHandle_out *CUgraphConditionalHandle, hGraph 
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pHandle_out))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pHandle_out))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(ctx)
-	a[3] = uintptr(defaultLaunchValue)
-	a[4] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pHandle_out))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(ctx)
+	cf.Args[3] = uintptr(defaultLaunchValue)
+	cf.Args[4] = uintptr(flags)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(pHandle_out)
 	return procGraphConditionalHandleCreate.check(r1)
 }
@@ -2717,11 +2717,11 @@ func GraphCreate(phGraph *CUgraph, flags uint32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phGraph))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraph))
-	a[1] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraph))
+	cf.Args[1] = uintptr(flags)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraph)
 	return procGraphCreate.check(r1)
 }
@@ -2736,12 +2736,12 @@ func GraphDebugDotPrint(hGraph CUgraph, path *byte, flags uint32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(path))
-	a := ccall.Args()
-	a[0] = uintptr(hGraph)
-	a[1] = uintptr(unsafe.Pointer(path))
-	a[2] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraph)
+	cf.Args[1] = uintptr(unsafe.Pointer(path))
+	cf.Args[2] = uintptr(flags)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(path)
 	return procGraphDebugDotPrint.check(r1)
 }
@@ -2755,10 +2755,10 @@ func GraphDestroy(hGraph CUgraph) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hGraph)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraph)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procGraphDestroy.check(r1)
 }
 
@@ -2771,10 +2771,10 @@ func GraphDestroyNode(hNode CUgraphNode) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procGraphDestroyNode.check(r1)
 }
 
@@ -2788,11 +2788,11 @@ func GraphEventRecordNodeGetEvent(hNode CUgraphNode, event_out *CUevent) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(event_out))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(event_out))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(event_out))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(event_out)
 	return procGraphEventRecordNodeGetEvent.check(r1)
 }
@@ -2806,11 +2806,11 @@ func GraphEventRecordNodeSetEvent(hNode CUgraphNode, event CUevent) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(event)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(event)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procGraphEventRecordNodeSetEvent.check(r1)
 }
 
@@ -2824,11 +2824,11 @@ func GraphEventWaitNodeGetEvent(hNode CUgraphNode, event_out *CUevent) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(event_out))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(event_out))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(event_out))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(event_out)
 	return procGraphEventWaitNodeGetEvent.check(r1)
 }
@@ -2842,11 +2842,11 @@ func GraphEventWaitNodeSetEvent(hNode CUgraphNode, event CUevent) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(event)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(event)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procGraphEventWaitNodeSetEvent.check(r1)
 }
 
@@ -2860,12 +2860,12 @@ func GraphExecBatchMemOpNodeSetParams(graphExec CUgraphExec, node CUgraphNode, n
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(graphExec)
-	a[1] = uintptr(node)
-	a[2] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(graphExec)
+	cf.Args[1] = uintptr(node)
+	cf.Args[2] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphExecBatchMemOpNodeSetParams.check(r1)
 }
@@ -2879,12 +2879,12 @@ func GraphExecChildGraphNodeSetParams(hGraphExec CUgraphExec, hNode CUgraphNode,
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	a[1] = uintptr(hNode)
-	a[2] = uintptr(childGraph)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	cf.Args[1] = uintptr(hNode)
+	cf.Args[2] = uintptr(childGraph)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procGraphExecChildGraphNodeSetParams.check(r1)
 }
 
@@ -2897,10 +2897,10 @@ func GraphExecDestroy(hGraphExec CUgraphExec) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procGraphExecDestroy.check(r1)
 }
 
@@ -2913,12 +2913,12 @@ func GraphExecEventRecordNodeSetEvent(hGraphExec CUgraphExec, hNode CUgraphNode,
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	a[1] = uintptr(hNode)
-	a[2] = uintptr(event)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	cf.Args[1] = uintptr(hNode)
+	cf.Args[2] = uintptr(event)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procGraphExecEventRecordNodeSetEvent.check(r1)
 }
 
@@ -2931,12 +2931,12 @@ func GraphExecEventWaitNodeSetEvent(hGraphExec CUgraphExec, hNode CUgraphNode, e
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	a[1] = uintptr(hNode)
-	a[2] = uintptr(event)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	cf.Args[1] = uintptr(hNode)
+	cf.Args[2] = uintptr(event)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procGraphExecEventWaitNodeSetEvent.check(r1)
 }
 
@@ -2950,12 +2950,12 @@ func GraphExecExternalSemaphoresSignalNodeSetParams(hGraphExec CUgraphExec, hNod
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	a[1] = uintptr(hNode)
-	a[2] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	cf.Args[1] = uintptr(hNode)
+	cf.Args[2] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphExecExternalSemaphoresSignalNodeSetParams.check(r1)
 }
@@ -2970,12 +2970,12 @@ func GraphExecExternalSemaphoresWaitNodeSetParams(hGraphExec CUgraphExec, hNode 
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	a[1] = uintptr(hNode)
-	a[2] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	cf.Args[1] = uintptr(hNode)
+	cf.Args[2] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphExecExternalSemaphoresWaitNodeSetParams.check(r1)
 }
@@ -2990,11 +2990,11 @@ func GraphExecGetFlags(hGraphExec CUgraphExec, flags *uint64) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(flags))
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	a[1] = uintptr(unsafe.Pointer(flags))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	cf.Args[1] = uintptr(unsafe.Pointer(flags))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(flags)
 	return procGraphExecGetFlags.check(r1)
 }
@@ -3009,12 +3009,12 @@ func GraphExecHostNodeSetParams(hGraphExec CUgraphExec, hNode CUgraphNode, nodeP
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	a[1] = uintptr(hNode)
-	a[2] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	cf.Args[1] = uintptr(hNode)
+	cf.Args[2] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphExecHostNodeSetParams.check(r1)
 }
@@ -3029,12 +3029,12 @@ func GraphExecKernelNodeSetParams(hGraphExec CUgraphExec, hNode CUgraphNode, nod
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	a[1] = uintptr(hNode)
-	a[2] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	cf.Args[1] = uintptr(hNode)
+	cf.Args[2] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphExecKernelNodeSetParams.check(r1)
 }
@@ -3049,13 +3049,13 @@ func GraphExecMemcpyNodeSetParams(hGraphExec CUgraphExec, hNode CUgraphNode, cop
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(copyParams))
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	a[1] = uintptr(hNode)
-	a[2] = uintptr(unsafe.Pointer(copyParams))
-	a[3] = uintptr(ctx)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	cf.Args[1] = uintptr(hNode)
+	cf.Args[2] = uintptr(unsafe.Pointer(copyParams))
+	cf.Args[3] = uintptr(ctx)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(copyParams)
 	return procGraphExecMemcpyNodeSetParams.check(r1)
 }
@@ -3070,13 +3070,13 @@ func GraphExecMemsetNodeSetParams(hGraphExec CUgraphExec, hNode CUgraphNode, mem
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(memsetParams))
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	a[1] = uintptr(hNode)
-	a[2] = uintptr(unsafe.Pointer(memsetParams))
-	a[3] = uintptr(ctx)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	cf.Args[1] = uintptr(hNode)
+	cf.Args[2] = uintptr(unsafe.Pointer(memsetParams))
+	cf.Args[3] = uintptr(ctx)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(memsetParams)
 	return procGraphExecMemsetNodeSetParams.check(r1)
 }
@@ -3091,12 +3091,12 @@ func GraphExecNodeSetParams(hGraphExec CUgraphExec, hNode CUgraphNode, nodeParam
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	a[1] = uintptr(hNode)
-	a[2] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	cf.Args[1] = uintptr(hNode)
+	cf.Args[2] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphExecNodeSetParams.check(r1)
 }
@@ -3111,12 +3111,12 @@ func GraphExecUpdate(hGraphExec CUgraphExec, hGraph CUgraph, resultInfo *CUgraph
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(resultInfo))
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(resultInfo))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(resultInfo))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(resultInfo)
 	return procGraphExecUpdate.check(r1)
 }
@@ -3131,11 +3131,11 @@ func GraphExternalSemaphoresSignalNodeGetParams(hNode CUgraphNode, params_out *C
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(params_out))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(params_out))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(params_out))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(params_out)
 	return procGraphExternalSemaphoresSignalNodeGetParams.check(r1)
 }
@@ -3150,11 +3150,11 @@ func GraphExternalSemaphoresSignalNodeSetParams(hNode CUgraphNode, nodeParams *C
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphExternalSemaphoresSignalNodeSetParams.check(r1)
 }
@@ -3169,11 +3169,11 @@ func GraphExternalSemaphoresWaitNodeGetParams(hNode CUgraphNode, params_out *CUD
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(params_out))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(params_out))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(params_out))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(params_out)
 	return procGraphExternalSemaphoresWaitNodeGetParams.check(r1)
 }
@@ -3188,11 +3188,11 @@ func GraphExternalSemaphoresWaitNodeSetParams(hNode CUgraphNode, nodeParams *CUD
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphExternalSemaphoresWaitNodeSetParams.check(r1)
 }
@@ -3210,14 +3210,14 @@ func GraphGetEdges(hGraph CUgraph, from *CUgraphNode, to *CUgraphNode, edgeData 
 	ccall.Escape(unsafe.Pointer(to))
 	ccall.Escape(unsafe.Pointer(edgeData))
 	ccall.Escape(unsafe.Pointer(numEdges))
-	a := ccall.Args()
-	a[0] = uintptr(hGraph)
-	a[1] = uintptr(unsafe.Pointer(from))
-	a[2] = uintptr(unsafe.Pointer(to))
-	a[3] = uintptr(unsafe.Pointer(edgeData))
-	a[4] = uintptr(unsafe.Pointer(numEdges))
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraph)
+	cf.Args[1] = uintptr(unsafe.Pointer(from))
+	cf.Args[2] = uintptr(unsafe.Pointer(to))
+	cf.Args[3] = uintptr(unsafe.Pointer(edgeData))
+	cf.Args[4] = uintptr(unsafe.Pointer(numEdges))
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(from)
 	runtime.KeepAlive(to)
 	runtime.KeepAlive(edgeData)
@@ -3237,13 +3237,13 @@ func GraphGetEdges_v10000(hGraph CUgraph, from *CUgraphNode, to *CUgraphNode, nu
 	ccall.Escape(unsafe.Pointer(from))
 	ccall.Escape(unsafe.Pointer(to))
 	ccall.Escape(unsafe.Pointer(numEdges))
-	a := ccall.Args()
-	a[0] = uintptr(hGraph)
-	a[1] = uintptr(unsafe.Pointer(from))
-	a[2] = uintptr(unsafe.Pointer(to))
-	a[3] = uintptr(unsafe.Pointer(numEdges))
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraph)
+	cf.Args[1] = uintptr(unsafe.Pointer(from))
+	cf.Args[2] = uintptr(unsafe.Pointer(to))
+	cf.Args[3] = uintptr(unsafe.Pointer(numEdges))
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(from)
 	runtime.KeepAlive(to)
 	runtime.KeepAlive(numEdges)
@@ -3261,12 +3261,12 @@ func GraphGetNodes(hGraph CUgraph, nodes *CUgraphNode, numNodes *uintptr) error 
 	}
 	ccall.Escape(unsafe.Pointer(nodes))
 	ccall.Escape(unsafe.Pointer(numNodes))
-	a := ccall.Args()
-	a[0] = uintptr(hGraph)
-	a[1] = uintptr(unsafe.Pointer(nodes))
-	a[2] = uintptr(unsafe.Pointer(numNodes))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraph)
+	cf.Args[1] = uintptr(unsafe.Pointer(nodes))
+	cf.Args[2] = uintptr(unsafe.Pointer(numNodes))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodes)
 	runtime.KeepAlive(numNodes)
 	return procGraphGetNodes.check(r1)
@@ -3283,12 +3283,12 @@ func GraphGetRootNodes(hGraph CUgraph, rootNodes *CUgraphNode, numRootNodes *uin
 	}
 	ccall.Escape(unsafe.Pointer(rootNodes))
 	ccall.Escape(unsafe.Pointer(numRootNodes))
-	a := ccall.Args()
-	a[0] = uintptr(hGraph)
-	a[1] = uintptr(unsafe.Pointer(rootNodes))
-	a[2] = uintptr(unsafe.Pointer(numRootNodes))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraph)
+	cf.Args[1] = uintptr(unsafe.Pointer(rootNodes))
+	cf.Args[2] = uintptr(unsafe.Pointer(numRootNodes))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(rootNodes)
 	runtime.KeepAlive(numRootNodes)
 	return procGraphGetRootNodes.check(r1)
@@ -3304,11 +3304,11 @@ func GraphHostNodeGetParams(hNode CUgraphNode, nodeParams *CUDA_HOST_NODE_PARAMS
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphHostNodeGetParams.check(r1)
 }
@@ -3323,11 +3323,11 @@ func GraphHostNodeSetParams(hNode CUgraphNode, nodeParams *CUDA_HOST_NODE_PARAMS
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphHostNodeSetParams.check(r1)
 }
@@ -3344,14 +3344,14 @@ func GraphInstantiate(phGraphExec *CUgraphExec, hGraph CUgraph, phErrorNode *CUg
 	ccall.Escape(unsafe.Pointer(phGraphExec))
 	ccall.Escape(unsafe.Pointer(phErrorNode))
 	ccall.Escape(unsafe.Pointer(logBuffer))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphExec))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(phErrorNode))
-	a[3] = uintptr(unsafe.Pointer(logBuffer))
-	a[4] = uintptr(bufferSize)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphExec))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(phErrorNode))
+	cf.Args[3] = uintptr(unsafe.Pointer(logBuffer))
+	cf.Args[4] = uintptr(bufferSize)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphExec)
 	runtime.KeepAlive(phErrorNode)
 	runtime.KeepAlive(logBuffer)
@@ -3368,12 +3368,12 @@ func GraphInstantiateWithFlags(phGraphExec *CUgraphExec, hGraph CUgraph, flags u
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phGraphExec))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphExec))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphExec))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(flags)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphExec)
 	return procGraphInstantiateWithFlags.check(r1)
 }
@@ -3389,12 +3389,12 @@ func GraphInstantiateWithParams(phGraphExec *CUgraphExec, hGraph CUgraph, instan
 	}
 	ccall.Escape(unsafe.Pointer(phGraphExec))
 	ccall.Escape(unsafe.Pointer(instantiateParams))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phGraphExec))
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(instantiateParams))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phGraphExec))
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(instantiateParams))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraphExec)
 	runtime.KeepAlive(instantiateParams)
 	return procGraphInstantiateWithParams.check(r1)
@@ -3409,11 +3409,11 @@ func GraphKernelNodeCopyAttributes(dst CUgraphNode, src CUgraphNode) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dst)
-	a[1] = uintptr(src)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dst)
+	cf.Args[1] = uintptr(src)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procGraphKernelNodeCopyAttributes.check(r1)
 }
 
@@ -3427,12 +3427,12 @@ func GraphKernelNodeGetAttribute(hNode CUgraphNode, attr CUkernelNodeAttrID, val
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(value_out))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(attr)
-	a[2] = uintptr(unsafe.Pointer(value_out))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(attr)
+	cf.Args[2] = uintptr(unsafe.Pointer(value_out))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(value_out)
 	return procGraphKernelNodeGetAttribute.check(r1)
 }
@@ -3447,11 +3447,11 @@ func GraphKernelNodeGetParams(hNode CUgraphNode, nodeParams *CUDA_KERNEL_NODE_PA
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphKernelNodeGetParams.check(r1)
 }
@@ -3466,12 +3466,12 @@ func GraphKernelNodeSetAttribute(hNode CUgraphNode, attr CUkernelNodeAttrID, val
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(value))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(attr)
-	a[2] = uintptr(unsafe.Pointer(value))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(attr)
+	cf.Args[2] = uintptr(unsafe.Pointer(value))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(value)
 	return procGraphKernelNodeSetAttribute.check(r1)
 }
@@ -3486,11 +3486,11 @@ func GraphKernelNodeSetParams(hNode CUgraphNode, nodeParams *CUDA_KERNEL_NODE_PA
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphKernelNodeSetParams.check(r1)
 }
@@ -3504,11 +3504,11 @@ func GraphLaunch(hGraph CUgraphExec, hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hGraph)
-	a[1] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraph)
+	cf.Args[1] = uintptr(hStream)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procGraphLaunch.check(r1)
 }
 
@@ -3522,11 +3522,11 @@ func GraphMemAllocNodeGetParams(hNode CUgraphNode, params_out *CUDA_MEM_ALLOC_NO
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(params_out))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(params_out))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(params_out))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(params_out)
 	return procGraphMemAllocNodeGetParams.check(r1)
 }
@@ -3541,11 +3541,11 @@ func GraphMemFreeNodeGetParams(hNode CUgraphNode, dptr_out *CUdeviceptr) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(dptr_out))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(dptr_out))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(dptr_out))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(dptr_out)
 	return procGraphMemFreeNodeGetParams.check(r1)
 }
@@ -3560,11 +3560,11 @@ func GraphMemcpyNodeGetParams(hNode CUgraphNode, nodeParams *CUDA_MEMCPY3D_v2) e
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphMemcpyNodeGetParams.check(r1)
 }
@@ -3579,11 +3579,11 @@ func GraphMemcpyNodeSetParams(hNode CUgraphNode, nodeParams *CUDA_MEMCPY3D_v2) e
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphMemcpyNodeSetParams.check(r1)
 }
@@ -3598,11 +3598,11 @@ func GraphMemsetNodeGetParams(hNode CUgraphNode, nodeParams *CUDA_MEMSET_NODE_PA
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphMemsetNodeGetParams.check(r1)
 }
@@ -3617,11 +3617,11 @@ func GraphMemsetNodeSetParams(hNode CUgraphNode, nodeParams *CUDA_MEMSET_NODE_PA
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphMemsetNodeSetParams.check(r1)
 }
@@ -3636,12 +3636,12 @@ func GraphNodeFindInClone(phNode *CUgraphNode, hOriginalNode CUgraphNode, hClone
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phNode))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phNode))
-	a[1] = uintptr(hOriginalNode)
-	a[2] = uintptr(hClonedGraph)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phNode))
+	cf.Args[1] = uintptr(hOriginalNode)
+	cf.Args[2] = uintptr(hClonedGraph)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(phNode)
 	return procGraphNodeFindInClone.check(r1)
 }
@@ -3658,13 +3658,13 @@ func GraphNodeGetDependencies(hNode CUgraphNode, dependencies *CUgraphNode, edge
 	ccall.Escape(unsafe.Pointer(dependencies))
 	ccall.Escape(unsafe.Pointer(edgeData))
 	ccall.Escape(unsafe.Pointer(numDependencies))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(dependencies))
-	a[2] = uintptr(unsafe.Pointer(edgeData))
-	a[3] = uintptr(unsafe.Pointer(numDependencies))
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[2] = uintptr(unsafe.Pointer(edgeData))
+	cf.Args[3] = uintptr(unsafe.Pointer(numDependencies))
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(dependencies)
 	runtime.KeepAlive(edgeData)
 	runtime.KeepAlive(numDependencies)
@@ -3682,12 +3682,12 @@ func GraphNodeGetDependencies_v10000(hNode CUgraphNode, dependencies *CUgraphNod
 	}
 	ccall.Escape(unsafe.Pointer(dependencies))
 	ccall.Escape(unsafe.Pointer(numDependencies))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(dependencies))
-	a[2] = uintptr(unsafe.Pointer(numDependencies))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[2] = uintptr(unsafe.Pointer(numDependencies))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(dependencies)
 	runtime.KeepAlive(numDependencies)
 	return procGraphNodeGetDependencies_v10000.check(r1)
@@ -3705,13 +3705,13 @@ func GraphNodeGetDependentNodes(hNode CUgraphNode, dependentNodes *CUgraphNode, 
 	ccall.Escape(unsafe.Pointer(dependentNodes))
 	ccall.Escape(unsafe.Pointer(edgeData))
 	ccall.Escape(unsafe.Pointer(numDependentNodes))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(dependentNodes))
-	a[2] = uintptr(unsafe.Pointer(edgeData))
-	a[3] = uintptr(unsafe.Pointer(numDependentNodes))
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(dependentNodes))
+	cf.Args[2] = uintptr(unsafe.Pointer(edgeData))
+	cf.Args[3] = uintptr(unsafe.Pointer(numDependentNodes))
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(dependentNodes)
 	runtime.KeepAlive(edgeData)
 	runtime.KeepAlive(numDependentNodes)
@@ -3729,12 +3729,12 @@ func GraphNodeGetDependentNodes_v10000(hNode CUgraphNode, dependentNodes *CUgrap
 	}
 	ccall.Escape(unsafe.Pointer(dependentNodes))
 	ccall.Escape(unsafe.Pointer(numDependentNodes))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(dependentNodes))
-	a[2] = uintptr(unsafe.Pointer(numDependentNodes))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(dependentNodes))
+	cf.Args[2] = uintptr(unsafe.Pointer(numDependentNodes))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(dependentNodes)
 	runtime.KeepAlive(numDependentNodes)
 	return procGraphNodeGetDependentNodes_v10000.check(r1)
@@ -3750,12 +3750,12 @@ func GraphNodeGetEnabled(hGraphExec CUgraphExec, hNode CUgraphNode, isEnabled *u
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(isEnabled))
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	a[1] = uintptr(hNode)
-	a[2] = uintptr(unsafe.Pointer(isEnabled))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	cf.Args[1] = uintptr(hNode)
+	cf.Args[2] = uintptr(unsafe.Pointer(isEnabled))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(isEnabled)
 	return procGraphNodeGetEnabled.check(r1)
 }
@@ -3770,11 +3770,11 @@ func GraphNodeGetType(hNode CUgraphNode, type_ *CUgraphNodeType) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(type_))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(type_))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(type_))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(type_)
 	return procGraphNodeGetType.check(r1)
 }
@@ -3788,12 +3788,12 @@ func GraphNodeSetEnabled(hGraphExec CUgraphExec, hNode CUgraphNode, isEnabled ui
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hGraphExec)
-	a[1] = uintptr(hNode)
-	a[2] = uintptr(isEnabled)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraphExec)
+	cf.Args[1] = uintptr(hNode)
+	cf.Args[2] = uintptr(isEnabled)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procGraphNodeSetEnabled.check(r1)
 }
 
@@ -3807,11 +3807,11 @@ func GraphNodeSetParams(hNode CUgraphNode, nodeParams *CUgraphNodeParams) error 
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(nodeParams))
-	a := ccall.Args()
-	a[0] = uintptr(hNode)
-	a[1] = uintptr(unsafe.Pointer(nodeParams))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hNode)
+	cf.Args[1] = uintptr(unsafe.Pointer(nodeParams))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(nodeParams)
 	return procGraphNodeSetParams.check(r1)
 }
@@ -3825,12 +3825,12 @@ func GraphReleaseUserObject(graph CUgraph, object CUuserObject, count uint32) er
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(graph)
-	a[1] = uintptr(object)
-	a[2] = uintptr(count)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(graph)
+	cf.Args[1] = uintptr(object)
+	cf.Args[2] = uintptr(count)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procGraphReleaseUserObject.check(r1)
 }
 
@@ -3846,14 +3846,14 @@ func GraphRemoveDependencies(hGraph CUgraph, from *CUgraphNode, to *CUgraphNode,
 	ccall.Escape(unsafe.Pointer(from))
 	ccall.Escape(unsafe.Pointer(to))
 	ccall.Escape(unsafe.Pointer(edgeData))
-	a := ccall.Args()
-	a[0] = uintptr(hGraph)
-	a[1] = uintptr(unsafe.Pointer(from))
-	a[2] = uintptr(unsafe.Pointer(to))
-	a[3] = uintptr(unsafe.Pointer(edgeData))
-	a[4] = uintptr(numDependencies)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraph)
+	cf.Args[1] = uintptr(unsafe.Pointer(from))
+	cf.Args[2] = uintptr(unsafe.Pointer(to))
+	cf.Args[3] = uintptr(unsafe.Pointer(edgeData))
+	cf.Args[4] = uintptr(numDependencies)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(from)
 	runtime.KeepAlive(to)
 	runtime.KeepAlive(edgeData)
@@ -3871,13 +3871,13 @@ func GraphRemoveDependencies_v10000(hGraph CUgraph, from *CUgraphNode, to *CUgra
 	}
 	ccall.Escape(unsafe.Pointer(from))
 	ccall.Escape(unsafe.Pointer(to))
-	a := ccall.Args()
-	a[0] = uintptr(hGraph)
-	a[1] = uintptr(unsafe.Pointer(from))
-	a[2] = uintptr(unsafe.Pointer(to))
-	a[3] = uintptr(numDependencies)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraph)
+	cf.Args[1] = uintptr(unsafe.Pointer(from))
+	cf.Args[2] = uintptr(unsafe.Pointer(to))
+	cf.Args[3] = uintptr(numDependencies)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(from)
 	runtime.KeepAlive(to)
 	return procGraphRemoveDependencies_v10000.check(r1)
@@ -3892,13 +3892,13 @@ func GraphRetainUserObject(graph CUgraph, object CUuserObject, count uint32, fla
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(graph)
-	a[1] = uintptr(object)
-	a[2] = uintptr(count)
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(graph)
+	cf.Args[1] = uintptr(object)
+	cf.Args[2] = uintptr(count)
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procGraphRetainUserObject.check(r1)
 }
 
@@ -3911,11 +3911,11 @@ func GraphUpload(hGraph CUgraphExec, hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hGraph)
-	a[1] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hGraph)
+	cf.Args[1] = uintptr(hStream)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procGraphUpload.check(r1)
 }
 
@@ -3929,13 +3929,13 @@ func GreenCtxCreate(phCtx *CUgreenCtx, desc CUdevResourceDesc, dev CUdevice, fla
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phCtx))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phCtx))
-	a[1] = uintptr(desc)
-	a[2] = uintptr(dev)
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phCtx))
+	cf.Args[1] = uintptr(desc)
+	cf.Args[2] = uintptr(dev)
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(phCtx)
 	return procGreenCtxCreate.check(r1)
 }
@@ -3949,10 +3949,10 @@ func GreenCtxDestroy(hCtx CUgreenCtx) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hCtx)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hCtx)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procGreenCtxDestroy.check(r1)
 }
 
@@ -3966,12 +3966,12 @@ func GreenCtxGetDevResource(hCtx CUgreenCtx, result *CUdevResource, type_ CUdevR
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(result))
-	a := ccall.Args()
-	a[0] = uintptr(hCtx)
-	a[1] = uintptr(unsafe.Pointer(result))
-	a[2] = uintptr(type_)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hCtx)
+	cf.Args[1] = uintptr(unsafe.Pointer(result))
+	cf.Args[2] = uintptr(type_)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(result)
 	return procGreenCtxGetDevResource.check(r1)
 }
@@ -3986,11 +3986,11 @@ func GreenCtxGetId(greenCtx CUgreenCtx, greenCtxId *uint64) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(greenCtxId))
-	a := ccall.Args()
-	a[0] = uintptr(greenCtx)
-	a[1] = uintptr(unsafe.Pointer(greenCtxId))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(greenCtx)
+	cf.Args[1] = uintptr(unsafe.Pointer(greenCtxId))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(greenCtxId)
 	return procGreenCtxGetId.check(r1)
 }
@@ -4004,11 +4004,11 @@ func GreenCtxRecordEvent(hCtx CUgreenCtx, hEvent CUevent) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hCtx)
-	a[1] = uintptr(hEvent)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hCtx)
+	cf.Args[1] = uintptr(hEvent)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procGreenCtxRecordEvent.check(r1)
 }
 
@@ -4022,13 +4022,13 @@ func GreenCtxStreamCreate(phStream *CUstream, greenCtx CUgreenCtx, flags uint32,
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phStream))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phStream))
-	a[1] = uintptr(greenCtx)
-	a[2] = uintptr(flags)
-	a[3] = uintptr(priority)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phStream))
+	cf.Args[1] = uintptr(greenCtx)
+	cf.Args[2] = uintptr(flags)
+	cf.Args[3] = uintptr(priority)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(phStream)
 	return procGreenCtxStreamCreate.check(r1)
 }
@@ -4042,11 +4042,11 @@ func GreenCtxWaitEvent(hCtx CUgreenCtx, hEvent CUevent) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hCtx)
-	a[1] = uintptr(hEvent)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hCtx)
+	cf.Args[1] = uintptr(hEvent)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procGreenCtxWaitEvent.check(r1)
 }
 
@@ -4061,11 +4061,11 @@ func ImportExternalMemory(extMem_out *CUexternalMemory, memHandleDesc *CUDA_EXTE
 	}
 	ccall.Escape(unsafe.Pointer(extMem_out))
 	ccall.Escape(unsafe.Pointer(memHandleDesc))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(extMem_out))
-	a[1] = uintptr(unsafe.Pointer(memHandleDesc))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(extMem_out))
+	cf.Args[1] = uintptr(unsafe.Pointer(memHandleDesc))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(extMem_out)
 	runtime.KeepAlive(memHandleDesc)
 	return procImportExternalMemory.check(r1)
@@ -4082,11 +4082,11 @@ func ImportExternalSemaphore(extSem_out *CUexternalSemaphore, semHandleDesc *CUD
 	}
 	ccall.Escape(unsafe.Pointer(extSem_out))
 	ccall.Escape(unsafe.Pointer(semHandleDesc))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(extSem_out))
-	a[1] = uintptr(unsafe.Pointer(semHandleDesc))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(extSem_out))
+	cf.Args[1] = uintptr(unsafe.Pointer(semHandleDesc))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(extSem_out)
 	runtime.KeepAlive(semHandleDesc)
 	return procImportExternalSemaphore.check(r1)
@@ -4101,10 +4101,10 @@ func Init(Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(Flags)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(Flags)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procInit.check(r1)
 }
 
@@ -4117,10 +4117,10 @@ func IpcCloseMemHandle(dptr CUdeviceptr_v2) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dptr)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dptr)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procIpcCloseMemHandle.check(r1)
 }
 
@@ -4134,11 +4134,11 @@ func IpcGetEventHandle(pHandle *CUipcEventHandle_v1, event CUevent) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pHandle))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pHandle))
-	a[1] = uintptr(event)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pHandle))
+	cf.Args[1] = uintptr(event)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pHandle)
 	return procIpcGetEventHandle.check(r1)
 }
@@ -4153,11 +4153,11 @@ func IpcGetMemHandle(pHandle *CUipcMemHandle_v1, dptr CUdeviceptr_v2) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pHandle))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pHandle))
-	a[1] = uintptr(dptr)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pHandle))
+	cf.Args[1] = uintptr(dptr)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pHandle)
 	return procIpcGetMemHandle.check(r1)
 }
@@ -4198,13 +4198,13 @@ func KernelGetAttribute(pi *int32, attrib CUfunction_attribute, kernel CUkernel,
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pi))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pi))
-	a[1] = uintptr(attrib)
-	a[2] = uintptr(kernel)
-	a[3] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pi))
+	cf.Args[1] = uintptr(attrib)
+	cf.Args[2] = uintptr(kernel)
+	cf.Args[3] = uintptr(dev)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(pi)
 	return procKernelGetAttribute.check(r1)
 }
@@ -4219,11 +4219,11 @@ func KernelGetFunction(pFunc *CUfunction, kernel CUkernel) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pFunc))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pFunc))
-	a[1] = uintptr(kernel)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pFunc))
+	cf.Args[1] = uintptr(kernel)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pFunc)
 	return procKernelGetFunction.check(r1)
 }
@@ -4238,11 +4238,11 @@ func KernelGetLibrary(pLib *CUlibrary, kernel CUkernel) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pLib))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pLib))
-	a[1] = uintptr(kernel)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pLib))
+	cf.Args[1] = uintptr(kernel)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pLib)
 	return procKernelGetLibrary.check(r1)
 }
@@ -4257,11 +4257,11 @@ func KernelGetName(name **byte, hfunc CUkernel) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(name))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(name))
-	a[1] = uintptr(hfunc)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(name))
+	cf.Args[1] = uintptr(hfunc)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(name)
 	return procKernelGetName.check(r1)
 }
@@ -4277,13 +4277,13 @@ func KernelGetParamInfo(kernel CUkernel, paramIndex uintptr, paramOffset *uintpt
 	}
 	ccall.Escape(unsafe.Pointer(paramOffset))
 	ccall.Escape(unsafe.Pointer(paramSize))
-	a := ccall.Args()
-	a[0] = uintptr(kernel)
-	a[1] = uintptr(paramIndex)
-	a[2] = uintptr(unsafe.Pointer(paramOffset))
-	a[3] = uintptr(unsafe.Pointer(paramSize))
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(kernel)
+	cf.Args[1] = uintptr(paramIndex)
+	cf.Args[2] = uintptr(unsafe.Pointer(paramOffset))
+	cf.Args[3] = uintptr(unsafe.Pointer(paramSize))
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(paramOffset)
 	runtime.KeepAlive(paramSize)
 	return procKernelGetParamInfo.check(r1)
@@ -4298,13 +4298,13 @@ func KernelSetAttribute(attrib CUfunction_attribute, val int32, kernel CUkernel,
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(attrib)
-	a[1] = uintptr(val)
-	a[2] = uintptr(kernel)
-	a[3] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(attrib)
+	cf.Args[1] = uintptr(val)
+	cf.Args[2] = uintptr(kernel)
+	cf.Args[3] = uintptr(dev)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procKernelSetAttribute.check(r1)
 }
 
@@ -4317,12 +4317,12 @@ func KernelSetCacheConfig(kernel CUkernel, config CUfunc_cache, dev CUdevice) er
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(kernel)
-	a[1] = uintptr(config)
-	a[2] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(kernel)
+	cf.Args[1] = uintptr(config)
+	cf.Args[2] = uintptr(dev)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procKernelSetCacheConfig.check(r1)
 }
 
@@ -4335,10 +4335,10 @@ func Launch(f CUfunction) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(f)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(f)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procLaunch.check(r1)
 }
 
@@ -4352,19 +4352,19 @@ func LaunchCooperativeKernel(f CUfunction, gridDimX uint32, gridDimY uint32, gri
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(kernelParams))
-	a := ccall.Args()
-	a[0] = uintptr(f)
-	a[1] = uintptr(gridDimX)
-	a[2] = uintptr(gridDimY)
-	a[3] = uintptr(gridDimZ)
-	a[4] = uintptr(blockDimX)
-	a[5] = uintptr(blockDimY)
-	a[6] = uintptr(blockDimZ)
-	a[7] = uintptr(sharedMemBytes)
-	a[8] = uintptr(hStream)
-	a[9] = uintptr(unsafe.Pointer(kernelParams))
-	r1, _, _ := purego.SyscallN(fn, a[:10]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(f)
+	cf.Args[1] = uintptr(gridDimX)
+	cf.Args[2] = uintptr(gridDimY)
+	cf.Args[3] = uintptr(gridDimZ)
+	cf.Args[4] = uintptr(blockDimX)
+	cf.Args[5] = uintptr(blockDimY)
+	cf.Args[6] = uintptr(blockDimZ)
+	cf.Args[7] = uintptr(sharedMemBytes)
+	cf.Args[8] = uintptr(hStream)
+	cf.Args[9] = uintptr(unsafe.Pointer(kernelParams))
+	r1 := cf.Call(10)
+	ccall.Put(cf)
 	runtime.KeepAlive(kernelParams)
 	return procLaunchCooperativeKernel.check(r1)
 }
@@ -4379,12 +4379,12 @@ func LaunchCooperativeKernelMultiDevice(launchParamsList *CUDA_LAUNCH_PARAMS_v1,
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(launchParamsList))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(launchParamsList))
-	a[1] = uintptr(numDevices)
-	a[2] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(launchParamsList))
+	cf.Args[1] = uintptr(numDevices)
+	cf.Args[2] = uintptr(flags)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(launchParamsList)
 	return procLaunchCooperativeKernelMultiDevice.check(r1)
 }
@@ -4398,12 +4398,12 @@ func LaunchGrid(f CUfunction, grid_width int32, grid_height int32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(f)
-	a[1] = uintptr(grid_width)
-	a[2] = uintptr(grid_height)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(f)
+	cf.Args[1] = uintptr(grid_width)
+	cf.Args[2] = uintptr(grid_height)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procLaunchGrid.check(r1)
 }
 
@@ -4416,13 +4416,13 @@ func LaunchGridAsync(f CUfunction, grid_width int32, grid_height int32, hStream 
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(f)
-	a[1] = uintptr(grid_width)
-	a[2] = uintptr(grid_height)
-	a[3] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(f)
+	cf.Args[1] = uintptr(grid_width)
+	cf.Args[2] = uintptr(grid_height)
+	cf.Args[3] = uintptr(hStream)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procLaunchGridAsync.check(r1)
 }
 
@@ -4436,12 +4436,12 @@ func LaunchHostFunc(hStream CUstream, fn_ CUhostFn, userData unsafe.Pointer) err
 		return err
 	}
 	ccall.Escape(userData)
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(fn_)
-	a[2] = uintptr(userData)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(fn_)
+	cf.Args[2] = uintptr(userData)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(userData)
 	return procLaunchHostFunc.check(r1)
 }
@@ -4457,20 +4457,20 @@ func LaunchKernel(f CUfunction, gridDimX uint32, gridDimY uint32, gridDimZ uint3
 	}
 	ccall.Escape(unsafe.Pointer(kernelParams))
 	ccall.Escape(unsafe.Pointer(extra))
-	a := ccall.Args()
-	a[0] = uintptr(f)
-	a[1] = uintptr(gridDimX)
-	a[2] = uintptr(gridDimY)
-	a[3] = uintptr(gridDimZ)
-	a[4] = uintptr(blockDimX)
-	a[5] = uintptr(blockDimY)
-	a[6] = uintptr(blockDimZ)
-	a[7] = uintptr(sharedMemBytes)
-	a[8] = uintptr(hStream)
-	a[9] = uintptr(unsafe.Pointer(kernelParams))
-	a[10] = uintptr(unsafe.Pointer(extra))
-	r1, _, _ := purego.SyscallN(fn, a[:11]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(f)
+	cf.Args[1] = uintptr(gridDimX)
+	cf.Args[2] = uintptr(gridDimY)
+	cf.Args[3] = uintptr(gridDimZ)
+	cf.Args[4] = uintptr(blockDimX)
+	cf.Args[5] = uintptr(blockDimY)
+	cf.Args[6] = uintptr(blockDimZ)
+	cf.Args[7] = uintptr(sharedMemBytes)
+	cf.Args[8] = uintptr(hStream)
+	cf.Args[9] = uintptr(unsafe.Pointer(kernelParams))
+	cf.Args[10] = uintptr(unsafe.Pointer(extra))
+	r1 := cf.Call(11)
+	ccall.Put(cf)
 	runtime.KeepAlive(kernelParams)
 	runtime.KeepAlive(extra)
 	return procLaunchKernel.check(r1)
@@ -4488,13 +4488,13 @@ func LaunchKernelEx(config *CUlaunchConfig, f CUfunction, kernelParams *unsafe.P
 	ccall.Escape(unsafe.Pointer(config))
 	ccall.Escape(unsafe.Pointer(kernelParams))
 	ccall.Escape(unsafe.Pointer(extra))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(config))
-	a[1] = uintptr(f)
-	a[2] = uintptr(unsafe.Pointer(kernelParams))
-	a[3] = uintptr(unsafe.Pointer(extra))
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(config))
+	cf.Args[1] = uintptr(f)
+	cf.Args[2] = uintptr(unsafe.Pointer(kernelParams))
+	cf.Args[3] = uintptr(unsafe.Pointer(extra))
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(config)
 	runtime.KeepAlive(kernelParams)
 	runtime.KeepAlive(extra)
@@ -4511,12 +4511,12 @@ func LibraryEnumerateKernels(kernels *CUkernel, numKernels uint32, lib CUlibrary
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(kernels))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(kernels))
-	a[1] = uintptr(numKernels)
-	a[2] = uintptr(lib)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(kernels))
+	cf.Args[1] = uintptr(numKernels)
+	cf.Args[2] = uintptr(lib)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(kernels)
 	return procLibraryEnumerateKernels.check(r1)
 }
@@ -4533,13 +4533,13 @@ func LibraryGetGlobal(dptr *CUdeviceptr, bytes *uintptr, library CUlibrary, name
 	ccall.Escape(unsafe.Pointer(dptr))
 	ccall.Escape(unsafe.Pointer(bytes))
 	ccall.Escape(unsafe.Pointer(name))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dptr))
-	a[1] = uintptr(unsafe.Pointer(bytes))
-	a[2] = uintptr(library)
-	a[3] = uintptr(unsafe.Pointer(name))
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dptr))
+	cf.Args[1] = uintptr(unsafe.Pointer(bytes))
+	cf.Args[2] = uintptr(library)
+	cf.Args[3] = uintptr(unsafe.Pointer(name))
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(dptr)
 	runtime.KeepAlive(bytes)
 	runtime.KeepAlive(name)
@@ -4557,12 +4557,12 @@ func LibraryGetKernel(pKernel *CUkernel, library CUlibrary, name *byte) error {
 	}
 	ccall.Escape(unsafe.Pointer(pKernel))
 	ccall.Escape(unsafe.Pointer(name))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pKernel))
-	a[1] = uintptr(library)
-	a[2] = uintptr(unsafe.Pointer(name))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pKernel))
+	cf.Args[1] = uintptr(library)
+	cf.Args[2] = uintptr(unsafe.Pointer(name))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pKernel)
 	runtime.KeepAlive(name)
 	return procLibraryGetKernel.check(r1)
@@ -4578,11 +4578,11 @@ func LibraryGetKernelCount(count *uint32, lib CUlibrary) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(count))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(count))
-	a[1] = uintptr(lib)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(count))
+	cf.Args[1] = uintptr(lib)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(count)
 	return procLibraryGetKernelCount.check(r1)
 }
@@ -4599,13 +4599,13 @@ func LibraryGetManaged(dptr *CUdeviceptr, bytes *uintptr, library CUlibrary, nam
 	ccall.Escape(unsafe.Pointer(dptr))
 	ccall.Escape(unsafe.Pointer(bytes))
 	ccall.Escape(unsafe.Pointer(name))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dptr))
-	a[1] = uintptr(unsafe.Pointer(bytes))
-	a[2] = uintptr(library)
-	a[3] = uintptr(unsafe.Pointer(name))
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dptr))
+	cf.Args[1] = uintptr(unsafe.Pointer(bytes))
+	cf.Args[2] = uintptr(library)
+	cf.Args[3] = uintptr(unsafe.Pointer(name))
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(dptr)
 	runtime.KeepAlive(bytes)
 	runtime.KeepAlive(name)
@@ -4622,11 +4622,11 @@ func LibraryGetModule(pMod *CUmodule, library CUlibrary) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pMod))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pMod))
-	a[1] = uintptr(library)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pMod))
+	cf.Args[1] = uintptr(library)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pMod)
 	return procLibraryGetModule.check(r1)
 }
@@ -4642,12 +4642,12 @@ func LibraryGetUnifiedFunction(fptr *unsafe.Pointer, library CUlibrary, symbol *
 	}
 	ccall.Escape(unsafe.Pointer(fptr))
 	ccall.Escape(unsafe.Pointer(symbol))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(fptr))
-	a[1] = uintptr(library)
-	a[2] = uintptr(unsafe.Pointer(symbol))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(fptr))
+	cf.Args[1] = uintptr(library)
+	cf.Args[2] = uintptr(unsafe.Pointer(symbol))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(fptr)
 	runtime.KeepAlive(symbol)
 	return procLibraryGetUnifiedFunction.check(r1)
@@ -4668,17 +4668,17 @@ func LibraryLoadData(library *CUlibrary, code unsafe.Pointer, jitOptions *CUjit_
 	ccall.Escape(unsafe.Pointer(jitOptionsValues))
 	ccall.Escape(unsafe.Pointer(libraryOptions))
 	ccall.Escape(unsafe.Pointer(libraryOptionValues))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(library))
-	a[1] = uintptr(code)
-	a[2] = uintptr(unsafe.Pointer(jitOptions))
-	a[3] = uintptr(unsafe.Pointer(jitOptionsValues))
-	a[4] = uintptr(numJitOptions)
-	a[5] = uintptr(unsafe.Pointer(libraryOptions))
-	a[6] = uintptr(unsafe.Pointer(libraryOptionValues))
-	a[7] = uintptr(numLibraryOptions)
-	r1, _, _ := purego.SyscallN(fn, a[:8]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(library))
+	cf.Args[1] = uintptr(code)
+	cf.Args[2] = uintptr(unsafe.Pointer(jitOptions))
+	cf.Args[3] = uintptr(unsafe.Pointer(jitOptionsValues))
+	cf.Args[4] = uintptr(numJitOptions)
+	cf.Args[5] = uintptr(unsafe.Pointer(libraryOptions))
+	cf.Args[6] = uintptr(unsafe.Pointer(libraryOptionValues))
+	cf.Args[7] = uintptr(numLibraryOptions)
+	r1 := cf.Call(8)
+	ccall.Put(cf)
 	runtime.KeepAlive(library)
 	runtime.KeepAlive(code)
 	runtime.KeepAlive(jitOptions)
@@ -4703,17 +4703,17 @@ func LibraryLoadFromFile(library *CUlibrary, fileName *byte, jitOptions *CUjit_o
 	ccall.Escape(unsafe.Pointer(jitOptionsValues))
 	ccall.Escape(unsafe.Pointer(libraryOptions))
 	ccall.Escape(unsafe.Pointer(libraryOptionValues))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(library))
-	a[1] = uintptr(unsafe.Pointer(fileName))
-	a[2] = uintptr(unsafe.Pointer(jitOptions))
-	a[3] = uintptr(unsafe.Pointer(jitOptionsValues))
-	a[4] = uintptr(numJitOptions)
-	a[5] = uintptr(unsafe.Pointer(libraryOptions))
-	a[6] = uintptr(unsafe.Pointer(libraryOptionValues))
-	a[7] = uintptr(numLibraryOptions)
-	r1, _, _ := purego.SyscallN(fn, a[:8]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(library))
+	cf.Args[1] = uintptr(unsafe.Pointer(fileName))
+	cf.Args[2] = uintptr(unsafe.Pointer(jitOptions))
+	cf.Args[3] = uintptr(unsafe.Pointer(jitOptionsValues))
+	cf.Args[4] = uintptr(numJitOptions)
+	cf.Args[5] = uintptr(unsafe.Pointer(libraryOptions))
+	cf.Args[6] = uintptr(unsafe.Pointer(libraryOptionValues))
+	cf.Args[7] = uintptr(numLibraryOptions)
+	r1 := cf.Call(8)
+	ccall.Put(cf)
 	runtime.KeepAlive(library)
 	runtime.KeepAlive(fileName)
 	runtime.KeepAlive(jitOptions)
@@ -4732,10 +4732,10 @@ func LibraryUnload(library CUlibrary) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(library)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(library)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procLibraryUnload.check(r1)
 }
 
@@ -4752,17 +4752,17 @@ func LinkAddData(state CUlinkState, type_ CUjitInputType, data unsafe.Pointer, s
 	ccall.Escape(unsafe.Pointer(name))
 	ccall.Escape(unsafe.Pointer(options))
 	ccall.Escape(unsafe.Pointer(optionValues))
-	a := ccall.Args()
-	a[0] = uintptr(state)
-	a[1] = uintptr(type_)
-	a[2] = uintptr(data)
-	a[3] = uintptr(size)
-	a[4] = uintptr(unsafe.Pointer(name))
-	a[5] = uintptr(numOptions)
-	a[6] = uintptr(unsafe.Pointer(options))
-	a[7] = uintptr(unsafe.Pointer(optionValues))
-	r1, _, _ := purego.SyscallN(fn, a[:8]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(state)
+	cf.Args[1] = uintptr(type_)
+	cf.Args[2] = uintptr(data)
+	cf.Args[3] = uintptr(size)
+	cf.Args[4] = uintptr(unsafe.Pointer(name))
+	cf.Args[5] = uintptr(numOptions)
+	cf.Args[6] = uintptr(unsafe.Pointer(options))
+	cf.Args[7] = uintptr(unsafe.Pointer(optionValues))
+	r1 := cf.Call(8)
+	ccall.Put(cf)
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(name)
 	runtime.KeepAlive(options)
@@ -4782,15 +4782,15 @@ func LinkAddFile(state CUlinkState, type_ CUjitInputType, path *byte, numOptions
 	ccall.Escape(unsafe.Pointer(path))
 	ccall.Escape(unsafe.Pointer(options))
 	ccall.Escape(unsafe.Pointer(optionValues))
-	a := ccall.Args()
-	a[0] = uintptr(state)
-	a[1] = uintptr(type_)
-	a[2] = uintptr(unsafe.Pointer(path))
-	a[3] = uintptr(numOptions)
-	a[4] = uintptr(unsafe.Pointer(options))
-	a[5] = uintptr(unsafe.Pointer(optionValues))
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(state)
+	cf.Args[1] = uintptr(type_)
+	cf.Args[2] = uintptr(unsafe.Pointer(path))
+	cf.Args[3] = uintptr(numOptions)
+	cf.Args[4] = uintptr(unsafe.Pointer(options))
+	cf.Args[5] = uintptr(unsafe.Pointer(optionValues))
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	runtime.KeepAlive(path)
 	runtime.KeepAlive(options)
 	runtime.KeepAlive(optionValues)
@@ -4808,12 +4808,12 @@ func LinkComplete(state CUlinkState, cubinOut *unsafe.Pointer, sizeOut *uintptr)
 	}
 	ccall.Escape(unsafe.Pointer(cubinOut))
 	ccall.Escape(unsafe.Pointer(sizeOut))
-	a := ccall.Args()
-	a[0] = uintptr(state)
-	a[1] = uintptr(unsafe.Pointer(cubinOut))
-	a[2] = uintptr(unsafe.Pointer(sizeOut))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(state)
+	cf.Args[1] = uintptr(unsafe.Pointer(cubinOut))
+	cf.Args[2] = uintptr(unsafe.Pointer(sizeOut))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(cubinOut)
 	runtime.KeepAlive(sizeOut)
 	return procLinkComplete.check(r1)
@@ -4831,13 +4831,13 @@ func LinkCreate(numOptions uint32, options *CUjit_option, optionValues *unsafe.P
 	ccall.Escape(unsafe.Pointer(options))
 	ccall.Escape(unsafe.Pointer(optionValues))
 	ccall.Escape(unsafe.Pointer(stateOut))
-	a := ccall.Args()
-	a[0] = uintptr(numOptions)
-	a[1] = uintptr(unsafe.Pointer(options))
-	a[2] = uintptr(unsafe.Pointer(optionValues))
-	a[3] = uintptr(unsafe.Pointer(stateOut))
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(numOptions)
+	cf.Args[1] = uintptr(unsafe.Pointer(options))
+	cf.Args[2] = uintptr(unsafe.Pointer(optionValues))
+	cf.Args[3] = uintptr(unsafe.Pointer(stateOut))
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(options)
 	runtime.KeepAlive(optionValues)
 	runtime.KeepAlive(stateOut)
@@ -4853,10 +4853,10 @@ func LinkDestroy(state CUlinkState) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(state)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(state)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procLinkDestroy.check(r1)
 }
 
@@ -4870,11 +4870,11 @@ func LogsCurrent(iterator *CUlogIterator, flags uint32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(iterator))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(iterator))
-	a[1] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(iterator))
+	cf.Args[1] = uintptr(flags)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(iterator)
 	return procLogsCurrent.check(r1)
 }
@@ -4890,12 +4890,12 @@ func LogsDumpToFile(iterator *CUlogIterator, pathToFile *byte, flags uint32) err
 	}
 	ccall.Escape(unsafe.Pointer(iterator))
 	ccall.Escape(unsafe.Pointer(pathToFile))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(iterator))
-	a[1] = uintptr(unsafe.Pointer(pathToFile))
-	a[2] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(iterator))
+	cf.Args[1] = uintptr(unsafe.Pointer(pathToFile))
+	cf.Args[2] = uintptr(flags)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(iterator)
 	runtime.KeepAlive(pathToFile)
 	return procLogsDumpToFile.check(r1)
@@ -4913,13 +4913,13 @@ func LogsDumpToMemory(iterator *CUlogIterator, buffer *byte, size *uintptr, flag
 	ccall.Escape(unsafe.Pointer(iterator))
 	ccall.Escape(unsafe.Pointer(buffer))
 	ccall.Escape(unsafe.Pointer(size))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(iterator))
-	a[1] = uintptr(unsafe.Pointer(buffer))
-	a[2] = uintptr(unsafe.Pointer(size))
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(iterator))
+	cf.Args[1] = uintptr(unsafe.Pointer(buffer))
+	cf.Args[2] = uintptr(unsafe.Pointer(size))
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(iterator)
 	runtime.KeepAlive(buffer)
 	runtime.KeepAlive(size)
@@ -4937,12 +4937,12 @@ func LogsRegisterCallback(callbackFunc CUlogsCallback, userData unsafe.Pointer, 
 	}
 	ccall.Escape(userData)
 	ccall.Escape(unsafe.Pointer(callback))
-	a := ccall.Args()
-	a[0] = uintptr(callbackFunc)
-	a[1] = uintptr(userData)
-	a[2] = uintptr(unsafe.Pointer(callback))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(callbackFunc)
+	cf.Args[1] = uintptr(userData)
+	cf.Args[2] = uintptr(unsafe.Pointer(callback))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(userData)
 	runtime.KeepAlive(callback)
 	return procLogsRegisterCallback.check(r1)
@@ -4957,10 +4957,10 @@ func LogsUnregisterCallback(callback CUlogsCallbackHandle) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(callback)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(callback)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procLogsUnregisterCallback.check(r1)
 }
 
@@ -4973,11 +4973,11 @@ func MemAddressFree(ptr CUdeviceptr_v2, size uintptr) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(ptr)
-	a[1] = uintptr(size)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(ptr)
+	cf.Args[1] = uintptr(size)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procMemAddressFree.check(r1)
 }
 
@@ -4991,14 +4991,14 @@ func MemAddressReserve(ptr *CUdeviceptr_v2, size uintptr, alignment uintptr, add
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(ptr))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(ptr))
-	a[1] = uintptr(size)
-	a[2] = uintptr(alignment)
-	a[3] = uintptr(addr)
-	a[4] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(ptr))
+	cf.Args[1] = uintptr(size)
+	cf.Args[2] = uintptr(alignment)
+	cf.Args[3] = uintptr(addr)
+	cf.Args[4] = uintptr(flags)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(ptr)
 	return procMemAddressReserve.check(r1)
 }
@@ -5012,13 +5012,13 @@ func MemAdvise(devPtr CUdeviceptr_v2, count uintptr, advice CUmem_advise, locati
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(devPtr)
-	a[1] = uintptr(count)
-	a[2] = uintptr(advice)
-	a[3] = *(*uintptr)(unsafe.Pointer(&location))
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(devPtr)
+	cf.Args[1] = uintptr(count)
+	cf.Args[2] = uintptr(advice)
+	cf.Args[3] = *(*uintptr)(unsafe.Pointer(&location))
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procMemAdvise.check(r1)
 }
 
@@ -5031,13 +5031,13 @@ func MemAdvise_v8000(devPtr CUdeviceptr_v2, count uintptr, advice CUmem_advise, 
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(devPtr)
-	a[1] = uintptr(count)
-	a[2] = uintptr(advice)
-	a[3] = uintptr(device)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(devPtr)
+	cf.Args[1] = uintptr(count)
+	cf.Args[2] = uintptr(advice)
+	cf.Args[3] = uintptr(device)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procMemAdvise_v8000.check(r1)
 }
 
@@ -5051,11 +5051,11 @@ func MemAlloc(dptr *CUdeviceptr_v2, bytesize uintptr) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(dptr))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dptr))
-	a[1] = uintptr(bytesize)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dptr))
+	cf.Args[1] = uintptr(bytesize)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(dptr)
 	return procMemAlloc.check(r1)
 }
@@ -5070,12 +5070,12 @@ func MemAllocAsync(dptr *CUdeviceptr_v2, bytesize uintptr, hStream CUstream) err
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(dptr))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dptr))
-	a[1] = uintptr(bytesize)
-	a[2] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dptr))
+	cf.Args[1] = uintptr(bytesize)
+	cf.Args[2] = uintptr(hStream)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(dptr)
 	return procMemAllocAsync.check(r1)
 }
@@ -5090,13 +5090,13 @@ func MemAllocFromPoolAsync(dptr *CUdeviceptr_v2, bytesize uintptr, pool CUmemory
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(dptr))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dptr))
-	a[1] = uintptr(bytesize)
-	a[2] = uintptr(pool)
-	a[3] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dptr))
+	cf.Args[1] = uintptr(bytesize)
+	cf.Args[2] = uintptr(pool)
+	cf.Args[3] = uintptr(hStream)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(dptr)
 	return procMemAllocFromPoolAsync.check(r1)
 }
@@ -5111,11 +5111,11 @@ func MemAllocHost(pp *unsafe.Pointer, bytesize uintptr) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pp))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pp))
-	a[1] = uintptr(bytesize)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pp))
+	cf.Args[1] = uintptr(bytesize)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pp)
 	return procMemAllocHost.check(r1)
 }
@@ -5130,12 +5130,12 @@ func MemAllocManaged(dptr *CUdeviceptr_v2, bytesize uintptr, flags uint32) error
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(dptr))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dptr))
-	a[1] = uintptr(bytesize)
-	a[2] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dptr))
+	cf.Args[1] = uintptr(bytesize)
+	cf.Args[2] = uintptr(flags)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(dptr)
 	return procMemAllocManaged.check(r1)
 }
@@ -5151,14 +5151,14 @@ func MemAllocPitch(dptr *CUdeviceptr_v2, pPitch *uintptr, WidthInBytes uintptr, 
 	}
 	ccall.Escape(unsafe.Pointer(dptr))
 	ccall.Escape(unsafe.Pointer(pPitch))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dptr))
-	a[1] = uintptr(unsafe.Pointer(pPitch))
-	a[2] = uintptr(WidthInBytes)
-	a[3] = uintptr(Height)
-	a[4] = uintptr(ElementSizeBytes)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dptr))
+	cf.Args[1] = uintptr(unsafe.Pointer(pPitch))
+	cf.Args[2] = uintptr(WidthInBytes)
+	cf.Args[3] = uintptr(Height)
+	cf.Args[4] = uintptr(ElementSizeBytes)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(dptr)
 	runtime.KeepAlive(pPitch)
 	return procMemAllocPitch.check(r1)
@@ -5175,14 +5175,14 @@ func MemBatchDecompressAsync(paramsArray *CUmemDecompressParams, count uintptr, 
 	}
 	ccall.Escape(unsafe.Pointer(paramsArray))
 	ccall.Escape(unsafe.Pointer(errorIndex))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(paramsArray))
-	a[1] = uintptr(count)
-	a[2] = uintptr(flags)
-	a[3] = uintptr(unsafe.Pointer(errorIndex))
-	a[4] = uintptr(stream)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(paramsArray))
+	cf.Args[1] = uintptr(count)
+	cf.Args[2] = uintptr(flags)
+	cf.Args[3] = uintptr(unsafe.Pointer(errorIndex))
+	cf.Args[4] = uintptr(stream)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(paramsArray)
 	runtime.KeepAlive(errorIndex)
 	return procMemBatchDecompressAsync.check(r1)
@@ -5199,13 +5199,13 @@ func MemCreate(handle *CUmemGenericAllocationHandle_v1, size uintptr, prop *CUme
 	}
 	ccall.Escape(unsafe.Pointer(handle))
 	ccall.Escape(unsafe.Pointer(prop))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(handle))
-	a[1] = uintptr(size)
-	a[2] = uintptr(unsafe.Pointer(prop))
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(handle))
+	cf.Args[1] = uintptr(size)
+	cf.Args[2] = uintptr(unsafe.Pointer(prop))
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(handle)
 	runtime.KeepAlive(prop)
 	return procMemCreate.check(r1)
@@ -5224,17 +5224,17 @@ func MemDiscardAndPrefetchBatchAsync(dptrs *CUdeviceptr_v2, sizes *uintptr, coun
 	ccall.Escape(unsafe.Pointer(sizes))
 	ccall.Escape(unsafe.Pointer(prefetchLocs))
 	ccall.Escape(unsafe.Pointer(prefetchLocIdxs))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dptrs))
-	a[1] = uintptr(unsafe.Pointer(sizes))
-	a[2] = uintptr(count)
-	a[3] = uintptr(unsafe.Pointer(prefetchLocs))
-	a[4] = uintptr(unsafe.Pointer(prefetchLocIdxs))
-	a[5] = uintptr(numPrefetchLocs)
-	a[6] = uintptr(flags)
-	a[7] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:8]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dptrs))
+	cf.Args[1] = uintptr(unsafe.Pointer(sizes))
+	cf.Args[2] = uintptr(count)
+	cf.Args[3] = uintptr(unsafe.Pointer(prefetchLocs))
+	cf.Args[4] = uintptr(unsafe.Pointer(prefetchLocIdxs))
+	cf.Args[5] = uintptr(numPrefetchLocs)
+	cf.Args[6] = uintptr(flags)
+	cf.Args[7] = uintptr(hStream)
+	r1 := cf.Call(8)
+	ccall.Put(cf)
 	runtime.KeepAlive(dptrs)
 	runtime.KeepAlive(sizes)
 	runtime.KeepAlive(prefetchLocs)
@@ -5253,14 +5253,14 @@ func MemDiscardBatchAsync(dptrs *CUdeviceptr_v2, sizes *uintptr, count uintptr, 
 	}
 	ccall.Escape(unsafe.Pointer(dptrs))
 	ccall.Escape(unsafe.Pointer(sizes))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dptrs))
-	a[1] = uintptr(unsafe.Pointer(sizes))
-	a[2] = uintptr(count)
-	a[3] = uintptr(flags)
-	a[4] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dptrs))
+	cf.Args[1] = uintptr(unsafe.Pointer(sizes))
+	cf.Args[2] = uintptr(count)
+	cf.Args[3] = uintptr(flags)
+	cf.Args[4] = uintptr(hStream)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(dptrs)
 	runtime.KeepAlive(sizes)
 	return procMemDiscardBatchAsync.check(r1)
@@ -5276,13 +5276,13 @@ func MemExportToShareableHandle(shareableHandle unsafe.Pointer, handle CUmemGene
 		return err
 	}
 	ccall.Escape(shareableHandle)
-	a := ccall.Args()
-	a[0] = uintptr(shareableHandle)
-	a[1] = uintptr(handle)
-	a[2] = uintptr(handleType)
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(shareableHandle)
+	cf.Args[1] = uintptr(handle)
+	cf.Args[2] = uintptr(handleType)
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(shareableHandle)
 	return procMemExportToShareableHandle.check(r1)
 }
@@ -5296,10 +5296,10 @@ func MemFree(dptr CUdeviceptr_v2) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dptr)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dptr)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procMemFree.check(r1)
 }
 
@@ -5312,11 +5312,11 @@ func MemFreeAsync(dptr CUdeviceptr_v2, hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dptr)
-	a[1] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dptr)
+	cf.Args[1] = uintptr(hStream)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procMemFreeAsync.check(r1)
 }
 
@@ -5330,10 +5330,10 @@ func MemFreeHost(p unsafe.Pointer) error {
 		return err
 	}
 	ccall.Escape(p)
-	a := ccall.Args()
-	a[0] = uintptr(p)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(p)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(p)
 	return procMemFreeHost.check(r1)
 }
@@ -5349,12 +5349,12 @@ func MemGetAccess(flags *uint64, location *CUmemLocation_v1, ptr CUdeviceptr_v2)
 	}
 	ccall.Escape(unsafe.Pointer(flags))
 	ccall.Escape(unsafe.Pointer(location))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(flags))
-	a[1] = uintptr(unsafe.Pointer(location))
-	a[2] = uintptr(ptr)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(flags))
+	cf.Args[1] = uintptr(unsafe.Pointer(location))
+	cf.Args[2] = uintptr(ptr)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(flags)
 	runtime.KeepAlive(location)
 	return procMemGetAccess.check(r1)
@@ -5371,12 +5371,12 @@ func MemGetAddressRange(pbase *CUdeviceptr_v2, psize *uintptr, dptr CUdeviceptr_
 	}
 	ccall.Escape(unsafe.Pointer(pbase))
 	ccall.Escape(unsafe.Pointer(psize))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pbase))
-	a[1] = uintptr(unsafe.Pointer(psize))
-	a[2] = uintptr(dptr)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pbase))
+	cf.Args[1] = uintptr(unsafe.Pointer(psize))
+	cf.Args[2] = uintptr(dptr)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pbase)
 	runtime.KeepAlive(psize)
 	return procMemGetAddressRange.check(r1)
@@ -5393,12 +5393,12 @@ func MemGetAllocationGranularity(granularity *uintptr, prop *CUmemAllocationProp
 	}
 	ccall.Escape(unsafe.Pointer(granularity))
 	ccall.Escape(unsafe.Pointer(prop))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(granularity))
-	a[1] = uintptr(unsafe.Pointer(prop))
-	a[2] = uintptr(option)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(granularity))
+	cf.Args[1] = uintptr(unsafe.Pointer(prop))
+	cf.Args[2] = uintptr(option)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(granularity)
 	runtime.KeepAlive(prop)
 	return procMemGetAllocationGranularity.check(r1)
@@ -5414,11 +5414,11 @@ func MemGetAllocationPropertiesFromHandle(prop *CUmemAllocationProp_v1, handle C
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(prop))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(prop))
-	a[1] = uintptr(handle)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(prop))
+	cf.Args[1] = uintptr(handle)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(prop)
 	return procMemGetAllocationPropertiesFromHandle.check(r1)
 }
@@ -5434,12 +5434,12 @@ func MemGetDefaultMemPool(pool_out *CUmemoryPool, location *CUmemLocation, type_
 	}
 	ccall.Escape(unsafe.Pointer(pool_out))
 	ccall.Escape(unsafe.Pointer(location))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pool_out))
-	a[1] = uintptr(unsafe.Pointer(location))
-	a[2] = uintptr(type_)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pool_out))
+	cf.Args[1] = uintptr(unsafe.Pointer(location))
+	cf.Args[2] = uintptr(type_)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pool_out)
 	runtime.KeepAlive(location)
 	return procMemGetDefaultMemPool.check(r1)
@@ -5455,14 +5455,14 @@ func MemGetHandleForAddressRange(handle unsafe.Pointer, dptr CUdeviceptr, size u
 		return err
 	}
 	ccall.Escape(handle)
-	a := ccall.Args()
-	a[0] = uintptr(handle)
-	a[1] = uintptr(dptr)
-	a[2] = uintptr(size)
-	a[3] = uintptr(handleType)
-	a[4] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(handle)
+	cf.Args[1] = uintptr(dptr)
+	cf.Args[2] = uintptr(size)
+	cf.Args[3] = uintptr(handleType)
+	cf.Args[4] = uintptr(flags)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(handle)
 	return procMemGetHandleForAddressRange.check(r1)
 }
@@ -5478,11 +5478,11 @@ func MemGetInfo(free *uintptr, total *uintptr) error {
 	}
 	ccall.Escape(unsafe.Pointer(free))
 	ccall.Escape(unsafe.Pointer(total))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(free))
-	a[1] = uintptr(unsafe.Pointer(total))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(free))
+	cf.Args[1] = uintptr(unsafe.Pointer(total))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(free)
 	runtime.KeepAlive(total)
 	return procMemGetInfo.check(r1)
@@ -5499,12 +5499,12 @@ func MemGetMemPool(pool_out *CUmemoryPool, location *CUmemLocation, type_ CUmemA
 	}
 	ccall.Escape(unsafe.Pointer(pool_out))
 	ccall.Escape(unsafe.Pointer(location))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pool_out))
-	a[1] = uintptr(unsafe.Pointer(location))
-	a[2] = uintptr(type_)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pool_out))
+	cf.Args[1] = uintptr(unsafe.Pointer(location))
+	cf.Args[2] = uintptr(type_)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pool_out)
 	runtime.KeepAlive(location)
 	return procMemGetMemPool.check(r1)
@@ -5520,12 +5520,12 @@ func MemHostAlloc(pp *unsafe.Pointer, bytesize uintptr, Flags uint32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pp))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pp))
-	a[1] = uintptr(bytesize)
-	a[2] = uintptr(Flags)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pp))
+	cf.Args[1] = uintptr(bytesize)
+	cf.Args[2] = uintptr(Flags)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pp)
 	return procMemHostAlloc.check(r1)
 }
@@ -5541,12 +5541,12 @@ func MemHostGetDevicePointer(pdptr *CUdeviceptr_v2, p unsafe.Pointer, Flags uint
 	}
 	ccall.Escape(unsafe.Pointer(pdptr))
 	ccall.Escape(p)
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pdptr))
-	a[1] = uintptr(p)
-	a[2] = uintptr(Flags)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pdptr))
+	cf.Args[1] = uintptr(p)
+	cf.Args[2] = uintptr(Flags)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pdptr)
 	runtime.KeepAlive(p)
 	return procMemHostGetDevicePointer.check(r1)
@@ -5563,11 +5563,11 @@ func MemHostGetFlags(pFlags *uint32, p unsafe.Pointer) error {
 	}
 	ccall.Escape(unsafe.Pointer(pFlags))
 	ccall.Escape(p)
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pFlags))
-	a[1] = uintptr(p)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pFlags))
+	cf.Args[1] = uintptr(p)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pFlags)
 	runtime.KeepAlive(p)
 	return procMemHostGetFlags.check(r1)
@@ -5583,12 +5583,12 @@ func MemHostRegister(p unsafe.Pointer, bytesize uintptr, Flags uint32) error {
 		return err
 	}
 	ccall.Escape(p)
-	a := ccall.Args()
-	a[0] = uintptr(p)
-	a[1] = uintptr(bytesize)
-	a[2] = uintptr(Flags)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(p)
+	cf.Args[1] = uintptr(bytesize)
+	cf.Args[2] = uintptr(Flags)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(p)
 	return procMemHostRegister.check(r1)
 }
@@ -5603,10 +5603,10 @@ func MemHostUnregister(p unsafe.Pointer) error {
 		return err
 	}
 	ccall.Escape(p)
-	a := ccall.Args()
-	a[0] = uintptr(p)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(p)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(p)
 	return procMemHostUnregister.check(r1)
 }
@@ -5622,12 +5622,12 @@ func MemImportFromShareableHandle(handle *CUmemGenericAllocationHandle_v1, osHan
 	}
 	ccall.Escape(unsafe.Pointer(handle))
 	ccall.Escape(osHandle)
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(handle))
-	a[1] = uintptr(osHandle)
-	a[2] = uintptr(shHandleType)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(handle))
+	cf.Args[1] = uintptr(osHandle)
+	cf.Args[2] = uintptr(shHandleType)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(handle)
 	runtime.KeepAlive(osHandle)
 	return procMemImportFromShareableHandle.check(r1)
@@ -5642,14 +5642,14 @@ func MemMap(ptr CUdeviceptr_v2, size uintptr, offset uintptr, handle CUmemGeneri
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(ptr)
-	a[1] = uintptr(size)
-	a[2] = uintptr(offset)
-	a[3] = uintptr(handle)
-	a[4] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(ptr)
+	cf.Args[1] = uintptr(size)
+	cf.Args[2] = uintptr(offset)
+	cf.Args[3] = uintptr(handle)
+	cf.Args[4] = uintptr(flags)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	return procMemMap.check(r1)
 }
 
@@ -5663,12 +5663,12 @@ func MemMapArrayAsync(mapInfoList *CUarrayMapInfo_v1, count uint32, hStream CUst
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(mapInfoList))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(mapInfoList))
-	a[1] = uintptr(count)
-	a[2] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(mapInfoList))
+	cf.Args[1] = uintptr(count)
+	cf.Args[2] = uintptr(hStream)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(mapInfoList)
 	return procMemMapArrayAsync.check(r1)
 }
@@ -5684,11 +5684,11 @@ func MemPoolCreate(pool *CUmemoryPool, poolProps *CUmemPoolProps_v1) error {
 	}
 	ccall.Escape(unsafe.Pointer(pool))
 	ccall.Escape(unsafe.Pointer(poolProps))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pool))
-	a[1] = uintptr(unsafe.Pointer(poolProps))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pool))
+	cf.Args[1] = uintptr(unsafe.Pointer(poolProps))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pool)
 	runtime.KeepAlive(poolProps)
 	return procMemPoolCreate.check(r1)
@@ -5703,10 +5703,10 @@ func MemPoolDestroy(pool CUmemoryPool) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(pool)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(pool)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procMemPoolDestroy.check(r1)
 }
 
@@ -5720,11 +5720,11 @@ func MemPoolExportPointer(shareData_out *CUmemPoolPtrExportData_v1, ptr CUdevice
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(shareData_out))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(shareData_out))
-	a[1] = uintptr(ptr)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(shareData_out))
+	cf.Args[1] = uintptr(ptr)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(shareData_out)
 	return procMemPoolExportPointer.check(r1)
 }
@@ -5739,13 +5739,13 @@ func MemPoolExportToShareableHandle(handle_out unsafe.Pointer, pool CUmemoryPool
 		return err
 	}
 	ccall.Escape(handle_out)
-	a := ccall.Args()
-	a[0] = uintptr(handle_out)
-	a[1] = uintptr(pool)
-	a[2] = uintptr(handleType)
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(handle_out)
+	cf.Args[1] = uintptr(pool)
+	cf.Args[2] = uintptr(handleType)
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(handle_out)
 	return procMemPoolExportToShareableHandle.check(r1)
 }
@@ -5761,12 +5761,12 @@ func MemPoolGetAccess(flags *CUmemAccess_flags, memPool CUmemoryPool, location *
 	}
 	ccall.Escape(unsafe.Pointer(flags))
 	ccall.Escape(unsafe.Pointer(location))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(flags))
-	a[1] = uintptr(memPool)
-	a[2] = uintptr(unsafe.Pointer(location))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(flags))
+	cf.Args[1] = uintptr(memPool)
+	cf.Args[2] = uintptr(unsafe.Pointer(location))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(flags)
 	runtime.KeepAlive(location)
 	return procMemPoolGetAccess.check(r1)
@@ -5782,12 +5782,12 @@ func MemPoolGetAttribute(pool CUmemoryPool, attr CUmemPool_attribute, value unsa
 		return err
 	}
 	ccall.Escape(value)
-	a := ccall.Args()
-	a[0] = uintptr(pool)
-	a[1] = uintptr(attr)
-	a[2] = uintptr(value)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(pool)
+	cf.Args[1] = uintptr(attr)
+	cf.Args[2] = uintptr(value)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(value)
 	return procMemPoolGetAttribute.check(r1)
 }
@@ -5803,13 +5803,13 @@ func MemPoolImportFromShareableHandle(pool_out *CUmemoryPool, handle unsafe.Poin
 	}
 	ccall.Escape(unsafe.Pointer(pool_out))
 	ccall.Escape(handle)
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pool_out))
-	a[1] = uintptr(handle)
-	a[2] = uintptr(handleType)
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pool_out))
+	cf.Args[1] = uintptr(handle)
+	cf.Args[2] = uintptr(handleType)
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(pool_out)
 	runtime.KeepAlive(handle)
 	return procMemPoolImportFromShareableHandle.check(r1)
@@ -5826,12 +5826,12 @@ func MemPoolImportPointer(ptr_out *CUdeviceptr_v2, pool CUmemoryPool, shareData 
 	}
 	ccall.Escape(unsafe.Pointer(ptr_out))
 	ccall.Escape(unsafe.Pointer(shareData))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(ptr_out))
-	a[1] = uintptr(pool)
-	a[2] = uintptr(unsafe.Pointer(shareData))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(ptr_out))
+	cf.Args[1] = uintptr(pool)
+	cf.Args[2] = uintptr(unsafe.Pointer(shareData))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(ptr_out)
 	runtime.KeepAlive(shareData)
 	return procMemPoolImportPointer.check(r1)
@@ -5847,12 +5847,12 @@ func MemPoolSetAccess(pool CUmemoryPool, map_ *CUmemAccessDesc_v1, count uintptr
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(map_))
-	a := ccall.Args()
-	a[0] = uintptr(pool)
-	a[1] = uintptr(unsafe.Pointer(map_))
-	a[2] = uintptr(count)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(pool)
+	cf.Args[1] = uintptr(unsafe.Pointer(map_))
+	cf.Args[2] = uintptr(count)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(map_)
 	return procMemPoolSetAccess.check(r1)
 }
@@ -5867,12 +5867,12 @@ func MemPoolSetAttribute(pool CUmemoryPool, attr CUmemPool_attribute, value unsa
 		return err
 	}
 	ccall.Escape(value)
-	a := ccall.Args()
-	a[0] = uintptr(pool)
-	a[1] = uintptr(attr)
-	a[2] = uintptr(value)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(pool)
+	cf.Args[1] = uintptr(attr)
+	cf.Args[2] = uintptr(value)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(value)
 	return procMemPoolSetAttribute.check(r1)
 }
@@ -5886,11 +5886,11 @@ func MemPoolTrimTo(pool CUmemoryPool, minBytesToKeep uintptr) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(pool)
-	a[1] = uintptr(minBytesToKeep)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(pool)
+	cf.Args[1] = uintptr(minBytesToKeep)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procMemPoolTrimTo.check(r1)
 }
 
@@ -5903,14 +5903,14 @@ func MemPrefetchAsync(devPtr CUdeviceptr_v2, count uintptr, location CUmemLocati
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(devPtr)
-	a[1] = uintptr(count)
-	a[2] = *(*uintptr)(unsafe.Pointer(&location))
-	a[3] = uintptr(flags)
-	a[4] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(devPtr)
+	cf.Args[1] = uintptr(count)
+	cf.Args[2] = *(*uintptr)(unsafe.Pointer(&location))
+	cf.Args[3] = uintptr(flags)
+	cf.Args[4] = uintptr(hStream)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	return procMemPrefetchAsync.check(r1)
 }
 
@@ -5923,13 +5923,13 @@ func MemPrefetchAsync_v8000(devPtr CUdeviceptr_v2, count uintptr, dstDevice CUde
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(devPtr)
-	a[1] = uintptr(count)
-	a[2] = uintptr(dstDevice)
-	a[3] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(devPtr)
+	cf.Args[1] = uintptr(count)
+	cf.Args[2] = uintptr(dstDevice)
+	cf.Args[3] = uintptr(hStream)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procMemPrefetchAsync_v8000.check(r1)
 }
 
@@ -5946,17 +5946,17 @@ func MemPrefetchBatchAsync(dptrs *CUdeviceptr_v2, sizes *uintptr, count uintptr,
 	ccall.Escape(unsafe.Pointer(sizes))
 	ccall.Escape(unsafe.Pointer(prefetchLocs))
 	ccall.Escape(unsafe.Pointer(prefetchLocIdxs))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dptrs))
-	a[1] = uintptr(unsafe.Pointer(sizes))
-	a[2] = uintptr(count)
-	a[3] = uintptr(unsafe.Pointer(prefetchLocs))
-	a[4] = uintptr(unsafe.Pointer(prefetchLocIdxs))
-	a[5] = uintptr(numPrefetchLocs)
-	a[6] = uintptr(flags)
-	a[7] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:8]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dptrs))
+	cf.Args[1] = uintptr(unsafe.Pointer(sizes))
+	cf.Args[2] = uintptr(count)
+	cf.Args[3] = uintptr(unsafe.Pointer(prefetchLocs))
+	cf.Args[4] = uintptr(unsafe.Pointer(prefetchLocIdxs))
+	cf.Args[5] = uintptr(numPrefetchLocs)
+	cf.Args[6] = uintptr(flags)
+	cf.Args[7] = uintptr(hStream)
+	r1 := cf.Call(8)
+	ccall.Put(cf)
 	runtime.KeepAlive(dptrs)
 	runtime.KeepAlive(sizes)
 	runtime.KeepAlive(prefetchLocs)
@@ -5974,14 +5974,14 @@ func MemRangeGetAttribute(data unsafe.Pointer, dataSize uintptr, attribute CUmem
 		return err
 	}
 	ccall.Escape(data)
-	a := ccall.Args()
-	a[0] = uintptr(data)
-	a[1] = uintptr(dataSize)
-	a[2] = uintptr(attribute)
-	a[3] = uintptr(devPtr)
-	a[4] = uintptr(count)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(data)
+	cf.Args[1] = uintptr(dataSize)
+	cf.Args[2] = uintptr(attribute)
+	cf.Args[3] = uintptr(devPtr)
+	cf.Args[4] = uintptr(count)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(data)
 	return procMemRangeGetAttribute.check(r1)
 }
@@ -5998,15 +5998,15 @@ func MemRangeGetAttributes(data *unsafe.Pointer, dataSizes *uintptr, attributes 
 	ccall.Escape(unsafe.Pointer(data))
 	ccall.Escape(unsafe.Pointer(dataSizes))
 	ccall.Escape(unsafe.Pointer(attributes))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(data))
-	a[1] = uintptr(unsafe.Pointer(dataSizes))
-	a[2] = uintptr(unsafe.Pointer(attributes))
-	a[3] = uintptr(numAttributes)
-	a[4] = uintptr(devPtr)
-	a[5] = uintptr(count)
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(data))
+	cf.Args[1] = uintptr(unsafe.Pointer(dataSizes))
+	cf.Args[2] = uintptr(unsafe.Pointer(attributes))
+	cf.Args[3] = uintptr(numAttributes)
+	cf.Args[4] = uintptr(devPtr)
+	cf.Args[5] = uintptr(count)
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(dataSizes)
 	runtime.KeepAlive(attributes)
@@ -6022,10 +6022,10 @@ func MemRelease(handle CUmemGenericAllocationHandle_v1) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(handle)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(handle)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procMemRelease.check(r1)
 }
 
@@ -6040,11 +6040,11 @@ func MemRetainAllocationHandle(handle *CUmemGenericAllocationHandle_v1, addr uns
 	}
 	ccall.Escape(unsafe.Pointer(handle))
 	ccall.Escape(addr)
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(handle))
-	a[1] = uintptr(addr)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(handle))
+	cf.Args[1] = uintptr(addr)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(handle)
 	runtime.KeepAlive(addr)
 	return procMemRetainAllocationHandle.check(r1)
@@ -6060,13 +6060,13 @@ func MemSetAccess(ptr CUdeviceptr_v2, size uintptr, desc *CUmemAccessDesc_v1, co
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(desc))
-	a := ccall.Args()
-	a[0] = uintptr(ptr)
-	a[1] = uintptr(size)
-	a[2] = uintptr(unsafe.Pointer(desc))
-	a[3] = uintptr(count)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(ptr)
+	cf.Args[1] = uintptr(size)
+	cf.Args[2] = uintptr(unsafe.Pointer(desc))
+	cf.Args[3] = uintptr(count)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(desc)
 	return procMemSetAccess.check(r1)
 }
@@ -6081,12 +6081,12 @@ func MemSetMemPool(location *CUmemLocation, type_ CUmemAllocationType, pool CUme
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(location))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(location))
-	a[1] = uintptr(type_)
-	a[2] = uintptr(pool)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(location))
+	cf.Args[1] = uintptr(type_)
+	cf.Args[2] = uintptr(pool)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(location)
 	return procMemSetMemPool.check(r1)
 }
@@ -6100,11 +6100,11 @@ func MemUnmap(ptr CUdeviceptr_v2, size uintptr) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(ptr)
-	a[1] = uintptr(size)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(ptr)
+	cf.Args[1] = uintptr(size)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procMemUnmap.check(r1)
 }
 
@@ -6117,12 +6117,12 @@ func Memcpy(dst CUdeviceptr_v2, src CUdeviceptr_v2, ByteCount uintptr) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dst)
-	a[1] = uintptr(src)
-	a[2] = uintptr(ByteCount)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dst)
+	cf.Args[1] = uintptr(src)
+	cf.Args[2] = uintptr(ByteCount)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procMemcpy.check(r1)
 }
 
@@ -6136,10 +6136,10 @@ func Memcpy2D(pCopy *CUDA_MEMCPY2D_v2) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pCopy))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pCopy))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pCopy))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(pCopy)
 	return procMemcpy2D.check(r1)
 }
@@ -6154,11 +6154,11 @@ func Memcpy2DAsync(pCopy *CUDA_MEMCPY2D_v2, hStream CUstream) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pCopy))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pCopy))
-	a[1] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pCopy))
+	cf.Args[1] = uintptr(hStream)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pCopy)
 	return procMemcpy2DAsync.check(r1)
 }
@@ -6173,10 +6173,10 @@ func Memcpy2DUnaligned(pCopy *CUDA_MEMCPY2D_v2) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pCopy))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pCopy))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pCopy))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(pCopy)
 	return procMemcpy2DUnaligned.check(r1)
 }
@@ -6191,10 +6191,10 @@ func Memcpy3D(pCopy *CUDA_MEMCPY3D_v2) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pCopy))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pCopy))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pCopy))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(pCopy)
 	return procMemcpy3D.check(r1)
 }
@@ -6209,11 +6209,11 @@ func Memcpy3DAsync(pCopy *CUDA_MEMCPY3D_v2, hStream CUstream) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pCopy))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pCopy))
-	a[1] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pCopy))
+	cf.Args[1] = uintptr(hStream)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pCopy)
 	return procMemcpy3DAsync.check(r1)
 }
@@ -6228,13 +6228,13 @@ func Memcpy3DBatchAsync(numParams uintptr, opList *CUDA_MEMCPY3D_BATCH_OP_v1, fl
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(opList))
-	a := ccall.Args()
-	a[0] = uintptr(numParams)
-	a[1] = uintptr(unsafe.Pointer(opList))
-	a[2] = uintptr(flags)
-	a[3] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(numParams)
+	cf.Args[1] = uintptr(unsafe.Pointer(opList))
+	cf.Args[2] = uintptr(flags)
+	cf.Args[3] = uintptr(hStream)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(opList)
 	return procMemcpy3DBatchAsync.check(r1)
 }
@@ -6250,14 +6250,14 @@ func Memcpy3DBatchAsync_v12080(numParams uintptr, opList *CUDA_MEMCPY3D_BATCH_OP
 	}
 	ccall.Escape(unsafe.Pointer(opList))
 	ccall.Escape(unsafe.Pointer(failIdx))
-	a := ccall.Args()
-	a[0] = uintptr(numParams)
-	a[1] = uintptr(unsafe.Pointer(opList))
-	a[2] = uintptr(unsafe.Pointer(failIdx))
-	a[3] = uintptr(flags)
-	a[4] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(numParams)
+	cf.Args[1] = uintptr(unsafe.Pointer(opList))
+	cf.Args[2] = uintptr(unsafe.Pointer(failIdx))
+	cf.Args[3] = uintptr(flags)
+	cf.Args[4] = uintptr(hStream)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(opList)
 	runtime.KeepAlive(failIdx)
 	return procMemcpy3DBatchAsync_v12080.check(r1)
@@ -6273,10 +6273,10 @@ func Memcpy3DPeer(pCopy *CUDA_MEMCPY3D_PEER_v1) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pCopy))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pCopy))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pCopy))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(pCopy)
 	return procMemcpy3DPeer.check(r1)
 }
@@ -6291,11 +6291,11 @@ func Memcpy3DPeerAsync(pCopy *CUDA_MEMCPY3D_PEER_v1, hStream CUstream) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pCopy))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pCopy))
-	a[1] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pCopy))
+	cf.Args[1] = uintptr(hStream)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pCopy)
 	return procMemcpy3DPeerAsync.check(r1)
 }
@@ -6309,13 +6309,13 @@ func MemcpyAsync(dst CUdeviceptr_v2, src CUdeviceptr_v2, ByteCount uintptr, hStr
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dst)
-	a[1] = uintptr(src)
-	a[2] = uintptr(ByteCount)
-	a[3] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dst)
+	cf.Args[1] = uintptr(src)
+	cf.Args[2] = uintptr(ByteCount)
+	cf.Args[3] = uintptr(hStream)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procMemcpyAsync.check(r1)
 }
 
@@ -6328,14 +6328,14 @@ func MemcpyAtoA(dstArray CUarray, dstOffset uintptr, srcArray CUarray, srcOffset
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstArray)
-	a[1] = uintptr(dstOffset)
-	a[2] = uintptr(srcArray)
-	a[3] = uintptr(srcOffset)
-	a[4] = uintptr(ByteCount)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstArray)
+	cf.Args[1] = uintptr(dstOffset)
+	cf.Args[2] = uintptr(srcArray)
+	cf.Args[3] = uintptr(srcOffset)
+	cf.Args[4] = uintptr(ByteCount)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	return procMemcpyAtoA.check(r1)
 }
 
@@ -6348,13 +6348,13 @@ func MemcpyAtoD(dstDevice CUdeviceptr_v2, srcArray CUarray, srcOffset uintptr, B
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(srcArray)
-	a[2] = uintptr(srcOffset)
-	a[3] = uintptr(ByteCount)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(srcArray)
+	cf.Args[2] = uintptr(srcOffset)
+	cf.Args[3] = uintptr(ByteCount)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procMemcpyAtoD.check(r1)
 }
 
@@ -6368,13 +6368,13 @@ func MemcpyAtoH(dstHost unsafe.Pointer, srcArray CUarray, srcOffset uintptr, Byt
 		return err
 	}
 	ccall.Escape(dstHost)
-	a := ccall.Args()
-	a[0] = uintptr(dstHost)
-	a[1] = uintptr(srcArray)
-	a[2] = uintptr(srcOffset)
-	a[3] = uintptr(ByteCount)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstHost)
+	cf.Args[1] = uintptr(srcArray)
+	cf.Args[2] = uintptr(srcOffset)
+	cf.Args[3] = uintptr(ByteCount)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(dstHost)
 	return procMemcpyAtoH.check(r1)
 }
@@ -6389,14 +6389,14 @@ func MemcpyAtoHAsync(dstHost unsafe.Pointer, srcArray CUarray, srcOffset uintptr
 		return err
 	}
 	ccall.Escape(dstHost)
-	a := ccall.Args()
-	a[0] = uintptr(dstHost)
-	a[1] = uintptr(srcArray)
-	a[2] = uintptr(srcOffset)
-	a[3] = uintptr(ByteCount)
-	a[4] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstHost)
+	cf.Args[1] = uintptr(srcArray)
+	cf.Args[2] = uintptr(srcOffset)
+	cf.Args[3] = uintptr(ByteCount)
+	cf.Args[4] = uintptr(hStream)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(dstHost)
 	return procMemcpyAtoHAsync.check(r1)
 }
@@ -6415,17 +6415,17 @@ func MemcpyBatchAsync(dsts *CUdeviceptr_v2, srcs *CUdeviceptr_v2, sizes *uintptr
 	ccall.Escape(unsafe.Pointer(sizes))
 	ccall.Escape(unsafe.Pointer(attrs))
 	ccall.Escape(unsafe.Pointer(attrIdxs))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dsts))
-	a[1] = uintptr(unsafe.Pointer(srcs))
-	a[2] = uintptr(unsafe.Pointer(sizes))
-	a[3] = uintptr(count)
-	a[4] = uintptr(unsafe.Pointer(attrs))
-	a[5] = uintptr(unsafe.Pointer(attrIdxs))
-	a[6] = uintptr(numAttrs)
-	a[7] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:8]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dsts))
+	cf.Args[1] = uintptr(unsafe.Pointer(srcs))
+	cf.Args[2] = uintptr(unsafe.Pointer(sizes))
+	cf.Args[3] = uintptr(count)
+	cf.Args[4] = uintptr(unsafe.Pointer(attrs))
+	cf.Args[5] = uintptr(unsafe.Pointer(attrIdxs))
+	cf.Args[6] = uintptr(numAttrs)
+	cf.Args[7] = uintptr(hStream)
+	r1 := cf.Call(8)
+	ccall.Put(cf)
 	runtime.KeepAlive(dsts)
 	runtime.KeepAlive(srcs)
 	runtime.KeepAlive(sizes)
@@ -6449,18 +6449,18 @@ func MemcpyBatchAsync_v12080(dsts *CUdeviceptr_v2, srcs *CUdeviceptr_v2, sizes *
 	ccall.Escape(unsafe.Pointer(attrs))
 	ccall.Escape(unsafe.Pointer(attrIdxs))
 	ccall.Escape(unsafe.Pointer(failIdx))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dsts))
-	a[1] = uintptr(unsafe.Pointer(srcs))
-	a[2] = uintptr(unsafe.Pointer(sizes))
-	a[3] = uintptr(count)
-	a[4] = uintptr(unsafe.Pointer(attrs))
-	a[5] = uintptr(unsafe.Pointer(attrIdxs))
-	a[6] = uintptr(numAttrs)
-	a[7] = uintptr(unsafe.Pointer(failIdx))
-	a[8] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:9]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dsts))
+	cf.Args[1] = uintptr(unsafe.Pointer(srcs))
+	cf.Args[2] = uintptr(unsafe.Pointer(sizes))
+	cf.Args[3] = uintptr(count)
+	cf.Args[4] = uintptr(unsafe.Pointer(attrs))
+	cf.Args[5] = uintptr(unsafe.Pointer(attrIdxs))
+	cf.Args[6] = uintptr(numAttrs)
+	cf.Args[7] = uintptr(unsafe.Pointer(failIdx))
+	cf.Args[8] = uintptr(hStream)
+	r1 := cf.Call(9)
+	ccall.Put(cf)
 	runtime.KeepAlive(dsts)
 	runtime.KeepAlive(srcs)
 	runtime.KeepAlive(sizes)
@@ -6479,13 +6479,13 @@ func MemcpyDtoA(dstArray CUarray, dstOffset uintptr, srcDevice CUdeviceptr_v2, B
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstArray)
-	a[1] = uintptr(dstOffset)
-	a[2] = uintptr(srcDevice)
-	a[3] = uintptr(ByteCount)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstArray)
+	cf.Args[1] = uintptr(dstOffset)
+	cf.Args[2] = uintptr(srcDevice)
+	cf.Args[3] = uintptr(ByteCount)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procMemcpyDtoA.check(r1)
 }
 
@@ -6498,12 +6498,12 @@ func MemcpyDtoD(dstDevice CUdeviceptr_v2, srcDevice CUdeviceptr_v2, ByteCount ui
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(srcDevice)
-	a[2] = uintptr(ByteCount)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(srcDevice)
+	cf.Args[2] = uintptr(ByteCount)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procMemcpyDtoD.check(r1)
 }
 
@@ -6516,13 +6516,13 @@ func MemcpyDtoDAsync(dstDevice CUdeviceptr_v2, srcDevice CUdeviceptr_v2, ByteCou
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(srcDevice)
-	a[2] = uintptr(ByteCount)
-	a[3] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(srcDevice)
+	cf.Args[2] = uintptr(ByteCount)
+	cf.Args[3] = uintptr(hStream)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procMemcpyDtoDAsync.check(r1)
 }
 
@@ -6536,12 +6536,12 @@ func MemcpyDtoH(dstHost unsafe.Pointer, srcDevice CUdeviceptr_v2, ByteCount uint
 		return err
 	}
 	ccall.Escape(dstHost)
-	a := ccall.Args()
-	a[0] = uintptr(dstHost)
-	a[1] = uintptr(srcDevice)
-	a[2] = uintptr(ByteCount)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstHost)
+	cf.Args[1] = uintptr(srcDevice)
+	cf.Args[2] = uintptr(ByteCount)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(dstHost)
 	return procMemcpyDtoH.check(r1)
 }
@@ -6556,13 +6556,13 @@ func MemcpyDtoHAsync(dstHost unsafe.Pointer, srcDevice CUdeviceptr_v2, ByteCount
 		return err
 	}
 	ccall.Escape(dstHost)
-	a := ccall.Args()
-	a[0] = uintptr(dstHost)
-	a[1] = uintptr(srcDevice)
-	a[2] = uintptr(ByteCount)
-	a[3] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstHost)
+	cf.Args[1] = uintptr(srcDevice)
+	cf.Args[2] = uintptr(ByteCount)
+	cf.Args[3] = uintptr(hStream)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(dstHost)
 	return procMemcpyDtoHAsync.check(r1)
 }
@@ -6577,13 +6577,13 @@ func MemcpyHtoA(dstArray CUarray, dstOffset uintptr, srcHost unsafe.Pointer, Byt
 		return err
 	}
 	ccall.Escape(srcHost)
-	a := ccall.Args()
-	a[0] = uintptr(dstArray)
-	a[1] = uintptr(dstOffset)
-	a[2] = uintptr(srcHost)
-	a[3] = uintptr(ByteCount)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstArray)
+	cf.Args[1] = uintptr(dstOffset)
+	cf.Args[2] = uintptr(srcHost)
+	cf.Args[3] = uintptr(ByteCount)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(srcHost)
 	return procMemcpyHtoA.check(r1)
 }
@@ -6598,14 +6598,14 @@ func MemcpyHtoAAsync(dstArray CUarray, dstOffset uintptr, srcHost unsafe.Pointer
 		return err
 	}
 	ccall.Escape(srcHost)
-	a := ccall.Args()
-	a[0] = uintptr(dstArray)
-	a[1] = uintptr(dstOffset)
-	a[2] = uintptr(srcHost)
-	a[3] = uintptr(ByteCount)
-	a[4] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstArray)
+	cf.Args[1] = uintptr(dstOffset)
+	cf.Args[2] = uintptr(srcHost)
+	cf.Args[3] = uintptr(ByteCount)
+	cf.Args[4] = uintptr(hStream)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(srcHost)
 	return procMemcpyHtoAAsync.check(r1)
 }
@@ -6620,12 +6620,12 @@ func MemcpyHtoD(dstDevice CUdeviceptr_v2, srcHost unsafe.Pointer, ByteCount uint
 		return err
 	}
 	ccall.Escape(srcHost)
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(srcHost)
-	a[2] = uintptr(ByteCount)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(srcHost)
+	cf.Args[2] = uintptr(ByteCount)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(srcHost)
 	return procMemcpyHtoD.check(r1)
 }
@@ -6640,13 +6640,13 @@ func MemcpyHtoDAsync(dstDevice CUdeviceptr_v2, srcHost unsafe.Pointer, ByteCount
 		return err
 	}
 	ccall.Escape(srcHost)
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(srcHost)
-	a[2] = uintptr(ByteCount)
-	a[3] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(srcHost)
+	cf.Args[2] = uintptr(ByteCount)
+	cf.Args[3] = uintptr(hStream)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(srcHost)
 	return procMemcpyHtoDAsync.check(r1)
 }
@@ -6660,14 +6660,14 @@ func MemcpyPeer(dstDevice CUdeviceptr_v2, dstContext CUcontext, srcDevice CUdevi
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(dstContext)
-	a[2] = uintptr(srcDevice)
-	a[3] = uintptr(srcContext)
-	a[4] = uintptr(ByteCount)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(dstContext)
+	cf.Args[2] = uintptr(srcDevice)
+	cf.Args[3] = uintptr(srcContext)
+	cf.Args[4] = uintptr(ByteCount)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	return procMemcpyPeer.check(r1)
 }
 
@@ -6680,15 +6680,15 @@ func MemcpyPeerAsync(dstDevice CUdeviceptr_v2, dstContext CUcontext, srcDevice C
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(dstContext)
-	a[2] = uintptr(srcDevice)
-	a[3] = uintptr(srcContext)
-	a[4] = uintptr(ByteCount)
-	a[5] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(dstContext)
+	cf.Args[2] = uintptr(srcDevice)
+	cf.Args[3] = uintptr(srcContext)
+	cf.Args[4] = uintptr(ByteCount)
+	cf.Args[5] = uintptr(hStream)
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	return procMemcpyPeerAsync.check(r1)
 }
 
@@ -6701,12 +6701,12 @@ func MemsetD16(dstDevice CUdeviceptr_v2, us uint16, N uintptr) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(us)
-	a[2] = uintptr(N)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(us)
+	cf.Args[2] = uintptr(N)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procMemsetD16.check(r1)
 }
 
@@ -6719,13 +6719,13 @@ func MemsetD16Async(dstDevice CUdeviceptr_v2, us uint16, N uintptr, hStream CUst
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(us)
-	a[2] = uintptr(N)
-	a[3] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(us)
+	cf.Args[2] = uintptr(N)
+	cf.Args[3] = uintptr(hStream)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procMemsetD16Async.check(r1)
 }
 
@@ -6738,14 +6738,14 @@ func MemsetD2D16(dstDevice CUdeviceptr_v2, dstPitch uintptr, us uint16, Width ui
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(dstPitch)
-	a[2] = uintptr(us)
-	a[3] = uintptr(Width)
-	a[4] = uintptr(Height)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(dstPitch)
+	cf.Args[2] = uintptr(us)
+	cf.Args[3] = uintptr(Width)
+	cf.Args[4] = uintptr(Height)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	return procMemsetD2D16.check(r1)
 }
 
@@ -6758,15 +6758,15 @@ func MemsetD2D16Async(dstDevice CUdeviceptr_v2, dstPitch uintptr, us uint16, Wid
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(dstPitch)
-	a[2] = uintptr(us)
-	a[3] = uintptr(Width)
-	a[4] = uintptr(Height)
-	a[5] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(dstPitch)
+	cf.Args[2] = uintptr(us)
+	cf.Args[3] = uintptr(Width)
+	cf.Args[4] = uintptr(Height)
+	cf.Args[5] = uintptr(hStream)
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	return procMemsetD2D16Async.check(r1)
 }
 
@@ -6779,14 +6779,14 @@ func MemsetD2D32(dstDevice CUdeviceptr_v2, dstPitch uintptr, ui uint32, Width ui
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(dstPitch)
-	a[2] = uintptr(ui)
-	a[3] = uintptr(Width)
-	a[4] = uintptr(Height)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(dstPitch)
+	cf.Args[2] = uintptr(ui)
+	cf.Args[3] = uintptr(Width)
+	cf.Args[4] = uintptr(Height)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	return procMemsetD2D32.check(r1)
 }
 
@@ -6799,15 +6799,15 @@ func MemsetD2D32Async(dstDevice CUdeviceptr_v2, dstPitch uintptr, ui uint32, Wid
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(dstPitch)
-	a[2] = uintptr(ui)
-	a[3] = uintptr(Width)
-	a[4] = uintptr(Height)
-	a[5] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(dstPitch)
+	cf.Args[2] = uintptr(ui)
+	cf.Args[3] = uintptr(Width)
+	cf.Args[4] = uintptr(Height)
+	cf.Args[5] = uintptr(hStream)
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	return procMemsetD2D32Async.check(r1)
 }
 
@@ -6820,14 +6820,14 @@ func MemsetD2D8(dstDevice CUdeviceptr_v2, dstPitch uintptr, uc uint8, Width uint
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(dstPitch)
-	a[2] = uintptr(uc)
-	a[3] = uintptr(Width)
-	a[4] = uintptr(Height)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(dstPitch)
+	cf.Args[2] = uintptr(uc)
+	cf.Args[3] = uintptr(Width)
+	cf.Args[4] = uintptr(Height)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	return procMemsetD2D8.check(r1)
 }
 
@@ -6840,15 +6840,15 @@ func MemsetD2D8Async(dstDevice CUdeviceptr_v2, dstPitch uintptr, uc uint8, Width
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(dstPitch)
-	a[2] = uintptr(uc)
-	a[3] = uintptr(Width)
-	a[4] = uintptr(Height)
-	a[5] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(dstPitch)
+	cf.Args[2] = uintptr(uc)
+	cf.Args[3] = uintptr(Width)
+	cf.Args[4] = uintptr(Height)
+	cf.Args[5] = uintptr(hStream)
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	return procMemsetD2D8Async.check(r1)
 }
 
@@ -6861,12 +6861,12 @@ func MemsetD32(dstDevice CUdeviceptr_v2, ui uint32, N uintptr) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(ui)
-	a[2] = uintptr(N)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(ui)
+	cf.Args[2] = uintptr(N)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procMemsetD32.check(r1)
 }
 
@@ -6879,13 +6879,13 @@ func MemsetD32Async(dstDevice CUdeviceptr_v2, ui uint32, N uintptr, hStream CUst
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(ui)
-	a[2] = uintptr(N)
-	a[3] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(ui)
+	cf.Args[2] = uintptr(N)
+	cf.Args[3] = uintptr(hStream)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procMemsetD32Async.check(r1)
 }
 
@@ -6898,12 +6898,12 @@ func MemsetD8(dstDevice CUdeviceptr_v2, uc uint8, N uintptr) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(uc)
-	a[2] = uintptr(N)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(uc)
+	cf.Args[2] = uintptr(N)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procMemsetD8.check(r1)
 }
 
@@ -6916,13 +6916,13 @@ func MemsetD8Async(dstDevice CUdeviceptr_v2, uc uint8, N uintptr, hStream CUstre
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstDevice)
-	a[1] = uintptr(uc)
-	a[2] = uintptr(N)
-	a[3] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstDevice)
+	cf.Args[1] = uintptr(uc)
+	cf.Args[2] = uintptr(N)
+	cf.Args[3] = uintptr(hStream)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procMemsetD8Async.check(r1)
 }
 
@@ -6937,12 +6937,12 @@ func MipmappedArrayCreate(pHandle *CUmipmappedArray, pMipmappedArrayDesc *CUDA_A
 	}
 	ccall.Escape(unsafe.Pointer(pHandle))
 	ccall.Escape(unsafe.Pointer(pMipmappedArrayDesc))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pHandle))
-	a[1] = uintptr(unsafe.Pointer(pMipmappedArrayDesc))
-	a[2] = uintptr(numMipmapLevels)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pHandle))
+	cf.Args[1] = uintptr(unsafe.Pointer(pMipmappedArrayDesc))
+	cf.Args[2] = uintptr(numMipmapLevels)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pHandle)
 	runtime.KeepAlive(pMipmappedArrayDesc)
 	return procMipmappedArrayCreate.check(r1)
@@ -6957,10 +6957,10 @@ func MipmappedArrayDestroy(hMipmappedArray CUmipmappedArray) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hMipmappedArray)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hMipmappedArray)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procMipmappedArrayDestroy.check(r1)
 }
 
@@ -6974,12 +6974,12 @@ func MipmappedArrayGetLevel(pLevelArray *CUarray, hMipmappedArray CUmipmappedArr
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pLevelArray))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pLevelArray))
-	a[1] = uintptr(hMipmappedArray)
-	a[2] = uintptr(level)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pLevelArray))
+	cf.Args[1] = uintptr(hMipmappedArray)
+	cf.Args[2] = uintptr(level)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pLevelArray)
 	return procMipmappedArrayGetLevel.check(r1)
 }
@@ -6994,12 +6994,12 @@ func MipmappedArrayGetMemoryRequirements(memoryRequirements *CUDA_ARRAY_MEMORY_R
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(memoryRequirements))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(memoryRequirements))
-	a[1] = uintptr(mipmap)
-	a[2] = uintptr(device)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(memoryRequirements))
+	cf.Args[1] = uintptr(mipmap)
+	cf.Args[2] = uintptr(device)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(memoryRequirements)
 	return procMipmappedArrayGetMemoryRequirements.check(r1)
 }
@@ -7014,11 +7014,11 @@ func MipmappedArrayGetSparseProperties(sparseProperties *CUDA_ARRAY_SPARSE_PROPE
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(sparseProperties))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(sparseProperties))
-	a[1] = uintptr(mipmap)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(sparseProperties))
+	cf.Args[1] = uintptr(mipmap)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(sparseProperties)
 	return procMipmappedArrayGetSparseProperties.check(r1)
 }
@@ -7033,12 +7033,12 @@ func ModuleEnumerateFunctions(functions *CUfunction, numFunctions uint32, mod CU
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(functions))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(functions))
-	a[1] = uintptr(numFunctions)
-	a[2] = uintptr(mod)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(functions))
+	cf.Args[1] = uintptr(numFunctions)
+	cf.Args[2] = uintptr(mod)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(functions)
 	return procModuleEnumerateFunctions.check(r1)
 }
@@ -7054,12 +7054,12 @@ func ModuleGetFunction(hfunc *CUfunction, hmod CUmodule, name *byte) error {
 	}
 	ccall.Escape(unsafe.Pointer(hfunc))
 	ccall.Escape(unsafe.Pointer(name))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(hfunc))
-	a[1] = uintptr(hmod)
-	a[2] = uintptr(unsafe.Pointer(name))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(hfunc))
+	cf.Args[1] = uintptr(hmod)
+	cf.Args[2] = uintptr(unsafe.Pointer(name))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(hfunc)
 	runtime.KeepAlive(name)
 	return procModuleGetFunction.check(r1)
@@ -7075,11 +7075,11 @@ func ModuleGetFunctionCount(count *uint32, hmod CUmodule) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(count))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(count))
-	a[1] = uintptr(hmod)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(count))
+	cf.Args[1] = uintptr(hmod)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(count)
 	return procModuleGetFunctionCount.check(r1)
 }
@@ -7096,13 +7096,13 @@ func ModuleGetGlobal(dptr *CUdeviceptr_v2, bytes *uintptr, hmod CUmodule, name *
 	ccall.Escape(unsafe.Pointer(dptr))
 	ccall.Escape(unsafe.Pointer(bytes))
 	ccall.Escape(unsafe.Pointer(name))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dptr))
-	a[1] = uintptr(unsafe.Pointer(bytes))
-	a[2] = uintptr(hmod)
-	a[3] = uintptr(unsafe.Pointer(name))
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dptr))
+	cf.Args[1] = uintptr(unsafe.Pointer(bytes))
+	cf.Args[2] = uintptr(hmod)
+	cf.Args[3] = uintptr(unsafe.Pointer(name))
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(dptr)
 	runtime.KeepAlive(bytes)
 	runtime.KeepAlive(name)
@@ -7119,10 +7119,10 @@ func ModuleGetLoadingMode(mode *CUmoduleLoadingMode) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(mode))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(mode))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(mode))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(mode)
 	return procModuleGetLoadingMode.check(r1)
 }
@@ -7138,12 +7138,12 @@ func ModuleGetSurfRef(pSurfRef *CUsurfref, hmod CUmodule, name *byte) error {
 	}
 	ccall.Escape(unsafe.Pointer(pSurfRef))
 	ccall.Escape(unsafe.Pointer(name))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pSurfRef))
-	a[1] = uintptr(hmod)
-	a[2] = uintptr(unsafe.Pointer(name))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pSurfRef))
+	cf.Args[1] = uintptr(hmod)
+	cf.Args[2] = uintptr(unsafe.Pointer(name))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pSurfRef)
 	runtime.KeepAlive(name)
 	return procModuleGetSurfRef.check(r1)
@@ -7160,12 +7160,12 @@ func ModuleGetTexRef(pTexRef *CUtexref, hmod CUmodule, name *byte) error {
 	}
 	ccall.Escape(unsafe.Pointer(pTexRef))
 	ccall.Escape(unsafe.Pointer(name))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pTexRef))
-	a[1] = uintptr(hmod)
-	a[2] = uintptr(unsafe.Pointer(name))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pTexRef))
+	cf.Args[1] = uintptr(hmod)
+	cf.Args[2] = uintptr(unsafe.Pointer(name))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pTexRef)
 	runtime.KeepAlive(name)
 	return procModuleGetTexRef.check(r1)
@@ -7182,11 +7182,11 @@ func ModuleLoad(module *CUmodule, fname *byte) error {
 	}
 	ccall.Escape(unsafe.Pointer(module))
 	ccall.Escape(unsafe.Pointer(fname))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(module))
-	a[1] = uintptr(unsafe.Pointer(fname))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(module))
+	cf.Args[1] = uintptr(unsafe.Pointer(fname))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(module)
 	runtime.KeepAlive(fname)
 	return procModuleLoad.check(r1)
@@ -7203,11 +7203,11 @@ func ModuleLoadData(module *CUmodule, image unsafe.Pointer) error {
 	}
 	ccall.Escape(unsafe.Pointer(module))
 	ccall.Escape(image)
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(module))
-	a[1] = uintptr(image)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(module))
+	cf.Args[1] = uintptr(image)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(module)
 	runtime.KeepAlive(image)
 	return procModuleLoadData.check(r1)
@@ -7226,14 +7226,14 @@ func ModuleLoadDataEx(module *CUmodule, image unsafe.Pointer, numOptions uint32,
 	ccall.Escape(image)
 	ccall.Escape(unsafe.Pointer(options))
 	ccall.Escape(unsafe.Pointer(optionValues))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(module))
-	a[1] = uintptr(image)
-	a[2] = uintptr(numOptions)
-	a[3] = uintptr(unsafe.Pointer(options))
-	a[4] = uintptr(unsafe.Pointer(optionValues))
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(module))
+	cf.Args[1] = uintptr(image)
+	cf.Args[2] = uintptr(numOptions)
+	cf.Args[3] = uintptr(unsafe.Pointer(options))
+	cf.Args[4] = uintptr(unsafe.Pointer(optionValues))
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(module)
 	runtime.KeepAlive(image)
 	runtime.KeepAlive(options)
@@ -7252,11 +7252,11 @@ func ModuleLoadFatBinary(module *CUmodule, fatCubin unsafe.Pointer) error {
 	}
 	ccall.Escape(unsafe.Pointer(module))
 	ccall.Escape(fatCubin)
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(module))
-	a[1] = uintptr(fatCubin)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(module))
+	cf.Args[1] = uintptr(fatCubin)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(module)
 	runtime.KeepAlive(fatCubin)
 	return procModuleLoadFatBinary.check(r1)
@@ -7271,10 +7271,10 @@ func ModuleUnload(hmod CUmodule) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hmod)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hmod)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procModuleUnload.check(r1)
 }
 
@@ -7287,11 +7287,11 @@ func MulticastAddDevice(mcHandle CUmemGenericAllocationHandle, dev CUdevice) err
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(mcHandle)
-	a[1] = uintptr(dev)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(mcHandle)
+	cf.Args[1] = uintptr(dev)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procMulticastAddDevice.check(r1)
 }
 
@@ -7304,14 +7304,14 @@ func MulticastBindAddr(mcHandle CUmemGenericAllocationHandle, mcOffset uintptr, 
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(mcHandle)
-	a[1] = uintptr(mcOffset)
-	a[2] = uintptr(memptr)
-	a[3] = uintptr(size)
-	a[4] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(mcHandle)
+	cf.Args[1] = uintptr(mcOffset)
+	cf.Args[2] = uintptr(memptr)
+	cf.Args[3] = uintptr(size)
+	cf.Args[4] = uintptr(flags)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	return procMulticastBindAddr.check(r1)
 }
 
@@ -7324,15 +7324,15 @@ func MulticastBindMem(mcHandle CUmemGenericAllocationHandle, mcOffset uintptr, m
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(mcHandle)
-	a[1] = uintptr(mcOffset)
-	a[2] = uintptr(memHandle)
-	a[3] = uintptr(memOffset)
-	a[4] = uintptr(size)
-	a[5] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(mcHandle)
+	cf.Args[1] = uintptr(mcOffset)
+	cf.Args[2] = uintptr(memHandle)
+	cf.Args[3] = uintptr(memOffset)
+	cf.Args[4] = uintptr(size)
+	cf.Args[5] = uintptr(flags)
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	return procMulticastBindMem.check(r1)
 }
 
@@ -7347,11 +7347,11 @@ func MulticastCreate(mcHandle *CUmemGenericAllocationHandle, prop *CUmulticastOb
 	}
 	ccall.Escape(unsafe.Pointer(mcHandle))
 	ccall.Escape(unsafe.Pointer(prop))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(mcHandle))
-	a[1] = uintptr(unsafe.Pointer(prop))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(mcHandle))
+	cf.Args[1] = uintptr(unsafe.Pointer(prop))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(mcHandle)
 	runtime.KeepAlive(prop)
 	return procMulticastCreate.check(r1)
@@ -7368,12 +7368,12 @@ func MulticastGetGranularity(granularity *uintptr, prop *CUmulticastObjectProp, 
 	}
 	ccall.Escape(unsafe.Pointer(granularity))
 	ccall.Escape(unsafe.Pointer(prop))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(granularity))
-	a[1] = uintptr(unsafe.Pointer(prop))
-	a[2] = uintptr(option)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(granularity))
+	cf.Args[1] = uintptr(unsafe.Pointer(prop))
+	cf.Args[2] = uintptr(option)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(granularity)
 	runtime.KeepAlive(prop)
 	return procMulticastGetGranularity.check(r1)
@@ -7388,13 +7388,13 @@ func MulticastUnbind(mcHandle CUmemGenericAllocationHandle, dev CUdevice, mcOffs
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(mcHandle)
-	a[1] = uintptr(dev)
-	a[2] = uintptr(mcOffset)
-	a[3] = uintptr(size)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(mcHandle)
+	cf.Args[1] = uintptr(dev)
+	cf.Args[2] = uintptr(mcOffset)
+	cf.Args[3] = uintptr(size)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procMulticastUnbind.check(r1)
 }
 
@@ -7408,13 +7408,13 @@ func OccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize *uintptr, func_ CUfun
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(dynamicSmemSize))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(dynamicSmemSize))
-	a[1] = uintptr(func_)
-	a[2] = uintptr(numBlocks)
-	a[3] = uintptr(blockSize)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(dynamicSmemSize))
+	cf.Args[1] = uintptr(func_)
+	cf.Args[2] = uintptr(numBlocks)
+	cf.Args[3] = uintptr(blockSize)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(dynamicSmemSize)
 	return procOccupancyAvailableDynamicSMemPerBlock.check(r1)
 }
@@ -7429,13 +7429,13 @@ func OccupancyMaxActiveBlocksPerMultiprocessor(numBlocks *int32, func_ CUfunctio
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(numBlocks))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(numBlocks))
-	a[1] = uintptr(func_)
-	a[2] = uintptr(blockSize)
-	a[3] = uintptr(dynamicSMemSize)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(numBlocks))
+	cf.Args[1] = uintptr(func_)
+	cf.Args[2] = uintptr(blockSize)
+	cf.Args[3] = uintptr(dynamicSMemSize)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(numBlocks)
 	return procOccupancyMaxActiveBlocksPerMultiprocessor.check(r1)
 }
@@ -7450,14 +7450,14 @@ func OccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks *int32, func_ 
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(numBlocks))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(numBlocks))
-	a[1] = uintptr(func_)
-	a[2] = uintptr(blockSize)
-	a[3] = uintptr(dynamicSMemSize)
-	a[4] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(numBlocks))
+	cf.Args[1] = uintptr(func_)
+	cf.Args[2] = uintptr(blockSize)
+	cf.Args[3] = uintptr(dynamicSMemSize)
+	cf.Args[4] = uintptr(flags)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(numBlocks)
 	return procOccupancyMaxActiveBlocksPerMultiprocessorWithFlags.check(r1)
 }
@@ -7473,12 +7473,12 @@ func OccupancyMaxActiveClusters(numClusters *int32, func_ CUfunction, config *CU
 	}
 	ccall.Escape(unsafe.Pointer(numClusters))
 	ccall.Escape(unsafe.Pointer(config))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(numClusters))
-	a[1] = uintptr(func_)
-	a[2] = uintptr(unsafe.Pointer(config))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(numClusters))
+	cf.Args[1] = uintptr(func_)
+	cf.Args[2] = uintptr(unsafe.Pointer(config))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(numClusters)
 	runtime.KeepAlive(config)
 	return procOccupancyMaxActiveClusters.check(r1)
@@ -7495,15 +7495,15 @@ func OccupancyMaxPotentialBlockSize(minGridSize *int32, blockSize *int32, func_ 
 	}
 	ccall.Escape(unsafe.Pointer(minGridSize))
 	ccall.Escape(unsafe.Pointer(blockSize))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(minGridSize))
-	a[1] = uintptr(unsafe.Pointer(blockSize))
-	a[2] = uintptr(func_)
-	a[3] = uintptr(blockSizeToDynamicSMemSize)
-	a[4] = uintptr(dynamicSMemSize)
-	a[5] = uintptr(blockSizeLimit)
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(minGridSize))
+	cf.Args[1] = uintptr(unsafe.Pointer(blockSize))
+	cf.Args[2] = uintptr(func_)
+	cf.Args[3] = uintptr(blockSizeToDynamicSMemSize)
+	cf.Args[4] = uintptr(dynamicSMemSize)
+	cf.Args[5] = uintptr(blockSizeLimit)
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	runtime.KeepAlive(minGridSize)
 	runtime.KeepAlive(blockSize)
 	return procOccupancyMaxPotentialBlockSize.check(r1)
@@ -7520,16 +7520,16 @@ func OccupancyMaxPotentialBlockSizeWithFlags(minGridSize *int32, blockSize *int3
 	}
 	ccall.Escape(unsafe.Pointer(minGridSize))
 	ccall.Escape(unsafe.Pointer(blockSize))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(minGridSize))
-	a[1] = uintptr(unsafe.Pointer(blockSize))
-	a[2] = uintptr(func_)
-	a[3] = uintptr(blockSizeToDynamicSMemSize)
-	a[4] = uintptr(dynamicSMemSize)
-	a[5] = uintptr(blockSizeLimit)
-	a[6] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:7]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(minGridSize))
+	cf.Args[1] = uintptr(unsafe.Pointer(blockSize))
+	cf.Args[2] = uintptr(func_)
+	cf.Args[3] = uintptr(blockSizeToDynamicSMemSize)
+	cf.Args[4] = uintptr(dynamicSMemSize)
+	cf.Args[5] = uintptr(blockSizeLimit)
+	cf.Args[6] = uintptr(flags)
+	r1 := cf.Call(7)
+	ccall.Put(cf)
 	runtime.KeepAlive(minGridSize)
 	runtime.KeepAlive(blockSize)
 	return procOccupancyMaxPotentialBlockSizeWithFlags.check(r1)
@@ -7546,12 +7546,12 @@ func OccupancyMaxPotentialClusterSize(clusterSize *int32, func_ CUfunction, conf
 	}
 	ccall.Escape(unsafe.Pointer(clusterSize))
 	ccall.Escape(unsafe.Pointer(config))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(clusterSize))
-	a[1] = uintptr(func_)
-	a[2] = uintptr(unsafe.Pointer(config))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(clusterSize))
+	cf.Args[1] = uintptr(func_)
+	cf.Args[2] = uintptr(unsafe.Pointer(config))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(clusterSize)
 	runtime.KeepAlive(config)
 	return procOccupancyMaxPotentialClusterSize.check(r1)
@@ -7566,11 +7566,11 @@ func ParamSetSize(hfunc CUfunction, numbytes uint32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hfunc)
-	a[1] = uintptr(numbytes)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hfunc)
+	cf.Args[1] = uintptr(numbytes)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procParamSetSize.check(r1)
 }
 
@@ -7583,12 +7583,12 @@ func ParamSetTexRef(hfunc CUfunction, texunit int32, hTexRef CUtexref) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hfunc)
-	a[1] = uintptr(texunit)
-	a[2] = uintptr(hTexRef)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hfunc)
+	cf.Args[1] = uintptr(texunit)
+	cf.Args[2] = uintptr(hTexRef)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procParamSetTexRef.check(r1)
 }
 
@@ -7617,12 +7617,12 @@ func ParamSeti(hfunc CUfunction, offset int32, value uint32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hfunc)
-	a[1] = uintptr(offset)
-	a[2] = uintptr(value)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hfunc)
+	cf.Args[1] = uintptr(offset)
+	cf.Args[2] = uintptr(value)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procParamSeti.check(r1)
 }
 
@@ -7636,13 +7636,13 @@ func ParamSetv(hfunc CUfunction, offset int32, ptr unsafe.Pointer, numbytes uint
 		return err
 	}
 	ccall.Escape(ptr)
-	a := ccall.Args()
-	a[0] = uintptr(hfunc)
-	a[1] = uintptr(offset)
-	a[2] = uintptr(ptr)
-	a[3] = uintptr(numbytes)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hfunc)
+	cf.Args[1] = uintptr(offset)
+	cf.Args[2] = uintptr(ptr)
+	cf.Args[3] = uintptr(numbytes)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(ptr)
 	return procParamSetv.check(r1)
 }
@@ -7657,12 +7657,12 @@ func PointerGetAttribute(data unsafe.Pointer, attribute CUpointer_attribute, ptr
 		return err
 	}
 	ccall.Escape(data)
-	a := ccall.Args()
-	a[0] = uintptr(data)
-	a[1] = uintptr(attribute)
-	a[2] = uintptr(ptr)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(data)
+	cf.Args[1] = uintptr(attribute)
+	cf.Args[2] = uintptr(ptr)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(data)
 	return procPointerGetAttribute.check(r1)
 }
@@ -7678,13 +7678,13 @@ func PointerGetAttributes(numAttributes uint32, attributes *CUpointer_attribute,
 	}
 	ccall.Escape(unsafe.Pointer(attributes))
 	ccall.Escape(unsafe.Pointer(data))
-	a := ccall.Args()
-	a[0] = uintptr(numAttributes)
-	a[1] = uintptr(unsafe.Pointer(attributes))
-	a[2] = uintptr(unsafe.Pointer(data))
-	a[3] = uintptr(ptr)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(numAttributes)
+	cf.Args[1] = uintptr(unsafe.Pointer(attributes))
+	cf.Args[2] = uintptr(unsafe.Pointer(data))
+	cf.Args[3] = uintptr(ptr)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(attributes)
 	runtime.KeepAlive(data)
 	return procPointerGetAttributes.check(r1)
@@ -7700,12 +7700,12 @@ func PointerSetAttribute(value unsafe.Pointer, attribute CUpointer_attribute, pt
 		return err
 	}
 	ccall.Escape(value)
-	a := ccall.Args()
-	a[0] = uintptr(value)
-	a[1] = uintptr(attribute)
-	a[2] = uintptr(ptr)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(value)
+	cf.Args[1] = uintptr(attribute)
+	cf.Args[2] = uintptr(ptr)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(value)
 	return procPointerSetAttribute.check(r1)
 }
@@ -7721,13 +7721,13 @@ func SignalExternalSemaphoresAsync(extSemArray *CUexternalSemaphore, paramsArray
 	}
 	ccall.Escape(unsafe.Pointer(extSemArray))
 	ccall.Escape(unsafe.Pointer(paramsArray))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(extSemArray))
-	a[1] = uintptr(unsafe.Pointer(paramsArray))
-	a[2] = uintptr(numExtSems)
-	a[3] = uintptr(stream)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(extSemArray))
+	cf.Args[1] = uintptr(unsafe.Pointer(paramsArray))
+	cf.Args[2] = uintptr(numExtSems)
+	cf.Args[3] = uintptr(stream)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(extSemArray)
 	runtime.KeepAlive(paramsArray)
 	return procSignalExternalSemaphoresAsync.check(r1)
@@ -7743,13 +7743,13 @@ func StreamAddCallback(hStream CUstream, callback CUstreamCallback, userData uns
 		return err
 	}
 	ccall.Escape(userData)
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(callback)
-	a[2] = uintptr(userData)
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(callback)
+	cf.Args[2] = uintptr(userData)
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(userData)
 	return procStreamAddCallback.check(r1)
 }
@@ -7763,13 +7763,13 @@ func StreamAttachMemAsync(hStream CUstream, dptr CUdeviceptr_v2, length uintptr,
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(dptr)
-	a[2] = uintptr(length)
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(dptr)
+	cf.Args[2] = uintptr(length)
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procStreamAttachMemAsync.check(r1)
 }
 
@@ -7783,13 +7783,13 @@ func StreamBatchMemOp(stream CUstream, count uint32, paramArray *CUstreamBatchMe
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(paramArray))
-	a := ccall.Args()
-	a[0] = uintptr(stream)
-	a[1] = uintptr(count)
-	a[2] = uintptr(unsafe.Pointer(paramArray))
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(stream)
+	cf.Args[1] = uintptr(count)
+	cf.Args[2] = uintptr(unsafe.Pointer(paramArray))
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(paramArray)
 	return procStreamBatchMemOp.check(r1)
 }
@@ -7803,11 +7803,11 @@ func StreamBeginCapture(hStream CUstream, mode CUstreamCaptureMode) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(mode)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(mode)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procStreamBeginCapture.check(r1)
 }
 
@@ -7822,15 +7822,15 @@ func StreamBeginCaptureToGraph(hStream CUstream, hGraph CUgraph, dependencies *C
 	}
 	ccall.Escape(unsafe.Pointer(dependencies))
 	ccall.Escape(unsafe.Pointer(dependencyData))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(hGraph)
-	a[2] = uintptr(unsafe.Pointer(dependencies))
-	a[3] = uintptr(unsafe.Pointer(dependencyData))
-	a[4] = uintptr(numDependencies)
-	a[5] = uintptr(mode)
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(hGraph)
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[3] = uintptr(unsafe.Pointer(dependencyData))
+	cf.Args[4] = uintptr(numDependencies)
+	cf.Args[5] = uintptr(mode)
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	runtime.KeepAlive(dependencies)
 	runtime.KeepAlive(dependencyData)
 	return procStreamBeginCaptureToGraph.check(r1)
@@ -7845,11 +7845,11 @@ func StreamCopyAttributes(dstStream CUstream, srcStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(dstStream)
-	a[1] = uintptr(srcStream)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(dstStream)
+	cf.Args[1] = uintptr(srcStream)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procStreamCopyAttributes.check(r1)
 }
 
@@ -7863,11 +7863,11 @@ func StreamCreate(phStream *CUstream, Flags uint32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phStream))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phStream))
-	a[1] = uintptr(Flags)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phStream))
+	cf.Args[1] = uintptr(Flags)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(phStream)
 	return procStreamCreate.check(r1)
 }
@@ -7882,12 +7882,12 @@ func StreamCreateWithPriority(phStream *CUstream, flags uint32, priority int32) 
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phStream))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phStream))
-	a[1] = uintptr(flags)
-	a[2] = uintptr(priority)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phStream))
+	cf.Args[1] = uintptr(flags)
+	cf.Args[2] = uintptr(priority)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(phStream)
 	return procStreamCreateWithPriority.check(r1)
 }
@@ -7901,10 +7901,10 @@ func StreamDestroy(hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procStreamDestroy.check(r1)
 }
 
@@ -7918,11 +7918,11 @@ func StreamEndCapture(hStream CUstream, phGraph *CUgraph) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phGraph))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(unsafe.Pointer(phGraph))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(unsafe.Pointer(phGraph))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(phGraph)
 	return procStreamEndCapture.check(r1)
 }
@@ -7937,12 +7937,12 @@ func StreamGetAttribute(hStream CUstream, attr CUstreamAttrID, value *CUstreamAt
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(value))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(attr)
-	a[2] = uintptr(unsafe.Pointer(value))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(attr)
+	cf.Args[2] = uintptr(unsafe.Pointer(value))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(value)
 	return procStreamGetAttribute.check(r1)
 }
@@ -7962,16 +7962,16 @@ func StreamGetCaptureInfo(hStream CUstream, captureStatus_out *CUstreamCaptureSt
 	ccall.Escape(unsafe.Pointer(dependencies_out))
 	ccall.Escape(unsafe.Pointer(edgeData_out))
 	ccall.Escape(unsafe.Pointer(numDependencies_out))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(unsafe.Pointer(captureStatus_out))
-	a[2] = uintptr(unsafe.Pointer(id_out))
-	a[3] = uintptr(unsafe.Pointer(graph_out))
-	a[4] = uintptr(unsafe.Pointer(dependencies_out))
-	a[5] = uintptr(unsafe.Pointer(edgeData_out))
-	a[6] = uintptr(unsafe.Pointer(numDependencies_out))
-	r1, _, _ := purego.SyscallN(fn, a[:7]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(unsafe.Pointer(captureStatus_out))
+	cf.Args[2] = uintptr(unsafe.Pointer(id_out))
+	cf.Args[3] = uintptr(unsafe.Pointer(graph_out))
+	cf.Args[4] = uintptr(unsafe.Pointer(dependencies_out))
+	cf.Args[5] = uintptr(unsafe.Pointer(edgeData_out))
+	cf.Args[6] = uintptr(unsafe.Pointer(numDependencies_out))
+	r1 := cf.Call(7)
+	ccall.Put(cf)
 	runtime.KeepAlive(captureStatus_out)
 	runtime.KeepAlive(id_out)
 	runtime.KeepAlive(graph_out)
@@ -7995,15 +7995,15 @@ func StreamGetCaptureInfo_v11030(hStream CUstream, captureStatus_out *CUstreamCa
 	ccall.Escape(unsafe.Pointer(graph_out))
 	ccall.Escape(unsafe.Pointer(dependencies_out))
 	ccall.Escape(unsafe.Pointer(numDependencies_out))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(unsafe.Pointer(captureStatus_out))
-	a[2] = uintptr(unsafe.Pointer(id_out))
-	a[3] = uintptr(unsafe.Pointer(graph_out))
-	a[4] = uintptr(unsafe.Pointer(dependencies_out))
-	a[5] = uintptr(unsafe.Pointer(numDependencies_out))
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(unsafe.Pointer(captureStatus_out))
+	cf.Args[2] = uintptr(unsafe.Pointer(id_out))
+	cf.Args[3] = uintptr(unsafe.Pointer(graph_out))
+	cf.Args[4] = uintptr(unsafe.Pointer(dependencies_out))
+	cf.Args[5] = uintptr(unsafe.Pointer(numDependencies_out))
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	runtime.KeepAlive(captureStatus_out)
 	runtime.KeepAlive(id_out)
 	runtime.KeepAlive(graph_out)
@@ -8023,12 +8023,12 @@ func StreamGetCaptureInfo_v10010(hStream CUstream, captureStatus_out *CUstreamCa
 	}
 	ccall.Escape(unsafe.Pointer(captureStatus_out))
 	ccall.Escape(unsafe.Pointer(id_out))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(unsafe.Pointer(captureStatus_out))
-	a[2] = uintptr(unsafe.Pointer(id_out))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(unsafe.Pointer(captureStatus_out))
+	cf.Args[2] = uintptr(unsafe.Pointer(id_out))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(captureStatus_out)
 	runtime.KeepAlive(id_out)
 	return procStreamGetCaptureInfo_v10010.check(r1)
@@ -8045,12 +8045,12 @@ func StreamGetCtx(hStream CUstream, pctx *CUcontext, pGreenCtx *CUgreenCtx) erro
 	}
 	ccall.Escape(unsafe.Pointer(pctx))
 	ccall.Escape(unsafe.Pointer(pGreenCtx))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(unsafe.Pointer(pctx))
-	a[2] = uintptr(unsafe.Pointer(pGreenCtx))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(unsafe.Pointer(pctx))
+	cf.Args[2] = uintptr(unsafe.Pointer(pGreenCtx))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pctx)
 	runtime.KeepAlive(pGreenCtx)
 	return procStreamGetCtx.check(r1)
@@ -8066,11 +8066,11 @@ func StreamGetCtx_v9020(hStream CUstream, pctx *CUcontext) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pctx))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(unsafe.Pointer(pctx))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(unsafe.Pointer(pctx))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pctx)
 	return procStreamGetCtx_v9020.check(r1)
 }
@@ -8085,11 +8085,11 @@ func StreamGetDevice(hStream CUstream, device *CUdevice) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(device))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(unsafe.Pointer(device))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(unsafe.Pointer(device))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(device)
 	return procStreamGetDevice.check(r1)
 }
@@ -8104,11 +8104,11 @@ func StreamGetFlags(hStream CUstream, flags *uint32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(flags))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(unsafe.Pointer(flags))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(unsafe.Pointer(flags))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(flags)
 	return procStreamGetFlags.check(r1)
 }
@@ -8123,11 +8123,11 @@ func StreamGetGreenCtx(hStream CUstream, phCtx *CUgreenCtx) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phCtx))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(unsafe.Pointer(phCtx))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(unsafe.Pointer(phCtx))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(phCtx)
 	return procStreamGetGreenCtx.check(r1)
 }
@@ -8142,11 +8142,11 @@ func StreamGetId(hStream CUstream, streamId *uint64) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(streamId))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(unsafe.Pointer(streamId))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(unsafe.Pointer(streamId))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(streamId)
 	return procStreamGetId.check(r1)
 }
@@ -8161,11 +8161,11 @@ func StreamGetPriority(hStream CUstream, priority *int32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(priority))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(unsafe.Pointer(priority))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(unsafe.Pointer(priority))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(priority)
 	return procStreamGetPriority.check(r1)
 }
@@ -8180,11 +8180,11 @@ func StreamIsCapturing(hStream CUstream, captureStatus *CUstreamCaptureStatus) e
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(captureStatus))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(unsafe.Pointer(captureStatus))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(unsafe.Pointer(captureStatus))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(captureStatus)
 	return procStreamIsCapturing.check(r1)
 }
@@ -8198,10 +8198,10 @@ func StreamQuery(hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procStreamQuery.check(r1)
 }
 
@@ -8215,12 +8215,12 @@ func StreamSetAttribute(hStream CUstream, attr CUstreamAttrID, param *CUstreamAt
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(param))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(attr)
-	a[2] = uintptr(unsafe.Pointer(param))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(attr)
+	cf.Args[2] = uintptr(unsafe.Pointer(param))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(param)
 	return procStreamSetAttribute.check(r1)
 }
@@ -8234,10 +8234,10 @@ func StreamSynchronize(hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procStreamSynchronize.check(r1)
 }
 
@@ -8252,14 +8252,14 @@ func StreamUpdateCaptureDependencies(hStream CUstream, dependencies *CUgraphNode
 	}
 	ccall.Escape(unsafe.Pointer(dependencies))
 	ccall.Escape(unsafe.Pointer(dependencyData))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(unsafe.Pointer(dependencies))
-	a[2] = uintptr(unsafe.Pointer(dependencyData))
-	a[3] = uintptr(numDependencies)
-	a[4] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[2] = uintptr(unsafe.Pointer(dependencyData))
+	cf.Args[3] = uintptr(numDependencies)
+	cf.Args[4] = uintptr(flags)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(dependencies)
 	runtime.KeepAlive(dependencyData)
 	return procStreamUpdateCaptureDependencies.check(r1)
@@ -8275,13 +8275,13 @@ func StreamUpdateCaptureDependencies_v11030(hStream CUstream, dependencies *CUgr
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(dependencies))
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(unsafe.Pointer(dependencies))
-	a[2] = uintptr(numDependencies)
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(unsafe.Pointer(dependencies))
+	cf.Args[2] = uintptr(numDependencies)
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(dependencies)
 	return procStreamUpdateCaptureDependencies_v11030.check(r1)
 }
@@ -8295,12 +8295,12 @@ func StreamWaitEvent(hStream CUstream, hEvent CUevent, Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hStream)
-	a[1] = uintptr(hEvent)
-	a[2] = uintptr(Flags)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hStream)
+	cf.Args[1] = uintptr(hEvent)
+	cf.Args[2] = uintptr(Flags)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procStreamWaitEvent.check(r1)
 }
 
@@ -8313,13 +8313,13 @@ func StreamWaitValue32(stream CUstream, addr CUdeviceptr_v2, value uint32, flags
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(stream)
-	a[1] = uintptr(addr)
-	a[2] = uintptr(value)
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(stream)
+	cf.Args[1] = uintptr(addr)
+	cf.Args[2] = uintptr(value)
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procStreamWaitValue32.check(r1)
 }
 
@@ -8332,13 +8332,13 @@ func StreamWaitValue64(stream CUstream, addr CUdeviceptr_v2, value uint64, flags
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(stream)
-	a[1] = uintptr(addr)
-	a[2] = uintptr(value)
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(stream)
+	cf.Args[1] = uintptr(addr)
+	cf.Args[2] = uintptr(value)
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procStreamWaitValue64.check(r1)
 }
 
@@ -8351,13 +8351,13 @@ func StreamWriteValue32(stream CUstream, addr CUdeviceptr_v2, value uint32, flag
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(stream)
-	a[1] = uintptr(addr)
-	a[2] = uintptr(value)
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(stream)
+	cf.Args[1] = uintptr(addr)
+	cf.Args[2] = uintptr(value)
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procStreamWriteValue32.check(r1)
 }
 
@@ -8370,13 +8370,13 @@ func StreamWriteValue64(stream CUstream, addr CUdeviceptr_v2, value uint64, flag
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(stream)
-	a[1] = uintptr(addr)
-	a[2] = uintptr(value)
-	a[3] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(stream)
+	cf.Args[1] = uintptr(addr)
+	cf.Args[2] = uintptr(value)
+	cf.Args[3] = uintptr(flags)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	return procStreamWriteValue64.check(r1)
 }
 
@@ -8391,11 +8391,11 @@ func SurfObjectCreate(pSurfObject *CUsurfObject_v1, pResDesc *CUDA_RESOURCE_DESC
 	}
 	ccall.Escape(unsafe.Pointer(pSurfObject))
 	ccall.Escape(unsafe.Pointer(pResDesc))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pSurfObject))
-	a[1] = uintptr(unsafe.Pointer(pResDesc))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pSurfObject))
+	cf.Args[1] = uintptr(unsafe.Pointer(pResDesc))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pSurfObject)
 	runtime.KeepAlive(pResDesc)
 	return procSurfObjectCreate.check(r1)
@@ -8410,10 +8410,10 @@ func SurfObjectDestroy(surfObject CUsurfObject_v1) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(surfObject)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(surfObject)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procSurfObjectDestroy.check(r1)
 }
 
@@ -8427,11 +8427,11 @@ func SurfObjectGetResourceDesc(pResDesc *CUDA_RESOURCE_DESC_v1, surfObject CUsur
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pResDesc))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pResDesc))
-	a[1] = uintptr(surfObject)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pResDesc))
+	cf.Args[1] = uintptr(surfObject)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pResDesc)
 	return procSurfObjectGetResourceDesc.check(r1)
 }
@@ -8446,11 +8446,11 @@ func SurfRefGetArray(phArray *CUarray, hSurfRef CUsurfref) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phArray))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phArray))
-	a[1] = uintptr(hSurfRef)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phArray))
+	cf.Args[1] = uintptr(hSurfRef)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(phArray)
 	return procSurfRefGetArray.check(r1)
 }
@@ -8464,12 +8464,12 @@ func SurfRefSetArray(hSurfRef CUsurfref, hArray CUarray, Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hSurfRef)
-	a[1] = uintptr(hArray)
-	a[2] = uintptr(Flags)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hSurfRef)
+	cf.Args[1] = uintptr(hArray)
+	cf.Args[2] = uintptr(Flags)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procSurfRefSetArray.check(r1)
 }
 
@@ -8489,24 +8489,24 @@ func TensorMapEncodeIm2col(tensorMap *CUtensorMap, tensorDataType CUtensorMapDat
 	ccall.Escape(unsafe.Pointer(pixelBoxLowerCorner))
 	ccall.Escape(unsafe.Pointer(pixelBoxUpperCorner))
 	ccall.Escape(unsafe.Pointer(elementStrides))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(tensorMap))
-	a[1] = uintptr(tensorDataType)
-	a[2] = uintptr(tensorRank)
-	a[3] = uintptr(globalAddress)
-	a[4] = uintptr(unsafe.Pointer(globalDim))
-	a[5] = uintptr(unsafe.Pointer(globalStrides))
-	a[6] = uintptr(unsafe.Pointer(pixelBoxLowerCorner))
-	a[7] = uintptr(unsafe.Pointer(pixelBoxUpperCorner))
-	a[8] = uintptr(channelsPerPixel)
-	a[9] = uintptr(pixelsPerColumn)
-	a[10] = uintptr(unsafe.Pointer(elementStrides))
-	a[11] = uintptr(interleave)
-	a[12] = uintptr(swizzle)
-	a[13] = uintptr(l2Promotion)
-	a[14] = uintptr(oobFill)
-	r1, _, _ := purego.SyscallN(fn, a[:15]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(tensorMap))
+	cf.Args[1] = uintptr(tensorDataType)
+	cf.Args[2] = uintptr(tensorRank)
+	cf.Args[3] = uintptr(globalAddress)
+	cf.Args[4] = uintptr(unsafe.Pointer(globalDim))
+	cf.Args[5] = uintptr(unsafe.Pointer(globalStrides))
+	cf.Args[6] = uintptr(unsafe.Pointer(pixelBoxLowerCorner))
+	cf.Args[7] = uintptr(unsafe.Pointer(pixelBoxUpperCorner))
+	cf.Args[8] = uintptr(channelsPerPixel)
+	cf.Args[9] = uintptr(pixelsPerColumn)
+	cf.Args[10] = uintptr(unsafe.Pointer(elementStrides))
+	cf.Args[11] = uintptr(interleave)
+	cf.Args[12] = uintptr(swizzle)
+	cf.Args[13] = uintptr(l2Promotion)
+	cf.Args[14] = uintptr(oobFill)
+	r1 := cf.Call(15)
+	ccall.Put(cf)
 	runtime.KeepAlive(tensorMap)
 	runtime.KeepAlive(globalAddress)
 	runtime.KeepAlive(globalDim)
@@ -8531,25 +8531,25 @@ func TensorMapEncodeIm2colWide(tensorMap *CUtensorMap, tensorDataType CUtensorMa
 	ccall.Escape(unsafe.Pointer(globalDim))
 	ccall.Escape(unsafe.Pointer(globalStrides))
 	ccall.Escape(unsafe.Pointer(elementStrides))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(tensorMap))
-	a[1] = uintptr(tensorDataType)
-	a[2] = uintptr(tensorRank)
-	a[3] = uintptr(globalAddress)
-	a[4] = uintptr(unsafe.Pointer(globalDim))
-	a[5] = uintptr(unsafe.Pointer(globalStrides))
-	a[6] = uintptr(pixelBoxLowerCornerWidth)
-	a[7] = uintptr(pixelBoxUpperCornerWidth)
-	a[8] = uintptr(channelsPerPixel)
-	a[9] = uintptr(pixelsPerColumn)
-	a[10] = uintptr(unsafe.Pointer(elementStrides))
-	a[11] = uintptr(interleave)
-	a[12] = uintptr(mode)
-	a[13] = uintptr(swizzle)
-	a[14] = uintptr(l2Promotion)
-	a[15] = uintptr(oobFill)
-	r1, _, _ := purego.SyscallN(fn, a[:16]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(tensorMap))
+	cf.Args[1] = uintptr(tensorDataType)
+	cf.Args[2] = uintptr(tensorRank)
+	cf.Args[3] = uintptr(globalAddress)
+	cf.Args[4] = uintptr(unsafe.Pointer(globalDim))
+	cf.Args[5] = uintptr(unsafe.Pointer(globalStrides))
+	cf.Args[6] = uintptr(pixelBoxLowerCornerWidth)
+	cf.Args[7] = uintptr(pixelBoxUpperCornerWidth)
+	cf.Args[8] = uintptr(channelsPerPixel)
+	cf.Args[9] = uintptr(pixelsPerColumn)
+	cf.Args[10] = uintptr(unsafe.Pointer(elementStrides))
+	cf.Args[11] = uintptr(interleave)
+	cf.Args[12] = uintptr(mode)
+	cf.Args[13] = uintptr(swizzle)
+	cf.Args[14] = uintptr(l2Promotion)
+	cf.Args[15] = uintptr(oobFill)
+	r1 := cf.Call(16)
+	ccall.Put(cf)
 	runtime.KeepAlive(tensorMap)
 	runtime.KeepAlive(globalAddress)
 	runtime.KeepAlive(globalDim)
@@ -8573,21 +8573,21 @@ func TensorMapEncodeTiled(tensorMap *CUtensorMap, tensorDataType CUtensorMapData
 	ccall.Escape(unsafe.Pointer(globalStrides))
 	ccall.Escape(unsafe.Pointer(boxDim))
 	ccall.Escape(unsafe.Pointer(elementStrides))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(tensorMap))
-	a[1] = uintptr(tensorDataType)
-	a[2] = uintptr(tensorRank)
-	a[3] = uintptr(globalAddress)
-	a[4] = uintptr(unsafe.Pointer(globalDim))
-	a[5] = uintptr(unsafe.Pointer(globalStrides))
-	a[6] = uintptr(unsafe.Pointer(boxDim))
-	a[7] = uintptr(unsafe.Pointer(elementStrides))
-	a[8] = uintptr(interleave)
-	a[9] = uintptr(swizzle)
-	a[10] = uintptr(l2Promotion)
-	a[11] = uintptr(oobFill)
-	r1, _, _ := purego.SyscallN(fn, a[:12]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(tensorMap))
+	cf.Args[1] = uintptr(tensorDataType)
+	cf.Args[2] = uintptr(tensorRank)
+	cf.Args[3] = uintptr(globalAddress)
+	cf.Args[4] = uintptr(unsafe.Pointer(globalDim))
+	cf.Args[5] = uintptr(unsafe.Pointer(globalStrides))
+	cf.Args[6] = uintptr(unsafe.Pointer(boxDim))
+	cf.Args[7] = uintptr(unsafe.Pointer(elementStrides))
+	cf.Args[8] = uintptr(interleave)
+	cf.Args[9] = uintptr(swizzle)
+	cf.Args[10] = uintptr(l2Promotion)
+	cf.Args[11] = uintptr(oobFill)
+	r1 := cf.Call(12)
+	ccall.Put(cf)
 	runtime.KeepAlive(tensorMap)
 	runtime.KeepAlive(globalAddress)
 	runtime.KeepAlive(globalDim)
@@ -8608,11 +8608,11 @@ func TensorMapReplaceAddress(tensorMap *CUtensorMap, globalAddress unsafe.Pointe
 	}
 	ccall.Escape(unsafe.Pointer(tensorMap))
 	ccall.Escape(globalAddress)
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(tensorMap))
-	a[1] = uintptr(globalAddress)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(tensorMap))
+	cf.Args[1] = uintptr(globalAddress)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(tensorMap)
 	runtime.KeepAlive(globalAddress)
 	return procTensorMapReplaceAddress.check(r1)
@@ -8631,13 +8631,13 @@ func TexObjectCreate(pTexObject *CUtexObject_v1, pResDesc *CUDA_RESOURCE_DESC_v1
 	ccall.Escape(unsafe.Pointer(pResDesc))
 	ccall.Escape(unsafe.Pointer(pTexDesc))
 	ccall.Escape(unsafe.Pointer(pResViewDesc))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pTexObject))
-	a[1] = uintptr(unsafe.Pointer(pResDesc))
-	a[2] = uintptr(unsafe.Pointer(pTexDesc))
-	a[3] = uintptr(unsafe.Pointer(pResViewDesc))
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pTexObject))
+	cf.Args[1] = uintptr(unsafe.Pointer(pResDesc))
+	cf.Args[2] = uintptr(unsafe.Pointer(pTexDesc))
+	cf.Args[3] = uintptr(unsafe.Pointer(pResViewDesc))
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(pTexObject)
 	runtime.KeepAlive(pResDesc)
 	runtime.KeepAlive(pTexDesc)
@@ -8654,10 +8654,10 @@ func TexObjectDestroy(texObject CUtexObject_v1) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(texObject)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(texObject)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procTexObjectDestroy.check(r1)
 }
 
@@ -8671,11 +8671,11 @@ func TexObjectGetResourceDesc(pResDesc *CUDA_RESOURCE_DESC_v1, texObject CUtexOb
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pResDesc))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pResDesc))
-	a[1] = uintptr(texObject)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pResDesc))
+	cf.Args[1] = uintptr(texObject)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pResDesc)
 	return procTexObjectGetResourceDesc.check(r1)
 }
@@ -8690,11 +8690,11 @@ func TexObjectGetResourceViewDesc(pResViewDesc *CUDA_RESOURCE_VIEW_DESC_v1, texO
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pResViewDesc))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pResViewDesc))
-	a[1] = uintptr(texObject)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pResViewDesc))
+	cf.Args[1] = uintptr(texObject)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pResViewDesc)
 	return procTexObjectGetResourceViewDesc.check(r1)
 }
@@ -8709,11 +8709,11 @@ func TexObjectGetTextureDesc(pTexDesc *CUDA_TEXTURE_DESC_v1, texObject CUtexObje
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pTexDesc))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pTexDesc))
-	a[1] = uintptr(texObject)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pTexDesc))
+	cf.Args[1] = uintptr(texObject)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pTexDesc)
 	return procTexObjectGetTextureDesc.check(r1)
 }
@@ -8728,10 +8728,10 @@ func TexRefCreate(pTexRef *CUtexref) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pTexRef))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pTexRef))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pTexRef))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(pTexRef)
 	return procTexRefCreate.check(r1)
 }
@@ -8745,10 +8745,10 @@ func TexRefDestroy(hTexRef CUtexref) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hTexRef)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hTexRef)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procTexRefDestroy.check(r1)
 }
 
@@ -8762,11 +8762,11 @@ func TexRefGetAddress(pdptr *CUdeviceptr_v2, hTexRef CUtexref) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pdptr))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pdptr))
-	a[1] = uintptr(hTexRef)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pdptr))
+	cf.Args[1] = uintptr(hTexRef)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pdptr)
 	return procTexRefGetAddress.check(r1)
 }
@@ -8781,12 +8781,12 @@ func TexRefGetAddressMode(pam *CUaddress_mode, hTexRef CUtexref, dim int32) erro
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pam))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pam))
-	a[1] = uintptr(hTexRef)
-	a[2] = uintptr(dim)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pam))
+	cf.Args[1] = uintptr(hTexRef)
+	cf.Args[2] = uintptr(dim)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pam)
 	return procTexRefGetAddressMode.check(r1)
 }
@@ -8801,11 +8801,11 @@ func TexRefGetArray(phArray *CUarray, hTexRef CUtexref) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phArray))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phArray))
-	a[1] = uintptr(hTexRef)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phArray))
+	cf.Args[1] = uintptr(hTexRef)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(phArray)
 	return procTexRefGetArray.check(r1)
 }
@@ -8820,11 +8820,11 @@ func TexRefGetBorderColor(pBorderColor *float32, hTexRef CUtexref) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pBorderColor))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pBorderColor))
-	a[1] = uintptr(hTexRef)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pBorderColor))
+	cf.Args[1] = uintptr(hTexRef)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pBorderColor)
 	return procTexRefGetBorderColor.check(r1)
 }
@@ -8839,11 +8839,11 @@ func TexRefGetFilterMode(pfm *CUfilter_mode, hTexRef CUtexref) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pfm))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pfm))
-	a[1] = uintptr(hTexRef)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pfm))
+	cf.Args[1] = uintptr(hTexRef)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pfm)
 	return procTexRefGetFilterMode.check(r1)
 }
@@ -8858,11 +8858,11 @@ func TexRefGetFlags(pFlags *uint32, hTexRef CUtexref) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pFlags))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pFlags))
-	a[1] = uintptr(hTexRef)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pFlags))
+	cf.Args[1] = uintptr(hTexRef)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pFlags)
 	return procTexRefGetFlags.check(r1)
 }
@@ -8878,12 +8878,12 @@ func TexRefGetFormat(pFormat *CUarray_format, pNumChannels *int32, hTexRef CUtex
 	}
 	ccall.Escape(unsafe.Pointer(pFormat))
 	ccall.Escape(unsafe.Pointer(pNumChannels))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pFormat))
-	a[1] = uintptr(unsafe.Pointer(pNumChannels))
-	a[2] = uintptr(hTexRef)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pFormat))
+	cf.Args[1] = uintptr(unsafe.Pointer(pNumChannels))
+	cf.Args[2] = uintptr(hTexRef)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pFormat)
 	runtime.KeepAlive(pNumChannels)
 	return procTexRefGetFormat.check(r1)
@@ -8899,11 +8899,11 @@ func TexRefGetMaxAnisotropy(pmaxAniso *int32, hTexRef CUtexref) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pmaxAniso))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pmaxAniso))
-	a[1] = uintptr(hTexRef)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pmaxAniso))
+	cf.Args[1] = uintptr(hTexRef)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pmaxAniso)
 	return procTexRefGetMaxAnisotropy.check(r1)
 }
@@ -8918,11 +8918,11 @@ func TexRefGetMipmapFilterMode(pfm *CUfilter_mode, hTexRef CUtexref) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pfm))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pfm))
-	a[1] = uintptr(hTexRef)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pfm))
+	cf.Args[1] = uintptr(hTexRef)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pfm)
 	return procTexRefGetMipmapFilterMode.check(r1)
 }
@@ -8937,11 +8937,11 @@ func TexRefGetMipmapLevelBias(pbias *float32, hTexRef CUtexref) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pbias))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pbias))
-	a[1] = uintptr(hTexRef)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pbias))
+	cf.Args[1] = uintptr(hTexRef)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pbias)
 	return procTexRefGetMipmapLevelBias.check(r1)
 }
@@ -8957,12 +8957,12 @@ func TexRefGetMipmapLevelClamp(pminMipmapLevelClamp *float32, pmaxMipmapLevelCla
 	}
 	ccall.Escape(unsafe.Pointer(pminMipmapLevelClamp))
 	ccall.Escape(unsafe.Pointer(pmaxMipmapLevelClamp))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(pminMipmapLevelClamp))
-	a[1] = uintptr(unsafe.Pointer(pmaxMipmapLevelClamp))
-	a[2] = uintptr(hTexRef)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(pminMipmapLevelClamp))
+	cf.Args[1] = uintptr(unsafe.Pointer(pmaxMipmapLevelClamp))
+	cf.Args[2] = uintptr(hTexRef)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(pminMipmapLevelClamp)
 	runtime.KeepAlive(pmaxMipmapLevelClamp)
 	return procTexRefGetMipmapLevelClamp.check(r1)
@@ -8978,11 +8978,11 @@ func TexRefGetMipmappedArray(phMipmappedArray *CUmipmappedArray, hTexRef CUtexre
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(phMipmappedArray))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(phMipmappedArray))
-	a[1] = uintptr(hTexRef)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(phMipmappedArray))
+	cf.Args[1] = uintptr(hTexRef)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(phMipmappedArray)
 	return procTexRefGetMipmappedArray.check(r1)
 }
@@ -8997,13 +8997,13 @@ func TexRefSetAddress(ByteOffset *uintptr, hTexRef CUtexref, dptr CUdeviceptr_v2
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(ByteOffset))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(ByteOffset))
-	a[1] = uintptr(hTexRef)
-	a[2] = uintptr(dptr)
-	a[3] = uintptr(bytes)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(ByteOffset))
+	cf.Args[1] = uintptr(hTexRef)
+	cf.Args[2] = uintptr(dptr)
+	cf.Args[3] = uintptr(bytes)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(ByteOffset)
 	return procTexRefSetAddress.check(r1)
 }
@@ -9018,13 +9018,13 @@ func TexRefSetAddress2D(hTexRef CUtexref, desc *CUDA_ARRAY_DESCRIPTOR_v2, dptr C
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(desc))
-	a := ccall.Args()
-	a[0] = uintptr(hTexRef)
-	a[1] = uintptr(unsafe.Pointer(desc))
-	a[2] = uintptr(dptr)
-	a[3] = uintptr(Pitch)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hTexRef)
+	cf.Args[1] = uintptr(unsafe.Pointer(desc))
+	cf.Args[2] = uintptr(dptr)
+	cf.Args[3] = uintptr(Pitch)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(desc)
 	return procTexRefSetAddress2D.check(r1)
 }
@@ -9038,12 +9038,12 @@ func TexRefSetAddressMode(hTexRef CUtexref, dim int32, am CUaddress_mode) error 
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hTexRef)
-	a[1] = uintptr(dim)
-	a[2] = uintptr(am)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hTexRef)
+	cf.Args[1] = uintptr(dim)
+	cf.Args[2] = uintptr(am)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procTexRefSetAddressMode.check(r1)
 }
 
@@ -9056,12 +9056,12 @@ func TexRefSetArray(hTexRef CUtexref, hArray CUarray, Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hTexRef)
-	a[1] = uintptr(hArray)
-	a[2] = uintptr(Flags)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hTexRef)
+	cf.Args[1] = uintptr(hArray)
+	cf.Args[2] = uintptr(Flags)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procTexRefSetArray.check(r1)
 }
 
@@ -9075,11 +9075,11 @@ func TexRefSetBorderColor(hTexRef CUtexref, pBorderColor *float32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(pBorderColor))
-	a := ccall.Args()
-	a[0] = uintptr(hTexRef)
-	a[1] = uintptr(unsafe.Pointer(pBorderColor))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hTexRef)
+	cf.Args[1] = uintptr(unsafe.Pointer(pBorderColor))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(pBorderColor)
 	return procTexRefSetBorderColor.check(r1)
 }
@@ -9093,11 +9093,11 @@ func TexRefSetFilterMode(hTexRef CUtexref, fm CUfilter_mode) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hTexRef)
-	a[1] = uintptr(fm)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hTexRef)
+	cf.Args[1] = uintptr(fm)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procTexRefSetFilterMode.check(r1)
 }
 
@@ -9110,11 +9110,11 @@ func TexRefSetFlags(hTexRef CUtexref, Flags uint32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hTexRef)
-	a[1] = uintptr(Flags)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hTexRef)
+	cf.Args[1] = uintptr(Flags)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procTexRefSetFlags.check(r1)
 }
 
@@ -9127,12 +9127,12 @@ func TexRefSetFormat(hTexRef CUtexref, fmt CUarray_format, NumPackedComponents i
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hTexRef)
-	a[1] = uintptr(fmt)
-	a[2] = uintptr(NumPackedComponents)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hTexRef)
+	cf.Args[1] = uintptr(fmt)
+	cf.Args[2] = uintptr(NumPackedComponents)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procTexRefSetFormat.check(r1)
 }
 
@@ -9145,11 +9145,11 @@ func TexRefSetMaxAnisotropy(hTexRef CUtexref, maxAniso uint32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hTexRef)
-	a[1] = uintptr(maxAniso)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hTexRef)
+	cf.Args[1] = uintptr(maxAniso)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procTexRefSetMaxAnisotropy.check(r1)
 }
 
@@ -9162,11 +9162,11 @@ func TexRefSetMipmapFilterMode(hTexRef CUtexref, fm CUfilter_mode) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hTexRef)
-	a[1] = uintptr(fm)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hTexRef)
+	cf.Args[1] = uintptr(fm)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procTexRefSetMipmapFilterMode.check(r1)
 }
 
@@ -9211,12 +9211,12 @@ func TexRefSetMipmappedArray(hTexRef CUtexref, hMipmappedArray CUmipmappedArray,
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(hTexRef)
-	a[1] = uintptr(hMipmappedArray)
-	a[2] = uintptr(Flags)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(hTexRef)
+	cf.Args[1] = uintptr(hMipmappedArray)
+	cf.Args[2] = uintptr(Flags)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	return procTexRefSetMipmappedArray.check(r1)
 }
 
@@ -9230,10 +9230,10 @@ func ThreadExchangeStreamCaptureMode(mode *CUstreamCaptureMode) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(mode))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(mode))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(mode))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(mode)
 	return procThreadExchangeStreamCaptureMode.check(r1)
 }
@@ -9249,14 +9249,14 @@ func UserObjectCreate(object_out *CUuserObject, ptr unsafe.Pointer, destroy CUho
 	}
 	ccall.Escape(unsafe.Pointer(object_out))
 	ccall.Escape(ptr)
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(object_out))
-	a[1] = uintptr(ptr)
-	a[2] = uintptr(destroy)
-	a[3] = uintptr(initialRefcount)
-	a[4] = uintptr(flags)
-	r1, _, _ := purego.SyscallN(fn, a[:5]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(object_out))
+	cf.Args[1] = uintptr(ptr)
+	cf.Args[2] = uintptr(destroy)
+	cf.Args[3] = uintptr(initialRefcount)
+	cf.Args[4] = uintptr(flags)
+	r1 := cf.Call(5)
+	ccall.Put(cf)
 	runtime.KeepAlive(object_out)
 	runtime.KeepAlive(ptr)
 	return procUserObjectCreate.check(r1)
@@ -9271,11 +9271,11 @@ func UserObjectRelease(object CUuserObject, count uint32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(object)
-	a[1] = uintptr(count)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(object)
+	cf.Args[1] = uintptr(count)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procUserObjectRelease.check(r1)
 }
 
@@ -9288,11 +9288,11 @@ func UserObjectRetain(object CUuserObject, count uint32) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(object)
-	a[1] = uintptr(count)
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(object)
+	cf.Args[1] = uintptr(count)
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	return procUserObjectRetain.check(r1)
 }
 
@@ -9307,13 +9307,13 @@ func WaitExternalSemaphoresAsync(extSemArray *CUexternalSemaphore, paramsArray *
 	}
 	ccall.Escape(unsafe.Pointer(extSemArray))
 	ccall.Escape(unsafe.Pointer(paramsArray))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(extSemArray))
-	a[1] = uintptr(unsafe.Pointer(paramsArray))
-	a[2] = uintptr(numExtSems)
-	a[3] = uintptr(stream)
-	r1, _, _ := purego.SyscallN(fn, a[:4]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(extSemArray))
+	cf.Args[1] = uintptr(unsafe.Pointer(paramsArray))
+	cf.Args[2] = uintptr(numExtSems)
+	cf.Args[3] = uintptr(stream)
+	r1 := cf.Call(4)
+	ccall.Put(cf)
 	runtime.KeepAlive(extSemArray)
 	runtime.KeepAlive(paramsArray)
 	return procWaitExternalSemaphoresAsync.check(r1)

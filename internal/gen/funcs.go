@@ -9,7 +9,7 @@ import (
 )
 
 // locals used by generated function bodies; parameters with these names are renamed.
-var reservedLocals = map[string]bool{"fn": true, "err": true, "r1": true, "unsafe": true, "purego": true}
+var reservedLocals = map[string]bool{"fn": true, "err": true, "r1": true, "cf": true, "unsafe": true, "purego": true}
 
 type param struct {
 	name, goType string
@@ -149,8 +149,8 @@ func (e *emitter) function(w *bytes.Buffer, b binding) error {
 		if len(ps) > 32 {
 			return fmt.Errorf("%s: %d arguments", b.CName, len(ps))
 		}
-		e.imports["github.com/ebitengine/purego"] = true
 		if len(ps) == 0 {
+			e.imports["github.com/ebitengine/purego"] = true
 			fmt.Fprintf(w, "\tr1, _, _ := purego.SyscallN(fn)\n")
 			break
 		}
@@ -166,15 +166,15 @@ func (e *emitter) function(w *bytes.Buffer, b binding) error {
 				keep = append(keep, p.name)
 			}
 		}
-		fmt.Fprintf(w, "\ta := ccall.Args()\n")
+		fmt.Fprintf(w, "\tcf := ccall.Get(fn)\n")
 		for i, p := range ps {
 			arg := p.arg
 			if p.goType == "unsafe.Pointer" {
 				arg = "uintptr(" + p.name + ")"
 			}
-			fmt.Fprintf(w, "\ta[%d] = %s\n", i, arg)
+			fmt.Fprintf(w, "\tcf.Args[%d] = %s\n", i, arg)
 		}
-		fmt.Fprintf(w, "\tr1, _, _ := purego.SyscallN(fn, a[:%d]...)\n\tccall.Release(a)\n", len(ps))
+		fmt.Fprintf(w, "\tr1 := cf.Call(%d)\n\tccall.Put(cf)\n", len(ps))
 		if len(keep) > 0 {
 			e.imports["runtime"] = true
 			for _, k := range keep {

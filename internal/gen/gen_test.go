@@ -108,7 +108,7 @@ func TestGeneratedShape(t *testing.T) {
 		"purego.RegisterFunc(&fnTexRefSetBias, fn)",
 		"var fnTexRefSetBias func(CUtexref, float32) CUresult",
 		"func Nested(p *CUnested, names **byte) error",
-		"ccall.Escape(unsafe.Pointer(p)) ccall.Escape(unsafe.Pointer(names)) a := ccall.Args() a[0] = uintptr(unsafe.Pointer(p)) a[1] = uintptr(unsafe.Pointer(names)) r1, _, _ := purego.SyscallN(fn, a[:2]...) ccall.Release(a) runtime.KeepAlive(p) runtime.KeepAlive(names)",
+		"ccall.Escape(unsafe.Pointer(p)) ccall.Escape(unsafe.Pointer(names)) cf := ccall.Get(fn) cf.Args[0] = uintptr(unsafe.Pointer(p)) cf.Args[1] = uintptr(unsafe.Pointer(names)) r1 := cf.Call(2) ccall.Put(cf) runtime.KeepAlive(p) runtime.KeepAlive(names)",
 		"func LaunchHostFunc(hStream CUstream, fn_ CUhostFn, userData unsafe.Pointer) error",
 	} {
 		assert.Contains(t, fn, want)

@@ -4,7 +4,6 @@
 package rtc
 
 import (
-	"github.com/ebitengine/purego"
 	"github.com/purecuda/cuda/internal/ccall"
 	"runtime"
 	"unsafe"
@@ -20,10 +19,10 @@ func GetErrorString(result Result) (*byte, error) {
 		var zero *byte
 		return zero, err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(result)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(result)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return *(**byte)(unsafe.Pointer(&r1)), nil
 }
 
@@ -38,11 +37,11 @@ func Version(major *int32, minor *int32) error {
 	}
 	ccall.Escape(unsafe.Pointer(major))
 	ccall.Escape(unsafe.Pointer(minor))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(major))
-	a[1] = uintptr(unsafe.Pointer(minor))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(major))
+	cf.Args[1] = uintptr(unsafe.Pointer(minor))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(major)
 	runtime.KeepAlive(minor)
 	return procVersion.check(r1)
@@ -58,10 +57,10 @@ func GetNumSupportedArchs(numArchs *int32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(numArchs))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(numArchs))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(numArchs))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(numArchs)
 	return procGetNumSupportedArchs.check(r1)
 }
@@ -76,10 +75,10 @@ func GetSupportedArchs(supportedArchs *int32) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(supportedArchs))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(supportedArchs))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(supportedArchs))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(supportedArchs)
 	return procGetSupportedArchs.check(r1)
 }
@@ -98,15 +97,15 @@ func CreateProgram(prog *Program, src *byte, name *byte, numHeaders int32, heade
 	ccall.Escape(unsafe.Pointer(name))
 	ccall.Escape(unsafe.Pointer(headers))
 	ccall.Escape(unsafe.Pointer(includeNames))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(prog))
-	a[1] = uintptr(unsafe.Pointer(src))
-	a[2] = uintptr(unsafe.Pointer(name))
-	a[3] = uintptr(numHeaders)
-	a[4] = uintptr(unsafe.Pointer(headers))
-	a[5] = uintptr(unsafe.Pointer(includeNames))
-	r1, _, _ := purego.SyscallN(fn, a[:6]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(prog))
+	cf.Args[1] = uintptr(unsafe.Pointer(src))
+	cf.Args[2] = uintptr(unsafe.Pointer(name))
+	cf.Args[3] = uintptr(numHeaders)
+	cf.Args[4] = uintptr(unsafe.Pointer(headers))
+	cf.Args[5] = uintptr(unsafe.Pointer(includeNames))
+	r1 := cf.Call(6)
+	ccall.Put(cf)
 	runtime.KeepAlive(prog)
 	runtime.KeepAlive(src)
 	runtime.KeepAlive(name)
@@ -125,10 +124,10 @@ func DestroyProgram(prog *Program) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(prog))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(prog))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(prog))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(prog)
 	return procDestroyProgram.check(r1)
 }
@@ -143,12 +142,12 @@ func CompileProgram(prog Program, numOptions int32, options **byte) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(options))
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(numOptions)
-	a[2] = uintptr(unsafe.Pointer(options))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(numOptions)
+	cf.Args[2] = uintptr(unsafe.Pointer(options))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(options)
 	return procCompileProgram.check(r1)
 }
@@ -163,11 +162,11 @@ func GetPTXSize(prog Program, ptxSizeRet *uintptr) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(ptxSizeRet))
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(unsafe.Pointer(ptxSizeRet))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(unsafe.Pointer(ptxSizeRet))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(ptxSizeRet)
 	return procGetPTXSize.check(r1)
 }
@@ -182,11 +181,11 @@ func GetPTX(prog Program, ptx *byte) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(ptx))
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(unsafe.Pointer(ptx))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(unsafe.Pointer(ptx))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(ptx)
 	return procGetPTX.check(r1)
 }
@@ -201,11 +200,11 @@ func GetCUBINSize(prog Program, cubinSizeRet *uintptr) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(cubinSizeRet))
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(unsafe.Pointer(cubinSizeRet))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(unsafe.Pointer(cubinSizeRet))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(cubinSizeRet)
 	return procGetCUBINSize.check(r1)
 }
@@ -220,11 +219,11 @@ func GetCUBIN(prog Program, cubin *byte) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(cubin))
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(unsafe.Pointer(cubin))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(unsafe.Pointer(cubin))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(cubin)
 	return procGetCUBIN.check(r1)
 }
@@ -239,11 +238,11 @@ func GetLTOIRSize(prog Program, LTOIRSizeRet *uintptr) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(LTOIRSizeRet))
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(unsafe.Pointer(LTOIRSizeRet))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(unsafe.Pointer(LTOIRSizeRet))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(LTOIRSizeRet)
 	return procGetLTOIRSize.check(r1)
 }
@@ -258,11 +257,11 @@ func GetLTOIR(prog Program, LTOIR *byte) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(LTOIR))
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(unsafe.Pointer(LTOIR))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(unsafe.Pointer(LTOIR))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(LTOIR)
 	return procGetLTOIR.check(r1)
 }
@@ -277,11 +276,11 @@ func GetOptiXIRSize(prog Program, optixirSizeRet *uintptr) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(optixirSizeRet))
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(unsafe.Pointer(optixirSizeRet))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(unsafe.Pointer(optixirSizeRet))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(optixirSizeRet)
 	return procGetOptiXIRSize.check(r1)
 }
@@ -296,11 +295,11 @@ func GetOptiXIR(prog Program, optixir *byte) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(optixir))
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(unsafe.Pointer(optixir))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(unsafe.Pointer(optixir))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(optixir)
 	return procGetOptiXIR.check(r1)
 }
@@ -315,11 +314,11 @@ func GetProgramLogSize(prog Program, logSizeRet *uintptr) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(logSizeRet))
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(unsafe.Pointer(logSizeRet))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(unsafe.Pointer(logSizeRet))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(logSizeRet)
 	return procGetProgramLogSize.check(r1)
 }
@@ -334,11 +333,11 @@ func GetProgramLog(prog Program, log *byte) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(log))
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(unsafe.Pointer(log))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(unsafe.Pointer(log))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(log)
 	return procGetProgramLog.check(r1)
 }
@@ -353,11 +352,11 @@ func AddNameExpression(prog Program, name_expression *byte) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(name_expression))
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(unsafe.Pointer(name_expression))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(unsafe.Pointer(name_expression))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(name_expression)
 	return procAddNameExpression.check(r1)
 }
@@ -373,12 +372,12 @@ func GetLoweredName(prog Program, name_expression *byte, lowered_name **byte) er
 	}
 	ccall.Escape(unsafe.Pointer(name_expression))
 	ccall.Escape(unsafe.Pointer(lowered_name))
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(unsafe.Pointer(name_expression))
-	a[2] = uintptr(unsafe.Pointer(lowered_name))
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(unsafe.Pointer(name_expression))
+	cf.Args[2] = uintptr(unsafe.Pointer(lowered_name))
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(name_expression)
 	runtime.KeepAlive(lowered_name)
 	return procGetLoweredName.check(r1)
@@ -394,10 +393,10 @@ func GetPCHHeapSize(ret *uintptr) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(ret))
-	a := ccall.Args()
-	a[0] = uintptr(unsafe.Pointer(ret))
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(unsafe.Pointer(ret))
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	runtime.KeepAlive(ret)
 	return procGetPCHHeapSize.check(r1)
 }
@@ -411,10 +410,10 @@ func SetPCHHeapSize(size uintptr) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(size)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(size)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procSetPCHHeapSize.check(r1)
 }
 
@@ -427,10 +426,10 @@ func GetPCHCreateStatus(prog Program) error {
 	if err != nil {
 		return err
 	}
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	r1, _, _ := purego.SyscallN(fn, a[:1]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	r1 := cf.Call(1)
+	ccall.Put(cf)
 	return procGetPCHCreateStatus.check(r1)
 }
 
@@ -444,11 +443,11 @@ func GetPCHHeapSizeRequired(prog Program, size *uintptr) error {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(size))
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(unsafe.Pointer(size))
-	r1, _, _ := purego.SyscallN(fn, a[:2]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(unsafe.Pointer(size))
+	r1 := cf.Call(2)
+	ccall.Put(cf)
 	runtime.KeepAlive(size)
 	return procGetPCHHeapSizeRequired.check(r1)
 }
@@ -463,12 +462,12 @@ func SetFlowCallback(prog Program, callback uintptr, payload unsafe.Pointer) err
 		return err
 	}
 	ccall.Escape(payload)
-	a := ccall.Args()
-	a[0] = uintptr(prog)
-	a[1] = uintptr(callback)
-	a[2] = uintptr(payload)
-	r1, _, _ := purego.SyscallN(fn, a[:3]...)
-	ccall.Release(a)
+	cf := ccall.Get(fn)
+	cf.Args[0] = uintptr(prog)
+	cf.Args[1] = uintptr(callback)
+	cf.Args[2] = uintptr(payload)
+	r1 := cf.Call(3)
+	ccall.Put(cf)
 	runtime.KeepAlive(payload)
 	return procSetFlowCallback.check(r1)
 }

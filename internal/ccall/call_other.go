@@ -1,0 +1,13 @@
+//go:build !(linux && amd64)
+
+package ccall
+
+import "github.com/ebitengine/purego"
+
+// Call calls f.Fn with the first n arguments and returns its integer result.
+// Here it passes a slice of the frame to purego.SyscallN, which allocates
+// nothing since the frame is already on the heap.
+func (f *Frame) Call(n int) uintptr {
+	r1, _, _ := purego.SyscallN(f.Fn, f.Args[:n]...)
+	return r1
+}
