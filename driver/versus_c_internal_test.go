@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -148,6 +149,7 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 	defer add4Args.Close()
 	src := []uint32{7}
 	g, blk := Grid(1), Block(1)
+	var counter atomic.Int64
 
 	type variant struct {
 		name string
@@ -186,6 +188,14 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 		{
 			{"LaunchEmpty/C", cloop("loop_launch", uintptr(empty.h), uintptr(s.h), 0)},
 			{"LaunchEmpty/raw", goloop(func() error { return cu.LaunchKernel(empty.h, 1, 1, 1, 1, 1, 1, 0, s.h, nil, nil) }, true)},
+			{"LaunchEmpty/raw+atomics", goloop(func() error {
+				// The two atomic read-modify-writes LaunchArgs makes around the
+				// call (the module's reference count), to see their cost here.
+				counter.Add(1)
+				err := cu.LaunchKernel(empty.h, 1, 1, 1, 1, 1, 1, 0, s.h, nil, nil)
+				counter.Add(-1)
+				return err
+			}, true)},
 			{"LaunchEmpty/LaunchArgs", goloop(func() error { return s.LaunchArgs(emptyArgs, g, blk) }, true)},
 			{"LaunchEmpty/Launch", goloop(func() error { return s.Launch(empty, g, blk) }, true)},
 		},
