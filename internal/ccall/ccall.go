@@ -4,9 +4,12 @@
 // purego.SyscallN is variadic and marked go:uintptrescapes, so a call written
 // as SyscallN(fn, a, b, c) heap-allocates its argument slice every time (seen
 // with purego v0.11.3: 1 allocation per call). The generated tables instead
-// fill a pooled array and pass a slice of it, which allocates nothing.
+// fill a pooled Frame and call it: on linux/amd64 through a small assembly
+// trampoline run by runtime.cgocall (the path purego itself takes, without
+// its argument copies and second pool), elsewhere by passing a slice of the
+// frame to purego.SyscallN. Neither allocates.
 //
-// Filling the array converts pointers to uintptr outside the call expression,
+// Filling the frame converts pointers to uintptr outside the call expression,
 // which loses go:uintptrescapes' guarantee that the pointed-at objects are on
 // the heap, where they never move. Escape gives that guarantee back: every
 // pointer argument is passed through it first, so the compiler allocates the
