@@ -1,8 +1,6 @@
 package driver_test
 
 import (
-	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,24 +25,5 @@ func TestGoroutineMigrationStress(t *testing.T) {
 	require.NoError(t, err)
 
 	const workers, ops, n = 64, 1000, 256
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, fill := e.ctx, e.fn["fill"]
-			if w%2 == 1 {
-				ctx, fill = created, createdFill
-			}
-			if err := stress.Worker(ctx, fill, w, ops, n); err != nil {
-				errs <- fmt.Errorf("worker %d: %w", w, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	require.NoError(t, stress.Run([]stress.Target{{Ctx: e.ctx, Fill: e.fn["fill"]}, {Ctx: created, Fill: createdFill}}, workers, ops, n))
 }

@@ -8,9 +8,35 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 
 	"github.com/purecuda/cuda/driver"
 )
+
+// Target is a context and its fill kernel.
+type Target struct {
+	Ctx  *driver.Context
+	Fill *driver.Function
+}
+
+// Run starts workers goroutines, worker w on targets[w%len(targets)], each
+// running Worker, and returns their errors joined.
+func Run(targets []Target, workers, ops, n int) error {
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := targets[w%len(targets)]
+			if err := Worker(t.Ctx, t.Fill, w, ops, n); err != nil {
+				errs[w] = fmt.Errorf("worker %d: %w", w, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
 
 // Worker runs ops random operations on ctx — alloc, copy round trips,
 // launches of fill (fill(int* out, int v, int n): out[i] = v + i), event

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,26 +189,7 @@ func TestFakeMigrationStress(t *testing.T) {
 	liveBefore := counter(t, "fake_live_allocations")
 
 	const workers, ops, n = 32, 2000, 64
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, fill := f.ctx, f.fill
-			if w%2 == 1 {
-				ctx, fill = created, cfill
-			}
-			if err := stress.Worker(ctx, fill, w, ops, n); err != nil {
-				errs <- fmt.Errorf("worker %d: %w", w, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	require.NoError(t, stress.Run([]stress.Target{{Ctx: f.ctx, Fill: f.fill}, {Ctx: created, Fill: cfill}}, workers, ops, n))
 	assert.Equal(t, liveBefore, counter(t, "fake_live_allocations"), "every buffer was freed")
 }
 
