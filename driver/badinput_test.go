@@ -79,6 +79,15 @@ func TestBadInputs(t *testing.T) {
 		{"closed buffer as argument", driver.ErrClosed, "argument 0", func() error { return s.Launch(add4, g1, b1, closedBuf, uint32(1), uint32(2), uint32(3)) }},
 		{"closed module lookup", driver.ErrClosed, "module", func() error { _, err := closedMod.Function("empty"); return err }},
 		{"function of a closed module", driver.ErrClosed, "module", func() error { return s.Launch(fnOfClosed, g1, b1) }},
+		{"closed context SM count", driver.ErrClosed, "context", func() error { _, err := closedCtx.SMCount(); return err }},
+		{"negative SM count", driver.ErrInvalidArgument, "SM count -1", func() error {
+			_, err := e.dev.NewContextWith(driver.ContextOptions{SMCount: -1})
+			return err
+		}},
+		{"SM count above the device's", driver.ErrInvalidArgument, "SM count 100000", func() error {
+			_, err := e.dev.NewContextWith(driver.ContextOptions{SMCount: 100000})
+			return err
+		}},
 		{"closed context stream", driver.ErrClosed, "context", func() error { _, err := closedCtx.NewStream(0); return err }},
 		{"closed context alloc", driver.ErrClosed, "context", func() error { _, err := driver.Alloc[int32](closedCtx, 1); return err }},
 		{"closed context module", driver.ErrClosed, "context", func() error { _, err := closedCtx.LoadModule(e.ptx); return err }},

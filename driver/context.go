@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -67,12 +68,59 @@ const (
 // programs want PrimaryContext, which the CUDA runtime and other libraries
 // share.
 func (d *Device) NewContext(flags ContextFlags) (*Context, error) {
+	return d.NewContextWith(ContextOptions{Flags: flags})
+}
+
+// ContextOptions are the parameters of NewContextWith.
+type ContextOptions struct {
+	// Flags are the cuCtxCreate flags.
+	Flags ContextFlags
+	// SMCount, when above 0, limits the context to that many
+	// multiprocessors (execution affinity, CU_EXEC_AFFINITY_TYPE_SM_COUNT).
+	// CUDA supports it on Volta and later under MPS only; see
+	// Device.SMCountAffinitySupported. The driver may round the count up.
+	SMCount int
+}
+
+// NewContextWith creates a context on d with options (cuCtxCreate with
+// CUctxCreateParams); Close destroys it. Graphics-interop (CIG) parameters
+// are not offered.
+func (d *Device) NewContextWith(o ContextOptions) (*Context, error) {
+	const op = "Device.NewContext"
+	if d == nil {
+		return nil, invalid(op, "nil device")
+	}
+	var params *cu.CUctxCreateParams
+	var aff cu.CUexecAffinityParam
+	if o.SMCount != 0 {
+		sms, err := d.MultiprocessorCount()
+		if err != nil {
+			return nil, err
+		}
+		if o.SMCount < 0 || o.SMCount > sms {
+			return nil, invalid(op, "SM count %d (the device has %d)", o.SMCount, sms)
+		}
+		ok, err := d.SMCountAffinitySupported()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("driver: %s: an SM-count limit needs execution-affinity support (Volta+ under MPS), which %s lacks: %w",
+				op, d, ErrUnsupportedExecAffinity)
+		}
+		aff.Type = cu.CU_EXEC_AFFINITY_TYPE_SM_COUNT
+		aff.Param.SmCount().Val = uint32(o.SMCount)
+		params = &cu.CUctxCreateParams{ExecAffinityParams: &aff, NumExecAffinityParams: 1}
+	}
 	var h cu.CUcontext
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	err := cu.CtxCreate(&h, nil, uint32(flags), d.h)
+	err := cu.CtxCreate(&h, params, uint32(o.Flags), d.h)
 	if err != nil && isNotSupported(err) {
-		err = cu.CtxCreate_v3020(&h, uint32(flags), d.h)
+		if params != nil {
+			return nil, err
+		}
+		err = cu.CtxCreate_v3020(&h, uint32(o.Flags), d.h)
 	}
 	if err != nil {
 		return nil, err
@@ -84,6 +132,31 @@ func (d *Device) NewContext(flags ContextFlags) (*Context, error) {
 	c := &Context{h: h, dev: d}
 	c.refs.Store(1)
 	return c, nil
+}
+
+// SMCountAffinitySupported reports whether contexts on d can be limited to
+// a number of multiprocessors (cuDeviceGetExecAffinitySupport).
+func (d *Device) SMCountAffinitySupported() (bool, error) {
+	var v int32
+	if err := cu.DeviceGetExecAffinitySupport(&v, cu.CU_EXEC_AFFINITY_TYPE_SM_COUNT, d.h); err != nil {
+		return false, err
+	}
+	return v != 0, nil
+}
+
+// SMCount is the number of multiprocessors the context may use
+// (cuCtxGetExecAffinity): the device's count unless the context was made
+// with ContextOptions.SMCount.
+func (c *Context) SMCount() (int, error) {
+	if err := c.check("Context.SMCount"); err != nil {
+		return 0, err
+	}
+	var p cu.CUexecAffinityParam
+	err := bound(c, func() error { return cu.CtxGetExecAffinity(&p, cu.CU_EXEC_AFFINITY_TYPE_SM_COUNT) })
+	if err != nil {
+		return 0, err
+	}
+	return int(p.Param.SmCount().Val), nil
 }
 
 func isNotSupported(err error) bool {

@@ -11,6 +11,7 @@ import (
 // (launchable in any context).
 type Function struct {
 	h      cu.CUfunction
+	ld     *loaded     // the module's or library's use count
 	kernel cu.CUkernel // library kernels only
 	mod    *Module
 	lib    *Library
@@ -32,19 +33,10 @@ func (f *Function) acquire(op string) error {
 	if f == nil {
 		return invalid(op, "nil function")
 	}
-	if f.mod != nil {
-		return f.mod.acquire(op)
-	}
-	return f.lib.acquire(op)
+	return f.ld.acquire(op)
 }
 
-func (f *Function) release() {
-	if f.mod != nil {
-		f.mod.release()
-	} else {
-		f.lib.release()
-	}
-}
+func (f *Function) release() { f.ld.release() }
 
 // paramInfo reads each parameter's size once (cuFuncGetParamInfo, CUDA
 // 12.4+). On older drivers it returns nil and launches are not checked.
@@ -90,21 +82,29 @@ func (f *Function) ParamCount() (int, bool, error) {
 	return len(ps), ps != nil, err
 }
 
-// Attribute reads a kernel attribute (cuFuncGetAttribute; for library
-// kernels cuKernelGetAttribute on device 0).
+// Attribute reads a kernel attribute (cuFuncGetAttribute). For a library
+// kernel, which belongs to no context, it reads the attribute on device 0;
+// AttributeOn names the device.
 func (f *Function) Attribute(a FunctionAttribute) (int, error) {
+	return f.AttributeOn(nil, a)
+}
+
+// AttributeOn reads a kernel attribute on device d (cuKernelGetAttribute
+// for library kernels). A module kernel belongs to one context, so d must be
+// nil or that context's device.
+func (f *Function) AttributeOn(d *Device, a FunctionAttribute) (int, error) {
 	const op = "Function.Attribute"
 	if err := f.acquire(op); err != nil {
 		return 0, err
 	}
 	defer f.release()
 	var v int32
-	var err error
+	dev, err := f.attrDevice(op, d)
+	if err != nil {
+		return 0, err
+	}
 	if f.lib != nil {
-		var dev cu.CUdevice
-		if err = cu.DeviceGet(&dev, 0); err == nil {
-			err = cu.KernelGetAttribute(&v, a, f.kernel, dev)
-		}
+		err = cu.KernelGetAttribute(&v, a, f.kernel, dev)
 	} else {
 		err = bound(f.ctx, func() error { return cu.FuncGetAttribute(&v, a, f.h) })
 	}
@@ -112,21 +112,46 @@ func (f *Function) Attribute(a FunctionAttribute) (int, error) {
 }
 
 // SetAttribute sets a kernel attribute such as
-// FuncAttrMaxDynamicSharedSizeBytes (cuFuncSetAttribute).
+// FuncAttrMaxDynamicSharedSizeBytes (cuFuncSetAttribute). For a library
+// kernel it sets it on device 0; SetAttributeOn names the device.
 func (f *Function) SetAttribute(a FunctionAttribute, v int) error {
+	return f.SetAttributeOn(nil, a, v)
+}
+
+// SetAttributeOn sets a kernel attribute on device d (cuKernelSetAttribute
+// for library kernels); for a module kernel d must be nil or its context's
+// device.
+func (f *Function) SetAttributeOn(d *Device, a FunctionAttribute, v int) error {
 	const op = "Function.SetAttribute"
 	if err := f.acquire(op); err != nil {
 		return err
 	}
 	defer f.release()
+	dev, err := f.attrDevice(op, d)
+	if err != nil {
+		return err
+	}
 	if f.lib != nil {
-		var dev cu.CUdevice
-		if err := cu.DeviceGet(&dev, 0); err != nil {
-			return err
-		}
 		return cu.KernelSetAttribute(a, int32(v), f.kernel, dev)
 	}
 	return bound(f.ctx, func() error { return cu.FuncSetAttribute(f.h, a, int32(v)) })
+}
+
+// attrDevice is the device an attribute call names: d, or device 0 for a
+// library kernel when d is nil. A module kernel's device is fixed.
+func (f *Function) attrDevice(op string, d *Device) (cu.CUdevice, error) {
+	if f.lib == nil {
+		if d != nil && f.ctx.dev.h != d.h {
+			return 0, invalid(op, "kernel %s belongs to a context on %s, not %s", f.name, f.ctx.dev, d)
+		}
+		return f.ctx.dev.h, nil
+	}
+	if d != nil {
+		return d.h, nil
+	}
+	var dev cu.CUdevice
+	err := cu.DeviceGet(&dev, 0)
+	return dev, err
 }
 
 // MaxThreadsPerBlock is the largest block this kernel can be launched with.

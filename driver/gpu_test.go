@@ -83,6 +83,33 @@ func TestCreatedContextLifetime(t *testing.T) {
 	require.NoError(t, p2.Close())
 }
 
+func TestContextExecAffinity(t *testing.T) {
+	e, _ := setup(t)
+	sms, err := e.dev.MultiprocessorCount()
+	require.NoError(t, err)
+	n, err := e.ctx.SMCount()
+	require.NoError(t, err)
+	assert.Equal(t, sms, n, "a context without a limit may use every SM")
+
+	ok, err := e.dev.SMCountAffinitySupported()
+	require.NoError(t, err)
+	c, err := e.dev.NewContextWith(driver.ContextOptions{Flags: driver.ContextSchedAuto, SMCount: sms / 2})
+	if !ok {
+		// Outside MPS the driver refuses SM limits: the error says why
+		// before cuCtxCreate is asked.
+		require.ErrorIs(t, err, driver.ErrUnsupportedExecAffinity)
+		assert.Contains(t, err.Error(), "MPS")
+		t.Logf("SM-count affinity not supported on %s (no MPS): checked the refusal", e.dev)
+		return
+	}
+	require.NoError(t, err)
+	defer c.Close()
+	got, err := c.SMCount()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, got, sms/2)
+	assert.Less(t, got, sms)
+}
+
 func TestStreamsAndEvents(t *testing.T) {
 	e, s := setup(t)
 	least, greatest, err := e.ctx.StreamPriorityRange()
@@ -359,6 +386,14 @@ func TestModulesAndFunctions(t *testing.T) {
 	assert.Equal(t, 4, ln)
 	_, err = lf.MaxThreadsPerBlock()
 	require.NoError(t, err)
+	// Library kernels take attributes per device.
+	require.NoError(t, lf.SetAttributeOn(e.dev, driver.FuncAttrMaxDynamicSharedSizeBytes, 2048))
+	v, err := lf.AttributeOn(e.dev, driver.FuncAttrMaxDynamicSharedSizeBytes)
+	require.NoError(t, err)
+	assert.Equal(t, 2048, v)
+	v, err = e.fn["vadd"].AttributeOn(e.dev, driver.FuncAttrMaxDynamicSharedSizeBytes)
+	require.NoError(t, err)
+	assert.Equal(t, 1024, v)
 }
 
 func TestLaunchCorrectness(t *testing.T) {

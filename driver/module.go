@@ -150,7 +150,8 @@ func (m *Module) acquire(op string) error {
 }
 
 // Close unloads the module (cuModuleUnload) once no launch of its kernels is
-// in progress. Its functions fail with ErrClosed afterwards. Idempotent.
+// in progress and no Args made for them are open. Its functions fail with
+// ErrClosed afterwards (open Args still launch). Idempotent.
 func (m *Module) Close() error {
 	if m == nil {
 		return invalid("Module.Close", "nil module")
@@ -166,7 +167,7 @@ func (m *Module) Function(name string) (*Function, error) {
 		return nil, err
 	}
 	defer m.release()
-	f := &Function{mod: m, name: name, ctx: m.ctx}
+	f := &Function{mod: m, ld: &m.loaded, name: name, ctx: m.ctx}
 	err := bound(m.ctx, func() error { return cu.ModuleGetFunction(&f.h, m.h, cstring(name)) })
 	if err != nil {
 		if errors.Is(err, cu.CUDA_ERROR_NOT_FOUND) {
@@ -252,7 +253,7 @@ func (l *Library) Function(name string) (*Function, error) {
 		return nil, err
 	}
 	defer l.release()
-	f := &Function{lib: l, name: name}
+	f := &Function{lib: l, ld: &l.loaded, name: name}
 	if err := cu.LibraryGetKernel(&f.kernel, l.h, cstring(name)); err != nil {
 		if errors.Is(err, cu.CUDA_ERROR_NOT_FOUND) {
 			return nil, fmt.Errorf("driver: kernel %q is not in the library: %w", name, err)
