@@ -5,8 +5,9 @@ import (
 	"reflect"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"unsafe"
+
+	"github.com/purecuda/cuda/internal/cu"
 )
 
 // argBlock holds kernel argument values and the array of pointers to them
@@ -139,15 +140,43 @@ func (b *argBlock) check(op string, f *Function) error {
 var blockPool = sync.Pool{New: func() any { return new(argBlock) }}
 
 // Args are kernel arguments marshalled once, for launching many times with
-// no allocation (Stream.LaunchArgs). Buffers named in them are retained until
-// Close, so their memory cannot be freed while the Args can still launch.
+// no allocation (Stream.LaunchArgs). Until Close, and until launches in
+// progress have returned, Args keep the kernel's module or library loaded
+// and retain the buffers named in them, so neither can be freed while the
+// Args can still launch.
 type Args struct {
+	// What LaunchArgs reads comes first, copied from f so that a launch
+	// reads neither f nor its module.
+	fh      cu.CUfunction
+	fctx    *Context
+	kparams *unsafe.Pointer
+	loaded  // Args' own use count: 1 for the owner + 1 per launch in progress
+
 	f       *Function
 	blk     argBlock
-	kparams *unsafe.Pointer
-	closed  atomic.Bool
-	once    sync.Once
 	cleanup runtime.Cleanup
+}
+
+// argsHeld is what Args hold until their last use: the buffers' allocations
+// and the module or library.
+type argsHeld struct {
+	allocs []*allocation
+	ld     *loaded
+}
+
+// free releases what the Args held (the unload of Args' use count).
+func (h *argsHeld) free() error {
+	err := releaseAllocs(h.allocs)
+	h.ld.release()
+	return err
+}
+
+// orphan is the cleanup of Args that were never closed.
+func (h *argsHeld) orphan() {
+	for _, a := range h.allocs {
+		dropOrphan(a)
+	}
+	go h.ld.release() // may unload the module: not on the cleanup goroutine
 }
 
 // NewArgs marshals and checks args for f once.
@@ -156,8 +185,16 @@ func (f *Function) NewArgs(args ...any) (*Args, error) {
 	if err := f.acquire(op); err != nil {
 		return nil, err
 	}
-	defer f.release()
-	a := &Args{f: f}
+	a, err := f.newArgs(op, args)
+	if err != nil {
+		f.release()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (f *Function) newArgs(op string, args []any) (*Args, error) {
+	a := &Args{f: f, fh: f.h, fctx: f.ctx}
 	for i, v := range args {
 		if err := a.blk.marshal(op, i, v, f.ctx); err != nil {
 			return nil, err
@@ -172,23 +209,17 @@ func (f *Function) NewArgs(args ...any) (*Args, error) {
 			continue
 		}
 		if !al.retain() {
-			for _, r := range retained {
-				_ = r.release()
-			}
+			_ = releaseAllocs(retained)
 			return nil, closedErr(op, "buffer memory already freed")
 		}
 		retained = append(retained, al)
 	}
 	a.blk.allocs = retained
 	a.kparams = a.blk.finish()
-	a.cleanup = runtime.AddCleanup(a, releaseAll, retained)
+	held := &argsHeld{allocs: retained, ld: f.ld}
+	a.loaded.init("args", held.free)
+	a.cleanup = runtime.AddCleanup(a, (*argsHeld).orphan, held)
 	return a, nil
-}
-
-func releaseAll(allocs []*allocation) {
-	for _, a := range allocs {
-		dropOrphan(a)
-	}
 }
 
 // SetArg replaces argument i with v, which must have the same size as the
@@ -213,22 +244,15 @@ func SetArg[T any](a *Args, i int, v T) error {
 	return nil
 }
 
-// Close releases the buffers the arguments retained. Idempotent.
+// Close releases the buffers the arguments retained and the kernel's
+// module: at once, or when the last launch in progress returns. It is
+// idempotent and returns the first call's result.
 func (a *Args) Close() error {
 	if a == nil {
 		return invalid("Args.Close", "nil args")
 	}
-	var err error
-	a.once.Do(func() {
-		a.closed.Store(true)
-		a.cleanup.Stop()
-		for _, al := range a.blk.allocs {
-			if e := al.release(); e != nil && err == nil {
-				err = e
-			}
-		}
-	})
-	return err
+	a.cleanup.Stop()
+	return a.loaded.close()
 }
 
 // Dim3 is a grid or block shape.
@@ -254,7 +278,7 @@ func Grid(x int, yz ...int) Dim3 { return dim(x, yz) }
 // Block is a block of x (by y by z) threads.
 func Block(x int, yz ...int) Dim3 { return dim(x, yz) }
 
-func checkDims(op string, d *Device, grid, block Dim3) error {
+func checkDims(op string, d *dimLimits, grid, block Dim3) error {
 	for i, v := range [3]int{grid.X, grid.Y, grid.Z} {
 		if v < 1 || v > d.maxGrid[i] {
 			return invalid(op, "grid dimension %c = %d, the device allows 1 to %d", "xyz"[i], v, d.maxGrid[i])

@@ -88,7 +88,7 @@ func TestSetArg(t *testing.T) {
 }
 
 func TestCheckDims(t *testing.T) {
-	d := &Device{maxThreads: 1024, maxBlock: [3]int{1024, 1024, 64}, maxGrid: [3]int{1<<31 - 1, 65535, 65535}}
+	d := &dimLimits{maxThreads: 1024, maxBlock: [3]int{1024, 1024, 64}, maxGrid: [3]int{1<<31 - 1, 65535, 65535}}
 	assert.NoError(t, checkDims("L", d, Grid(10), Block(256)))
 	assert.ErrorContains(t, checkDims("L", d, Grid(0), Block(1)), "grid dimension x = 0")
 	assert.ErrorContains(t, checkDims("L", d, Grid(1), Block(0)), "block dimension x = 0")

@@ -8,10 +8,16 @@ import (
 
 // Device is a CUDA device (CUdevice).
 type Device struct {
-	h          cu.CUdevice
-	ordinal    int
-	major      int
-	minor      int
+	h       cu.CUdevice
+	ordinal int
+	major   int
+	minor   int
+	lim     dimLimits
+}
+
+// dimLimits are the launch-shape limits of a device. Streams keep a copy, so
+// that the launch check reads only the stream.
+type dimLimits struct {
 	maxThreads int
 	maxBlock   [3]int
 	maxGrid    [3]int
@@ -75,9 +81,9 @@ func newDevice(h cu.CUdevice, ordinal int) (*Device, error) {
 		dst *int
 	}{
 		{AttrComputeCapabilityMajor, &d.major}, {AttrComputeCapabilityMinor, &d.minor},
-		{AttrMaxThreadsPerBlock, &d.maxThreads},
-		{AttrMaxBlockDimX, &d.maxBlock[0]}, {AttrMaxBlockDimY, &d.maxBlock[1]}, {AttrMaxBlockDimZ, &d.maxBlock[2]},
-		{AttrMaxGridDimX, &d.maxGrid[0]}, {AttrMaxGridDimY, &d.maxGrid[1]}, {AttrMaxGridDimZ, &d.maxGrid[2]},
+		{AttrMaxThreadsPerBlock, &d.lim.maxThreads},
+		{AttrMaxBlockDimX, &d.lim.maxBlock[0]}, {AttrMaxBlockDimY, &d.lim.maxBlock[1]}, {AttrMaxBlockDimZ, &d.lim.maxBlock[2]},
+		{AttrMaxGridDimX, &d.lim.maxGrid[0]}, {AttrMaxGridDimY, &d.lim.maxGrid[1]}, {AttrMaxGridDimZ, &d.lim.maxGrid[2]},
 	}
 	for _, a := range attrs {
 		v, err := d.Attribute(a.a)

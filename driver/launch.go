@@ -29,7 +29,9 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 }
 
 // LaunchWith is Launch with shared memory, clusters or cooperative launch
-// (cuLaunchKernelEx when a cluster or cooperation is asked for).
+// (cuLaunchKernelEx when a cluster or cooperation is asked for). Buffers
+// among the arguments are retained for the call, so a Close racing with it
+// cannot free their memory before the kernel is queued.
 func (s *Stream) LaunchWith(f *Function, cfg LaunchConfig, args ...any) error {
 	const op = "Stream.Launch"
 	if err := s.launchCheck(op, f, cfg); err != nil {
@@ -38,9 +40,15 @@ func (s *Stream) LaunchWith(f *Function, cfg LaunchConfig, args ...any) error {
 	if err := f.acquire(op); err != nil {
 		return err
 	}
-	defer f.release()
 	blk := blockPool.Get().(*argBlock)
-	defer func() { blk.reset(); blockPool.Put(blk) }()
+	err := s.marshalAndLaunch(op, f, cfg, blk, args)
+	blk.reset()
+	blockPool.Put(blk)
+	f.release()
+	return err
+}
+
+func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk *argBlock, args []any) error {
 	for i, v := range args {
 		if err := blk.marshal(op, i, v, s.ctx); err != nil {
 			return err
@@ -49,26 +57,68 @@ func (s *Stream) LaunchWith(f *Function, cfg LaunchConfig, args ...any) error {
 	if err := blk.check(op, f); err != nil {
 		return err
 	}
-	return s.launch(f, cfg, blk.finish())
+	for k, al := range blk.allocs {
+		if al != nil && !al.retain() {
+			releaseAllocs(blk.allocs[:k])
+			return closedErr(op, "buffer memory already freed")
+		}
+	}
+	err := s.launch(f, cfg, blk.finish())
+	if e := releaseAllocs(blk.allocs); err == nil {
+		err = e
+	}
+	return err
+}
+
+// releaseAllocs releases each allocation (nil ones are skipped) and returns
+// the first error.
+func releaseAllocs(allocs []*allocation) error {
+	var err error
+	for _, al := range allocs {
+		if al == nil {
+			continue
+		}
+		if e := al.release(); e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
 }
 
 // LaunchArgs launches with arguments marshalled by Function.NewArgs. It
-// allocates nothing.
+// allocates nothing, and reads only s and a: everything it needs from the
+// kernel was copied into a by NewArgs, and a keeps the kernel loaded.
 func (s *Stream) LaunchArgs(a *Args, grid, block Dim3) error {
 	const op = "Stream.LaunchArgs"
-	if a == nil || a.closed.Load() {
+	if a == nil {
 		return closedErr(op, "args")
 	}
-	cfg := LaunchConfig{Grid: grid, Block: block}
-	if err := s.launchCheck(op, a.f, cfg); err != nil {
+	if err := a.acquire(op); err != nil {
 		return err
 	}
-	if err := a.f.acquire(op); err != nil {
-		return err
-	}
-	err := s.launch(a.f, cfg, a.kparams)
-	a.f.release()
+	err := s.launchArgs(op, a, grid, block)
+	a.release()
 	return err
+}
+
+func (s *Stream) launchArgs(op string, a *Args, grid, block Dim3) error {
+	if err := s.check(op); err != nil {
+		return err
+	}
+	if a.fctx != nil && a.fctx != s.ctx {
+		return otherContext(op, a.f)
+	}
+	if err := checkDims(op, &s.lim, grid, block); err != nil {
+		return err
+	}
+	if s.special {
+		return bound(s.ctx, func() error { return launchKernel(a.fh, grid, block, 0, s.h, a.kparams) })
+	}
+	return launchKernel(a.fh, grid, block, 0, s.h, a.kparams)
+}
+
+func otherContext(op string, f *Function) error {
+	return invalid(op, "kernel %s belongs to another context than the stream", f.name)
 }
 
 func (s *Stream) launchCheck(op string, f *Function, cfg LaunchConfig) error {
@@ -79,9 +129,9 @@ func (s *Stream) launchCheck(op string, f *Function, cfg LaunchConfig) error {
 		return invalid(op, "nil function")
 	}
 	if f.ctx != nil && f.ctx != s.ctx {
-		return invalid(op, "kernel %s belongs to another context than the stream", f.name)
+		return otherContext(op, f)
 	}
-	if err := checkDims(op, s.ctx.dev, cfg.Grid, cfg.Block); err != nil {
+	if err := checkDims(op, &s.lim, cfg.Grid, cfg.Block); err != nil {
 		return err
 	}
 	if cfg.SharedMem < 0 || cfg.SharedMem > 1<<31-1 {
@@ -100,9 +150,9 @@ func (s *Stream) launchCheck(op string, f *Function, cfg LaunchConfig) error {
 func (s *Stream) launch(f *Function, cfg LaunchConfig, params *unsafe.Pointer) error {
 	if cfg.Cluster == (Dim3{}) && !cfg.Cooperative {
 		if s.special {
-			return bound(s.ctx, func() error { return s.launchKernel(f, cfg, params) })
+			return bound(s.ctx, func() error { return launchKernel(f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params) })
 		}
-		return s.launchKernel(f, cfg, params)
+		return launchKernel(f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params)
 	}
 	var attrs [2]cu.CUlaunchAttribute
 	n := 0
@@ -125,7 +175,7 @@ func (s *Stream) launch(f *Function, cfg LaunchConfig, params *unsafe.Pointer) e
 	return bound(s.ctx, func() error { return cu.LaunchKernelEx(&lc, f.h, params, nil) })
 }
 
-func (s *Stream) launchKernel(f *Function, cfg LaunchConfig, params *unsafe.Pointer) error {
-	return cu.LaunchKernel(f.h, uint32(cfg.Grid.X), uint32(cfg.Grid.Y), uint32(cfg.Grid.Z),
-		uint32(cfg.Block.X), uint32(cfg.Block.Y), uint32(cfg.Block.Z), uint32(cfg.SharedMem), s.h, params, nil)
+func launchKernel(fh cu.CUfunction, grid, block Dim3, shmem int, h cu.CUstream, params *unsafe.Pointer) error {
+	return cu.LaunchKernel(fh, uint32(grid.X), uint32(grid.Y), uint32(grid.Z),
+		uint32(block.X), uint32(block.Y), uint32(block.Z), uint32(shmem), h, params, nil)
 }

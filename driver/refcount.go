@@ -6,16 +6,17 @@ import (
 )
 
 // loaded counts the users of something that is unloaded once its owner has
-// closed it and no call that uses it is still in progress (modules and
-// libraries, whose kernels may be launching while Close is called).
+// closed it and no call that uses it is still in progress: modules and
+// libraries, whose kernels may be launching while Close is called, and Args.
+// The count never rises again from zero (acquire only increments a positive
+// count), so the unload runs exactly once.
 type loaded struct {
-	what      string       // "module", "library": for error messages
 	refs      atomic.Int64 // 1 for the owner + 1 per call in progress
 	closed    atomic.Bool
+	what      string // "module", "library", "args": for error messages
 	closeOnce sync.Once
 	closeErr  error
 	unload    func() error
-	unloadErr error
 }
 
 func (l *loaded) init(what string, unload func() error) {
@@ -36,11 +37,21 @@ func (l *loaded) acquire(op string) error {
 	}
 }
 
-// release drops a reference; the last one unloads.
+// release drops a reference; the last one unloads. An unload deferred to
+// the last call has no caller to report to: its failure is counted with
+// those of forgotten buffers.
 func (l *loaded) release() {
-	if l.refs.Add(-1) == 0 {
-		l.unloadErr = l.unload()
+	if err := l.drop(); err != nil {
+		orphanErrs.Add(1)
 	}
+}
+
+// drop drops a reference; the last one unloads and returns its error.
+func (l *loaded) drop() error {
+	if l.refs.Add(-1) != 0 {
+		return nil
+	}
+	return l.unload()
 }
 
 // close drops the owner's reference once; it returns the unload's error
@@ -48,8 +59,7 @@ func (l *loaded) release() {
 func (l *loaded) close() error {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
-		l.release()
-		l.closeErr = l.unloadErr
+		l.closeErr = l.drop()
 	})
 	return l.closeErr
 }

@@ -29,13 +29,15 @@ const (
 // A Stream is safe for concurrent use; work submitted from several goroutines
 // is ordered as CUDA receives it.
 type Stream struct {
-	h     cu.CUstream
-	ctx   *Context
-	owned bool // false for the legacy and per-thread default streams
+	// The fields a launch reads come first, together.
+	h      cu.CUstream
+	ctx    *Context
+	closed atomic.Bool
+	owned  bool // false for the legacy and per-thread default streams
 	// special streams (legacy, per-thread) need the context current.
 	special bool
+	lim     dimLimits // the device's, copied
 
-	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
 
@@ -60,7 +62,7 @@ func (c *Context) newStream(op string, create func(*cu.CUstream) error) (*Stream
 	if err := c.acquire(op); err != nil {
 		return nil, err
 	}
-	s := &Stream{ctx: c, owned: true}
+	s := &Stream{ctx: c, owned: true, lim: c.dev.lim}
 	if err := bound(c, func() error { return create(&s.h) }); err != nil {
 		c.release()
 		return nil, err
@@ -82,13 +84,13 @@ func (c *Context) StreamPriorityRange() (least, greatest int, err error) {
 // LegacyStream is the context's legacy default stream (CU_STREAM_LEGACY),
 // which synchronises with every blocking stream. Close on it does nothing.
 func (c *Context) LegacyStream() *Stream {
-	return &Stream{h: cu.CU_STREAM_LEGACY, ctx: c, special: true}
+	return &Stream{h: cu.CU_STREAM_LEGACY, ctx: c, special: true, lim: c.dev.lim}
 }
 
 // PerThreadStream is the per-thread default stream (CU_STREAM_PER_THREAD).
 // Close on it does nothing.
 func (c *Context) PerThreadStream() *Stream {
-	return &Stream{h: cu.CU_STREAM_PER_THREAD, ctx: c, special: true}
+	return &Stream{h: cu.CU_STREAM_PER_THREAD, ctx: c, special: true, lim: c.dev.lim}
 }
 
 // Context is the stream's context.

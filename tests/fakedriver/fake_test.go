@@ -3,11 +3,13 @@
 package fakedriver_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -252,6 +254,86 @@ func TestFakeFreesAndCleanup(t *testing.T) {
 	assert.Equal(t, ctxBase+1, counter(t, "fake_live_contexts"), "kept alive by the buffer")
 	require.NoError(t, b.Close())
 	assert.Equal(t, ctxBase, counter(t, "fake_live_contexts"))
+}
+
+// Args keep their kernel's module loaded and their buffers allocated until
+// they are closed (or forgotten) and no launch with them is in progress.
+func TestFakeArgsHoldModuleAndBuffers(t *testing.T) {
+	f := setup(t)
+	mods, allocs := counter(t, "fake_live_modules"), counter(t, "fake_live_allocations")
+	mod, err := f.ctx.LoadModule([]byte("FAKE module"))
+	require.NoError(t, err)
+	add4, err := mod.Function("add4")
+	require.NoError(t, err)
+	out, err := driver.Alloc[uint32](f.ctx, 1)
+	require.NoError(t, err)
+	args, err := add4.NewArgs(out, uint32(1), uint32(2), uint32(3))
+	require.NoError(t, err)
+	require.NoError(t, mod.Close())
+	require.NoError(t, out.Close())
+	assert.Equal(t, mods+1, counter(t, "fake_live_modules"), "the Args keep the module")
+	assert.Equal(t, allocs+1, counter(t, "fake_live_allocations"), "the Args keep the buffer")
+	_, err = mod.Function("add4")
+	assert.ErrorIs(t, err, driver.ErrClosed)
+	assert.ErrorIs(t, f.s.Launch(add4, driver.Grid(1), driver.Block(1), uint32(0), uint32(1), uint32(2), uint32(3)), driver.ErrClosed)
+	g, b := driver.Grid(1), driver.Block(1)
+	require.NoError(t, f.s.LaunchArgs(args, g, b), "the Args still launch")
+	require.NoError(t, f.s.Synchronize())
+	require.NoError(t, args.Close())
+	assert.Equal(t, mods, counter(t, "fake_live_modules"))
+	assert.Equal(t, allocs, counter(t, "fake_live_allocations"))
+	assert.ErrorIs(t, f.s.LaunchArgs(args, g, b), driver.ErrClosed)
+	assert.NoError(t, args.Close(), "Close is idempotent")
+
+	// Closing Args while goroutines launch with them: every launch succeeds
+	// or says closed, and the module is unloaded once, after the last.
+	mod, err = f.ctx.LoadModule([]byte("FAKE module"))
+	require.NoError(t, err)
+	empty, err := mod.Function("empty")
+	require.NoError(t, err)
+	args, err = empty.NewArgs()
+	require.NoError(t, err)
+	require.NoError(t, mod.Close())
+	var wg sync.WaitGroup
+	var launched, refused atomic.Int64
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 2000; j++ {
+				switch err := f.s.LaunchArgs(args, g, b); {
+				case err == nil:
+					launched.Add(1)
+				case errors.Is(err, driver.ErrClosed):
+					refused.Add(1)
+				default:
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Millisecond)
+	require.NoError(t, args.Close())
+	wg.Wait()
+	assert.Equal(t, int64(8*2000), launched.Load()+refused.Load())
+	assert.Equal(t, mods, counter(t, "fake_live_modules"))
+	t.Logf("%d launches before the close, %d refused after", launched.Load(), refused.Load())
+
+	// Forgotten Args release the module through their cleanup.
+	mod, err = f.ctx.LoadModule([]byte("FAKE module"))
+	require.NoError(t, err)
+	empty, err = mod.Function("empty")
+	require.NoError(t, err)
+	_, err = empty.NewArgs()
+	require.NoError(t, err)
+	require.NoError(t, mod.Close())
+	deadline := time.Now().Add(5 * time.Second)
+	for counter(t, "fake_live_modules") > mods && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
+	assert.Equal(t, mods, counter(t, "fake_live_modules"))
 }
 
 func TestFakeZeroAllocHotPaths(t *testing.T) {

@@ -31,13 +31,14 @@ static __thread struct ctx *current;
 static struct ctx primary = {0x600d, 0, 1};
 static int primary_refs;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static long live_allocs, live_contexts, host_calls;
+static long live_allocs, live_contexts, live_modules, host_calls;
 static struct kernel kernels[] = {
     {"empty", 0, {0}}, {"add4", 4, {8, 4, 4, 4}}, {"fill", 3, {8, 4, 4}},
 };
 
 long fake_live_allocations(void) { return __atomic_load_n(&live_allocs, __ATOMIC_SEQ_CST); }
 long fake_live_contexts(void) { return __atomic_load_n(&live_contexts, __ATOMIC_SEQ_CST); }
+long fake_live_modules(void) { return __atomic_load_n(&live_modules, __ATOMIC_SEQ_CST); }
 long fake_host_calls(void) { return __atomic_load_n(&host_calls, __ATOMIC_SEQ_CST); }
 
 static int have_ctx(void) { return current && current->magic == 0x600d && current->alive; }
@@ -198,9 +199,14 @@ CUresult cuModuleLoadDataEx(void **m, const void *image, unsigned n, int *opts, 
     NEED_CTX();
     if (strncmp(image, "FAKE", 4) != 0) return 218; /* invalid PTX */
     *m = (void *)kernels;
+    __atomic_add_fetch(&live_modules, 1, __ATOMIC_SEQ_CST);
     return OK;
 }
-CUresult cuModuleUnload(void *m) { NEED_CTX(); return OK; }
+CUresult cuModuleUnload(void *m) {
+    NEED_CTX();
+    if (__atomic_sub_fetch(&live_modules, 1, __ATOMIC_SEQ_CST) < 0) abort(); /* unloaded twice */
+    return OK;
+}
 CUresult cuModuleGetFunction(struct kernel **f, void *m, const char *name) {
     NEED_CTX();
     for (unsigned i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
