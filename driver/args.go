@@ -151,6 +151,7 @@ type Args struct {
 	fctx    *Context
 	kparams *unsafe.Pointer
 	loaded  // Args' own use count: 1 for the owner + 1 per launch in progress
+	frame   hotFrame
 
 	f       *Function
 	blk     argBlock
@@ -213,6 +214,10 @@ func (f *Function) newArgs(op string, args []any) (*Args, error) {
 			return nil, closedErr(op, "buffer memory already freed")
 		}
 		retained = append(retained, al)
+	}
+	if err := cu.PrepareLaunchFrame(&a.frame.f); err != nil {
+		_ = releaseAllocs(retained)
+		return nil, err
 	}
 	a.blk.allocs = retained
 	a.kparams = a.blk.finish()

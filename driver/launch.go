@@ -1,8 +1,10 @@
 package driver
 
 import (
+	"sync/atomic"
 	"unsafe"
 
+	"github.com/purecuda/cuda/internal/ccall"
 	"github.com/purecuda/cuda/internal/cu"
 )
 
@@ -40,15 +42,24 @@ func (s *Stream) LaunchWith(f *Function, cfg LaunchConfig, args ...any) error {
 	if err := f.acquire(op); err != nil {
 		return err
 	}
-	blk := blockPool.Get().(*argBlock)
-	err := s.marshalAndLaunch(op, f, cfg, blk, args)
-	blk.reset()
-	blockPool.Put(blk)
+	var err error
+	if h := &s.frame; h.f.Fn != 0 && h.busy.CompareAndSwap(false, true) {
+		err = s.marshalAndLaunch(op, f, cfg, &h.blk, &h.f, args)
+		h.blk.reset()
+		h.busy.Store(false)
+	} else {
+		blk := blockPool.Get().(*argBlock)
+		err = s.marshalAndLaunch(op, f, cfg, blk, nil, args)
+		blk.reset()
+		blockPool.Put(blk)
+	}
 	f.release()
 	return err
 }
 
-func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk *argBlock, args []any) error {
+// marshalAndLaunch marshals args into blk and launches through cf, or a
+// pooled frame when cf is nil.
+func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk *argBlock, cf *ccall.Frame, args []any) error {
 	for i, v := range args {
 		if err := blk.marshal(op, i, v, s.ctx); err != nil {
 			return err
@@ -63,7 +74,7 @@ func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk 
 			return closedErr(op, "buffer memory already freed")
 		}
 	}
-	err := s.launch(f, cfg, blk.finish())
+	err := s.launch(f, cfg, blk.finish(), cf)
 	if e := releaseAllocs(blk.allocs); err == nil {
 		err = e
 	}
@@ -112,9 +123,44 @@ func (s *Stream) launchArgs(op string, a *Args, grid, block Dim3) error {
 		return err
 	}
 	if s.special {
-		return bound(s.ctx, func() error { return launchKernel(a.fh, grid, block, 0, s.h, a.kparams) })
+		return bound(s.ctx, func() error { return a.launch(s.h, grid, block) })
 	}
-	return launchKernel(a.fh, grid, block, 0, s.h, a.kparams)
+	return a.launch(s.h, grid, block)
+}
+
+// launch launches a's kernel and arguments on stream h.
+func (a *Args) launch(h cu.CUstream, grid, block Dim3) error {
+	return a.frame.launch(a.fh, grid, block, 0, h, a.kparams)
+}
+
+// hotFrame is a call frame that a stream or Args keeps for one launch at a
+// time, so that the launch path reads no pooled frame: libcuda's launch
+// evicts the caller's data from the CPU caches, and every dependent load a
+// launch makes afterwards is a cache miss. A launch that finds the frame in
+// use, or not readied, takes a pooled one.
+type hotFrame struct {
+	busy atomic.Bool
+	f    ccall.Frame // f.Fn is cuLaunchKernel once readied
+	blk  argBlock    // a stream's argument block for Launch (Args have their own)
+}
+
+func (h *hotFrame) launch(fh cu.CUfunction, grid, block Dim3, shmem int, st cu.CUstream, params *unsafe.Pointer) error {
+	if h.f.Fn == 0 || !h.busy.CompareAndSwap(false, true) {
+		return launchKernel(fh, grid, block, shmem, st, params)
+	}
+	err := launchKernelIn(&h.f, fh, grid, block, shmem, st, params)
+	h.busy.Store(false)
+	return err
+}
+
+// launchKernelIn calls cuLaunchKernel through cf, a readied frame held by
+// the caller, or through a pooled frame when cf is nil.
+func launchKernelIn(cf *ccall.Frame, fh cu.CUfunction, grid, block Dim3, shmem int, st cu.CUstream, params *unsafe.Pointer) error {
+	if cf == nil {
+		return launchKernel(fh, grid, block, shmem, st, params)
+	}
+	return cu.LaunchKernelFrame(cf, fh, uint32(grid.X), uint32(grid.Y), uint32(grid.Z),
+		uint32(block.X), uint32(block.Y), uint32(block.Z), uint32(shmem), st, params)
 }
 
 func otherContext(op string, f *Function) error {
@@ -147,12 +193,12 @@ func (s *Stream) launchCheck(op string, f *Function, cfg LaunchConfig) error {
 	return nil
 }
 
-func (s *Stream) launch(f *Function, cfg LaunchConfig, params *unsafe.Pointer) error {
+func (s *Stream) launch(f *Function, cfg LaunchConfig, params *unsafe.Pointer, cf *ccall.Frame) error {
 	if cfg.Cluster == (Dim3{}) && !cfg.Cooperative {
 		if s.special {
-			return bound(s.ctx, func() error { return launchKernel(f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params) })
+			return bound(s.ctx, func() error { return launchKernelIn(cf, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params) })
 		}
-		return launchKernel(f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params)
+		return launchKernelIn(cf, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params)
 	}
 	var attrs [2]cu.CUlaunchAttribute
 	n := 0

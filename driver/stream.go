@@ -37,6 +37,7 @@ type Stream struct {
 	// special streams (legacy, per-thread) need the context current.
 	special bool
 	lim     dimLimits // the device's, copied
+	frame   hotFrame  // for Launch
 
 	closeOnce sync.Once
 	closeErr  error
@@ -62,12 +63,22 @@ func (c *Context) newStream(op string, create func(*cu.CUstream) error) (*Stream
 	if err := c.acquire(op); err != nil {
 		return nil, err
 	}
-	s := &Stream{ctx: c, owned: true, lim: c.dev.lim}
+	s := newStreamFor(c, 0, false)
 	if err := bound(c, func() error { return create(&s.h) }); err != nil {
 		c.release()
 		return nil, err
 	}
 	return s, nil
+}
+
+// newStreamFor makes the Stream value: an owned stream (h set by the
+// caller) or a special default stream.
+func newStreamFor(c *Context, h cu.CUstream, special bool) *Stream {
+	s := &Stream{h: h, ctx: c, owned: !special, special: special, lim: c.dev.lim}
+	// Without cuLaunchKernel the frame stays unready and launches take the
+	// pooled path, which reports the missing symbol.
+	_ = cu.PrepareLaunchFrame(&s.frame.f)
+	return s
 }
 
 // StreamPriorityRange returns the least and greatest stream priorities
@@ -84,13 +95,13 @@ func (c *Context) StreamPriorityRange() (least, greatest int, err error) {
 // LegacyStream is the context's legacy default stream (CU_STREAM_LEGACY),
 // which synchronises with every blocking stream. Close on it does nothing.
 func (c *Context) LegacyStream() *Stream {
-	return &Stream{h: cu.CU_STREAM_LEGACY, ctx: c, special: true, lim: c.dev.lim}
+	return newStreamFor(c, cu.CU_STREAM_LEGACY, true)
 }
 
 // PerThreadStream is the per-thread default stream (CU_STREAM_PER_THREAD).
 // Close on it does nothing.
 func (c *Context) PerThreadStream() *Stream {
-	return &Stream{h: cu.CU_STREAM_PER_THREAD, ctx: c, special: true, lim: c.dev.lim}
+	return newStreamFor(c, cu.CU_STREAM_PER_THREAD, true)
 }
 
 // Context is the stream's context.

@@ -83,3 +83,11 @@ func TestManyArguments(t *testing.T) {
 		assert.Equal(t, want, got[:len(want)], "%d arguments", 3+n)
 	}
 }
+
+// TestFrameLayout pins the offsets the assembly trampoline reads.
+func TestFrameLayout(t *testing.T) {
+	var f ccall.Frame
+	assert.Equal(t, uintptr(0), unsafe.Offsetof(f.Fn))
+	assert.Equal(t, uintptr(8), unsafe.Offsetof(f.R1))
+	assert.Equal(t, uintptr(16), unsafe.Offsetof(f.Args))
+}
