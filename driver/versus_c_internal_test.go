@@ -16,6 +16,7 @@ import (
 
 	"github.com/ebitengine/purego"
 
+	"github.com/purecuda/cuda/internal/ccall"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/gputest"
 	"github.com/purecuda/cuda/nvrtc"
@@ -27,6 +28,25 @@ import (
 // separate processes and machines.
 const cLoops = `
 #include <cuda.h>
+#include <time.h>
+static long long inside_ns;
+static long long now_ns(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000LL + t.tv_nsec; }
+long long take_inside(void) { long long v = inside_ns; inside_ns = 0; return v; }
+int loop_launch_timed(CUfunction f, CUstream s, long n) {
+	for (long i = 0; i < n; i++) {
+		long long t = now_ns();
+		CUresult r = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, 0, 0);
+		inside_ns += now_ns() - t;
+		if (r) return r;
+	}
+	return cuStreamSynchronize(s);
+}
+int once_launch_timed(CUfunction f, CUstream s) {
+	long long t = now_ns();
+	CUresult r = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, 0, 0);
+	inside_ns += now_ns() - t;
+	return r;
+}
 int loop_launch(CUfunction f, CUstream s, void **params, long n) {
 	for (long i = 0; i < n; i++) { CUresult r = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, 0); if (r) return r; }
 	return cuStreamSynchronize(s);
@@ -90,7 +110,8 @@ func buildCLoops(b *testing.B) map[string]uintptr {
 		b.Fatal(err)
 	}
 	syms := map[string]uintptr{}
-	for _, n := range []string{"loop_launch", "loop_launch_sync", "loop_event_record", "loop_sync", "loop_h2d"} {
+	for _, n := range []string{"loop_launch", "loop_launch_sync", "loop_event_record", "loop_sync", "loop_h2d",
+		"loop_launch_timed", "once_launch_timed", "take_inside"} {
 		if syms[n], err = purego.Dlsym(h, n); err != nil {
 			b.Fatal(err)
 		}
@@ -101,10 +122,15 @@ func buildCLoops(b *testing.B) map[string]uintptr {
 // BenchmarkVersusC times each hot call three ways in one process, on the
 // same context, stream and kernel: a C loop ("C"), the raw table ("raw") and
 // the driver API ("LaunchArgs", "Launch", "driver"). Run with
-// -test.benchtime=1x: it makes 15 interleaved rounds of 20000 calls per
-// variant, rotating the order each round, and reports each variant's median
-// ns per call as a metric, so that drift and ordering on the machine affect
-// all variants alike.
+// -test.benchtime=1x: it makes 21 interleaved rounds of 20000 calls per
+// variant, rotating the order each round. Per variant it reports the median
+// ns per call and ("-xC") the median over rounds of the ratio to the C loop
+// of the same round, so that drift on the machine cancels out.
+//
+// The LaunchInside group times the inside of cuLaunchKernel (a C wrapper
+// reads the clock around it) once from a C loop and once called per launch
+// from Go: "-inside-ns" is the time spent in libcuda per launch, the rest
+// of "-ns/op" is the caller's.
 func BenchmarkVersusC(b *testing.B) {
 	gputest.Require(b)
 	c := buildCLoops(b)
@@ -150,6 +176,16 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 	src := []uint32{7}
 	g, blk := Grid(1), Block(1)
 	var counter atomic.Int64
+	timedOnce := func() error {
+		cf := ccall.Get(c["once_launch_timed"])
+		cf.Args[0], cf.Args[1] = uintptr(empty.h), uintptr(s.h)
+		r := cf.Call(2)
+		ccall.Put(cf)
+		if r != 0 {
+			return fmt.Errorf("once_launch_timed: CUresult %d", r)
+		}
+		return nil
+	}
 
 	type variant struct {
 		name string
@@ -215,6 +251,10 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 			}, false)},
 		},
 		{
+			{"LaunchInside/C", cloop("loop_launch_timed", uintptr(empty.h), uintptr(s.h))},
+			{"LaunchInside/Go", goloop(timedOnce, true)},
+		},
+		{
 			{"EventRecord/C", cloop("loop_event_record", uintptr(ev.h), uintptr(s.h))},
 			{"EventRecord/driver", goloop(func() error { return ev.Record(s) }, true)},
 		},
@@ -227,30 +267,47 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 			{"H2D4Bytes/driver", goloop(func() error { return out.CopyFromHost(src) }, false)},
 		},
 	}
-	const rounds, n = 15, 20000
+	const rounds, n = 21, 20000
 	for b.Loop() {
 		for _, group := range groups {
 			times := make([][]float64, len(group))
+			inside := make([][]float64, len(group))
 			for r := 0; r < rounds; r++ {
 				for k := range group {
-					v := group[(k+r)%len(group)]
+					i := (k + r) % len(group)
+					v := group[i]
+					takeInside(c)
 					start := time.Now()
 					if err := v.run(n); err != nil {
 						b.Fatalf("%s: %v", v.name, err)
 					}
-					times[(k+r)%len(group)] = append(times[(k+r)%len(group)], float64(time.Since(start).Nanoseconds())/n)
+					times[i] = append(times[i], float64(time.Since(start).Nanoseconds())/n)
+					inside[i] = append(inside[i], float64(takeInside(c))/n)
 				}
 			}
-			base := median(times[0])
 			for k, v := range group {
-				m := median(times[k])
-				b.ReportMetric(m, v.name+"-ns/op")
+				b.ReportMetric(median(times[k]), v.name+"-ns/op")
+				if in := median(inside[k]); in > 0 {
+					b.ReportMetric(in, v.name+"-inside-ns")
+				}
 				if k > 0 {
-					b.ReportMetric(m/base, v.name+"-xC")
+					ratios := make([]float64, rounds)
+					for r := range ratios {
+						ratios[r] = times[k][r] / times[0][r]
+					}
+					b.ReportMetric(median(ratios), v.name+"-xC")
 				}
 			}
 		}
 	}
+}
+
+// takeInside returns and resets the C wrappers' time inside cuLaunchKernel.
+func takeInside(c map[string]uintptr) int64 {
+	cf := ccall.Get(c["take_inside"])
+	r := cf.Call(0)
+	ccall.Put(cf)
+	return int64(r)
 }
 
 func median(xs []float64) float64 {
