@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -204,18 +205,11 @@ func (f *Function) newArgs(op string, args []any) (*Args, error) {
 	if err := a.blk.check(op, f); err != nil {
 		return nil, err
 	}
-	retained := a.blk.allocs[:0:0]
-	for _, al := range a.blk.allocs {
-		if al == nil {
-			continue
-		}
-		if !al.retain() {
-			_ = releaseAllocs(retained)
-			return nil, closedErr(op, "buffer memory already freed")
-		}
-		retained = append(retained, al)
+	retained := slices.DeleteFunc(a.blk.allocs, func(al *allocation) bool { return al == nil })
+	if err := retainAllocs(op, retained); err != nil {
+		return nil, err
 	}
-	if err := cu.PrepareLaunchFrame(&a.frame.f); err != nil {
+	if err := a.frame.ready(); err != nil {
 		_ = releaseAllocs(retained)
 		return nil, err
 	}

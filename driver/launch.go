@@ -43,10 +43,10 @@ func (s *Stream) LaunchWith(f *Function, cfg LaunchConfig, args ...any) error {
 		return err
 	}
 	var err error
-	if h := &s.frame; h.f.Fn != 0 && h.busy.CompareAndSwap(false, true) {
-		err = s.marshalAndLaunch(op, f, cfg, &h.blk, &h.f, args)
-		h.blk.reset()
-		h.busy.Store(false)
+	if cf := s.frame.take(); cf != nil {
+		err = s.marshalAndLaunch(op, f, cfg, &s.blk, cf, args)
+		s.blk.reset()
+		s.frame.give()
 	} else {
 		blk := blockPool.Get().(*argBlock)
 		err = s.marshalAndLaunch(op, f, cfg, blk, nil, args)
@@ -68,17 +68,26 @@ func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk 
 	if err := blk.check(op, f); err != nil {
 		return err
 	}
-	for k, al := range blk.allocs {
-		if al != nil && !al.retain() {
-			releaseAllocs(blk.allocs[:k])
-			return closedErr(op, "buffer memory already freed")
-		}
+	if err := retainAllocs(op, blk.allocs); err != nil {
+		return err
 	}
 	err := s.launch(f, cfg, blk.finish(), cf)
 	if e := releaseAllocs(blk.allocs); err == nil {
 		err = e
 	}
 	return err
+}
+
+// retainAllocs retains each allocation (nil ones are skipped); when one was
+// already freed it releases those it took and fails.
+func retainAllocs(op string, allocs []*allocation) error {
+	for k, al := range allocs {
+		if al != nil && !al.retain() {
+			_ = releaseAllocs(allocs[:k])
+			return closedErr(op, "buffer memory already freed")
+		}
+	}
+	return nil
 }
 
 // releaseAllocs releases each allocation (nil ones are skipped) and returns
@@ -116,21 +125,13 @@ func (s *Stream) launchArgs(op string, a *Args, grid, block Dim3) error {
 	if err := s.check(op); err != nil {
 		return err
 	}
-	if a.fctx != nil && a.fctx != s.ctx {
-		return otherContext(op, a.f)
-	}
-	if err := checkDims(op, &s.lim, grid, block); err != nil {
+	if err := s.checkTarget(op, a.f, a.fctx, grid, block); err != nil {
 		return err
 	}
 	if s.special {
-		return bound(s.ctx, func() error { return a.launch(s.h, grid, block) })
+		return bound(s.ctx, func() error { return a.frame.launch(a.fh, grid, block, 0, s.h, a.kparams) })
 	}
-	return a.launch(s.h, grid, block)
-}
-
-// launch launches a's kernel and arguments on stream h.
-func (a *Args) launch(h cu.CUstream, grid, block Dim3) error {
-	return a.frame.launch(a.fh, grid, block, 0, h, a.kparams)
+	return a.frame.launch(a.fh, grid, block, 0, s.h, a.kparams)
 }
 
 // hotFrame is a call frame that a stream or Args keeps for one launch at a
@@ -141,30 +142,51 @@ func (a *Args) launch(h cu.CUstream, grid, block Dim3) error {
 type hotFrame struct {
 	busy atomic.Bool
 	f    ccall.Frame // f.Fn is cuLaunchKernel once readied
-	blk  argBlock    // a stream's argument block for Launch (Args have their own)
 }
 
-func (h *hotFrame) launch(fh cu.CUfunction, grid, block Dim3, shmem int, st cu.CUstream, params *unsafe.Pointer) error {
+// ready resolves cuLaunchKernel into the frame.
+func (h *hotFrame) ready() error { return cu.PrepareLaunchFrame(&h.f) }
+
+// take returns the frame, or nil when it is in use or not readied; give
+// hands a taken frame back.
+func (h *hotFrame) take() *ccall.Frame {
 	if h.f.Fn == 0 || !h.busy.CompareAndSwap(false, true) {
-		return launchKernel(fh, grid, block, shmem, st, params)
+		return nil
 	}
-	err := launchKernelIn(&h.f, fh, grid, block, shmem, st, params)
-	h.busy.Store(false)
+	return &h.f
+}
+
+func (h *hotFrame) give() { h.busy.Store(false) }
+
+// launch calls cuLaunchKernel through the frame, or a pooled one.
+func (h *hotFrame) launch(fh cu.CUfunction, grid, block Dim3, shmem int, st cu.CUstream, params *unsafe.Pointer) error {
+	cf := h.take()
+	err := launchKernelIn(cf, fh, grid, block, shmem, st, params)
+	if cf != nil {
+		h.give()
+	}
 	return err
 }
 
-// launchKernelIn calls cuLaunchKernel through cf, a readied frame held by
-// the caller, or through a pooled frame when cf is nil.
+// launchKernelIn calls cuLaunchKernel through cf, a frame taken from a
+// hotFrame, or through a pooled frame when cf is nil.
 func launchKernelIn(cf *ccall.Frame, fh cu.CUfunction, grid, block Dim3, shmem int, st cu.CUstream, params *unsafe.Pointer) error {
+	gx, gy, gz := uint32(grid.X), uint32(grid.Y), uint32(grid.Z)
+	bx, by, bz := uint32(block.X), uint32(block.Y), uint32(block.Z)
 	if cf == nil {
-		return launchKernel(fh, grid, block, shmem, st, params)
+		return cu.LaunchKernel(fh, gx, gy, gz, bx, by, bz, uint32(shmem), st, params, nil)
 	}
-	return cu.LaunchKernelFrame(cf, fh, uint32(grid.X), uint32(grid.Y), uint32(grid.Z),
-		uint32(block.X), uint32(block.Y), uint32(block.Z), uint32(shmem), st, params)
+	return cu.LaunchKernelFrame(cf, fh, gx, gy, gz, bx, by, bz, uint32(shmem), st, params)
 }
 
-func otherContext(op string, f *Function) error {
-	return invalid(op, "kernel %s belongs to another context than the stream", f.name)
+// checkTarget checks that a kernel f of context fctx (nil for a library
+// kernel; passed apart so that LaunchArgs need not read f) can run on s over
+// grid × block.
+func (s *Stream) checkTarget(op string, f *Function, fctx *Context, grid, block Dim3) error {
+	if fctx != nil && fctx != s.ctx {
+		return invalid(op, "kernel %s belongs to another context than the stream", f.name)
+	}
+	return checkDims(op, &s.lim, grid, block)
 }
 
 func (s *Stream) launchCheck(op string, f *Function, cfg LaunchConfig) error {
@@ -174,10 +196,7 @@ func (s *Stream) launchCheck(op string, f *Function, cfg LaunchConfig) error {
 	if f == nil {
 		return invalid(op, "nil function")
 	}
-	if f.ctx != nil && f.ctx != s.ctx {
-		return otherContext(op, f)
-	}
-	if err := checkDims(op, &s.lim, cfg.Grid, cfg.Block); err != nil {
+	if err := s.checkTarget(op, f, f.ctx, cfg.Grid, cfg.Block); err != nil {
 		return err
 	}
 	if cfg.SharedMem < 0 || cfg.SharedMem > 1<<31-1 {
@@ -219,9 +238,4 @@ func (s *Stream) launch(f *Function, cfg LaunchConfig, params *unsafe.Pointer, c
 		SharedMemBytes: uint32(cfg.SharedMem), HStream: s.h, Attrs: &attrs[0], NumAttrs: uint32(n),
 	}
 	return bound(s.ctx, func() error { return cu.LaunchKernelEx(&lc, f.h, params, nil) })
-}
-
-func launchKernel(fh cu.CUfunction, grid, block Dim3, shmem int, h cu.CUstream, params *unsafe.Pointer) error {
-	return cu.LaunchKernel(fh, uint32(grid.X), uint32(grid.Y), uint32(grid.Z),
-		uint32(block.X), uint32(block.Y), uint32(block.Z), uint32(shmem), h, params, nil)
 }

@@ -38,6 +38,7 @@ type Stream struct {
 	special bool
 	lim     dimLimits // the device's, copied
 	frame   hotFrame  // for Launch
+	blk     argBlock  // Launch's argument block while it holds frame
 
 	closeOnce sync.Once
 	closeErr  error
@@ -77,7 +78,7 @@ func newStreamFor(c *Context, h cu.CUstream, special bool) *Stream {
 	s := &Stream{h: h, ctx: c, owned: !special, special: special, lim: c.dev.lim}
 	// Without cuLaunchKernel the frame stays unready and launches take the
 	// pooled path, which reports the missing symbol.
-	_ = cu.PrepareLaunchFrame(&s.frame.f)
+	_ = s.frame.ready()
 	return s
 }
 

@@ -225,8 +225,8 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 			{"LaunchEmpty/C", cloop("loop_launch", uintptr(empty.h), uintptr(s.h), 0)},
 			{"LaunchEmpty/raw", goloop(func() error { return cu.LaunchKernel(empty.h, 1, 1, 1, 1, 1, 1, 0, s.h, nil, nil) }, true)},
 			{"LaunchEmpty/raw+atomics", goloop(func() error {
-				// The two atomic read-modify-writes LaunchArgs makes around the
-				// call (the module's reference count), to see their cost here.
+				// Two atomic read-modify-writes around the call, to see what
+				// atomics cost here (LaunchArgs makes four: its use count and frame flag).
 				counter.Add(1)
 				err := cu.LaunchKernel(empty.h, 1, 1, 1, 1, 1, 1, 0, s.h, nil, nil)
 				counter.Add(-1)
