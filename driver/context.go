@@ -148,11 +148,8 @@ func (d *Device) SMCountAffinitySupported() (bool, error) {
 // (cuCtxGetExecAffinity): the device's count unless the context was made
 // with ContextOptions.SMCount.
 func (c *Context) SMCount() (int, error) {
-	if err := c.check("Context.SMCount"); err != nil {
-		return 0, err
-	}
 	var p cu.CUexecAffinityParam
-	err := bound(c, func() error { return cu.CtxGetExecAffinity(&p, cu.CU_EXEC_AFFINITY_TYPE_SM_COUNT) })
+	err := c.use("Context.SMCount", func() error { return cu.CtxGetExecAffinity(&p, cu.CU_EXEC_AFFINITY_TYPE_SM_COUNT) })
 	if err != nil {
 		return 0, err
 	}
@@ -176,6 +173,16 @@ func (c *Context) check(op string) error {
 		return closedErr(op, "context")
 	}
 	return nil
+}
+
+// use runs f bound to c while holding a reference, so that a Close racing
+// with f cannot destroy c under it; it fails once c is closed.
+func (c *Context) use(op string, f func() error) error {
+	if err := c.acquire(op); err != nil {
+		return err
+	}
+	defer c.release()
+	return bound(c, f)
 }
 
 // acquire takes a reference for a new child; it fails once c is closed.
@@ -217,9 +224,10 @@ func (c *Context) Close() error {
 
 // Synchronize waits for all work in the context (cuCtxSynchronize).
 func (c *Context) Synchronize() error {
-	if err := c.check("Context.Synchronize"); err != nil {
+	if err := c.acquire("Context.Synchronize"); err != nil {
 		return err
 	}
+	defer c.release()
 	return c.sync()
 }
 
@@ -235,30 +243,21 @@ func (c *Context) sync() error {
 
 // MemGetInfo returns the device's free and total memory (cuMemGetInfo).
 func (c *Context) MemGetInfo() (free, total uint64, err error) {
-	if err := c.check("Context.MemGetInfo"); err != nil {
-		return 0, 0, err
-	}
 	var f, t uintptr
-	err = bound(c, func() error { return cu.MemGetInfo(&f, &t) })
+	err = c.use("Context.MemGetInfo", func() error { return cu.MemGetInfo(&f, &t) })
 	return uint64(f), uint64(t), err
 }
 
 // Limit reads a context limit (cuCtxGetLimit).
 func (c *Context) Limit(l Limit) (uint64, error) {
-	if err := c.check("Context.Limit"); err != nil {
-		return 0, err
-	}
 	var v uintptr
-	err := bound(c, func() error { return cu.CtxGetLimit(&v, l) })
+	err := c.use("Context.Limit", func() error { return cu.CtxGetLimit(&v, l) })
 	return uint64(v), err
 }
 
 // SetLimit sets a context limit (cuCtxSetLimit).
 func (c *Context) SetLimit(l Limit, v uint64) error {
-	if err := c.check("Context.SetLimit"); err != nil {
-		return err
-	}
-	return bound(c, func() error { return cu.CtxSetLimit(l, uintptr(v)) })
+	return c.use("Context.SetLimit", func() error { return cu.CtxSetLimit(l, uintptr(v)) })
 }
 
 // EnablePeerAccess lets kernels in c access memory of peer
@@ -274,7 +273,7 @@ func (c *Context) EnablePeerAccess(peer *Context) error {
 	if peer == c {
 		return invalid("Context.EnablePeerAccess", "a context is not its own peer")
 	}
-	if err := bound(c, func() error { return cu.CtxEnablePeerAccess(peer.h, 0) }); err != nil {
+	if err := c.use("Context.EnablePeerAccess", func() error { return cu.CtxEnablePeerAccess(peer.h, 0) }); err != nil {
 		return err
 	}
 	c.peerMu.Lock()
@@ -294,7 +293,7 @@ func (c *Context) DisablePeerAccess(peer *Context) error {
 	if err := peer.check("Context.DisablePeerAccess"); err != nil {
 		return err
 	}
-	if err := bound(c, func() error { return cu.CtxDisablePeerAccess(peer.h) }); err != nil {
+	if err := c.use("Context.DisablePeerAccess", func() error { return cu.CtxDisablePeerAccess(peer.h) }); err != nil {
 		return err
 	}
 	c.peerMu.Lock()

@@ -62,7 +62,7 @@ func (e *Event) Record(s *Stream) error {
 		return err
 	}
 	if s.special {
-		return bound(s.ctx, func() error { return cu.EventRecord(e.h, s.h) })
+		return s.ctx.use("Event.Record", func() error { return cu.EventRecord(e.h, s.h) })
 	}
 	return cu.EventRecord(e.h, s.h)
 }

@@ -97,7 +97,7 @@ func (b *Buffer[T]) CopyFromPinnedAsync(s *Stream, src *HostBuffer[T]) error {
 	}
 	bytes := uintptr(src.n) * elemSize[T]()
 	if s.special {
-		return bound(s.ctx, func() error { return cu.MemcpyHtoDAsync(b.a.ptr, src.p, bytes, s.h) })
+		return s.ctx.use(op, func() error { return cu.MemcpyHtoDAsync(b.a.ptr, src.p, bytes, s.h) })
 	}
 	return cu.MemcpyHtoDAsync(b.a.ptr, src.p, bytes, s.h)
 }
@@ -114,7 +114,7 @@ func (b *Buffer[T]) CopyToPinnedAsync(s *Stream, dst *HostBuffer[T]) error {
 	}
 	bytes := uintptr(dst.n) * elemSize[T]()
 	if s.special {
-		return bound(s.ctx, func() error { return cu.MemcpyDtoHAsync(dst.p, b.a.ptr, bytes, s.h) })
+		return s.ctx.use(op, func() error { return cu.MemcpyDtoHAsync(dst.p, b.a.ptr, bytes, s.h) })
 	}
 	return cu.MemcpyDtoHAsync(dst.p, b.a.ptr, bytes, s.h)
 }

@@ -75,15 +75,26 @@ func gostring(b []byte) string {
 	return string(b)
 }
 
-// bound runs f with the OS thread locked and ctx current on it: the current
+// bound runs f with the OS thread locked and c current on it: the current
 // CUDA context is per OS thread, and goroutines move between threads.
+//
+// It pushes c and pops it again, so the thread is left with the context it
+// had. A context left current would outlive its use: once destroyed, CUDA
+// keeps it current on every thread that had it, and calls there fail with
+// CUDA_ERROR_CONTEXT_IS_DESTROYED, even calls that name their own stream.
+// f must not destroy c or change the thread's context stack.
 func bound(c *Context, f func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cu.CtxSetCurrent(c.h); err != nil {
+	if err := cu.CtxPushCurrent(c.h); err != nil {
 		return err
 	}
-	return f()
+	err := f()
+	var popped cu.CUcontext
+	if perr := cu.CtxPopCurrent(&popped); err == nil {
+		err = perr
+	}
+	return err
 }
 
 // idPointer passes an integer id where C takes void* userData.

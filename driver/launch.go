@@ -71,7 +71,7 @@ func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk 
 	if err := retainAllocs(op, blk.allocs); err != nil {
 		return err
 	}
-	err := s.launch(f, cfg, blk.finish(), cf)
+	err := s.launch(op, f, cfg, blk.finish(), cf)
 	if e := releaseAllocs(blk.allocs); err == nil {
 		err = e
 	}
@@ -129,7 +129,7 @@ func (s *Stream) launchArgs(op string, a *Args, grid, block Dim3) error {
 		return err
 	}
 	if s.special {
-		return bound(s.ctx, func() error { return a.frame.launch(a.fh, grid, block, 0, s.h, a.kparams) })
+		return s.ctx.use(op, func() error { return a.frame.launch(a.fh, grid, block, 0, s.h, a.kparams) })
 	}
 	return a.frame.launch(a.fh, grid, block, 0, s.h, a.kparams)
 }
@@ -212,10 +212,10 @@ func (s *Stream) launchCheck(op string, f *Function, cfg LaunchConfig) error {
 	return nil
 }
 
-func (s *Stream) launch(f *Function, cfg LaunchConfig, params *unsafe.Pointer, cf *ccall.Frame) error {
+func (s *Stream) launch(op string, f *Function, cfg LaunchConfig, params *unsafe.Pointer, cf *ccall.Frame) error {
 	if cfg.Cluster == (Dim3{}) && !cfg.Cooperative {
 		if s.special {
-			return bound(s.ctx, func() error { return launchKernelIn(cf, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params) })
+			return s.ctx.use(op, func() error { return launchKernelIn(cf, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params) })
 		}
 		return launchKernelIn(cf, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params)
 	}
@@ -237,5 +237,5 @@ func (s *Stream) launch(f *Function, cfg LaunchConfig, params *unsafe.Pointer, c
 		BlockDimX: uint32(cfg.Block.X), BlockDimY: uint32(cfg.Block.Y), BlockDimZ: uint32(cfg.Block.Z),
 		SharedMemBytes: uint32(cfg.SharedMem), HStream: s.h, Attrs: &attrs[0], NumAttrs: uint32(n),
 	}
-	return bound(s.ctx, func() error { return cu.LaunchKernelEx(&lc, f.h, params, nil) })
+	return s.bind(op, func() error { return cu.LaunchKernelEx(&lc, f.h, params, nil) })
 }

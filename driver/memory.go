@@ -392,7 +392,7 @@ func (b *Buffer[T]) CopyFromHostAsync(s *Stream, src []T) error {
 	if err := b.asyncCheck(op, s, len(src)); err != nil || len(src) == 0 {
 		return err
 	}
-	if err := s.do(func() error { return cu.MemcpyHtoDAsync(b.a.ptr, unsafe.Pointer(&src[0]), sliceBytes(src), s.h) }); err != nil {
+	if err := s.do(op, func() error { return cu.MemcpyHtoDAsync(b.a.ptr, unsafe.Pointer(&src[0]), sliceBytes(src), s.h) }); err != nil {
 		return err
 	}
 	return s.keepUntilDone(src)
@@ -406,7 +406,7 @@ func (b *Buffer[T]) CopyToHostAsync(s *Stream, dst []T) error {
 	if err := b.asyncCheck(op, s, len(dst)); err != nil || len(dst) == 0 {
 		return err
 	}
-	if err := s.do(func() error { return cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), b.a.ptr, sliceBytes(dst), s.h) }); err != nil {
+	if err := s.do(op, func() error { return cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), b.a.ptr, sliceBytes(dst), s.h) }); err != nil {
 		return err
 	}
 	return s.keepUntilDone(dst)
@@ -421,7 +421,7 @@ func (b *Buffer[T]) CopyFromAsync(s *Stream, src *Buffer[T]) error {
 	if err := b.asyncCheck(op, s, src.n); err != nil {
 		return err
 	}
-	return s.do(func() error { return cu.MemcpyDtoDAsync(b.a.ptr, src.a.ptr, src.a.bytes, s.h) })
+	return s.do(op, func() error { return cu.MemcpyDtoDAsync(b.a.ptr, src.a.ptr, src.a.bytes, s.h) })
 }
 
 func (b *Buffer[T]) asyncCheck(op string, s *Stream, n int) error {
@@ -459,7 +459,7 @@ func (b *Buffer[T]) memset(op string, s *Stream, width uintptr, set func(n uintp
 	if err := s.check(op); err != nil {
 		return err
 	}
-	return bound(s.ctx, func() error { return set(n) })
+	return s.bind(op, func() error { return set(n) })
 }
 
 // Memset8 sets every byte of b to v and waits (cuMemsetD8).

@@ -85,11 +85,8 @@ func newStreamFor(c *Context, h cu.CUstream, special bool) *Stream {
 // StreamPriorityRange returns the least and greatest stream priorities
 // (cuCtxGetStreamPriorityRange).
 func (c *Context) StreamPriorityRange() (least, greatest int, err error) {
-	if err := c.check("Context.StreamPriorityRange"); err != nil {
-		return 0, 0, err
-	}
 	var l, g int32
-	err = bound(c, func() error { return cu.CtxGetStreamPriorityRange(&l, &g) })
+	err = c.use("Context.StreamPriorityRange", func() error { return cu.CtxGetStreamPriorityRange(&l, &g) })
 	return int(l), int(g), err
 }
 
@@ -125,11 +122,21 @@ func (s *Stream) check(op string) error {
 // do runs f with the context current when the stream does not carry it
 // (the special default streams); streams made with NewStream carry their
 // context, so their hot paths skip the binding.
-func (s *Stream) do(f func() error) error {
+func (s *Stream) do(op string, f func() error) error {
 	if s.special {
-		return bound(s.ctx, f)
+		return s.ctx.use(op, f)
 	}
 	return f()
+}
+
+// bind runs f with the stream's context current, for calls that need it
+// whatever the stream; a special stream holds no reference of its own, so
+// its context is held for the call.
+func (s *Stream) bind(op string, f func() error) error {
+	if s.special {
+		return s.ctx.use(op, f)
+	}
+	return bound(s.ctx, f)
 }
 
 // Close destroys the stream (cuStreamDestroy). Work already queued still
@@ -167,7 +174,7 @@ func (s *Stream) Synchronize() error {
 	if err := s.check("Stream.Synchronize"); err != nil {
 		return err
 	}
-	return s.takeErrs(s.do(func() error { return cu.StreamSynchronize(s.h) }))
+	return s.takeErrs(s.do("Stream.Synchronize", func() error { return cu.StreamSynchronize(s.h) }))
 }
 
 // Query reports whether all work on the stream has run (cuStreamQuery).
@@ -175,7 +182,7 @@ func (s *Stream) Query() (bool, error) {
 	if err := s.check("Stream.Query"); err != nil {
 		return false, err
 	}
-	err := s.do(func() error { return cu.StreamQuery(s.h) })
+	err := s.do("Stream.Query", func() error { return cu.StreamQuery(s.h) })
 	switch {
 	case err == nil:
 		return true, nil
@@ -224,7 +231,7 @@ func (s *Stream) WaitEvent(e *Event) error {
 	if err := e.check("Stream.WaitEvent"); err != nil {
 		return err
 	}
-	return s.do(func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
+	return s.do("Stream.WaitEvent", func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
 }
 
 // Priority is the stream's priority (cuStreamGetPriority).
@@ -233,7 +240,7 @@ func (s *Stream) Priority() (int, error) {
 		return 0, err
 	}
 	var p int32
-	err := s.do(func() error { return cu.StreamGetPriority(s.h, &p) })
+	err := s.do("Stream.Priority", func() error { return cu.StreamGetPriority(s.h, &p) })
 	return int(p), err
 }
 
@@ -257,7 +264,7 @@ func (s *Stream) enqueueHost(f func()) error {
 		return err
 	}
 	id := trampoline.Register(&trampoline.Entry{Fn: f, Once: true, OnPanic: s.recordPanic})
-	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), idPointer(id)) }); err != nil {
+	if err := s.bind("Stream.LaunchHostFunc", func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), idPointer(id)) }); err != nil {
 		trampoline.Unregister(id) // nothing half-built: it will never run
 		return err
 	}

@@ -9,6 +9,13 @@ import (
 	"github.com/purecuda/cuda/internal/stress"
 )
 
+// TestLeavesThreadContext: a bound call restores the thread's context, so a
+// context destroyed elsewhere cannot break later stream work on the thread.
+func TestLeavesThreadContext(t *testing.T) {
+	e, s := setup(t)
+	require.NoError(t, stress.LeftCurrent(e.ctx, s))
+}
+
 // TestGoroutineMigrationStress: 64 goroutines, 1000 mixed operations each,
 // over the primary context and a created one, with scheduler, GC and
 // thread-locking churn in between. Nothing may crash, no call may fail with

@@ -175,6 +175,13 @@ func TestFakeDetectsMissingBinding(t *testing.T) {
 	assert.ErrorIs(t, <-done, driver.ErrInvalidContext)
 }
 
+// TestFakeLeavesThreadContext: a bound call restores the thread's context,
+// so destroying a context elsewhere cannot break later work on the thread.
+func TestFakeLeavesThreadContext(t *testing.T) {
+	f := setup(t)
+	assert.NoError(t, stress.LeftCurrent(f.ctx, f.s))
+}
+
 // TestFakeMigrationStress: goroutines over two contexts, with scheduler, GC
 // and thread-locking churn; any call that reached fakecuda without its
 // context current fails with CUDA_ERROR_INVALID_CONTEXT.

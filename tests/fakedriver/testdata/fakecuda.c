@@ -6,6 +6,11 @@
  *  - the current context is per OS thread, and every function that needs
  *    one fails with CUDA_ERROR_INVALID_CONTEXT (201) when the calling thread
  *    has none (the real driver's behaviour that goroutine migration exposes);
+ *  - each thread has a context stack (push, pop, set replaces the top);
+ *  - a context destroyed while current on another thread stays current
+ *    there, and every call on that thread, even one that names its stream,
+ *    fails with CUDA_ERROR_CONTEXT_IS_DESTROYED (709), as the real driver's
+ *    do;
  *  - "device" memory is host memory, so copies and kernels can be checked;
  *  - three kernels: empty(), add4(unsigned*, unsigned, unsigned, unsigned) and
  *    fill(int*, int, int), with parameter sizes for cuFuncGetParamInfo;
@@ -21,13 +26,16 @@
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
-enum { OK = 0, INVALID_VALUE = 1, NOT_READY = 600, INVALID_CONTEXT = 201, INVALID_HANDLE = 400, NOT_FOUND = 500 };
+enum { OK = 0, INVALID_VALUE = 1, NOT_READY = 600, INVALID_CONTEXT = 201, INVALID_HANDLE = 400, NOT_FOUND = 500,
+       CONTEXT_IS_DESTROYED = 709 };
 
 struct ctx { int magic; int alive; int primary; };
 struct stream { int magic; struct ctx *ctx; pthread_t pending[4096]; int npending; pthread_mutex_t mu; };
 struct kernel { const char *name; int nparams; size_t sizes[4]; };
 
-static __thread struct ctx *current;
+static __thread struct ctx *current;  /* top of this thread's stack */
+static __thread struct ctx *below[16]; /* the rest of it */
+static __thread int depth;
 static struct ctx primary = {0x600d, 0, 1};
 static int primary_refs;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -42,7 +50,9 @@ long fake_live_modules(void) { return __atomic_load_n(&live_modules, __ATOMIC_SE
 long fake_host_calls(void) { return __atomic_load_n(&host_calls, __ATOMIC_SEQ_CST); }
 
 static int have_ctx(void) { return current && current->magic == 0x600d && current->alive; }
-#define NEED_CTX() do { if (!have_ctx()) return INVALID_CONTEXT; } while (0)
+static int stale_ctx(void) { return current && !current->alive; }
+#define NEED_CTX() do { if (stale_ctx()) return CONTEXT_IS_DESTROYED; if (!have_ctx()) return INVALID_CONTEXT; } while (0)
+#define NOT_STALE() do { if (stale_ctx()) return CONTEXT_IS_DESTROYED; } while (0)
 
 CUresult cuInit(unsigned flags) { return flags ? INVALID_VALUE : OK; }
 CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
@@ -79,7 +89,9 @@ CUresult cuCtxCreate_v4(struct ctx **c, void *params, unsigned flags, int dev) {
     struct ctx *n = calloc(1, sizeof *n);
     n->magic = 0x600d; n->alive = 1;
     __atomic_add_fetch(&live_contexts, 1, __ATOMIC_SEQ_CST);
-    current = n; /* cuCtxCreate makes the new context current */
+    if (depth == 16) abort();
+    below[depth++] = current; /* cuCtxCreate pushes the new context */
+    current = n;
     *c = n;
     return OK;
 }
@@ -87,10 +99,22 @@ CUresult cuCtxDestroy_v2(struct ctx *c) {
     if (!c || c->magic != 0x600d || !c->alive) return INVALID_CONTEXT;
     c->alive = 0; /* kept allocated: a stale handle must stay detectable */
     __atomic_sub_fetch(&live_contexts, 1, __ATOMIC_SEQ_CST);
-    if (current == c) current = NULL;
+    if (current == c) current = depth ? below[--depth] : NULL;
     return OK;
 }
-CUresult cuCtxPopCurrent_v2(struct ctx **c) { if (c) *c = current; current = NULL; return OK; }
+CUresult cuCtxPushCurrent_v2(struct ctx *c) {
+    if (!c || c->magic != 0x600d || !c->alive) return INVALID_CONTEXT;
+    if (depth == 16) return 2;
+    below[depth++] = current;
+    current = c;
+    return OK;
+}
+CUresult cuCtxPopCurrent_v2(struct ctx **c) {
+    if (!current) return INVALID_CONTEXT;
+    if (c) *c = current;
+    current = depth ? below[--depth] : NULL;
+    return OK;
+}
 CUresult cuCtxSetCurrent(struct ctx *c) {
     if (c && (c->magic != 0x600d || !c->alive)) return INVALID_CONTEXT;
     current = c;
@@ -144,6 +168,7 @@ CUresult cuStreamCreate(struct stream **s, unsigned flags) {
     return OK;
 }
 CUresult cuStreamSynchronize(struct stream *s) {
+    NOT_STALE();
     if (!valid_stream(s)) return INVALID_HANDLE;
     pthread_mutex_lock(&s->mu);
     for (int i = 0; i < s->npending; i++) pthread_join(s->pending[i], NULL);
@@ -151,7 +176,7 @@ CUresult cuStreamSynchronize(struct stream *s) {
     pthread_mutex_unlock(&s->mu);
     return OK;
 }
-CUresult cuStreamQuery(struct stream *s) { return valid_stream(s) ? OK : INVALID_HANDLE; }
+CUresult cuStreamQuery(struct stream *s) { NOT_STALE(); return valid_stream(s) ? OK : INVALID_HANDLE; }
 CUresult cuStreamDestroy_v2(struct stream *s) {
     NEED_CTX();
     if (!valid_stream(s)) return INVALID_HANDLE;
@@ -160,11 +185,13 @@ CUresult cuStreamDestroy_v2(struct stream *s) {
     return OK;
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *src, size_t n, struct stream *s) {
+    NOT_STALE();
     if (!valid_stream(s)) return INVALID_HANDLE;
     memcpy((void *)(uintptr_t)d, src, n);
     return OK;
 }
 CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr src, size_t n, struct stream *s) {
+    NOT_STALE();
     if (!valid_stream(s)) return INVALID_HANDLE;
     memcpy(d, (void *)(uintptr_t)src, n);
     return OK;
@@ -191,7 +218,7 @@ CUresult cuLaunchHostFunc(struct stream *s, void (*fn)(void *), void *data) {
 }
 
 CUresult cuEventCreate(int **e, unsigned flags) { NEED_CTX(); *e = calloc(1, sizeof(int)); **e = 0xe7; return OK; }
-CUresult cuEventRecord(int *e, struct stream *s) { return e && *e == 0xe7 && valid_stream(s) ? OK : INVALID_HANDLE; }
+CUresult cuEventRecord(int *e, struct stream *s) { NOT_STALE(); return e && *e == 0xe7 && valid_stream(s) ? OK : INVALID_HANDLE; }
 CUresult cuEventSynchronize(int *e) { return e && *e == 0xe7 ? OK : INVALID_HANDLE; }
 CUresult cuEventDestroy_v2(int *e) { NEED_CTX(); if (!e || *e != 0xe7) return INVALID_HANDLE; *e = 0; return OK; }
 
@@ -220,6 +247,7 @@ CUresult cuFuncGetParamInfo(struct kernel *f, size_t i, size_t *off, size_t *siz
 }
 CUresult cuLaunchKernel(struct kernel *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, struct stream *s, void **params, void **extra) {
+    NOT_STALE();
     if (!s) { NEED_CTX(); } else if (!valid_stream(s)) return INVALID_HANDLE;
     if (!gx || !gy || !gz || !bx || !by || !bz) return INVALID_VALUE;
     if (strcmp(f->name, "add4") == 0) {
