@@ -78,8 +78,9 @@ func gostring(b []byte) string {
 // bound runs f with the OS thread locked and c current on it: the current
 // CUDA context is per OS thread, and goroutines move between threads.
 //
-// It pushes c and pops it again, so the thread is left with the context it
-// had. A context left current would outlive its use: once destroyed, CUDA
+// It pushes c and pops it again (cuCtxSetCurrent(NULL) pops, and needs no
+// out-parameter, which would cost an allocation), so the thread is left with
+// the context it had. A context left current would outlive its use: once destroyed, CUDA
 // keeps it current on every thread that had it, and calls there fail with
 // CUDA_ERROR_CONTEXT_IS_DESTROYED, even calls that name their own stream.
 // f must not destroy c or change the thread's context stack.
@@ -90,8 +91,7 @@ func bound(c *Context, f func() error) error {
 		return err
 	}
 	err := f()
-	var popped cu.CUcontext
-	if perr := cu.CtxPopCurrent(&popped); err == nil {
+	if perr := cu.CtxSetCurrent(0); err == nil {
 		err = perr
 	}
 	return err
