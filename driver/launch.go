@@ -78,11 +78,11 @@ func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk 
 	return err
 }
 
-// retainAllocs retains each allocation (nil ones are skipped); when one was
-// already freed it releases those it took and fails.
+// retainAllocs retains each allocation; when one was already freed it
+// releases those it took and fails.
 func retainAllocs(op string, allocs []*allocation) error {
 	for k, al := range allocs {
-		if al != nil && !al.retain() {
+		if !al.retain() {
 			_ = releaseAllocs(allocs[:k])
 			return closedErr(op, "buffer memory already freed")
 		}
@@ -90,14 +90,10 @@ func retainAllocs(op string, allocs []*allocation) error {
 	return nil
 }
 
-// releaseAllocs releases each allocation (nil ones are skipped) and returns
-// the first error.
+// releaseAllocs releases each allocation and returns the first error.
 func releaseAllocs(allocs []*allocation) error {
 	var err error
 	for _, al := range allocs {
-		if al == nil {
-			continue
-		}
 		if e := al.release(); e != nil && err == nil {
 			err = e
 		}
@@ -145,7 +141,7 @@ type hotFrame struct {
 }
 
 // ready resolves cuLaunchKernel into the frame.
-func (h *hotFrame) ready() error { return cu.PrepareLaunchFrame(&h.f) }
+func (h *hotFrame) ready() error { return cu.PrepareLaunchKernelFrame(&h.f) }
 
 // take returns the frame, or nil when it is in use or not readied; give
 // hands a taken frame back.
@@ -176,7 +172,7 @@ func launchKernelIn(cf *ccall.Frame, fh cu.CUfunction, grid, block Dim3, shmem i
 	if cf == nil {
 		return cu.LaunchKernel(fh, gx, gy, gz, bx, by, bz, uint32(shmem), st, params, nil)
 	}
-	return cu.LaunchKernelFrame(cf, fh, gx, gy, gz, bx, by, bz, uint32(shmem), st, params)
+	return cu.LaunchKernelFrame(cf, fh, gx, gy, gz, bx, by, bz, uint32(shmem), st, params, nil)
 }
 
 // checkTarget checks that a kernel f of context fctx (nil for a library

@@ -8,6 +8,12 @@ import (
 	"github.com/purecuda/cuda/internal/gen/cheader"
 )
 
+// hotFuncs are called on launch hot paths. Each also gets XxxFrame, which
+// calls through a frame the caller keeps (readied by PrepareXxxFrame), so the
+// hot path touches neither the frame pool nor the entry-point table; Xxx
+// calls XxxFrame with a pooled frame.
+var hotFuncs = map[string]bool{"cuLaunchKernel": true, "cuGraphLaunch": true}
+
 // locals used by generated function bodies; parameters with these names are renamed.
 var reservedLocals = map[string]bool{"fn": true, "err": true, "r1": true, "cf": true, "unsafe": true, "purego": true}
 
@@ -64,6 +70,60 @@ func (e *emitter) params(b binding) ([]param, error) {
 		ps = append(ps, pr)
 	}
 	return ps, nil
+}
+
+// frameCall emits the body of a call through the frame cf: the argument
+// stores, the call, and the KeepAlive of pointer arguments. With get, cf
+// comes from the pool and goes back to it.
+func (e *emitter) frameCall(w *bytes.Buffer, ps []param, get bool) {
+	var keep []string
+	for _, p := range ps {
+		if strings.HasPrefix(p.goType, "*") || p.goType == "unsafe.Pointer" {
+			conv := p.name
+			if p.goType != "unsafe.Pointer" {
+				conv = "unsafe.Pointer(" + p.name + ")"
+			}
+			fmt.Fprintf(w, "\tccall.Escape(%s)\n", conv)
+			keep = append(keep, p.name)
+		}
+	}
+	if get {
+		fmt.Fprintf(w, "\tcf := ccall.Get(fn)\n")
+	}
+	for i, p := range ps {
+		arg := p.arg
+		if p.goType == "unsafe.Pointer" {
+			arg = "uintptr(" + p.name + ")"
+		}
+		fmt.Fprintf(w, "\tcf.Args[%d] = %s\n", i, arg)
+	}
+	fmt.Fprintf(w, "\tr1 := cf.Call(%d)\n", len(ps))
+	if get {
+		fmt.Fprintf(w, "\tccall.Put(cf)\n")
+	}
+	if len(keep) > 0 {
+		e.imports["runtime"] = true
+		for _, k := range keep {
+			fmt.Fprintf(w, "\truntime.KeepAlive(%s)\n", k)
+		}
+	}
+}
+
+// frameFunctions ends a hot function's body with a call of its XxxFrame
+// through a pooled frame, and emits XxxFrame and PrepareXxxFrame.
+func (e *emitter) frameFunctions(w *bytes.Buffer, b binding, ps []param, sig []string) {
+	procName := "proc" + b.GoName
+	var names []string
+	for _, p := range ps {
+		names = append(names, p.name)
+	}
+	fmt.Fprintf(w, "\tcf := ccall.Get(fn)\n\terr = %sFrame(cf, %s)\n\tccall.Put(cf)\n\treturn err\n}\n\n", b.GoName, strings.Join(names, ", "))
+	fmt.Fprintf(w, "// Prepare%sFrame readies a frame that a caller keeps for %sFrame:\n// it resolves %s into cf.Fn.\n", b.GoName, b.GoName, b.CName)
+	fmt.Fprintf(w, "func Prepare%sFrame(cf *ccall.Frame) error {\n\tfn, err := %s.find()\n\tif err != nil {\n\t\treturn err\n\t}\n\tcf.Fn = fn\n\treturn nil\n}\n\n", b.GoName, procName)
+	fmt.Fprintf(w, "// %sFrame calls %s through cf, a frame the caller keeps and\n// readied with Prepare%sFrame, so that a hot path touches neither the\n// frame pool nor the entry-point table. cf must not serve two calls at once.\n", b.GoName, b.CName, b.GoName)
+	fmt.Fprintf(w, "func %sFrame(cf *ccall.Frame, %s) error {\n", b.GoName, strings.Join(sig, ", "))
+	e.frameCall(w, ps, false)
+	fmt.Fprintf(w, "\treturn %s.check(r1)\n}\n\n", procName)
 }
 
 // function emits the Go function for one binding.
@@ -155,32 +215,11 @@ func (e *emitter) function(w *bytes.Buffer, b binding) error {
 			break
 		}
 		e.imports["github.com/purecuda/cuda/internal/ccall"] = true
-		var keep []string
-		for _, p := range ps {
-			if strings.HasPrefix(p.goType, "*") || p.goType == "unsafe.Pointer" {
-				conv := p.name
-				if p.goType != "unsafe.Pointer" {
-					conv = "unsafe.Pointer(" + p.name + ")"
-				}
-				fmt.Fprintf(w, "\tccall.Escape(%s)\n", conv)
-				keep = append(keep, p.name)
-			}
+		if hotFuncs[b.CName] && resultIsStatus {
+			e.frameFunctions(w, b, ps, sig)
+			return nil
 		}
-		fmt.Fprintf(w, "\tcf := ccall.Get(fn)\n")
-		for i, p := range ps {
-			arg := p.arg
-			if p.goType == "unsafe.Pointer" {
-				arg = "uintptr(" + p.name + ")"
-			}
-			fmt.Fprintf(w, "\tcf.Args[%d] = %s\n", i, arg)
-		}
-		fmt.Fprintf(w, "\tr1 := cf.Call(%d)\n\tccall.Put(cf)\n", len(ps))
-		if len(keep) > 0 {
-			e.imports["runtime"] = true
-			for _, k := range keep {
-				fmt.Fprintf(w, "\truntime.KeepAlive(%s)\n", k)
-			}
-		}
+		e.frameCall(w, ps, true)
 	}
 	if call != "" {
 		fmt.Fprintf(w, "\tr1, _, _ := %s\n", call)

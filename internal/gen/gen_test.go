@@ -30,7 +30,7 @@ func TestBindingSelection(t *testing.T) {
 		got[b.GoName] = b
 	}
 	// cuGraphicsMapResources is left out; cuOldOnly comes from the internal section.
-	assert.Equal(t, 8, total)
+	assert.Equal(t, 9, total)
 	assert.NotContains(t, got, "GraphicsMapResources")
 	assert.Equal(t, binding{CName: "cuMemAlloc", GoName: "MemAlloc", ABI: 3020, Export: "cuMemAlloc_v2", Newest: true}, withoutFn(got["MemAlloc"]))
 	assert.Equal(t, "cuMemPrefetchAsync_v2", got["MemPrefetchAsync"].Export, "export comes through the PTSZ macro")
@@ -58,7 +58,7 @@ func withoutFn(b binding) binding { b.Fn = nil; return b }
 func TestGolden(t *testing.T) {
 	files, summary, err := generate(tinyHeaders(t))
 	require.NoError(t, err)
-	assert.Equal(t, "bound 8/8 driver functions (9 entry points with older ABIs; 1 graphics-interop functions left out), 2/2 nvrtc functions, 5 structs and unions", summary)
+	assert.Equal(t, "bound 9/9 driver functions (10 entry points with older ABIs; 1 graphics-interop functions left out), 2/2 nvrtc functions, 5 structs and unions", summary)
 	for name, src := range files {
 		golden := filepath.Join("testdata", "golden", strings.ReplaceAll(name, "/", "_")+".txt")
 		if *update {
@@ -110,6 +110,10 @@ func TestGeneratedShape(t *testing.T) {
 		"func Nested(p *CUnested, names **byte) error",
 		"ccall.Escape(unsafe.Pointer(p)) ccall.Escape(unsafe.Pointer(names)) cf := ccall.Get(fn) cf.Args[0] = uintptr(unsafe.Pointer(p)) cf.Args[1] = uintptr(unsafe.Pointer(names)) r1 := cf.Call(2) ccall.Put(cf) runtime.KeepAlive(p) runtime.KeepAlive(names)",
 		"func LaunchHostFunc(hStream CUstream, fn_ CUhostFn, userData unsafe.Pointer) error",
+		// A hot function calls through a frame; its Frame variant takes the caller's.
+		"cf := ccall.Get(fn) err = GraphLaunchFrame(cf, hGraph, hStream) ccall.Put(cf) return err",
+		"func PrepareGraphLaunchFrame(cf *ccall.Frame) error { fn, err := procGraphLaunch.find() if err != nil { return err } cf.Fn = fn return nil }",
+		"func GraphLaunchFrame(cf *ccall.Frame, hGraph CUgraphExec, hStream CUstream) error { cf.Args[0] = uintptr(hGraph) cf.Args[1] = uintptr(hStream) r1 := cf.Call(2) return procGraphLaunch.check(r1) }",
 	} {
 		assert.Contains(t, fn, want)
 	}

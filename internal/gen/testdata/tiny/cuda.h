@@ -33,6 +33,7 @@ typedef int CUdevice;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUtexref_st *CUtexref;
+typedef struct CUgraphExec_st *CUgraphExec;
 typedef void (*CUhostFn)(void *userData);
 typedef enum CUresult_enum {
     CUDA_SUCCESS = 0,

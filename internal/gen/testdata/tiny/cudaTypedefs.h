@@ -7,6 +7,7 @@ typedef CUresult (CUDAAPI *PFN_cuMemPrefetchAsync_v12020)(CUdeviceptr_v2 devPtr,
                                                          CUmemLocation_v1 location, unsigned int flags, CUstream hStream);
 typedef CUresult (CUDAAPI *PFN_cuMemPrefetchAsync_v12020_ptsz)(CUdeviceptr_v2 devPtr, size_t count, CUmemLocation_v1 location, unsigned int flags, CUstream hStream);
 typedef CUresult (CUDAAPI *PFN_cuLaunchHostFunc_v10000)(CUstream hStream, CUhostFn fn, void *userData);
+typedef CUresult (CUDAAPI *PFN_cuGraphLaunch_v10000)(CUgraphExec hGraph, CUstream hStream);
 typedef CUresult (CUDAAPI *PFN_cuTexRefSetBias_v5000)(CUtexref hTexRef, float bias);
 typedef CUresult (CUDAAPI *PFN_cuIpcOpenMemHandle_v4010)(CUdeviceptr_v2 *pdptr, CUipcMemHandle_v1 handle, unsigned int Flags);
 typedef CUresult (CUDAAPI *PFN_cuGraphicsMapResources_v3000)(unsigned int count, void *resources, CUstream hStream);
