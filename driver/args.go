@@ -11,89 +11,143 @@ import (
 	"github.com/purecuda/cuda/internal/cu"
 )
 
+// inlineArgs is how many arguments of up to 8 bytes an argBlock holds
+// within itself; more, or larger values, go to its spill chunks.
+const inlineArgs = 8
+
 // argBlock holds kernel argument values and the array of pointers to them
 // that cuLaunchKernel takes. CUDA copies the values at launch, so a block
 // can be reused as soon as the launch call returns.
+//
+// A launch reads every line of its block after libcuda has evicted it from
+// the CPU caches, so the block keeps small launches inside itself: values
+// in fixed slots that never move, pointers to them written as each argument
+// is marshalled. After init the slices point into the block itself, so a
+// block must not be copied.
 type argBlock struct {
-	data   []uint64 // 8-byte aligned storage for the values
-	offs   []int    // word offset of each argument
-	sizes  []uintptr
-	ptrs   []unsafe.Pointer
-	allocs []*allocation // buffers named by the arguments
+	ptrs   []unsafe.Pointer // one per argument: what cuLaunchKernel reads
+	sizes  []uint32         // each argument's size
+	allocs []*allocation    // buffers named by the arguments
+	spill  spill
+
+	ptrsA   [inlineArgs]unsafe.Pointer
+	vals    [inlineArgs]uint64 // 8-byte aligned slots for the first arguments
+	sizesA  [inlineArgs]uint32
+	allocsA [4]*allocation
+}
+
+// init points the block's slices at its inline arrays. A zero block works
+// too, with its slices on the heap.
+func (b *argBlock) init() {
+	b.ptrs, b.sizes, b.allocs = b.ptrsA[:0], b.sizesA[:0], b.allocsA[:0]
 }
 
 func (b *argBlock) reset() {
-	b.data = b.data[:0]
-	b.offs = b.offs[:0]
-	b.sizes = b.sizes[:0]
+	if len(b.ptrs) == 0 {
+		return
+	}
 	b.ptrs = b.ptrs[:0]
+	b.sizes = b.sizes[:0]
 	clear(b.allocs)
 	b.allocs = b.allocs[:0]
+	b.spill.reset()
+}
+
+// slot returns zeroed, 8-byte aligned room for the next argument's value of
+// size bytes, and records the argument.
+func (b *argBlock) slot(size uintptr) unsafe.Pointer {
+	i := len(b.ptrs)
+	var p unsafe.Pointer
+	if size <= 8 && i < inlineArgs {
+		b.vals[i] = 0
+		p = unsafe.Pointer(&b.vals[i])
+	} else {
+		p = b.spill.take(int((size + 7) / 8))
+	}
+	b.ptrs = append(b.ptrs, p)
+	b.sizes = append(b.sizes, uint32(size))
+	return p
 }
 
 // add appends size bytes from p.
 func (b *argBlock) add(p unsafe.Pointer, size uintptr) {
-	words := int((size + 7) / 8)
-	off := len(b.data)
-	for i := 0; i < words; i++ {
-		b.data = append(b.data, 0)
-	}
-	copy(unsafe.Slice((*byte)(unsafe.Pointer(&b.data[off])), size), unsafe.Slice((*byte)(p), size))
-	b.offs = append(b.offs, off)
-	b.sizes = append(b.sizes, size)
+	copy(unsafe.Slice((*byte)(b.slot(size)), size), unsafe.Slice((*byte)(p), size))
 }
 
-// finish points ptrs at the values (data may have moved while growing).
+// finish returns the parameter array for cuLaunchKernel: nil for none.
 func (b *argBlock) finish() *unsafe.Pointer {
-	if len(b.offs) == 0 {
+	if len(b.ptrs) == 0 {
 		return nil
-	}
-	for _, off := range b.offs {
-		b.ptrs = append(b.ptrs, unsafe.Pointer(&b.data[off]))
 	}
 	return &b.ptrs[0]
 }
+
+// spill holds argument values that do not fit a block's slots, in chunks
+// that never move once made (the block points into them) and are reused
+// after reset.
+type spill struct {
+	chunks   [][]uint64
+	cur, off int // the chunk in use and its first free word
+}
+
+// take returns words zeroed words.
+func (s *spill) take(words int) unsafe.Pointer {
+	for ; s.cur < len(s.chunks); s.cur, s.off = s.cur+1, 0 {
+		if c := s.chunks[s.cur]; s.off+words <= len(c) {
+			w := c[s.off : s.off+words]
+			clear(w)
+			s.off += words
+			return unsafe.Pointer(&w[0])
+		}
+	}
+	c := make([]uint64, max(words, 64))
+	s.chunks = append(s.chunks, c)
+	s.cur, s.off = len(s.chunks)-1, words
+	return unsafe.Pointer(&c[0])
+}
+
+func (s *spill) reset() { s.cur, s.off = 0, 0 }
 
 // marshal appends one argument. ctx is the launch's context, for checking
 // buffers.
 func (b *argBlock) marshal(op string, i int, v any, ctx *Context) error {
 	switch x := v.(type) {
 	case int8:
-		b.add(unsafe.Pointer(&x), 1)
+		*(*int8)(b.slot(1)) = x
 	case uint8:
-		b.add(unsafe.Pointer(&x), 1)
+		*(*uint8)(b.slot(1)) = x
 	case bool:
-		b.add(unsafe.Pointer(&x), 1)
+		*(*bool)(b.slot(1)) = x
 	case int16:
-		b.add(unsafe.Pointer(&x), 2)
+		*(*int16)(b.slot(2)) = x
 	case uint16:
-		b.add(unsafe.Pointer(&x), 2)
+		*(*uint16)(b.slot(2)) = x
 	case int32:
-		b.add(unsafe.Pointer(&x), 4)
+		*(*int32)(b.slot(4)) = x
 	case uint32:
-		b.add(unsafe.Pointer(&x), 4)
+		*(*uint32)(b.slot(4)) = x
 	case float32:
-		b.add(unsafe.Pointer(&x), 4)
+		*(*float32)(b.slot(4)) = x
 	case int64:
-		b.add(unsafe.Pointer(&x), 8)
+		*(*int64)(b.slot(8)) = x
 	case uint64:
-		b.add(unsafe.Pointer(&x), 8)
+		*(*uint64)(b.slot(8)) = x
 	case float64:
-		b.add(unsafe.Pointer(&x), 8)
+		*(*float64)(b.slot(8)) = x
 	case uintptr:
-		b.add(unsafe.Pointer(&x), 8)
+		*(*uintptr)(b.slot(8)) = x
 	case DevicePtr:
-		b.add(unsafe.Pointer(&x), 8)
+		*(*DevicePtr)(b.slot(8)) = x
 	case devicePointer:
-		p, owner, err := x.devPtr(op)
+		al, err := x.allocation(op)
 		if err != nil {
 			return fmt.Errorf("argument %d: %w", i, err)
 		}
-		if ctx != nil && !ctx.canUse(owner) {
+		if ctx != nil && !ctx.canUse(al.ctx) {
 			return invalid(op, "argument %d: the buffer belongs to another context (enable peer access first)", i)
 		}
-		b.add(unsafe.Pointer(&p), 8)
-		b.allocs = append(b.allocs, bufferAllocation(x))
+		*(*cu.CUdeviceptr)(b.slot(8)) = al.ptr
+		b.allocs = append(b.allocs, al)
 	case int, uint:
 		return invalid(op, "argument %d: %T has no fixed C size: use int32 or int64 (C int is int32)", i, v)
 	case nil:
@@ -111,16 +165,6 @@ func (b *argBlock) marshal(op string, i int, v any, ctx *Context) error {
 	return nil
 }
 
-// bufferAllocation returns the allocation behind a *Buffer[T].
-func bufferAllocation(x devicePointer) *allocation {
-	if h, ok := x.(interface{ allocation() *allocation }); ok {
-		return h.allocation()
-	}
-	return nil
-}
-
-func (b *Buffer[T]) allocation() *allocation { return b.a }
-
 // check compares the arguments with the kernel's parameters.
 func (b *argBlock) check(op string, f *Function) error {
 	params, err := f.paramInfo()
@@ -131,14 +175,18 @@ func (b *argBlock) check(op string, f *Function) error {
 		return invalid(op, "kernel %s takes %d arguments, got %d", f.name, len(params), len(b.sizes))
 	}
 	for i, p := range params {
-		if p.size != b.sizes[i] {
+		if p.size != uintptr(b.sizes[i]) {
 			return invalid(op, "kernel %s: argument %d: the kernel expects %d bytes, got %d", f.name, i, p.size, b.sizes[i])
 		}
 	}
 	return nil
 }
 
-var blockPool = sync.Pool{New: func() any { return new(argBlock) }}
+var blockPool = sync.Pool{New: func() any {
+	b := new(argBlock)
+	b.init()
+	return b
+}}
 
 // Args are kernel arguments marshalled once, for launching many times with
 // no allocation (Stream.LaunchArgs). Until Close, and until launches in
@@ -197,6 +245,7 @@ func (f *Function) NewArgs(args ...any) (*Args, error) {
 
 func (f *Function) newArgs(op string, args []any) (*Args, error) {
 	a := &Args{f: f, fh: f.h, fctx: f.ctx}
+	a.blk.init()
 	for i, v := range args {
 		if err := a.blk.marshal(op, i, v, f.ctx); err != nil {
 			return nil, err
@@ -205,7 +254,9 @@ func (f *Function) newArgs(op string, args []any) (*Args, error) {
 	if err := a.blk.check(op, f); err != nil {
 		return nil, err
 	}
-	retained := slices.DeleteFunc(a.blk.allocs, func(al *allocation) bool { return al == nil })
+	// A copy: the block's own slice points into a, and the cleanup's
+	// argument must not keep a reachable.
+	retained := slices.Clone(a.blk.allocs)
 	if err := retainAllocs(op, retained); err != nil {
 		return nil, err
 	}
@@ -213,7 +264,6 @@ func (f *Function) newArgs(op string, args []any) (*Args, error) {
 		_ = releaseAllocs(retained)
 		return nil, err
 	}
-	a.blk.allocs = retained
 	a.kparams = a.blk.finish()
 	held := &argsHeld{allocs: retained, ld: f.ld}
 	a.loaded.init("args", held.free)
@@ -222,8 +272,11 @@ func (f *Function) newArgs(op string, args []any) (*Args, error) {
 }
 
 // SetArg replaces argument i with v, which must have the same size as the
-// argument it replaces. It allocates nothing. Do not call it concurrently
-// with a launch of the same Args.
+// argument it replaces. v is a value: an integer of fixed size, a float, a
+// DevicePtr, or a struct or array of those. A buffer is refused, since Args
+// retain the buffers they were made with; make new Args for another one.
+// SetArg allocates nothing. Do not call it concurrently with a launch of the
+// same Args.
 func SetArg[T any](a *Args, i int, v T) error {
 	if a == nil || a.closed.Load() {
 		return closedErr("SetArg", "args")
@@ -232,14 +285,17 @@ func SetArg[T any](a *Args, i int, v T) error {
 		return invalid("SetArg", "argument %d of %d", i, len(a.blk.sizes))
 	}
 	size := unsafe.Sizeof(v)
-	if size != a.blk.sizes[i] {
+	if size != uintptr(a.blk.sizes[i]) {
 		return invalid("SetArg", "argument %d is %d bytes, %T is %d", i, a.blk.sizes[i], v, size)
 	}
 	switch any(v).(type) {
 	case int, uint:
 		return invalid("SetArg", "%T has no fixed C size", v)
 	}
-	copy(unsafe.Slice((*byte)(unsafe.Pointer(&a.blk.data[a.blk.offs[i]])), size), unsafe.Slice((*byte)(unsafe.Pointer(&v)), size))
+	if !plainData(reflect.TypeFor[T]()) {
+		return invalid("SetArg", "%T is not plain data (a buffer or a Go pointer): make new Args for another buffer", v)
+	}
+	*(*T)(a.blk.ptrs[i]) = v
 	return nil
 }
 
@@ -279,16 +335,16 @@ func Block(x int, yz ...int) Dim3 { return dim(x, yz) }
 
 func checkDims(op string, d *dimLimits, grid, block Dim3) error {
 	for i, v := range [3]int{grid.X, grid.Y, grid.Z} {
-		if v < 1 || v > d.maxGrid[i] {
+		if v < 1 || v > int(d.maxGrid[i]) {
 			return invalid(op, "grid dimension %c = %d, the device allows 1 to %d", "xyz"[i], v, d.maxGrid[i])
 		}
 	}
 	for i, v := range [3]int{block.X, block.Y, block.Z} {
-		if v < 1 || v > d.maxBlock[i] {
+		if v < 1 || v > int(d.maxBlock[i]) {
 			return invalid(op, "block dimension %c = %d, the device allows 1 to %d", "xyz"[i], v, d.maxBlock[i])
 		}
 	}
-	if n := block.X * block.Y * block.Z; n > d.maxThreads {
+	if n := block.X * block.Y * block.Z; n > int(d.maxThreads) {
 		return invalid(op, "block of %d threads, the device allows %d", n, d.maxThreads)
 	}
 	return nil

@@ -24,7 +24,7 @@ func TestArgMarshalling(t *testing.T) {
 	}
 	kp := b.finish()
 	require.NotNil(t, kp)
-	assert.Equal(t, []uintptr{1, 2, 4, 8, 4, 8, 1, 8, 24, 3}, b.sizes)
+	assert.Equal(t, []uint32{1, 2, 4, 8, 4, 8, 1, 8, 24, 3}, b.sizes)
 	ptrs := unsafe.Slice(kp, len(args))
 	for i, p := range ptrs {
 		assert.Zero(t, uintptr(p)%8, "argument %d is 8-byte aligned", i)
@@ -42,6 +42,54 @@ func TestArgMarshalling(t *testing.T) {
 
 	b.reset()
 	assert.Nil(t, b.finish(), "no arguments: a nil parameter array")
+}
+
+// TestArgBlockSpill: arguments past the inline slots and values over 8
+// bytes go to spill chunks that never move, and a reset block is reused
+// without allocating.
+func TestArgBlockSpill(t *testing.T) {
+	var b argBlock
+	b.init()
+	type big struct{ W [100]uint64 }
+	var want big
+	for i := range want.W {
+		want.W[i] = uint64(i) * 3
+	}
+	fill := func() {
+		for i := 0; i < 20; i++ {
+			if i == 5 || i == 15 {
+				require.NoError(t, b.marshal("t", i, want, nil))
+				continue
+			}
+			require.NoError(t, b.marshal("t", i, int64(1000+i), nil))
+		}
+	}
+	fill()
+	ptrs := unsafe.Slice(b.finish(), 20)
+	for i, p := range ptrs {
+		switch i {
+		case 5, 15:
+			assert.Equal(t, want, *(*big)(p), "argument %d", i)
+			assert.EqualValues(t, 800, b.sizes[i])
+		default:
+			assert.Equal(t, int64(1000+i), *(*int64)(p), "argument %d", i)
+		}
+	}
+	assert.Equal(t, unsafe.Pointer(&b.vals[3]), ptrs[3], "early small arguments sit in the block")
+	b.reset()
+	assert.Nil(t, b.finish())
+	// Reflection copies struct values (one allocation each); the block
+	// itself allocates nothing once it has grown.
+	small := func() {
+		for i := 0; i < 20; i++ {
+			_ = b.marshal("t", i, uint32(i), nil)
+		}
+		b.reset()
+	}
+	small()
+	assert.Zero(t, testing.AllocsPerRun(100, small))
+	fill()
+	assert.Equal(t, want, *(*big)(unsafe.Slice(b.finish(), 20)[15]), "reused spill is rewritten")
 }
 
 func TestArgRejections(t *testing.T) {
@@ -84,11 +132,14 @@ func TestSetArg(t *testing.T) {
 	assert.ErrorContains(t, SetArg(a, 0, int64(1)), "argument 0 is 4 bytes, int64 is 8")
 	assert.ErrorIs(t, SetArg(a, 5, int32(1)), ErrInvalidArgument)
 	assert.ErrorIs(t, SetArg(a, 1, int(1)), ErrInvalidArgument)
+	var x float64
+	assert.ErrorContains(t, SetArg(a, 1, &x), "not plain data", "a Go pointer is refused")
+	assert.ErrorContains(t, SetArg(a, 1, &Buffer[float32]{}), "make new Args", "a buffer is refused")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = SetArg(a, 0, int32(7)) }))
 }
 
 func TestCheckDims(t *testing.T) {
-	d := &dimLimits{maxThreads: 1024, maxBlock: [3]int{1024, 1024, 64}, maxGrid: [3]int{1<<31 - 1, 65535, 65535}}
+	d := &dimLimits{maxThreads: 1024, maxBlock: [3]int32{1024, 1024, 64}, maxGrid: [3]int32{1<<31 - 1, 65535, 65535}}
 	assert.NoError(t, checkDims("L", d, Grid(10), Block(256)))
 	assert.ErrorContains(t, checkDims("L", d, Grid(0), Block(1)), "grid dimension x = 0")
 	assert.ErrorContains(t, checkDims("L", d, Grid(1), Block(0)), "block dimension x = 0")

@@ -10,17 +10,17 @@ import (
 type Device struct {
 	h       cu.CUdevice
 	ordinal int
-	major   int
-	minor   int
+	major   int32
+	minor   int32
 	lim     dimLimits
 }
 
 // dimLimits are the launch-shape limits of a device. Streams keep a copy, so
 // that the launch check reads only the stream.
 type dimLimits struct {
-	maxThreads int
-	maxBlock   [3]int
-	maxGrid    [3]int
+	maxThreads int32
+	maxBlock   [3]int32
+	maxGrid    [3]int32
 }
 
 // DeviceCount returns the number of CUDA devices (cuDeviceGetCount).
@@ -78,7 +78,7 @@ func newDevice(h cu.CUdevice, ordinal int) (*Device, error) {
 	d := &Device{h: h, ordinal: ordinal}
 	attrs := []struct {
 		a   DeviceAttribute
-		dst *int
+		dst *int32
 	}{
 		{AttrComputeCapabilityMajor, &d.major}, {AttrComputeCapabilityMinor, &d.minor},
 		{AttrMaxThreadsPerBlock, &d.lim.maxThreads},
@@ -90,7 +90,7 @@ func newDevice(h cu.CUdevice, ordinal int) (*Device, error) {
 		if err != nil {
 			return nil, err
 		}
-		*a.dst = v
+		*a.dst = int32(v)
 	}
 	return d, nil
 }
@@ -126,7 +126,7 @@ func (d *Device) UUID() ([16]byte, error) {
 }
 
 // ComputeCapability is the device's compute capability, e.g. 9, 0.
-func (d *Device) ComputeCapability() (major, minor int) { return d.major, d.minor }
+func (d *Device) ComputeCapability() (major, minor int) { return int(d.major), int(d.minor) }
 
 // Arch is the device's real architecture for compilers, e.g. "sm_90".
 func (d *Device) Arch() string { return fmt.Sprintf("sm_%d%d", d.major, d.minor) }

@@ -10,17 +10,18 @@ import (
 // Function is a kernel: from a Module (bound to its context) or a Library
 // (launchable in any context).
 type Function struct {
-	h      cu.CUfunction
-	ld     *loaded     // the module's or library's use count
-	kernel cu.CUkernel // library kernels only
-	mod    *Module
-	lib    *Library
-	ctx    *Context // nil for library kernels
-	name   string
-
-	paramsOnce sync.Once
+	// What Launch reads comes first, within one cache line.
+	h          cu.CUfunction
+	ld         *loaded     // the module's or library's use count
+	ctx        *Context    // nil for library kernels
 	params     []paramInfo // nil when the driver cannot say (before 12.4)
-	paramsErr  error
+	paramsOnce sync.Once
+
+	paramsErr error
+	kernel    cu.CUkernel // library kernels only
+	mod       *Module
+	lib       *Library
+	name      string
 }
 
 type paramInfo struct{ offset, size uintptr }
@@ -37,6 +38,17 @@ func (f *Function) acquire(op string) error {
 }
 
 func (f *Function) release() { f.ld.release() }
+
+// Raw calls fn with the CUfunction handle, for use with other CUDA
+// libraries. The module or library stays loaded while fn runs; the handle
+// must not be kept after fn returns.
+func (f *Function) Raw(fn func(handle uintptr) error) error {
+	if err := f.acquire("Function.Raw"); err != nil {
+		return err
+	}
+	defer f.release()
+	return fn(uintptr(f.h))
+}
 
 // paramInfo reads each parameter's size once (cuFuncGetParamInfo, CUDA
 // 12.4+). On older drivers it returns nil and launches are not checked.

@@ -308,14 +308,15 @@ func (b *Buffer[T]) HostSlice() ([]T, error) {
 
 // devicePointer lets buffers of any element type be kernel arguments.
 type devicePointer interface {
-	devPtr(op string) (cu.CUdeviceptr, *Context, error)
+	allocation(op string) (*allocation, error)
 }
 
-func (b *Buffer[T]) devPtr(op string) (cu.CUdeviceptr, *Context, error) {
+// allocation returns the buffer's memory, for a kernel argument.
+func (b *Buffer[T]) allocation(op string) (*allocation, error) {
 	if err := b.check(op); err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	return b.a.ptr, b.a.ctx, nil
+	return b.a, nil
 }
 
 func elemSize[T any]() uintptr { return reflect.TypeFor[T]().Size() }

@@ -76,6 +76,7 @@ func (c *Context) newStream(op string, create func(*cu.CUstream) error) (*Stream
 // caller) or a special default stream.
 func newStreamFor(c *Context, h cu.CUstream, special bool) *Stream {
 	s := &Stream{h: h, ctx: c, owned: !special, special: special, lim: c.dev.lim}
+	s.blk.init()
 	// Without cuLaunchKernel the frame stays unready and launches take the
 	// pooled path, which reports the missing symbol.
 	_ = s.frame.ready()
@@ -137,6 +138,16 @@ func (s *Stream) bind(op string, f func() error) error {
 		return s.ctx.use(op, f)
 	}
 	return bound(s.ctx, f)
+}
+
+// Raw calls f with the CUstream handle, for use with other CUDA libraries.
+// The handle must not be kept after f returns, and s must not be closed
+// while f runs.
+func (s *Stream) Raw(f func(handle uintptr) error) error {
+	if err := s.check("Stream.Raw"); err != nil {
+		return err
+	}
+	return f(uintptr(s.h))
 }
 
 // Close destroys the stream (cuStreamDestroy). Work already queued still

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/assert"
@@ -366,44 +367,81 @@ func TestFakeZeroAllocHotPaths(t *testing.T) {
 }
 
 // Benchmarks of the binding's own CPU cost: fakecuda's functions return at
-// once, so these time purecuda, not CUDA.
+// once, so these time purecuda, not CUDA. With FAKE_EVICT_KB set, each
+// launch also writes that much memory of fakecuda's, to see what the code
+// around a launch costs once libcuda has evicted it from the caches.
 
-func BenchmarkFakeLaunchArgs(b *testing.B) {
-	f := setup(b)
-	args, err := f.empty.NewArgs()
-	require.NoError(b, err)
-	defer args.Close()
-	g, blk := driver.Grid(1), driver.Block(1)
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = f.s.LaunchArgs(args, g, blk)
-	}
-}
-
-func BenchmarkFakeSynchronize(b *testing.B) {
-	f := setup(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = f.s.Synchronize()
-	}
-}
-
-func BenchmarkFakeLaunch4Args(b *testing.B) {
+// benchLoop runs call b.N times with allocations reported; setup gets the
+// fixture and a one-element output buffer and returns the call.
+func benchLoop(b *testing.B, setupCall func(f *fixture, out *driver.Buffer[uint32]) func() error) {
 	f := setup(b)
 	out, err := driver.Alloc[uint32](f.ctx, 1)
 	require.NoError(b, err)
 	defer out.Close()
-	g, blk := driver.Grid(1), driver.Block(1)
+	call := setupCall(f, out)
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = f.s.Launch(f.add4, g, blk, out, uint32(1), uint32(2), uint32(3))
+		_ = call()
 	}
 }
 
+var g1, b1 = driver.Grid(1), driver.Block(1)
+
+// fakeArgs makes Args for the benchmark's lifetime.
+func fakeArgs(b *testing.B, fn *driver.Function, args ...any) *driver.Args {
+	a, err := fn.NewArgs(args...)
+	require.NoError(b, err)
+	b.Cleanup(func() { a.Close() })
+	return a
+}
+
+func BenchmarkFakeLaunchArgs(b *testing.B) {
+	benchLoop(b, func(f *fixture, _ *driver.Buffer[uint32]) func() error {
+		a := fakeArgs(b, f.empty)
+		return func() error { return f.s.LaunchArgs(a, g1, b1) }
+	})
+}
+
+func BenchmarkFakeLaunch(b *testing.B) {
+	benchLoop(b, func(f *fixture, _ *driver.Buffer[uint32]) func() error {
+		return func() error { return f.s.Launch(f.empty, g1, b1) }
+	})
+}
+
+func BenchmarkFakeSynchronize(b *testing.B) {
+	benchLoop(b, func(f *fixture, _ *driver.Buffer[uint32]) func() error { return f.s.Synchronize })
+}
+
 func BenchmarkFakeContextBound(b *testing.B) {
-	f := setup(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		_, _ = f.ctx.Limit(driver.LimitStackSize)
-	}
+	benchLoop(b, func(f *fixture, _ *driver.Buffer[uint32]) func() error {
+		return func() error { _, err := f.ctx.Limit(driver.LimitStackSize); return err }
+	})
+}
+
+func BenchmarkFakeLaunch4Args(b *testing.B) {
+	benchLoop(b, func(f *fixture, out *driver.Buffer[uint32]) func() error {
+		return func() error { return f.s.Launch(f.add4, g1, b1, out, uint32(1), uint32(2), uint32(3)) }
+	})
+}
+
+func BenchmarkFakeLaunchArgs4(b *testing.B) {
+	benchLoop(b, func(f *fixture, out *driver.Buffer[uint32]) func() error {
+		a := fakeArgs(b, f.add4, out, uint32(1), uint32(2), uint32(3))
+		return func() error { return f.s.LaunchArgs(a, g1, b1) }
+	})
+}
+
+// BenchmarkFakeLaunchRaw4 is the floor: the generated table's call with
+// arguments prepared by hand.
+func BenchmarkFakeLaunchRaw4(b *testing.B) {
+	benchLoop(b, func(f *fixture, out *driver.Buffer[uint32]) func() error {
+		var fh, sh uintptr
+		require.NoError(b, f.add4.Raw(func(h uintptr) error { fh = h; return nil }))
+		require.NoError(b, f.s.Raw(func(h uintptr) error { sh = h; return nil }))
+		p, x, y, z := uint64(out.Ptr()), uint32(1), uint32(2), uint32(3)
+		params := []unsafe.Pointer{unsafe.Pointer(&p), unsafe.Pointer(&x), unsafe.Pointer(&y), unsafe.Pointer(&z)}
+		return func() error {
+			return cu.LaunchKernel(cu.CUfunction(fh), 1, 1, 1, 1, 1, 1, 0, cu.CUstream(sh), &params[0], nil)
+		}
+	})
 }

@@ -6,7 +6,8 @@
  *  - the current context is per OS thread, and every function that needs
  *    one fails with CUDA_ERROR_INVALID_CONTEXT (201) when the calling thread
  *    has none (the real driver's behaviour that goroutine migration exposes);
- *  - each thread has a context stack (push, pop, set replaces the top);
+ *  - each thread has a context stack (push, pop, set replaces the top, set
+ *    to NULL pops);
  *  - a context destroyed while current on another thread stays current
  *    there, and every call on that thread, even one that names its stream,
  *    fails with CUDA_ERROR_CONTEXT_IS_DESTROYED (709), as the real driver's
@@ -117,6 +118,10 @@ CUresult cuCtxPopCurrent_v2(struct ctx **c) {
 }
 CUresult cuCtxSetCurrent(struct ctx *c) {
     if (c && (c->magic != 0x600d || !c->alive)) return INVALID_CONTEXT;
+    if (!c) { /* NULL pops the top of the stack */
+        current = depth ? below[--depth] : NULL;
+        return OK;
+    }
     current = c;
     return OK;
 }
@@ -245,11 +250,27 @@ CUresult cuFuncGetParamInfo(struct kernel *f, size_t i, size_t *off, size_t *siz
     *off = i * 8; *size = f->sizes[i];
     return OK;
 }
+/* FAKE_EVICT_KB, when set, makes each launch write that many KiB of memory
+   of its own, evicting the caller's data from the CPU caches as libcuda's
+   launch does: for studying the cost of the code around a launch. */
+static char *evict_buf;
+static size_t evict_len;
+static pthread_once_t evict_once = PTHREAD_ONCE_INIT;
+static void evict_init(void) {
+    const char *e = getenv("FAKE_EVICT_KB");
+    if (e && atol(e) > 0) { evict_len = (size_t)atol(e) << 10; evict_buf = malloc(evict_len); }
+}
+static void evict(void) {
+    pthread_once(&evict_once, evict_init);
+    for (size_t i = 0; i < evict_len; i += 64) evict_buf[i]++;
+}
+
 CUresult cuLaunchKernel(struct kernel *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, struct stream *s, void **params, void **extra) {
     NOT_STALE();
     if (!s) { NEED_CTX(); } else if (!valid_stream(s)) return INVALID_HANDLE;
     if (!gx || !gy || !gz || !bx || !by || !bz) return INVALID_VALUE;
+    evict();
     if (strcmp(f->name, "add4") == 0) {
         unsigned *out = (unsigned *)(uintptr_t)*(CUdeviceptr *)params[0];
         *out = *(unsigned *)params[1] + *(unsigned *)params[2] + *(unsigned *)params[3];
