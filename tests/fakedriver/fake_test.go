@@ -176,6 +176,29 @@ func TestFakeDetectsMissingBinding(t *testing.T) {
 	assert.ErrorIs(t, <-done, driver.ErrInvalidContext)
 }
 
+// TestFakeRawHandles: Raw hands out the handles while their owners are open
+// and refuses once they are closed.
+func TestFakeRawHandles(t *testing.T) {
+	f := setup(t)
+	var fh, sh uintptr
+	require.NoError(t, f.add4.Raw(func(h uintptr) error { fh = h; return nil }))
+	require.NoError(t, f.s.Raw(func(h uintptr) error { sh = h; return nil }))
+	assert.NotZero(t, fh)
+	assert.NotZero(t, sh)
+	assert.ErrorIs(t, f.s.Raw(func(uintptr) error { return driver.ErrNotFound }), driver.ErrNotFound, "f's error comes back")
+
+	mod, err := f.ctx.LoadModule([]byte("FAKE"))
+	require.NoError(t, err)
+	fill, err := mod.Function("fill")
+	require.NoError(t, err)
+	require.NoError(t, mod.Close())
+	assert.ErrorIs(t, fill.Raw(func(uintptr) error { return nil }), driver.ErrClosed)
+	s, err := f.ctx.NewStream(driver.StreamDefault)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	assert.ErrorIs(t, s.Raw(func(uintptr) error { return nil }), driver.ErrClosed)
+}
+
 // TestFakeLeavesThreadContext: a bound call restores the thread's context,
 // so destroying a context elsewhere cannot break later work on the thread.
 func TestFakeLeavesThreadContext(t *testing.T) {
