@@ -165,9 +165,14 @@ func (b *argBlock) marshal(op string, i int, v any, ctx *Context) error {
 	return nil
 }
 
-// check compares the arguments with the kernel's parameters.
-func (b *argBlock) check(op string, f *Function) error {
-	params, err := f.paramInfo()
+// check compares the arguments with the kernel's parameters. c is the
+// launch's context, or nil; a library kernel may need one to be read, and
+// without c the context of a buffer argument serves.
+func (b *argBlock) check(op string, f *Function, c *Context) error {
+	if c == nil && len(b.allocs) > 0 {
+		c = b.allocs[0].ctx
+	}
+	params, err := f.paramInfo(c)
 	if err != nil || params == nil {
 		return err
 	}
@@ -251,7 +256,7 @@ func (f *Function) newArgs(op string, args []any) (*Args, error) {
 			return nil, err
 		}
 	}
-	if err := a.blk.check(op, f); err != nil {
+	if err := a.blk.check(op, f, nil); err != nil {
 		return nil, err
 	}
 	// A copy: the block's own slice points into a, and the cleanup's

@@ -103,20 +103,20 @@ func TestArgRejections(t *testing.T) {
 
 func TestArgCountAndSizeChecks(t *testing.T) {
 	f := &Function{name: "k", params: []paramInfo{{0, 4}, {8, 8}}}
-	f.paramsOnce.Do(func() {})
+	f.paramsDone.Store(true)
 	var b argBlock
 	require.NoError(t, b.marshal("Launch", 0, int32(1), nil))
-	assert.ErrorContains(t, b.check("Launch", f), "kernel k takes 2 arguments, got 1")
+	assert.ErrorContains(t, b.check("Launch", f, nil), "kernel k takes 2 arguments, got 1")
 	require.NoError(t, b.marshal("Launch", 1, int32(2), nil))
-	assert.ErrorContains(t, b.check("Launch", f), "kernel k: argument 1: the kernel expects 8 bytes, got 4")
+	assert.ErrorContains(t, b.check("Launch", f, nil), "kernel k: argument 1: the kernel expects 8 bytes, got 4")
 	b.reset()
 	require.NoError(t, b.marshal("Launch", 0, int32(1), nil))
 	require.NoError(t, b.marshal("Launch", 1, DevicePtr(1), nil))
-	assert.NoError(t, b.check("Launch", f))
+	assert.NoError(t, b.check("Launch", f, nil))
 
 	unknown := &Function{name: "old"}
-	unknown.paramsOnce.Do(func() {}) // a driver before 12.4: params nil, nothing checked
-	assert.NoError(t, b.check("Launch", unknown))
+	unknown.paramsDone.Store(true) // a driver before 12.4: params nil, nothing checked
+	assert.NoError(t, b.check("Launch", unknown, nil))
 }
 
 func TestSetArg(t *testing.T) {

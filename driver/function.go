@@ -2,7 +2,9 @@ package driver
 
 import (
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/purecuda/cuda/internal/cu"
 )
@@ -15,13 +17,13 @@ type Function struct {
 	ld         *loaded     // the module's or library's use count
 	ctx        *Context    // nil for library kernels
 	params     []paramInfo // nil when the driver cannot say (before 12.4)
-	paramsOnce sync.Once
+	paramsDone atomic.Bool // params were read
 
-	paramsErr error
-	kernel    cu.CUkernel // library kernels only
-	mod       *Module
-	lib       *Library
-	name      string
+	paramsMu sync.Mutex  // held while reading params
+	kernel   cu.CUkernel // library kernels only
+	mod      *Module
+	lib      *Library
+	name     string
 }
 
 type paramInfo struct{ offset, size uintptr }
@@ -50,11 +52,29 @@ func (f *Function) Raw(fn func(handle uintptr) error) error {
 	return fn(uintptr(f.h))
 }
 
-// paramInfo reads each parameter's size once (cuFuncGetParamInfo, CUDA
-// 12.4+). On older drivers it returns nil and launches are not checked.
-func (f *Function) paramInfo() ([]paramInfo, error) {
-	f.paramsOnce.Do(func() {
-		var ps []paramInfo
+// paramInfo returns each parameter's offset and size, read once
+// (cuFuncGetParamInfo, or cuKernelGetParamInfo for a library kernel; CUDA
+// 12.4+). On older drivers it returns nil and launches are not checked. c is
+// a context a library kernel's query may bind (nil if the caller has none).
+func (f *Function) paramInfo(c *Context) ([]paramInfo, error) {
+	if f.paramsDone.Load() {
+		return f.params, nil
+	}
+	return f.readParams(c)
+}
+
+// readParams reads the parameters. A library kernel's query needs a current
+// context: c, which the caller keeps alive, or else device 0's primary
+// context if it is active. A failure is not kept, so that a later call with
+// a context can succeed.
+func (f *Function) readParams(c *Context) ([]paramInfo, error) {
+	f.paramsMu.Lock()
+	defer f.paramsMu.Unlock()
+	if f.paramsDone.Load() {
+		return f.params, nil
+	}
+	ps, known := []paramInfo{}, true
+	query := func() error {
 		for i := uintptr(0); ; i++ {
 			var off, size uintptr
 			var err error
@@ -66,21 +86,60 @@ func (f *Function) paramInfo() ([]paramInfo, error) {
 			switch {
 			case err == nil:
 				ps = append(ps, paramInfo{off, size})
-				continue
 			case isNotSupported(err):
-				return // no checking on this driver
+				known = false
+				return nil
 			case errors.Is(err, cu.CUDA_ERROR_INVALID_VALUE):
-				if ps == nil {
-					ps = []paramInfo{}
-				}
-				f.params = ps
-				return
+				return nil // past the last parameter
+			default:
+				return err
 			}
-			f.paramsErr = err
-			return
 		}
-	})
-	return f.params, f.paramsErr
+	}
+	var err error
+	switch {
+	case f.lib == nil:
+		err = query()
+	case c != nil:
+		err = bound(c, query)
+	default:
+		err = withActivePrimary("Function.ParamCount", query)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if known {
+		f.params = ps
+	}
+	f.paramsDone.Store(true)
+	return f.params, nil
+}
+
+// withActivePrimary runs f with device 0's primary context current, if that
+// context is active; it does not activate it.
+func withActivePrimary(op string, f func() error) error {
+	var dev cu.CUdevice
+	if err := cu.DeviceGet(&dev, 0); err != nil {
+		return err
+	}
+	var flags uint32
+	var active int32
+	if err := cu.DevicePrimaryCtxGetState(dev, &flags, &active); err != nil {
+		return err
+	}
+	if active == 0 {
+		return fmt.Errorf("driver: %s: a library kernel's parameters can be read only with a context current, and device 0's primary context is not active: launch on a stream or pass a buffer first: %w",
+			op, ErrInvalidContext)
+	}
+	var h cu.CUcontext
+	if err := cu.DevicePrimaryCtxRetain(&h, dev); err != nil {
+		return err
+	}
+	err := boundHandle(h, f)
+	if e := cu.DevicePrimaryCtxRelease(dev); err == nil {
+		err = e
+	}
+	return err
 }
 
 // ParamCount is the number of kernel parameters, and whether the driver
@@ -90,7 +149,7 @@ func (f *Function) ParamCount() (int, bool, error) {
 		return 0, false, err
 	}
 	defer f.release()
-	ps, err := f.paramInfo()
+	ps, err := f.paramInfo(nil)
 	return len(ps), ps != nil, err
 }
 

@@ -8,11 +8,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/gputest"
 	"github.com/purecuda/cuda/internal/trampoline"
 )
@@ -384,6 +386,25 @@ func TestModulesAndFunctions(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, known)
 	assert.Equal(t, 4, ln)
+	// A library kernel's parameters are read with a context current: the
+	// launch's, a buffer argument's, or else the active primary context's.
+	lv, err := lib.Function("vadd")
+	require.NoError(t, err)
+	ln, known, err = lv.ParamCount()
+	require.NoError(t, err, "read under the active primary context")
+	assert.True(t, known)
+	assert.Equal(t, 4, ln)
+	lfill, err := lib.Function("fill")
+	require.NoError(t, err)
+	fa, err := lfill.NewArgs(out, int32(5), int32(1))
+	require.NoError(t, err, "read under the buffer's context")
+	require.NoError(t, s.LaunchArgs(fa, driver.Grid(1), driver.Block(1)))
+	require.NoError(t, s.Synchronize())
+	require.NoError(t, fa.Close())
+	require.NoError(t, out.CopyToHost(got))
+	assert.Equal(t, uint32(5), got[0])
+	_, err = lfill.NewArgs(out, int32(5))
+	assert.ErrorContains(t, err, "takes 3 arguments, got 2")
 	_, err = lf.MaxThreadsPerBlock()
 	require.NoError(t, err)
 	// Library kernels take attributes per device.
@@ -435,6 +456,20 @@ func TestLaunchCorrectness(t *testing.T) {
 	require.NoError(t, out.CopyToHost(got))
 	assert.Equal(t, []float64{-7, 1.25, 1 << 40, 3.5}, got)
 
+	// More arguments than a block holds inline, with a struct among them.
+	sum, err := driver.Alloc[int64](e.ctx, 1)
+	require.NoError(t, err)
+	defer sum.Close()
+	p := params{A: 1000, B: 2000, C: 3000, D: 4000}
+	for round := int64(0); round < 3; round++ {
+		require.NoError(t, s.Launch(e.fn["many"], driver.Grid(1), driver.Block(1),
+			sum, int32(1), int8(2), int16(3), int64(4)+round, float32(5), float64(6), p, uint32(7), uint8(8), int64(9)))
+		require.NoError(t, s.Synchronize())
+		v := make([]int64, 1)
+		require.NoError(t, sum.CopyToHost(v))
+		assert.Equal(t, 10045+round, v[0], "round %d", round)
+	}
+
 	// Prepared arguments, changed between launches.
 	res, err := driver.Alloc[uint32](e.ctx, 1)
 	require.NoError(t, err)
@@ -450,6 +485,16 @@ func TestLaunchCorrectness(t *testing.T) {
 	require.NoError(t, s.Synchronize())
 	require.NoError(t, res.CopyToHost(u))
 	assert.Equal(t, uint32(103), u[0])
+	// Raw handles serve a launch through the table.
+	var fh, sh uintptr
+	require.NoError(t, e.fn["add4"].Raw(func(h uintptr) error { fh = h; return nil }))
+	require.NoError(t, s.Raw(func(h uintptr) error { sh = h; return nil }))
+	rp, x, y, z := uint64(res.Ptr()), uint32(10), uint32(20), uint32(30)
+	kp := []unsafe.Pointer{unsafe.Pointer(&rp), unsafe.Pointer(&x), unsafe.Pointer(&y), unsafe.Pointer(&z)}
+	require.NoError(t, cu.LaunchKernel(cu.CUfunction(fh), 1, 1, 1, 1, 1, 1, 0, cu.CUstream(sh), &kp[0], nil))
+	require.NoError(t, s.Synchronize())
+	require.NoError(t, res.CopyToHost(u))
+	assert.Equal(t, uint32(60), u[0])
 	// The args hold the buffer: Close of the buffer defers its free.
 	require.NoError(t, res.Close())
 	require.NoError(t, s.LaunchArgs(args, driver.Grid(1), driver.Block(1)))

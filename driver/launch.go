@@ -65,7 +65,7 @@ func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk 
 			return err
 		}
 	}
-	if err := blk.check(op, f); err != nil {
+	if err := blk.check(op, f, s.ctx); err != nil {
 		return err
 	}
 	if err := retainAllocs(op, blk.allocs); err != nil {

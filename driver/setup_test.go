@@ -27,6 +27,10 @@ __global__ void fill(int* out, int v, int n) {
 }
 __global__ void incr(unsigned long long* x) { atomicAdd(x, 1ULL); }
 __global__ void spin(long long cycles) { long long t = clock64(); while (clock64() - t < cycles) {} }
+__global__ void many(long long* out, int a, char b, short c, long long d, float e, double f, Params p,
+                     unsigned g, unsigned char h, long long i) {
+	out[0] = a + b + c + d + (long long)e + (long long)f + p.a + (long long)p.b + p.c + (long long)p.d + g + h + i;
+}
 __device__ int answer = 42;
 }
 `
@@ -65,7 +69,7 @@ var envOnce = sync.OnceValues(func() (*testEnv, error) {
 		return nil, err
 	}
 	e := &testEnv{dev: dev, ctx: ctx, mod: mod, ptx: res.PTX, fn: map[string]*driver.Function{}}
-	for _, name := range []string{"empty", "add4", "vadd", "structArg", "fill", "incr", "spin"} {
+	for _, name := range []string{"empty", "add4", "vadd", "structArg", "fill", "incr", "spin", "many"} {
 		if e.fn[name], err = mod.Function(name); err != nil {
 			return nil, err
 		}
