@@ -19,10 +19,13 @@
 //
 // CUDA's current context belongs to an OS thread, and goroutines move
 // between threads. Every call here that needs a current context locks the
-// OS thread, makes the right context current, calls and unlocks; calls that
-// carry their context in a stream (launches, event records, asynchronous
-// copies, stream synchronisation) skip that. Callers never lock threads or
-// set contexts themselves, and no migration can crash the process.
+// OS thread, pushes the right context, calls, pops it and unlocks, so the
+// thread keeps the context it had; calls that carry their context in a
+// stream (launches, event records, asynchronous copies, stream
+// synchronisation) skip that. Callers never lock threads or set contexts
+// themselves, and no migration can crash the process. No thread is left
+// with a context of ours current: CUDA keeps a destroyed context current on
+// every thread that had it, and fails every call there.
 //
 // # Streams
 //
@@ -48,7 +51,9 @@
 // value. Go's int and uint are refused: C's int is 32 bits. Where the driver
 // can tell (CUDA 12.4 and later) the number and size of the arguments are
 // checked against the kernel before launching. Function.NewArgs marshals
-// arguments once for LaunchArgs, which allocates nothing.
+// arguments once for LaunchArgs, which allocates nothing; SetArg changes a
+// value argument between launches. Function.Raw and Stream.Raw hand the
+// CUDA handles to other libraries.
 //
 // # Errors
 //
