@@ -118,25 +118,25 @@ func (f *Function) readParams(c *Context) ([]paramInfo, error) {
 // withActivePrimary runs f with device 0's primary context current, if that
 // context is active; it does not activate it.
 func withActivePrimary(op string, f func() error) error {
-	var dev cu.CUdevice
-	if err := cu.DeviceGet(&dev, 0); err != nil {
+	d, err := DeviceByOrdinal(0)
+	if err != nil {
 		return err
 	}
 	var flags uint32
 	var active int32
-	if err := cu.DevicePrimaryCtxGetState(dev, &flags, &active); err != nil {
+	if err := cu.DevicePrimaryCtxGetState(d.h, &flags, &active); err != nil {
 		return err
 	}
 	if active == 0 {
 		return fmt.Errorf("driver: %s: a library kernel's parameters can be read only with a context current, and device 0's primary context is not active: launch on a stream or pass a buffer first: %w",
 			op, ErrInvalidContext)
 	}
-	var h cu.CUcontext
-	if err := cu.DevicePrimaryCtxRetain(&h, dev); err != nil {
+	c, err := d.PrimaryContext()
+	if err != nil {
 		return err
 	}
-	err := boundHandle(h, f)
-	if e := cu.DevicePrimaryCtxRelease(dev); err == nil {
+	err = bound(c, f)
+	if e := c.Close(); err == nil {
 		err = e
 	}
 	return err

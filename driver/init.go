@@ -84,13 +84,10 @@ func gostring(b []byte) string {
 // keeps it current on every thread that had it, and calls there fail with
 // CUDA_ERROR_CONTEXT_IS_DESTROYED, even calls that name their own stream.
 // f must not destroy c or change the thread's context stack.
-func bound(c *Context, f func() error) error { return boundHandle(c.h, f) }
-
-// boundHandle is bound for a context handle.
-func boundHandle(h cu.CUcontext, f func() error) error {
+func bound(c *Context, f func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cu.CtxPushCurrent(h); err != nil {
+	if err := cu.CtxPushCurrent(c.h); err != nil {
 		return err
 	}
 	err := f()
