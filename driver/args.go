@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 // inlineArgs is how many arguments of up to 8 bytes an argBlock holds
@@ -27,7 +28,7 @@ const inlineArgs = 8
 type argBlock struct {
 	ptrs   []unsafe.Pointer // one per argument: what cuLaunchKernel reads
 	sizes  []uint32         // each argument's size
-	allocs []*allocation    // buffers named by the arguments
+	allocs []*allocation    // buffers named by the arguments, each held until reset
 	spill  spill
 
 	ptrsA   [inlineArgs]unsafe.Pointer
@@ -42,7 +43,12 @@ func (b *argBlock) init() {
 	b.ptrs, b.sizes, b.allocs = b.ptrsA[:0], b.sizesA[:0], b.allocsA[:0]
 }
 
+// reset empties the block for reuse and releases the buffers its
+// arguments held.
 func (b *argBlock) reset() {
+	for _, a := range b.allocs {
+		_ = a.Release()
+	}
 	if len(b.ptrs) == 0 {
 		return
 	}
@@ -109,8 +115,10 @@ func (s *spill) take(words int) unsafe.Pointer {
 func (s *spill) reset() { s.cur, s.off = 0, 0 }
 
 // marshal appends one argument. ctx is the launch's context, for checking
-// buffers.
-func (b *argBlock) marshal(op string, i int, v any, ctx *Context) error {
+// buffers (nil when unknown); s, if not nil, is the launch's stream, for
+// stream-ordered buffers used on another stream. A buffer argument is held
+// until reset.
+func (b *argBlock) marshal(op string, i int, v any, ctx *Context, s *Stream) error {
 	switch x := v.(type) {
 	case int8:
 		*(*int8)(b.slot(1)) = x
@@ -139,15 +147,18 @@ func (b *argBlock) marshal(op string, i int, v any, ctx *Context) error {
 	case DevicePtr:
 		*(*DevicePtr)(b.slot(8)) = x
 	case devicePointer:
-		al, err := x.allocation(op)
+		al, err := x.use(op)
 		if err != nil {
 			return fmt.Errorf("argument %d: %w", i, err)
 		}
+		b.allocs = append(b.allocs, al) // held: released by reset
 		if ctx != nil && !ctx.canUse(al.ctx) {
 			return invalid(op, "argument %d: the buffer belongs to another context (enable peer access first)", i)
 		}
+		if s != nil && al.stream != nil {
+			al.usedOn(s)
+		}
 		*(*cu.CUdeviceptr)(b.slot(8)) = al.ptr
-		b.allocs = append(b.allocs, al)
 	case int, uint:
 		return invalid(op, "argument %d: %T has no fixed C size: use int32 or int64 (C int is int32)", i, v)
 	case nil:
@@ -196,43 +207,53 @@ var blockPool = sync.Pool{New: func() any {
 // Args are kernel arguments marshalled once, for launching many times with
 // no allocation (Stream.LaunchArgs). Until Close, and until launches in
 // progress have returned, Args keep the kernel's module or library loaded
-// and retain the buffers named in them, so neither can be freed while the
-// Args can still launch.
+// and hold the buffers named in them, so neither can be freed while the
+// Args can still launch. Args are also an owner a graph can hold (Hold).
 type Args struct {
 	// What LaunchArgs reads comes first, copied from f so that a launch
 	// reads neither f nor its module.
 	fh      cu.CUfunction
 	fctx    *Context
 	kparams *unsafe.Pointer
-	loaded  // Args' own use count: 1 for the owner + 1 per launch in progress
+	hold    *argsHold
 	frame   hotFrame
+	checks  uint8 // argsCheckContexts, argsStreamOrdered
 
 	f       *Function
 	blk     argBlock
 	cleanup runtime.Cleanup
 }
 
-// argsHeld is what Args hold until their last use: the buffers' allocations
-// and the module or library.
-type argsHeld struct {
+const (
+	argsCheckContexts = 1 << iota // a library kernel with buffers: check their contexts per launch
+	argsStreamOrdered             // a stream-ordered buffer: note other streams it is used on
+)
+
+// argsHold is what Args hold until their last use: the buffers' memory and
+// the module or library. Its Object counts the owner and the launches in
+// progress; apart from Args, so that the cleanup's argument does not keep
+// the Args reachable.
+type argsHold struct {
+	obj    lifetime.Object
 	allocs []*allocation
-	ld     *loaded
+	ld     lifetime.Ref
 }
 
-// free releases what the Args held (the unload of Args' use count).
-func (h *argsHeld) free() error {
-	err := releaseAllocs(h.allocs)
-	h.ld.release()
+// Release drops one reference (lifetime.Owner).
+func (h *argsHold) Release() error { return h.obj.Release() }
+
+func (h *argsHold) free() error {
+	var err error
+	for _, a := range h.allocs {
+		if e := a.Release(); e != nil && err == nil {
+			err = e
+		}
+	}
+	_ = h.ld.Release()
 	return err
 }
 
-// orphan is the cleanup of Args that were never closed.
-func (h *argsHeld) orphan() {
-	for _, a := range h.allocs {
-		dropOrphan(a)
-	}
-	go h.ld.release() // may unload the module: not on the cleanup goroutine
-}
+func deferArgs(h *argsHold) { lifetime.Defer(h) }
 
 // NewArgs marshals and checks args for f once.
 func (f *Function) NewArgs(args ...any) (*Args, error) {
@@ -245,46 +266,60 @@ func (f *Function) NewArgs(args ...any) (*Args, error) {
 		f.release()
 		return nil, err
 	}
-	return a, nil
+	return a, nil // a keeps f's reference
 }
 
+// newArgs builds Args; on success they own the caller's reference on f's
+// module or library.
 func (f *Function) newArgs(op string, args []any) (*Args, error) {
 	a := &Args{f: f, fh: f.h, fctx: f.ctx}
 	a.blk.init()
 	for i, v := range args {
-		if err := a.blk.marshal(op, i, v, f.ctx); err != nil {
+		if err := a.blk.marshal(op, i, v, f.ctx, nil); err != nil {
+			a.blk.reset()
 			return nil, err
 		}
 	}
 	if err := a.blk.check(op, f, nil); err != nil {
-		return nil, err
-	}
-	// A copy: the block's own slice points into a, and the cleanup's
-	// argument must not keep a reachable.
-	retained := slices.Clone(a.blk.allocs)
-	if err := retainAllocs(op, retained); err != nil {
+		a.blk.reset()
 		return nil, err
 	}
 	if err := a.frame.ready(); err != nil {
-		_ = releaseAllocs(retained)
+		a.blk.reset()
 		return nil, err
 	}
 	a.kparams = a.blk.finish()
-	held := &argsHeld{allocs: retained, ld: f.ld}
-	a.loaded.init("args", held.free)
-	a.cleanup = runtime.AddCleanup(a, (*argsHeld).orphan, held)
+	// The held allocations move to the hold (a copy: the block's own slice
+	// points into a, and the cleanup's argument must not keep a reachable).
+	h := &argsHold{allocs: slices.Clone(a.blk.allocs), ld: lifetime.RefOf(f.ld)}
+	clear(a.blk.allocs)
+	a.blk.allocs = a.blk.allocs[:0]
+	for _, al := range h.allocs {
+		if f.ctx == nil {
+			a.checks |= argsCheckContexts
+		}
+		if al.stream != nil {
+			a.checks |= argsStreamOrdered
+		}
+	}
+	h.obj.Init(h.free)
+	a.hold = h
+	a.cleanup = runtime.AddCleanup(a, deferArgs, h)
 	return a, nil
 }
 
 // SetArg replaces argument i with v, which must have the same size as the
 // argument it replaces. v is a value: an integer of fixed size, a float, a
 // DevicePtr, or a struct or array of those. A buffer is refused, since Args
-// retain the buffers they were made with; make new Args for another one.
+// hold the buffers they were made with; make new Args for another one.
 // SetArg allocates nothing. Do not call it concurrently with a launch of the
 // same Args.
 func SetArg[T any](a *Args, i int, v T) error {
-	if a == nil || a.closed.Load() {
-		return closedErr("SetArg", "args")
+	if a == nil {
+		return invalid("SetArg", "nil args")
+	}
+	if a.hold == nil || a.hold.obj.Closed() {
+		return notOpen("SetArg", "args")
 	}
 	if i < 0 || i >= len(a.blk.sizes) {
 		return invalid("SetArg", "argument %d of %d", i, len(a.blk.sizes))
@@ -304,15 +339,65 @@ func SetArg[T any](a *Args, i int, v T) error {
 	return nil
 }
 
-// Close releases the buffers the arguments retained and the kernel's
-// module: at once, or when the last launch in progress returns. It is
-// idempotent and returns the first call's result.
+// acquire holds a for a launch; release lets it go.
+func (a *Args) acquire(op string) error {
+	if a == nil {
+		return invalid(op, "nil args")
+	}
+	if a.hold == nil || !a.hold.obj.Acquire() {
+		return notOpen(op, "args")
+	}
+	return nil
+}
+
+func (a *Args) release() { _ = a.hold.obj.Release() }
+
+// Hold takes a reference that keeps what the Args hold (the buffers and the
+// kernel's module or library) after Close, until it is released: for graph
+// nodes made from the Args.
+func (a *Args) Hold() (lifetime.Ref, error) {
+	if err := a.acquire("Args.Hold"); err != nil {
+		return lifetime.Ref{}, err
+	}
+	return lifetime.RefOf(&a.hold.obj), nil
+}
+
+// Function is the kernel the Args were made for (nil for nil Args).
+func (a *Args) Function() *Function {
+	if a == nil {
+		return nil
+	}
+	return a.f
+}
+
+// Raw calls f with the kernel's CUfunction handle and the kernelParams
+// array (void**) of the marshalled values, with the Args held, for
+// building a graph node or calling another library. Neither may be kept
+// after f returns.
+func (a *Args) Raw(f func(fn uintptr, params unsafe.Pointer) error) error {
+	const op = "Args.Raw"
+	if f == nil {
+		return invalid(op, "nil function")
+	}
+	if err := a.acquire(op); err != nil {
+		return err
+	}
+	defer a.release()
+	return f(uintptr(a.fh), unsafe.Pointer(a.kparams))
+}
+
+// Close releases the buffers the arguments held and the kernel's module:
+// at once, or when the last launch in progress returns. It is idempotent
+// and returns the first call's result.
 func (a *Args) Close() error {
 	if a == nil {
 		return invalid("Args.Close", "nil args")
 	}
+	if a.hold == nil {
+		return nil
+	}
 	a.cleanup.Stop()
-	return a.loaded.close()
+	return a.hold.obj.Close()
 }
 
 // Dim3 is a grid or block shape.

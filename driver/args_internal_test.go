@@ -20,7 +20,7 @@ func TestArgMarshalling(t *testing.T) {
 	var b argBlock
 	args := []any{int8(-1), uint16(2), int32(-3), uint64(4), float32(1.5), float64(2.5), true, DevicePtr(0xdead), params{1, 2, 3, 4}, [3]uint8{7, 8, 9}}
 	for i, v := range args {
-		require.NoError(t, b.marshal("test", i, v, nil))
+		require.NoError(t, b.marshal("test", i, v, nil, nil))
 	}
 	kp := b.finish()
 	require.NotNil(t, kp)
@@ -58,10 +58,10 @@ func TestArgBlockSpill(t *testing.T) {
 	fill := func() {
 		for i := 0; i < 20; i++ {
 			if i == 5 || i == 15 {
-				require.NoError(t, b.marshal("t", i, want, nil))
+				require.NoError(t, b.marshal("t", i, want, nil, nil))
 				continue
 			}
-			require.NoError(t, b.marshal("t", i, int64(1000+i), nil))
+			require.NoError(t, b.marshal("t", i, int64(1000+i), nil, nil))
 		}
 	}
 	fill()
@@ -82,7 +82,7 @@ func TestArgBlockSpill(t *testing.T) {
 	// itself allocates nothing once it has grown.
 	small := func() {
 		for i := 0; i < 20; i++ {
-			_ = b.marshal("t", i, uint32(i), nil)
+			_ = b.marshal("t", i, uint32(i), nil, nil)
 		}
 		b.reset()
 	}
@@ -95,23 +95,23 @@ func TestArgBlockSpill(t *testing.T) {
 func TestArgRejections(t *testing.T) {
 	var b argBlock
 	for _, v := range []any{int(1), uint(1), nil, "s", []int32{1}, &params{}, map[int]int{}, struct{ P *int }{}} {
-		err := b.marshal("Launch", 0, v, nil)
+		err := b.marshal("Launch", 0, v, nil, nil)
 		assert.ErrorIs(t, err, ErrInvalidArgument, "%T", v)
 	}
-	assert.ErrorContains(t, b.marshal("Launch", 3, int(1), nil), "argument 3: int has no fixed C size: use int32 or int64")
+	assert.ErrorContains(t, b.marshal("Launch", 3, int(1), nil, nil), "argument 3: int has no fixed C size: use int32 or int64")
 }
 
 func TestArgCountAndSizeChecks(t *testing.T) {
 	f := &Function{name: "k", params: []paramInfo{{0, 4}, {8, 8}}}
 	f.paramsDone.Store(true)
 	var b argBlock
-	require.NoError(t, b.marshal("Launch", 0, int32(1), nil))
+	require.NoError(t, b.marshal("Launch", 0, int32(1), nil, nil))
 	assert.ErrorContains(t, b.check("Launch", f, nil), "kernel k takes 2 arguments, got 1")
-	require.NoError(t, b.marshal("Launch", 1, int32(2), nil))
+	require.NoError(t, b.marshal("Launch", 1, int32(2), nil, nil))
 	assert.ErrorContains(t, b.check("Launch", f, nil), "kernel k: argument 1: the kernel expects 8 bytes, got 4")
 	b.reset()
-	require.NoError(t, b.marshal("Launch", 0, int32(1), nil))
-	require.NoError(t, b.marshal("Launch", 1, DevicePtr(1), nil))
+	require.NoError(t, b.marshal("Launch", 0, int32(1), nil, nil))
+	require.NoError(t, b.marshal("Launch", 1, DevicePtr(1), nil, nil))
 	assert.NoError(t, b.check("Launch", f, nil))
 
 	unknown := &Function{name: "old"}
@@ -120,9 +120,10 @@ func TestArgCountAndSizeChecks(t *testing.T) {
 }
 
 func TestSetArg(t *testing.T) {
-	a := &Args{}
-	require.NoError(t, a.blk.marshal("t", 0, int32(1), nil))
-	require.NoError(t, a.blk.marshal("t", 1, float64(1), nil))
+	a := &Args{hold: &argsHold{}}
+	a.hold.obj.Init(nil)
+	require.NoError(t, a.blk.marshal("t", 0, int32(1), nil, nil))
+	require.NoError(t, a.blk.marshal("t", 1, float64(1), nil, nil))
 	a.kparams = a.blk.finish()
 	require.NoError(t, SetArg(a, 0, int32(42)))
 	require.NoError(t, SetArg(a, 1, 3.25))

@@ -9,9 +9,10 @@ import (
 // The nvrtc.Result carries the log and the lowered names of
 // opts.NameExpressions, for Module.Function.
 func (c *Context) CompileModule(source string, opts nvrtc.Options) (*Module, *nvrtc.Result, error) {
-	if err := c.check("Context.CompileModule"); err != nil {
+	if err := c.hold("Context.CompileModule"); err != nil {
 		return nil, nil, err
 	}
+	defer c.release()
 	if opts.Arch == "" {
 		opts.Arch = c.dev.Arch()
 	}

@@ -1,12 +1,13 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 // Context is a CUDA context: a device's primary context (retained) or one
@@ -22,33 +23,50 @@ import (
 // # Lifetime
 //
 // Objects made from a context (streams, events, buffers, modules, pools)
-// hold a reference to it: Close marks it closed at once, so nothing new can
-// be made from it, and releases it when the last of them is closed.
+// hold a reference to it, and so does every call in flight: Close marks it
+// closed at once, so nothing new can be made from it, and releases it when
+// the last of them is done. Two Context values of one device's primary
+// context (two PrimaryContext calls) are the same context: buffers of one
+// launch on streams of the other.
 type Context struct {
 	h       cu.CUcontext
 	dev     *Device
 	primary bool
-
-	refs      atomic.Int64 // 1 for the owner + 1 per live child
-	closed    atomic.Bool
-	closeOnce sync.Once
-	closeErr  error
-	relErr    error
+	obj     lifetime.Object // the owner + 1 per call in flight + 1 per live child
 
 	peerMu sync.Mutex
-	peers  map[*Context]bool
+	peers  map[cu.CUcontext]bool
+
+	// Host functions queued on the context's streams and not yet run: when
+	// a sticky error means CUDA will never run them, what they hold is
+	// released (see cancelPending).
+	pendMu  sync.Mutex
+	pending []uintptr
 }
 
 // PrimaryContext retains the device's primary context
 // (cuDevicePrimaryCtxRetain); Close releases it.
 func (d *Device) PrimaryContext() (*Context, error) {
+	const op = "Device.PrimaryContext"
+	if err := d.check(op); err != nil {
+		return nil, err
+	}
 	var h cu.CUcontext
 	if err := cu.DevicePrimaryCtxRetain(&h, d.h); err != nil {
 		return nil, err
 	}
-	c := &Context{h: h, dev: d, primary: true}
-	c.refs.Store(1)
-	return c, nil
+	return newContext(h, d, true), nil
+}
+
+func newContext(h cu.CUcontext, d *Device, primary bool) *Context {
+	c := &Context{h: h, dev: d, primary: primary}
+	c.obj.Init(func() error {
+		if c.primary {
+			return cu.DevicePrimaryCtxRelease(c.dev.h)
+		}
+		return cu.CtxDestroy(c.h)
+	})
+	return c
 }
 
 // ContextFlags are cuCtxCreate flags.
@@ -87,8 +105,8 @@ type ContextOptions struct {
 // are not offered.
 func (d *Device) NewContextWith(o ContextOptions) (*Context, error) {
 	const op = "Device.NewContext"
-	if d == nil {
-		return nil, invalid(op, "nil device")
+	if err := d.check(op); err != nil {
+		return nil, err
 	}
 	var params *cu.CUctxCreateParams
 	var aff cu.CUexecAffinityParam
@@ -129,14 +147,15 @@ func (d *Device) NewContextWith(o ContextOptions) (*Context, error) {
 	// thread is left as it was.
 	var popped cu.CUcontext
 	_ = cu.CtxPopCurrent(&popped)
-	c := &Context{h: h, dev: d}
-	c.refs.Store(1)
-	return c, nil
+	return newContext(h, d, false), nil
 }
 
 // SMCountAffinitySupported reports whether contexts on d can be limited to
 // a number of multiprocessors (cuDeviceGetExecAffinitySupport).
 func (d *Device) SMCountAffinitySupported() (bool, error) {
+	if err := d.check("Device.SMCountAffinitySupported"); err != nil {
+		return false, err
+	}
 	var v int32
 	if err := cu.DeviceGetExecAffinitySupport(&v, cu.CU_EXEC_AFFINITY_TYPE_SM_COUNT, d.h); err != nil {
 		return false, err
@@ -148,8 +167,8 @@ func (d *Device) SMCountAffinitySupported() (bool, error) {
 // (cuCtxGetExecAffinity): the device's count unless the context was made
 // with ContextOptions.SMCount.
 func (c *Context) SMCount() (int, error) {
-	var p cu.CUexecAffinityParam
-	err := c.use("Context.SMCount", func() error { return cu.CtxGetExecAffinity(&p, cu.CU_EXEC_AFFINITY_TYPE_SM_COUNT) })
+	p := new(cu.CUexecAffinityParam)
+	err := c.with("Context.SMCount", func() error { return cu.CtxGetExecAffinity(p, cu.CU_EXEC_AFFINITY_TYPE_SM_COUNT) })
 	if err != nil {
 		return 0, err
 	}
@@ -161,78 +180,67 @@ func isNotSupported(err error) bool {
 	return ok
 }
 
-// Device is the context's device.
-func (c *Context) Device() *Device { return c.dev }
+// Device is the context's device (nil for a nil or zero Context).
+func (c *Context) Device() *Device {
+	if c == nil {
+		return nil
+	}
+	return c.dev
+}
 
-// check reports whether c can be used for new work.
-func (c *Context) check(op string) error {
+// hold takes a reference on c for a child made from it (released by the
+// child's destroy) or for a call; it fails once c is closed.
+func (c *Context) hold(op string) error {
 	if c == nil {
 		return invalid(op, "nil context")
 	}
-	if c.closed.Load() {
-		return closedErr(op, "context")
+	if !c.obj.Acquire() {
+		return notOpen(op, "context")
 	}
 	return nil
 }
 
-// use runs f bound to c while holding a reference, so that a Close racing
-// with f cannot destroy c under it; it fails once c is closed.
-func (c *Context) use(op string, f func() error) error {
-	if err := c.acquire(op); err != nil {
+// release drops a reference taken with hold.
+func (c *Context) release() { _ = c.obj.Release() }
+
+// with is the one verb for "run f with c current": it holds a reference on
+// c for the call, so that a Close racing with f cannot destroy c under it,
+// and runs f bound to c (see bound). It fails once c is closed.
+func (c *Context) with(op string, f func() error) error {
+	if err := c.hold(op); err != nil {
 		return err
 	}
 	defer c.release()
 	return bound(c, f)
 }
 
-// acquire takes a reference for a new child; it fails once c is closed.
-func (c *Context) acquire(op string) error {
-	if err := c.check(op); err != nil {
-		return err
-	}
-	c.refs.Add(1)
-	return nil
-}
-
-// release drops a reference; the last one releases the CUDA context.
-func (c *Context) release() {
-	if c.refs.Add(-1) != 0 {
-		return
-	}
-	if c.primary {
-		c.relErr = cu.DevicePrimaryCtxRelease(c.dev.h)
-	} else {
-		c.relErr = cu.CtxDestroy(c.h)
-	}
-}
-
 // Close releases the context: at once if nothing made from it is still
-// open, otherwise when the last of those is closed. It is idempotent and
-// always returns the first call's result; later use of c is an error
-// matching ErrClosed.
+// open and no call is using it, otherwise when the last of those is done.
+// It is idempotent and always returns the first call's result; later use
+// of c is an error matching ErrClosed.
 func (c *Context) Close() error {
 	if c == nil {
 		return invalid("Context.Close", "nil context")
 	}
-	c.closeOnce.Do(func() {
-		c.closed.Store(true)
-		c.release()
-		c.closeErr = c.relErr
-	})
-	return c.closeErr
+	if c.dev == nil {
+		return nil // a zero Context owns nothing
+	}
+	return c.obj.Close()
 }
 
 // Synchronize waits for all work in the context (cuCtxSynchronize).
 func (c *Context) Synchronize() error {
-	if err := c.acquire("Context.Synchronize"); err != nil {
+	const op = "Context.Synchronize"
+	if err := c.hold(op); err != nil {
 		return err
 	}
 	defer c.release()
-	return c.sync()
+	return c.sawError(c.sync())
 }
 
 // sync waits for the context's work: cuCtxSynchronize with the context
 // named (the CUDA 13.0 ABI), or, on older drivers, bound to this thread.
+// The caller holds c.
 func (c *Context) sync() error {
 	err := cu.CtxSynchronize(c.h)
 	if err != nil && isNotSupported(err) {
@@ -243,81 +251,170 @@ func (c *Context) sync() error {
 
 // MemGetInfo returns the device's free and total memory (cuMemGetInfo).
 func (c *Context) MemGetInfo() (free, total uint64, err error) {
-	var f, t uintptr
-	err = c.use("Context.MemGetInfo", func() error { return cu.MemGetInfo(&f, &t) })
-	return uint64(f), uint64(t), err
+	sc := getScratch()
+	defer putScratch(sc)
+	err = c.with("Context.MemGetInfo", func() error { return cu.MemGetInfo(&sc[0], &sc[1]) })
+	return uint64(sc[0]), uint64(sc[1]), err
 }
 
 // Limit reads a context limit (cuCtxGetLimit).
 func (c *Context) Limit(l Limit) (uint64, error) {
-	var v uintptr
-	err := c.use("Context.Limit", func() error { return cu.CtxGetLimit(&v, l) })
-	return uint64(v), err
+	sc := getScratch()
+	defer putScratch(sc)
+	err := c.with("Context.Limit", func() error { return cu.CtxGetLimit(&sc[0], l) })
+	return uint64(sc[0]), err
 }
 
 // SetLimit sets a context limit (cuCtxSetLimit).
 func (c *Context) SetLimit(l Limit, v uint64) error {
-	return c.use("Context.SetLimit", func() error { return cu.CtxSetLimit(l, uintptr(v)) })
+	return c.with("Context.SetLimit", func() error { return cu.CtxSetLimit(l, uintptr(v)) })
 }
 
 // EnablePeerAccess lets kernels in c access memory of peer
 // (cuCtxEnablePeerAccess). Buffers of peer may then be passed to kernels
 // launched in c.
 func (c *Context) EnablePeerAccess(peer *Context) error {
-	if err := c.check("Context.EnablePeerAccess"); err != nil {
-		return err
-	}
-	if err := peer.check("Context.EnablePeerAccess"); err != nil {
-		return err
-	}
-	if peer == c {
-		return invalid("Context.EnablePeerAccess", "a context is not its own peer")
-	}
-	if err := c.use("Context.EnablePeerAccess", func() error { return cu.CtxEnablePeerAccess(peer.h, 0) }); err != nil {
-		return err
-	}
-	c.peerMu.Lock()
-	if c.peers == nil {
-		c.peers = map[*Context]bool{}
-	}
-	c.peers[peer] = true
-	c.peerMu.Unlock()
-	return nil
+	return c.peerAccess("Context.EnablePeerAccess", peer, true)
 }
 
 // DisablePeerAccess undoes EnablePeerAccess (cuCtxDisablePeerAccess).
 func (c *Context) DisablePeerAccess(peer *Context) error {
-	if err := c.check("Context.DisablePeerAccess"); err != nil {
+	return c.peerAccess("Context.DisablePeerAccess", peer, false)
+}
+
+func (c *Context) peerAccess(op string, peer *Context, enable bool) error {
+	if err := c.hold(op); err != nil {
 		return err
 	}
-	if err := peer.check("Context.DisablePeerAccess"); err != nil {
+	defer c.release()
+	if err := peer.hold(op); err != nil {
 		return err
 	}
-	if err := c.use("Context.DisablePeerAccess", func() error { return cu.CtxDisablePeerAccess(peer.h) }); err != nil {
+	defer peer.release()
+	if peer.h == c.h {
+		return invalid(op, "a context is not its own peer")
+	}
+	err := bound(c, func() error {
+		if enable {
+			return cu.CtxEnablePeerAccess(peer.h, 0)
+		}
+		return cu.CtxDisablePeerAccess(peer.h)
+	})
+	if err != nil {
 		return err
 	}
 	c.peerMu.Lock()
-	delete(c.peers, peer)
+	if c.peers == nil {
+		c.peers = map[cu.CUcontext]bool{}
+	}
+	if enable {
+		c.peers[peer.h] = true
+	} else {
+		delete(c.peers, peer.h)
+	}
 	c.peerMu.Unlock()
 	return nil
 }
 
-// canUse reports whether memory of other may be used by work in c.
+// canUse reports whether memory of other may be used by work in c. Two
+// Context values for one CUDA context (two PrimaryContext handles of a
+// device) are the same context.
 func (c *Context) canUse(other *Context) bool {
-	if other == c {
+	if other == c || other.h == c.h {
 		return true
 	}
 	c.peerMu.Lock()
 	defer c.peerMu.Unlock()
-	return c.peers[other]
+	return c.peers[other.h]
 }
 
-// Raw calls f with the CUcontext handle. The handle must not be kept after f
-// returns: c may be released any time after.
+// Raw calls f with the CUcontext handle, with the context current on the
+// calling OS thread (locked for the call) and held, so that other CUDA
+// libraries, and purecuda's graph layer, can make calls that need it. The
+// handle must not be kept after f returns, and f must leave the thread's
+// context stack as it found it.
 func (c *Context) Raw(f func(handle uintptr) error) error {
-	if err := c.acquire("Context.Raw"); err != nil {
-		return err
+	const op = "Context.Raw"
+	if f == nil {
+		return invalid(op, "nil function")
 	}
-	defer c.release()
-	return f(uintptr(c.h))
+	return c.with(op, func() error { return f(uintptr(c.h)) })
+}
+
+// Hold takes a reference that keeps the CUDA context alive after Close
+// until it is released: for dependents such as graphs. It fails once c is
+// closed.
+func (c *Context) Hold() (lifetime.Ref, error) {
+	if c == nil {
+		return lifetime.Ref{}, invalid("Context.Hold", "nil context")
+	}
+	r, ok := c.obj.Ref()
+	if !ok {
+		return lifetime.Ref{}, notOpen("Context.Hold", "context")
+	}
+	return r, nil
+}
+
+// Same reports whether c and other are the same CUDA context (two
+// PrimaryContext handles of one device are).
+func (c *Context) Same(other *Context) bool {
+	return c != nil && other != nil && c.h == other.h && c.dev != nil
+}
+
+// addPending records a host-function callback queued on one of c's
+// streams; pruned of callbacks that ran once the list grows.
+func (c *Context) addPending(id uintptr) {
+	c.pendMu.Lock()
+	if len(c.pending) >= 64 && len(c.pending) == cap(c.pending) {
+		kept := c.pending[:0]
+		for _, p := range c.pending {
+			if lifetime.Pending(p) {
+				kept = append(kept, p)
+			}
+		}
+		clear(c.pending[len(kept):])
+		c.pending = kept
+	}
+	c.pending = append(c.pending, id)
+	c.pendMu.Unlock()
+}
+
+// cancelPending releases what every not-yet-run host function of c holds:
+// after a sticky error CUDA runs nothing more on the context.
+func (c *Context) cancelPending() {
+	c.pendMu.Lock()
+	ids := c.pending
+	c.pending = nil
+	c.pendMu.Unlock()
+	for _, id := range ids {
+		lifetime.Cancel(id)
+	}
+}
+
+// sawError looks at an error a call on c returned: a sticky error (the
+// context is unusable, and CUDA will run nothing more on it) cancels the
+// pending host functions. It returns err.
+func (c *Context) sawError(err error) error {
+	if err != nil && isSticky(err) {
+		c.cancelPending()
+	}
+	return err
+}
+
+// isSticky reports whether err is a CUDA error that leaves the context
+// unusable: nothing queued on it runs any more.
+func isSticky(err error) bool {
+	var e *cu.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case cu.CUDA_ERROR_ILLEGAL_ADDRESS, cu.CUDA_ERROR_LAUNCH_FAILED, cu.CUDA_ERROR_ASSERT,
+		cu.CUDA_ERROR_HARDWARE_STACK_ERROR, cu.CUDA_ERROR_ILLEGAL_INSTRUCTION, cu.CUDA_ERROR_MISALIGNED_ADDRESS,
+		cu.CUDA_ERROR_INVALID_ADDRESS_SPACE, cu.CUDA_ERROR_INVALID_PC, cu.CUDA_ERROR_LAUNCH_TIMEOUT,
+		cu.CUDA_ERROR_ECC_UNCORRECTABLE, cu.CUDA_ERROR_CONTEXT_IS_DESTROYED, cu.CUDA_ERROR_EXTERNAL_DEVICE,
+		cu.CUDA_ERROR_CONTAINED, cu.CUDA_ERROR_TENSOR_MEMORY_LEAK:
+		return true
+	}
+	return false
 }

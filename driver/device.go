@@ -2,12 +2,14 @@ package driver
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/purecuda/cuda/internal/cu"
 )
 
 // Device is a CUDA device (CUdevice).
 type Device struct {
+	ok      bool // made by this package (a zero Device is refused)
 	h       cu.CUdevice
 	ordinal int
 	major   int32
@@ -57,8 +59,12 @@ func DeviceByPCIBusID(id string) (*Device, error) {
 	if err := Init(); err != nil {
 		return nil, err
 	}
+	cid, err := cstring("DeviceByPCIBusID", "PCI bus id", id)
+	if err != nil {
+		return nil, err
+	}
 	var h cu.CUdevice
-	if err := cu.DeviceGetByPCIBusId(&h, cstring(id)); err != nil {
+	if err := cu.DeviceGetByPCIBusId(&h, cid); err != nil {
 		return nil, fmt.Errorf("driver: no device at PCI bus id %q: %w", id, err)
 	}
 	n, err := DeviceCount()
@@ -75,7 +81,7 @@ func DeviceByPCIBusID(id string) (*Device, error) {
 }
 
 func newDevice(h cu.CUdevice, ordinal int) (*Device, error) {
-	d := &Device{h: h, ordinal: ordinal}
+	d := &Device{ok: true, h: h, ordinal: ordinal}
 	attrs := []struct {
 		a   DeviceAttribute
 		dst *int32
@@ -95,11 +101,41 @@ func newDevice(h cu.CUdevice, ordinal int) (*Device, error) {
 	return d, nil
 }
 
-// Ordinal is the device's index.
-func (d *Device) Ordinal() int { return d.ordinal }
+// check refuses a nil or zero Device.
+func (d *Device) check(op string) error {
+	if d == nil {
+		return invalid(op, "nil device")
+	}
+	if !d.ok {
+		return invalid(op, "zero Device: use DeviceByOrdinal or DeviceByPCIBusID")
+	}
+	return nil
+}
+
+// scratch is pooled heap memory for out-parameters, so that calls that
+// read a value back allocate nothing (a local whose address goes to C would
+// escape to the heap on every call).
+type scratch [4]uintptr
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+func getScratch() *scratch { return scratchPool.Get().(*scratch) }
+
+func putScratch(s *scratch) { *s = scratch{}; scratchPool.Put(s) }
+
+// Ordinal is the device's index (-1 for a nil or zero Device).
+func (d *Device) Ordinal() int {
+	if d == nil || !d.ok {
+		return -1
+	}
+	return d.ordinal
+}
 
 // Attribute reads any device attribute (cuDeviceGetAttribute).
 func (d *Device) Attribute(a DeviceAttribute) (int, error) {
+	if err := d.check("Device.Attribute"); err != nil {
+		return 0, err
+	}
 	var v int32
 	if err := cu.DeviceGetAttribute(&v, a, d.h); err != nil {
 		return 0, err
@@ -109,6 +145,9 @@ func (d *Device) Attribute(a DeviceAttribute) (int, error) {
 
 // Name is the device's name (cuDeviceGetName).
 func (d *Device) Name() (string, error) {
+	if err := d.check("Device.Name"); err != nil {
+		return "", err
+	}
 	buf := make([]byte, 256)
 	if err := cu.DeviceGetName(&buf[0], int32(len(buf)), d.h); err != nil {
 		return "", err
@@ -118,6 +157,9 @@ func (d *Device) Name() (string, error) {
 
 // UUID is the device's 16-byte UUID (cuDeviceGetUuid).
 func (d *Device) UUID() ([16]byte, error) {
+	if err := d.check("Device.UUID"); err != nil {
+		return [16]byte{}, err
+	}
 	var u cu.CUuuid
 	if err := cu.DeviceGetUuid(&u, d.h); err != nil {
 		return [16]byte{}, err
@@ -126,13 +168,28 @@ func (d *Device) UUID() ([16]byte, error) {
 }
 
 // ComputeCapability is the device's compute capability, e.g. 9, 0.
-func (d *Device) ComputeCapability() (major, minor int) { return int(d.major), int(d.minor) }
+// It is 0, 0 for a nil or zero Device.
+func (d *Device) ComputeCapability() (major, minor int) {
+	if d == nil {
+		return 0, 0
+	}
+	return int(d.major), int(d.minor)
+}
 
 // Arch is the device's real architecture for compilers, e.g. "sm_90".
-func (d *Device) Arch() string { return fmt.Sprintf("sm_%d%d", d.major, d.minor) }
+// It is "" for a nil or zero Device.
+func (d *Device) Arch() string {
+	if d == nil || !d.ok {
+		return ""
+	}
+	return fmt.Sprintf("sm_%d%d", d.major, d.minor)
+}
 
 // TotalMemory is the device's memory in bytes (cuDeviceTotalMem).
 func (d *Device) TotalMemory() (uint64, error) {
+	if err := d.check("Device.TotalMemory"); err != nil {
+		return 0, err
+	}
 	var n uintptr
 	if err := cu.DeviceTotalMem(&n, d.h); err != nil {
 		return 0, err
@@ -145,8 +202,11 @@ func (d *Device) MultiprocessorCount() (int, error) { return d.Attribute(AttrMul
 
 // CanAccessPeer reports whether d can map peer's memory (cuDeviceCanAccessPeer).
 func (d *Device) CanAccessPeer(peer *Device) (bool, error) {
-	if peer == nil {
-		return false, invalid("CanAccessPeer", "nil device")
+	if err := d.check("Device.CanAccessPeer"); err != nil {
+		return false, err
+	}
+	if err := peer.check("Device.CanAccessPeer"); err != nil {
+		return false, err
 	}
 	var v int32
 	if err := cu.DeviceCanAccessPeer(&v, d.h, peer.h); err != nil {
@@ -156,4 +216,9 @@ func (d *Device) CanAccessPeer(peer *Device) (bool, error) {
 }
 
 // String names the device by ordinal.
-func (d *Device) String() string { return fmt.Sprintf("cuda:%d", d.ordinal) }
+func (d *Device) String() string {
+	if d == nil || !d.ok {
+		return "cuda:<none>"
+	}
+	return fmt.Sprintf("cuda:%d", d.ordinal)
+}

@@ -2,11 +2,11 @@ package driver
 
 import (
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 // EventFlags are cuEventCreate flags.
@@ -21,18 +21,18 @@ const (
 	EventInterprocess EventFlags = EventFlags(cu.CU_EVENT_INTERPROCESS)
 )
 
-// Event is a CUDA event.
+// Event is a CUDA event. Every call holds the event while it runs; Close
+// destroys it once no call is using it.
 type Event struct {
-	h         cu.CUevent
-	ctx       *Context
-	closed    atomic.Bool
-	closeOnce sync.Once
-	closeErr  error
+	h   cu.CUevent
+	ctx *Context
+	obj lifetime.Object
 }
 
 // NewEvent creates an event (cuEventCreate).
 func (c *Context) NewEvent(flags EventFlags) (*Event, error) {
-	if err := c.acquire("Context.NewEvent"); err != nil {
+	const op = "Context.NewEvent"
+	if err := c.hold(op); err != nil {
 		return nil, err
 	}
 	e := &Event{ctx: c}
@@ -40,46 +40,51 @@ func (c *Context) NewEvent(flags EventFlags) (*Event, error) {
 		c.release()
 		return nil, err
 	}
+	e.obj.Init(func() error {
+		err := bound(c, func() error { return cu.EventDestroy(e.h) })
+		c.release()
+		return err
+	})
 	return e, nil
 }
 
-func (e *Event) check(op string) error {
+func (e *Event) acquire(op string) error {
 	if e == nil {
 		return invalid(op, "nil event")
 	}
-	if e.closed.Load() {
-		return closedErr(op, "event")
+	if !e.obj.Acquire() {
+		return notOpen(op, "event")
 	}
 	return nil
 }
 
+func (e *Event) release() { _ = e.obj.Release() }
+
 // Record captures the work queued on s so far (cuEventRecord).
 func (e *Event) Record(s *Stream) error {
-	if err := e.check("Event.Record"); err != nil {
+	const op = "Event.Record"
+	if err := e.acquire(op); err != nil {
 		return err
 	}
-	if err := s.check("Event.Record"); err != nil {
-		return err
-	}
-	if s.special {
-		return s.ctx.use("Event.Record", func() error { return cu.EventRecord(e.h, s.h) })
-	}
-	return cu.EventRecord(e.h, s.h)
+	defer e.release()
+	return s.do(op, false, func() error { return cu.EventRecord(e.h, s.h) })
 }
 
 // Synchronize waits for the recorded work (cuEventSynchronize).
 func (e *Event) Synchronize() error {
-	if err := e.check("Event.Synchronize"); err != nil {
+	if err := e.acquire("Event.Synchronize"); err != nil {
 		return err
 	}
-	return cu.EventSynchronize(e.h)
+	defer e.release()
+	return e.ctx.sawError(cu.EventSynchronize(e.h))
 }
 
 // Query reports whether the recorded work has run (cuEventQuery).
 func (e *Event) Query() (bool, error) {
-	if err := e.check("Event.Query"); err != nil {
+	if err := e.acquire("Event.Query"); err != nil {
 		return false, err
 	}
+	defer e.release()
 	err := cu.EventQuery(e.h)
 	switch {
 	case err == nil:
@@ -87,38 +92,77 @@ func (e *Event) Query() (bool, error) {
 	case errors.Is(err, cu.CUDA_ERROR_NOT_READY):
 		return false, nil
 	}
-	return false, err
+	return false, e.ctx.sawError(err)
 }
 
 // Elapsed is the time between two recorded events (cuEventElapsedTime);
 // both need timing enabled and must have completed.
 func Elapsed(start, end *Event) (time.Duration, error) {
-	if err := start.check("Elapsed"); err != nil {
+	if err := start.acquire("Elapsed"); err != nil {
 		return 0, err
 	}
-	if err := end.check("Elapsed"); err != nil {
+	defer start.release()
+	if err := end.acquire("Elapsed"); err != nil {
 		return 0, err
 	}
-	var ms float32
-	err := cu.EventElapsedTime(&ms, start.h, end.h)
+	defer end.release()
+	sc := getScratch()
+	defer putScratch(sc)
+	ms := (*float32)(unsafe.Pointer(sc))
+	err := cu.EventElapsedTime(ms, start.h, end.h)
 	if err != nil && isNotSupported(err) {
-		err = cu.EventElapsedTime_v2000(&ms, start.h, end.h)
+		err = cu.EventElapsedTime_v2000(ms, start.h, end.h)
 	}
 	if err != nil {
 		return 0, err
 	}
-	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
+	return time.Duration(float64(*ms) * float64(time.Millisecond)), nil
 }
 
-// Close destroys the event (cuEventDestroy); idempotent, first result kept.
+// Raw calls f with the CUevent handle, with the event held and its context
+// current on the calling OS thread; the handle must not be kept after f
+// returns.
+func (e *Event) Raw(f func(handle uintptr) error) error {
+	const op = "Event.Raw"
+	if f == nil {
+		return invalid(op, "nil function")
+	}
+	if err := e.acquire(op); err != nil {
+		return err
+	}
+	defer e.release()
+	return bound(e.ctx, func() error { return f(uintptr(e.h)) }) // e holds its context
+}
+
+// Hold takes a reference that keeps the CUDA event alive after Close until
+// it is released: for graph nodes that record or wait for it.
+func (e *Event) Hold() (lifetime.Ref, error) {
+	if e == nil {
+		return lifetime.Ref{}, invalid("Event.Hold", "nil event")
+	}
+	r, ok := e.obj.Ref()
+	if !ok {
+		return lifetime.Ref{}, notOpen("Event.Hold", "event")
+	}
+	return r, nil
+}
+
+// Context is the event's context (nil for a nil Event).
+func (e *Event) Context() *Context {
+	if e == nil {
+		return nil
+	}
+	return e.ctx
+}
+
+// Close destroys the event (cuEventDestroy) once no call is using it;
+// idempotent, first result kept.
 func (e *Event) Close() error {
 	if e == nil {
 		return invalid("Event.Close", "nil event")
 	}
-	e.closeOnce.Do(func() {
-		e.closed.Store(true)
-		e.closeErr = bound(e.ctx, func() error { return cu.EventDestroy(e.h) })
-		e.ctx.release()
-	})
-	return e.closeErr
+	if e.ctx == nil {
+		return nil
+	}
+	return e.obj.Close()
 }

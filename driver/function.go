@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 // Function is a kernel: from a Module (bound to its context) or a Library
@@ -14,10 +15,10 @@ import (
 type Function struct {
 	// What Launch reads comes first, within one cache line.
 	h          cu.CUfunction
-	ld         *loaded     // the module's or library's use count
-	ctx        *Context    // nil for library kernels
-	params     []paramInfo // nil when the driver cannot say (before 12.4)
-	paramsDone atomic.Bool // params were read
+	ld         *lifetime.Object // the module's or library's lifetime
+	ctx        *Context         // nil for library kernels
+	params     []paramInfo      // nil when the driver cannot say (before 12.4)
+	paramsDone atomic.Bool      // params were read
 
 	paramsMu sync.Mutex  // held while reading params
 	kernel   cu.CUkernel // library kernels only
@@ -28,28 +29,57 @@ type Function struct {
 
 type paramInfo struct{ offset, size uintptr }
 
-// Name is the kernel's name as looked up.
-func (f *Function) Name() string { return f.name }
+// Name is the kernel's name as looked up ("" for a nil Function).
+func (f *Function) Name() string {
+	if f == nil {
+		return ""
+	}
+	return f.name
+}
 
 // acquire keeps the function's module or library loaded during a call.
 func (f *Function) acquire(op string) error {
 	if f == nil {
 		return invalid(op, "nil function")
 	}
-	return f.ld.acquire(op)
+	if f.ld == nil || !f.ld.Acquire() {
+		return notOpen(op, "function's module or library")
+	}
+	return nil
 }
 
-func (f *Function) release() { f.ld.release() }
+func (f *Function) release() { _ = f.ld.Release() }
 
 // Raw calls fn with the CUfunction handle, for use with other CUDA
 // libraries. The module or library stays loaded while fn runs; the handle
 // must not be kept after fn returns.
 func (f *Function) Raw(fn func(handle uintptr) error) error {
+	if fn == nil {
+		return invalid("Function.Raw", "nil function")
+	}
 	if err := f.acquire("Function.Raw"); err != nil {
 		return err
 	}
 	defer f.release()
 	return fn(uintptr(f.h))
+}
+
+// Hold takes a reference that keeps the kernel's module or library loaded
+// after Close until it is released: for graph nodes that launch it.
+func (f *Function) Hold() (lifetime.Ref, error) {
+	if err := f.acquire("Function.Hold"); err != nil {
+		return lifetime.Ref{}, err
+	}
+	return lifetime.RefOf(f.ld), nil
+}
+
+// Context is the context of a module kernel, nil for a library kernel
+// (which may run in any context) or a nil Function.
+func (f *Function) Context() *Context {
+	if f == nil {
+		return nil
+	}
+	return f.ctx
 }
 
 // paramInfo returns each parameter's offset and size, read once

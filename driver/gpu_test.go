@@ -16,7 +16,7 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/gputest"
-	"github.com/purecuda/cuda/internal/trampoline"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 func TestDeviceInfo(t *testing.T) {
@@ -165,14 +165,11 @@ func TestStreamsAndEvents(t *testing.T) {
 	require.NoError(t, legacy.Launch(e.fn["empty"], driver.Grid(1), driver.Block(1)))
 	require.NoError(t, legacy.Synchronize())
 	require.NoError(t, legacy.Close())
-	pts := e.ctx.PerThreadStream()
-	require.NoError(t, pts.Launch(e.fn["empty"], driver.Grid(1), driver.Block(1)))
-	require.NoError(t, pts.Synchronize())
 }
 
 func TestHostFunctions(t *testing.T) {
 	e, s := setup(t)
-	before := trampoline.Len()
+	before := lifetime.ReadStats().Callbacks
 	var count atomic.Int64
 	const n = 200
 	for i := 0; i < n; i++ {
@@ -183,7 +180,7 @@ func TestHostFunctions(t *testing.T) {
 	}
 	require.NoError(t, s.Synchronize())
 	assert.EqualValues(t, n, count.Load(), "each closure ran exactly once")
-	assert.Equal(t, before, trampoline.Len(), "every closure was released")
+	assert.Equal(t, before, lifetime.ReadStats().Callbacks, "every closure was released")
 
 	// A panic is recovered, reported once by Synchronize, and the stream goes on.
 	require.NoError(t, s.LaunchHostFunc(func() { panic("boom") }))
@@ -195,7 +192,7 @@ func TestHostFunctions(t *testing.T) {
 	assert.EqualValues(t, n+1, count.Load())
 	require.NoError(t, s.Launch(e.fn["empty"], driver.Grid(1), driver.Block(1)))
 	require.NoError(t, s.Synchronize())
-	assert.Equal(t, before, trampoline.Len())
+	assert.Equal(t, before, lifetime.ReadStats().Callbacks)
 }
 
 func TestMemory(t *testing.T) {

@@ -1,11 +1,13 @@
 package driver
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 // HostAllocFlags are cuMemHostAlloc flags.
@@ -22,24 +24,27 @@ const (
 // HostBuffer is pinned (page-locked) host memory, seen from Go as a slice.
 // Copies between it and device memory run asynchronously with no keep-alive
 // cost.
+//
+// Every call holds the HostBuffer while it runs; Close frees the memory
+// once no call is using it, after waiting for the context's queued work
+// (which may still copy to or from it).
 type HostBuffer[T any] struct {
-	p         unsafe.Pointer
-	n         int
-	ctx       *Context
-	closed    atomic.Bool
-	closeOnce sync.Once
-	closeErr  error
+	p   unsafe.Pointer
+	n   int
+	ctx *Context
+	obj lifetime.Object
 }
 
 // AllocHost allocates n elements of pinned host memory (cuMemHostAlloc).
 // Unlike device buffers, it has no cleanup safety net: the slice could still
 // be in use, so only Close frees it.
 func AllocHost[T any](c *Context, n int, flags HostAllocFlags) (*HostBuffer[T], error) {
-	bytes, err := byteSize[T]("AllocHost", n)
+	const op = "AllocHost"
+	bytes, err := byteSize[T](op, n)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.acquire("AllocHost"); err != nil {
+	if err := c.hold(op); err != nil {
 		return nil, err
 	}
 	h := &HostBuffer[T]{n: n, ctx: c}
@@ -47,117 +52,203 @@ func AllocHost[T any](c *Context, n int, flags HostAllocFlags) (*HostBuffer[T], 
 		c.release()
 		return nil, err
 	}
+	h.obj.Init(func() error {
+		err := bound(c, func() error {
+			// Queued copies may still use the memory: let them finish.
+			serr := c.sync()
+			if err := cu.MemFreeHost(h.p); err != nil {
+				return err
+			}
+			return serr
+		})
+		c.release()
+		return err
+	})
 	return h, nil
 }
 
 // Slice is the memory as a Go slice; nil after Close. Do not use the slice
 // after Close.
 func (h *HostBuffer[T]) Slice() []T {
-	if h == nil || h.closed.Load() {
+	if h == nil || h.ctx == nil || h.obj.Closed() {
 		return nil
 	}
 	return unsafe.Slice((*T)(h.p), h.n)
 }
 
-// Len is the number of elements.
-func (h *HostBuffer[T]) Len() int { return h.n }
+// Len is the number of elements (0 for a nil HostBuffer).
+func (h *HostBuffer[T]) Len() int {
+	if h == nil {
+		return 0
+	}
+	return h.n
+}
 
-func (h *HostBuffer[T]) check(op string) error {
+func (h *HostBuffer[T]) acquire(op string) error {
 	if h == nil {
 		return invalid(op, "nil host buffer")
 	}
-	if h.closed.Load() {
-		return closedErr(op, "host buffer")
+	if !h.obj.Acquire() {
+		return notOpen(op, "host buffer")
 	}
 	return nil
 }
 
-// Close frees the memory (cuMemFreeHost); idempotent, first result kept.
+// Hold takes a reference that keeps the pinned memory allocated after
+// Close until it is released: for graph nodes that copy to or from it.
+func (h *HostBuffer[T]) Hold() (lifetime.Ref, error) {
+	if h == nil {
+		return lifetime.Ref{}, invalid("HostBuffer.Hold", "nil host buffer")
+	}
+	r, ok := h.obj.Ref()
+	if !ok {
+		return lifetime.Ref{}, notOpen("HostBuffer.Hold", "host buffer")
+	}
+	return r, nil
+}
+
+// Pointer is the start of the memory (nil once closed).
+func (h *HostBuffer[T]) Pointer() unsafe.Pointer {
+	if h == nil || h.ctx == nil || h.obj.Closed() {
+		return nil
+	}
+	return h.p
+}
+
+// Close frees the memory (cuMemFreeHost) once no call is using it;
+// idempotent, first result kept.
 func (h *HostBuffer[T]) Close() error {
 	if h == nil {
 		return invalid("HostBuffer.Close", "nil host buffer")
 	}
-	h.closeOnce.Do(func() {
-		h.closed.Store(true)
-		h.closeErr = bound(h.ctx, func() error { return cu.MemFreeHost(h.p) })
-		h.ctx.release()
-	})
-	return h.closeErr
+	if h.ctx == nil {
+		return nil
+	}
+	return h.obj.Close()
 }
 
 // CopyFromPinnedAsync queues a copy of the first src.Len() elements of src
-// into b on s (cuMemcpyHtoDAsync); src must stay open until the copy has run.
+// into b on s (cuMemcpyHtoDAsync). src is held for the call; its Close
+// waits for queued work before freeing it.
 func (b *Buffer[T]) CopyFromPinnedAsync(s *Stream, src *HostBuffer[T]) error {
 	const op = "Buffer.CopyFromPinnedAsync"
-	if err := src.check(op); err != nil {
+	if err := src.acquire(op); err != nil {
 		return err
 	}
-	if err := b.asyncCheck(op, s, src.n); err != nil {
-		return err
-	}
+	defer src.obj.Release()
 	bytes := uintptr(src.n) * elemSize[T]()
-	if s.special {
-		return s.ctx.use(op, func() error { return cu.MemcpyHtoDAsync(b.a.ptr, src.p, bytes, s.h) })
-	}
-	return cu.MemcpyHtoDAsync(b.a.ptr, src.p, bytes, s.h)
+	return b.onStream(op, s, src.n, false, func(a *allocation) error { return cu.MemcpyHtoDAsync(a.ptr, src.p, bytes, s.h) })
 }
 
 // CopyToPinnedAsync queues a copy of the first dst.Len() elements of b into
 // dst on s (cuMemcpyDtoHAsync).
 func (b *Buffer[T]) CopyToPinnedAsync(s *Stream, dst *HostBuffer[T]) error {
 	const op = "Buffer.CopyToPinnedAsync"
-	if err := dst.check(op); err != nil {
+	if err := dst.acquire(op); err != nil {
 		return err
 	}
-	if err := b.asyncCheck(op, s, dst.n); err != nil {
-		return err
-	}
+	defer dst.obj.Release()
 	bytes := uintptr(dst.n) * elemSize[T]()
-	if s.special {
-		return s.ctx.use(op, func() error { return cu.MemcpyDtoHAsync(dst.p, b.a.ptr, bytes, s.h) })
-	}
-	return cu.MemcpyDtoHAsync(dst.p, b.a.ptr, bytes, s.h)
+	return b.onStream(op, s, dst.n, false, func(a *allocation) error { return cu.MemcpyDtoHAsync(dst.p, a.ptr, bytes, s.h) })
 }
 
 // Registered is Go memory registered with CUDA as pinned memory
-// (cuMemHostRegister). It keeps the slice alive until Close.
+// (cuMemHostRegister). The slice stays pinned (runtime.Pinner) and
+// registered until Close; a Registered dropped without Close is
+// unregistered by a cleanup.
 type Registered[T any] struct {
-	s         []T
-	ctx       *Context
-	closeOnce sync.Once
-	closeErr  error
+	s       []T
+	reg     *registration
+	closed  atomic.Bool
+	once    sync.Once
+	err     error
+	cleanup runtime.Cleanup
 }
 
+// registration is what a Registered releases: apart from it, so that the
+// cleanup's argument does not keep the Registered reachable.
+type registration struct {
+	obj lifetime.Object
+	p   unsafe.Pointer
+	pin *lifetime.Pinned
+	ctx *Context
+}
+
+// Release drops one reference (lifetime.Owner).
+func (r *registration) Release() error { return r.obj.Release() }
+
+func deferUnregister(r *registration) { lifetime.Defer(r) }
+
 // RegisterHost pins an existing Go slice for fast, asynchronous copies
-// (cuMemHostRegister). Go's heap does not move objects, and the Registered
-// value keeps the slice reachable until Close (cuMemHostUnregister). The
-// slice must not be resliced beyond its length or reallocated meanwhile.
+// (cuMemHostRegister). The slice must not be resliced beyond its length or
+// reallocated meanwhile. Close unregisters it (cuMemHostUnregister) after
+// waiting for the context's queued work.
 func RegisterHost[T any](c *Context, s []T) (*Registered[T], error) {
-	if _, err := byteSize[T]("RegisterHost", len(s)); err != nil {
+	const op = "RegisterHost"
+	if _, err := byteSize[T](op, len(s)); err != nil {
 		return nil, err
 	}
-	if err := c.acquire("RegisterHost"); err != nil {
+	if err := c.hold(op); err != nil {
 		return nil, err
 	}
-	r := &Registered[T]{s: s, ctx: c}
-	if err := bound(c, func() error { return cu.MemHostRegister(unsafe.Pointer(&s[0]), sliceBytes(s), 0) }); err != nil {
+	p := unsafe.Pointer(&s[0])
+	reg := &registration{p: p, ctx: c, pin: lifetime.Pin(p)}
+	if err := bound(c, func() error { return cu.MemHostRegister(p, sliceBytes(s), 0) }); err != nil {
+		_ = reg.pin.Release()
 		c.release()
 		return nil, err
 	}
+	reg.obj.Init(func() error {
+		err := bound(c, func() error {
+			serr := c.sync()
+			if err := cu.MemHostUnregister(reg.p); err != nil {
+				return err
+			}
+			return serr
+		})
+		_ = reg.pin.Release()
+		c.release()
+		return err
+	})
+	r := &Registered[T]{s: s, reg: reg}
+	r.cleanup = runtime.AddCleanup(r, deferUnregister, reg)
 	return r, nil
 }
 
-// Slice is the registered memory.
-func (r *Registered[T]) Slice() []T { return r.s }
+// Slice is the registered memory (nil for a nil Registered).
+func (r *Registered[T]) Slice() []T {
+	if r == nil {
+		return nil
+	}
+	return r.s
+}
 
-// Close unregisters the memory (cuMemHostUnregister); idempotent.
+// Hold takes a reference that keeps the memory registered after Close until
+// it is released: for graph nodes that copy to or from it.
+func (r *Registered[T]) Hold() (lifetime.Ref, error) {
+	if r == nil || r.reg == nil || r.closed.Load() {
+		return lifetime.Ref{}, notOpen("Registered.Hold", "registration")
+	}
+	ref, ok := r.reg.obj.Ref()
+	if !ok {
+		return lifetime.Ref{}, notOpen("Registered.Hold", "registration")
+	}
+	return ref, nil
+}
+
+// Close unregisters the memory (cuMemHostUnregister) once nothing holds
+// it; idempotent, first result kept.
 func (r *Registered[T]) Close() error {
 	if r == nil {
 		return invalid("Registered.Close", "nil registration")
 	}
-	r.closeOnce.Do(func() {
-		r.closeErr = bound(r.ctx, func() error { return cu.MemHostUnregister(unsafe.Pointer(&r.s[0])) })
-		r.ctx.release()
+	if r.reg == nil {
+		return nil
+	}
+	r.once.Do(func() {
+		r.closed.Store(true)
+		r.cleanup.Stop()
+		r.err = r.reg.obj.Close()
 	})
-	return r.closeErr
+	return r.err
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -28,6 +29,12 @@ func invalid(op, format string, args ...any) error {
 
 func closedErr(op, what string) error {
 	return fmt.Errorf("driver: %s: %s: %w", op, what, ErrClosed)
+}
+
+// notOpen is the error for an object that is closed, or a zero value that
+// was never opened.
+func notOpen(op, what string) error {
+	return fmt.Errorf("driver: %s: %s is closed (or a zero value, not made by this package): %w", op, what, ErrClosed)
 }
 
 var initOnce = sync.OnceValue(func() error {
@@ -58,11 +65,15 @@ func LibraryPath() (string, error) {
 	return p, err
 }
 
-// cstring returns a NUL-terminated copy of s.
-func cstring(s string) *byte {
+// cstring returns a NUL-terminated copy of s; a string with a NUL byte in
+// it would be cut short by C, so it is refused.
+func cstring(op, what, s string) (*byte, error) {
+	if strings.IndexByte(s, 0) >= 0 {
+		return nil, invalid(op, "%s %q contains a NUL byte", what, s)
+	}
 	b := make([]byte, len(s)+1)
 	copy(b, s)
-	return &b[0]
+	return &b[0], nil
 }
 
 // gostring reads a NUL-terminated C string from a byte buffer.
@@ -76,25 +87,29 @@ func gostring(b []byte) string {
 }
 
 // bound runs f with the OS thread locked and c current on it: the current
-// CUDA context is per OS thread, and goroutines move between threads.
+// CUDA context is per OS thread, and goroutines move between threads. The
+// caller holds a reference on c (see Context.with, the verb every method
+// uses).
 //
-// It pushes c and pops it again (cuCtxSetCurrent(NULL) pops, and needs no
-// out-parameter, which would cost an allocation), so the thread is left with
-// the context it had. A context left current would outlive its use: once destroyed, CUDA
-// keeps it current on every thread that had it, and calls there fail with
-// CUDA_ERROR_CONTEXT_IS_DESTROYED, even calls that name their own stream.
-// f must not destroy c or change the thread's context stack.
-func bound(c *Context, f func() error) error {
+// It pushes c and pops it again, with defer, so that not even a panic in f
+// leaves c current (cuCtxSetCurrent(NULL) pops, and needs no out-parameter,
+// which would cost an allocation). A context left current would outlive its
+// use: once destroyed, CUDA keeps it current on every thread that had it,
+// and calls there fail with CUDA_ERROR_CONTEXT_IS_DESTROYED, even calls
+// that name their own stream. f must not destroy c or change the thread's
+// context stack.
+func bound(c *Context, f func() error) (err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := cu.CtxPushCurrent(c.h); err != nil {
 		return err
 	}
-	err := f()
-	if perr := cu.CtxSetCurrent(0); err == nil {
-		err = perr
-	}
-	return err
+	defer func() {
+		if perr := cu.CtxSetCurrent(0); err == nil {
+			err = perr
+		}
+	}()
+	return f()
 }
 
 // idPointer passes an integer id where C takes void* userData.

@@ -31,11 +31,21 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 }
 
 // LaunchWith is Launch with shared memory, clusters or cooperative launch
-// (cuLaunchKernelEx when a cluster or cooperation is asked for). Buffers
-// among the arguments are retained for the call, so a Close racing with it
-// cannot free their memory before the kernel is queued.
+// (cuLaunchKernelEx when a cluster or cooperation is asked for). The
+// stream, the kernel's module or library and the buffers among the
+// arguments are held for the call, so a Close racing with it cannot destroy
+// or free any of them before the kernel is queued.
 func (s *Stream) LaunchWith(f *Function, cfg LaunchConfig, args ...any) error {
 	const op = "Stream.Launch"
+	if err := s.acquire(op); err != nil {
+		return err
+	}
+	err := s.launchHeld(op, f, cfg, args)
+	s.release()
+	return err
+}
+
+func (s *Stream) launchHeld(op string, f *Function, cfg LaunchConfig, args []any) error {
 	if err := s.launchCheck(op, f, cfg); err != nil {
 		return err
 	}
@@ -54,51 +64,22 @@ func (s *Stream) LaunchWith(f *Function, cfg LaunchConfig, args ...any) error {
 		blockPool.Put(blk)
 	}
 	f.release()
-	return err
+	return s.ctx.sawError(err)
 }
 
-// marshalAndLaunch marshals args into blk and launches through cf, or a
-// pooled frame when cf is nil.
+// marshalAndLaunch marshals args into blk (holding their buffers until the
+// caller resets blk) and launches through cf, or a pooled frame when cf is
+// nil.
 func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk *argBlock, cf *ccall.Frame, args []any) error {
 	for i, v := range args {
-		if err := blk.marshal(op, i, v, s.ctx); err != nil {
+		if err := blk.marshal(op, i, v, s.ctx, s); err != nil {
 			return err
 		}
 	}
 	if err := blk.check(op, f, s.ctx); err != nil {
 		return err
 	}
-	if err := retainAllocs(op, blk.allocs); err != nil {
-		return err
-	}
-	err := s.launch(op, f, cfg, blk.finish(), cf)
-	if e := releaseAllocs(blk.allocs); err == nil {
-		err = e
-	}
-	return err
-}
-
-// retainAllocs retains each allocation; when one was already freed it
-// releases those it took and fails.
-func retainAllocs(op string, allocs []*allocation) error {
-	for k, al := range allocs {
-		if !al.retain() {
-			_ = releaseAllocs(allocs[:k])
-			return closedErr(op, "buffer memory already freed")
-		}
-	}
-	return nil
-}
-
-// releaseAllocs releases each allocation and returns the first error.
-func releaseAllocs(allocs []*allocation) error {
-	var err error
-	for _, al := range allocs {
-		if e := al.release(); e != nil && err == nil {
-			err = e
-		}
-	}
-	return err
+	return s.launch(op, f, cfg, blk.finish(), cf)
 }
 
 // LaunchArgs launches with arguments marshalled by Function.NewArgs. It
@@ -106,28 +87,37 @@ func releaseAllocs(allocs []*allocation) error {
 // kernel was copied into a by NewArgs, and a keeps the kernel loaded.
 func (s *Stream) LaunchArgs(a *Args, grid, block Dim3) error {
 	const op = "Stream.LaunchArgs"
-	if a == nil {
-		return closedErr(op, "args")
-	}
 	if err := a.acquire(op); err != nil {
 		return err
 	}
+	if err := s.acquire(op); err != nil {
+		a.release()
+		return err
+	}
 	err := s.launchArgs(op, a, grid, block)
+	s.release()
 	a.release()
 	return err
 }
 
 func (s *Stream) launchArgs(op string, a *Args, grid, block Dim3) error {
-	if err := s.check(op); err != nil {
-		return err
-	}
 	if err := s.checkTarget(op, a.f, a.fctx, grid, block); err != nil {
 		return err
 	}
-	if s.special {
-		return s.ctx.use(op, func() error { return a.frame.launch(a.fh, grid, block, 0, s.h, a.kparams) })
+	if a.checks != 0 {
+		for _, al := range a.hold.allocs {
+			if a.checks&argsCheckContexts != 0 && !s.ctx.canUse(al.ctx) {
+				return invalid(op, "a buffer argument belongs to another context than the stream (enable peer access first)")
+			}
+			if al.stream != nil {
+				al.usedOn(s)
+			}
+		}
 	}
-	return a.frame.launch(a.fh, grid, block, 0, s.h, a.kparams)
+	if s.special {
+		return s.ctx.sawError(bound(s.ctx, func() error { return a.frame.launch(a.fh, grid, block, 0, s.h, a.kparams) }))
+	}
+	return s.ctx.sawError(a.frame.launch(a.fh, grid, block, 0, s.h, a.kparams))
 }
 
 // hotFrame is a call frame that a stream or Args keeps for one launch at a
@@ -179,16 +169,13 @@ func launchKernelIn(cf *ccall.Frame, fh cu.CUfunction, grid, block Dim3, shmem i
 // kernel; passed apart so that LaunchArgs need not read f) can run on s over
 // grid × block.
 func (s *Stream) checkTarget(op string, f *Function, fctx *Context, grid, block Dim3) error {
-	if fctx != nil && fctx != s.ctx {
+	if fctx != nil && fctx != s.ctx && fctx.h != s.ctx.h {
 		return invalid(op, "kernel %s belongs to another context than the stream", f.name)
 	}
 	return checkDims(op, &s.lim, grid, block)
 }
 
 func (s *Stream) launchCheck(op string, f *Function, cfg LaunchConfig) error {
-	if err := s.check(op); err != nil {
-		return err
-	}
 	if f == nil {
 		return invalid(op, "nil function")
 	}
@@ -211,7 +198,7 @@ func (s *Stream) launchCheck(op string, f *Function, cfg LaunchConfig) error {
 func (s *Stream) launch(op string, f *Function, cfg LaunchConfig, params *unsafe.Pointer, cf *ccall.Frame) error {
 	if cfg.Cluster == (Dim3{}) && !cfg.Cooperative {
 		if s.special {
-			return s.ctx.use(op, func() error { return launchKernelIn(cf, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params) })
+			return bound(s.ctx, func() error { return launchKernelIn(cf, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params) })
 		}
 		return launchKernelIn(cf, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params)
 	}
@@ -233,5 +220,5 @@ func (s *Stream) launch(op string, f *Function, cfg LaunchConfig, params *unsafe
 		BlockDimX: uint32(cfg.Block.X), BlockDimY: uint32(cfg.Block.Y), BlockDimZ: uint32(cfg.Block.Z),
 		SharedMemBytes: uint32(cfg.SharedMem), HStream: s.h, Attrs: &attrs[0], NumAttrs: uint32(n),
 	}
-	return s.bind(op, func() error { return cu.LaunchKernelEx(&lc, f.h, params, nil) })
+	return bound(s.ctx, func() error { return cu.LaunchKernelEx(&lc, f.h, params, nil) })
 }

@@ -10,85 +10,130 @@ import (
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 // DevicePtr is a device address (CUdeviceptr).
 type DevicePtr uint64
 
-// allocation is device memory with a reference count: the Buffer that made
-// it holds one reference, and anything else that must keep the memory alive
-// (a graph, prepared launch arguments) holds others. The memory is freed when
-// the last reference goes.
+// allocation is device memory with a lifetime: the Buffer that made it holds
+// one reference, and every call that names it, every stream-ordered copy's
+// keep-alive, prepared launch arguments and graphs hold others. The memory
+// is freed when the last reference goes: with cuMemFree, or, for memory
+// allocated in stream order, with cuMemFreeAsync on its stream (which the
+// allocation holds, so it is never destroyed first), after every other
+// stream that used the memory has finished with it.
 type allocation struct {
-	ptr    cu.CUdeviceptr
-	bytes  uintptr
-	ctx    *Context
-	stream *Stream // stream-ordered allocations: freed on it while it is open
-	refs   atomic.Int64
+	obj     lifetime.Object
+	ptr     cu.CUdeviceptr
+	bytes   uintptr
+	ctx     *Context // held
+	stream  *Stream  // stream-ordered memory: held until the free is queued
+	pool    *MemPool // held, for AllocFromPool
+	managed bool
+
+	fmu     sync.Mutex
+	foreign []foreignUse // other streams that used stream-ordered memory
 }
 
-func (a *allocation) retain() bool {
-	for {
-		n := a.refs.Load()
-		if n <= 0 {
-			return false
-		}
-		if a.refs.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
+// foreignUse is a stream, other than the allocating one, that stream-ordered
+// memory was used on; the free waits for the work queued there.
+type foreignUse struct {
+	s   *Stream
+	ref lifetime.Ref
 }
 
-func (a *allocation) release() error {
-	if a.refs.Add(-1) != 0 {
-		return nil
-	}
-	err := bound(a.ctx, func() error {
-		if s := a.stream; s != nil && !s.closed.Load() {
-			return cu.MemFreeAsync(a.ptr, s.h)
+// Release drops one reference (lifetime.Owner), for the release queue and
+// cleanups.
+func (a *allocation) Release() error { return a.obj.Release() }
+
+// start gives a the Buffer's reference; its destroy frees the memory.
+func (a *allocation) start() { a.obj.Init(a.free) }
+
+func (a *allocation) free() error {
+	var err error
+	if a.stream != nil {
+		a.fmu.Lock()
+		fs := a.foreign
+		a.foreign = nil
+		a.fmu.Unlock()
+		err = bound(a.ctx, func() error {
+			for _, f := range fs {
+				if err := waitFor(a.stream, f.s); err != nil {
+					return err
+				}
+			}
+			return cu.MemFreeAsync(a.ptr, a.stream.h)
+		})
+		for _, f := range fs {
+			_ = f.ref.Release()
 		}
-		return cu.MemFree(a.ptr)
-	})
+		a.stream.release()
+		if a.pool != nil {
+			a.pool.release()
+		}
+	} else {
+		err = bound(a.ctx, func() error { return cu.MemFree(a.ptr) })
+	}
 	a.ctx.release()
 	return err
 }
 
-// The safety net: a Buffer that becomes unreachable without Close has its
-// reference dropped on a goroutine of ours (never on a CUDA thread, and not
-// on the runtime's cleanup goroutine, which must not block).
-var (
-	orphans     = make(chan *allocation, 1024)
-	orphanStart sync.Once
-	// orphanErrs counts errors from freeing forgotten buffers.
-	orphanErrs atomic.Int64
-)
-
-func dropOrphan(a *allocation) {
-	orphanStart.Do(func() {
-		go func() {
-			for a := range orphans {
-				if a.release() != nil {
-					orphanErrs.Add(1)
-				}
-			}
-		}()
-	})
-	orphans <- a
+// waitFor makes later work on s wait for the work queued on other so far,
+// through an event; the caller has the context current.
+func waitFor(s, other *Stream) error {
+	var ev cu.CUevent
+	if err := cu.EventCreate(&ev, uint32(cu.CU_EVENT_DISABLE_TIMING)); err != nil {
+		return err
+	}
+	err := cu.EventRecord(ev, other.h)
+	if err == nil {
+		err = cu.StreamWaitEvent(s.h, ev, 0)
+	}
+	if e := cu.EventDestroy(ev); err == nil {
+		err = e
+	}
+	return err
 }
+
+// usedOn notes that stream-ordered memory is used on s, a stream other than
+// its own, so that the free waits for s. The caller holds s.
+func (a *allocation) usedOn(s *Stream) {
+	if a.stream == nil || a.stream == s {
+		return
+	}
+	a.fmu.Lock()
+	defer a.fmu.Unlock()
+	for _, f := range a.foreign {
+		if f.s == s {
+			return
+		}
+	}
+	if r, err := s.Hold(); err == nil {
+		a.foreign = append(a.foreign, foreignUse{s, r})
+	}
+}
+
+// deferRelease is the cleanup of a Buffer that became unreachable without
+// Close: the release may free memory, a CUDA call, so it goes to the release
+// queue and never runs on the runtime's cleanup goroutine.
+func deferRelease(a *allocation) { lifetime.Defer(a) }
 
 // Buffer is a typed device allocation of n elements of T.
 //
 // # Lifetime
 //
 // Close releases the Buffer's reference; the memory is freed when no other
-// holder (see Retain) is left. Use after Close is an error matching
-// ErrClosed. A Buffer that becomes unreachable without Close is released by
-// a cleanup as a safety net; do not rely on it for timing.
+// holder is left: a call in flight, a stream-ordered copy not yet run,
+// prepared launch arguments, a graph, or a reference taken with Retain or
+// Hold. Use after Close is an error matching ErrClosed. A Buffer that
+// becomes unreachable without Close is released by a cleanup as a safety
+// net; do not rely on it for timing.
 type Buffer[T any] struct {
 	a         *allocation
 	n         int
-	retains   atomic.Int64 // references taken with Retain, not yet released
 	closed    atomic.Bool
+	retains   atomic.Int64 // references taken with Retain, not yet released
 	closeOnce sync.Once
 	closeErr  error
 	cleanup   runtime.Cleanup
@@ -134,52 +179,50 @@ func byteSize[T any](op string, n int) (uintptr, error) {
 }
 
 func newBuffer[T any](a *allocation, n int) *Buffer[T] {
-	a.refs.Store(1)
+	a.start()
 	b := &Buffer[T]{a: a, n: n}
-	b.cleanup = runtime.AddCleanup(b, dropOrphan, a)
+	b.cleanup = runtime.AddCleanup(b, deferRelease, a)
 	return b
 }
 
 // Alloc allocates n elements of T on c's device (cuMemAlloc).
 func Alloc[T any](c *Context, n int) (*Buffer[T], error) {
-	bytes, err := byteSize[T]("Alloc", n)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.acquire("Alloc"); err != nil {
-		return nil, err
-	}
-	a := &allocation{bytes: bytes, ctx: c}
-	if err := bound(c, func() error { return cu.MemAlloc(&a.ptr, bytes) }); err != nil {
-		c.release()
-		return nil, err
-	}
-	return newBuffer[T](a, n), nil
+	return alloc[T]("Alloc", c, n, false)
 }
 
 // AllocManaged allocates n elements of T of managed memory, reachable from
 // the host and every device (cuMemAllocManaged with CU_MEM_ATTACH_GLOBAL).
 // HostSlice views it from the host.
 func AllocManaged[T any](c *Context, n int) (*Buffer[T], error) {
-	bytes, err := byteSize[T]("AllocManaged", n)
+	return alloc[T]("AllocManaged", c, n, true)
+}
+
+func alloc[T any](op string, c *Context, n int, managed bool) (*Buffer[T], error) {
+	bytes, err := byteSize[T](op, n)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.acquire("AllocManaged"); err != nil {
+	if err := c.hold(op); err != nil {
 		return nil, err
 	}
-	a := &allocation{bytes: bytes, ctx: c}
-	if err := bound(c, func() error { return cu.MemAllocManaged(&a.ptr, bytes, uint32(cu.CU_MEM_ATTACH_GLOBAL)) }); err != nil {
+	a := &allocation{bytes: bytes, ctx: c, managed: managed}
+	err = bound(c, func() error {
+		if managed {
+			return cu.MemAllocManaged(&a.ptr, bytes, uint32(cu.CU_MEM_ATTACH_GLOBAL))
+		}
+		return cu.MemAlloc(&a.ptr, bytes)
+	})
+	if err != nil {
 		c.release()
 		return nil, err
 	}
-	b := newBuffer[T](a, n)
-	return b, nil
+	return newBuffer[T](a, n), nil
 }
 
 // AllocAsync allocates n elements of T in stream order from the device's
-// current memory pool (cuMemAllocAsync). Close frees it in order on the same
-// stream while that stream is open, else synchronously.
+// current memory pool (cuMemAllocAsync). The buffer holds s: its memory is
+// freed in order on s (cuMemFreeAsync), after the work queued on any other
+// stream that used it, even when s was closed meanwhile.
 func AllocAsync[T any](s *Stream, n int) (*Buffer[T], error) {
 	return allocAsync[T]("AllocAsync", s, nil, n)
 }
@@ -189,19 +232,26 @@ func allocAsync[T any](op string, s *Stream, p *MemPool, n int) (*Buffer[T], err
 	if err != nil {
 		return nil, err
 	}
-	if err := s.check(op); err != nil {
-		return nil, err
-	}
 	if p != nil {
-		if err := p.check(op); err != nil {
+		if err := p.acquire(op); err != nil { // kept by the allocation
 			return nil, err
 		}
 	}
-	c := s.ctx
-	if err := c.acquire(op); err != nil {
+	if err := s.acquire(op); err != nil { // kept by the allocation
+		if p != nil {
+			p.release()
+		}
 		return nil, err
 	}
-	a := &allocation{bytes: bytes, ctx: c, stream: s}
+	c := s.ctx
+	if err := c.hold(op); err != nil {
+		s.release()
+		if p != nil {
+			p.release()
+		}
+		return nil, err
+	}
+	a := &allocation{bytes: bytes, ctx: c, stream: s, pool: p}
 	err = bound(c, func() error {
 		if p != nil {
 			return cu.MemAllocFromPoolAsync(&a.ptr, bytes, p.h, s.h)
@@ -210,37 +260,60 @@ func allocAsync[T any](op string, s *Stream, p *MemPool, n int) (*Buffer[T], err
 	})
 	if err != nil {
 		c.release()
-		return nil, err
+		s.release()
+		if p != nil {
+			p.release()
+		}
+		return nil, c.sawError(err)
 	}
 	return newBuffer[T](a, n), nil
 }
 
-func (b *Buffer[T]) check(op string) error {
+// use holds b's memory for a call; the caller releases a when done. It
+// fails for a nil, zero or closed Buffer.
+func (b *Buffer[T]) use(op string) (*allocation, error) {
 	if b == nil {
-		return invalid(op, "nil buffer")
+		return nil, invalid(op, "nil buffer")
 	}
-	if b.closed.Load() {
-		return closedErr(op, "buffer")
+	a := b.a
+	if a == nil || b.closed.Load() || !a.obj.Hold() {
+		return nil, notOpen(op, "buffer")
 	}
-	return nil
+	return a, nil
 }
 
-// Len is the number of elements.
-func (b *Buffer[T]) Len() int { return b.n }
+// Len is the number of elements (0 for a nil Buffer).
+func (b *Buffer[T]) Len() int {
+	if b == nil {
+		return 0
+	}
+	return b.n
+}
 
-// Bytes is the size in bytes.
-func (b *Buffer[T]) Bytes() uintptr { return b.a.bytes }
+// Bytes is the size in bytes (0 for a nil or zero Buffer).
+func (b *Buffer[T]) Bytes() uintptr {
+	if b == nil || b.a == nil {
+		return 0
+	}
+	return b.a.bytes
+}
 
 // Ptr is the device address (0 once closed).
 func (b *Buffer[T]) Ptr() DevicePtr {
-	if b == nil || b.closed.Load() {
+	if b == nil || b.a == nil || b.closed.Load() {
 		return 0
 	}
 	return DevicePtr(b.a.ptr)
 }
 
-// Context is the context the memory belongs to.
-func (b *Buffer[T]) Context() *Context { return b.a.ctx }
+// Context is the context the memory belongs to (nil for a nil or zero
+// Buffer).
+func (b *Buffer[T]) Context() *Context {
+	if b == nil || b.a == nil {
+		return nil
+	}
+	return b.a.ctx
+}
 
 // Retain takes a reference that keeps the memory allocated after Close
 // until Release. It fails once the memory has been freed.
@@ -248,7 +321,7 @@ func (b *Buffer[T]) Retain() error {
 	if b == nil {
 		return invalid("Buffer.Retain", "nil buffer")
 	}
-	if !b.a.retain() {
+	if b.a == nil || !b.a.obj.Hold() {
 		return closedErr("Buffer.Retain", "buffer memory already freed")
 	}
 	b.retains.Add(1)
@@ -266,57 +339,63 @@ func (b *Buffer[T]) Release() error {
 			return invalid("Buffer.Release", "no reference taken with Retain is left")
 		}
 		if b.retains.CompareAndSwap(n, n-1) {
-			return b.a.release()
+			return b.a.obj.Release()
 		}
 	}
 }
 
+// Hold takes a reference on the memory for a dependent that outlives the
+// call (a graph node names the buffer, say); the memory stays allocated,
+// even after Close, until the reference is released. Unlike Retain it
+// fails once the Buffer is closed: a closed buffer is no new argument.
+func (b *Buffer[T]) Hold() (lifetime.Ref, error) {
+	a, err := b.use("Buffer.Hold")
+	if err != nil {
+		return lifetime.Ref{}, err
+	}
+	return lifetime.RefOf(&a.obj), nil
+}
+
 // Close releases the buffer's own reference: the memory is freed now, or
-// when the last Retain is released (cuMemFree, or cuMemFreeAsync on the
+// when the last holder lets go (cuMemFree, or cuMemFreeAsync on the
 // allocating stream). Idempotent; the first result is kept.
 func (b *Buffer[T]) Close() error {
 	if b == nil {
 		return invalid("Buffer.Close", "nil buffer")
 	}
+	if b.a == nil {
+		return nil // a zero Buffer owns nothing
+	}
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
 		b.cleanup.Stop()
-		b.closeErr = b.a.release()
+		b.closeErr = b.a.obj.Release()
 	})
 	return b.closeErr
 }
 
-// HostSlice views managed memory from the host. It is valid until Close and
-// must not be used while kernels write the memory.
+// HostSlice views managed memory from the host. The slice is valid until
+// Close and must not be used while kernels write the memory. Since a Go
+// slice of CUDA memory cannot keep the Buffer reachable, a Buffer that has
+// handed out a host slice loses its cleanup safety net: only Close frees it.
 func (b *Buffer[T]) HostSlice() ([]T, error) {
-	if err := b.check("Buffer.HostSlice"); err != nil {
-		return nil, err
-	}
-	var managed int32
-	err := bound(b.a.ctx, func() error {
-		return cu.PointerGetAttribute(unsafe.Pointer(&managed), cu.CU_POINTER_ATTRIBUTE_IS_MANAGED, b.a.ptr)
-	})
+	const op = "Buffer.HostSlice"
+	a, err := b.use(op)
 	if err != nil {
 		return nil, err
 	}
-	if managed == 0 {
-		return nil, invalid("Buffer.HostSlice", "not managed memory (use AllocManaged)")
+	defer a.Release()
+	if !a.managed {
+		return nil, invalid(op, "not managed memory (use AllocManaged)")
 	}
-	p := b.a.ptr
+	b.cleanup.Stop()
+	p := a.ptr
 	return unsafe.Slice(*(**T)(unsafe.Pointer(&p)), b.n), nil
 }
 
 // devicePointer lets buffers of any element type be kernel arguments.
 type devicePointer interface {
-	allocation(op string) (*allocation, error)
-}
-
-// allocation returns the buffer's memory, for a kernel argument.
-func (b *Buffer[T]) allocation(op string) (*allocation, error) {
-	if err := b.check(op); err != nil {
-		return nil, err
-	}
-	return b.a, nil
+	use(op string) (*allocation, error)
 }
 
 func elemSize[T any]() uintptr { return reflect.TypeFor[T]().Size() }
@@ -330,152 +409,206 @@ func (b *Buffer[T]) fits(op string, n int) error {
 	return nil
 }
 
-// CopyFromHost copies src into the start of b and returns when done
-// (cuMemcpyHtoD).
+// syncCopy runs a synchronous copy or memset f with b's memory held and its
+// context current, and waits until it has completed on the device: a copy
+// from pageable memory returns once the data is staged, and a memset of
+// device memory returns before it ran, so both wait on the legacy default
+// stream, where CUDA queues them.
+func (b *Buffer[T]) syncCopy(op string, n int, f func(a *allocation) error) error {
+	a, err := b.use(op)
+	if err != nil {
+		return err
+	}
+	defer a.Release()
+	if err := b.fits(op, n); err != nil {
+		return err
+	}
+	return a.ctx.sawError(bound(a.ctx, func() error {
+		if err := f(a); err != nil {
+			return err
+		}
+		return cu.StreamSynchronize(cu.CU_STREAM_LEGACY)
+	}))
+}
+
+// CopyFromHost copies src into the start of b and returns when the copy has
+// completed on the device (cuMemcpyHtoD, then a wait).
 func (b *Buffer[T]) CopyFromHost(src []T) error {
-	const op = "Buffer.CopyFromHost"
-	if err := b.check(op); err != nil {
-		return err
-	}
 	if len(src) == 0 {
-		return nil
-	}
-	if err := b.fits(op, len(src)); err != nil {
+		_, err := b.checkOpen("Buffer.CopyFromHost")
 		return err
 	}
-	return bound(b.a.ctx, func() error { return cu.MemcpyHtoD(b.a.ptr, unsafe.Pointer(&src[0]), sliceBytes(src)) })
+	return b.syncCopy("Buffer.CopyFromHost", len(src), func(a *allocation) error {
+		return cu.MemcpyHtoD(a.ptr, unsafe.Pointer(&src[0]), sliceBytes(src))
+	})
 }
 
 // CopyToHost copies the first len(dst) elements of b into dst and returns
 // when done (cuMemcpyDtoH).
 func (b *Buffer[T]) CopyToHost(dst []T) error {
-	const op = "Buffer.CopyToHost"
-	if err := b.check(op); err != nil {
-		return err
-	}
 	if len(dst) == 0 {
-		return nil
-	}
-	if err := b.fits(op, len(dst)); err != nil {
+		_, err := b.checkOpen("Buffer.CopyToHost")
 		return err
 	}
-	return bound(b.a.ctx, func() error { return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), b.a.ptr, sliceBytes(dst)) })
+	return b.syncCopy("Buffer.CopyToHost", len(dst), func(a *allocation) error {
+		return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), a.ptr, sliceBytes(dst))
+	})
 }
 
-// CopyFrom copies all of src into the start of b (cuMemcpyDtoD), then waits
+// CopyFrom copies all of src into the start of b (cuMemcpyDtoD) and waits
 // for it.
 func (b *Buffer[T]) CopyFrom(src *Buffer[T]) error {
 	const op = "Buffer.CopyFrom"
-	if err := b.check(op); err != nil {
+	sa, err := src.use(op)
+	if err != nil {
 		return err
 	}
-	if err := src.check(op); err != nil {
+	defer sa.Release()
+	return b.syncCopy(op, src.n, func(a *allocation) error { return cu.MemcpyDtoD(a.ptr, sa.ptr, sa.bytes) })
+}
+
+// checkOpen reports whether b is open, without holding it.
+func (b *Buffer[T]) checkOpen(op string) (bool, error) {
+	a, err := b.use(op)
+	if err != nil {
+		return false, err
+	}
+	a.Release()
+	return true, nil
+}
+
+// onStream runs f, which queues work on s that names b's memory, with b and
+// s held for the call, after the checks every stream-ordered operation on a
+// buffer makes; f runs with the context current when the stream needs it.
+func (b *Buffer[T]) onStream(op string, s *Stream, n int, bind bool, f func(a *allocation) error) error {
+	a, err := b.use(op)
+	if err != nil {
 		return err
 	}
-	if err := b.fits(op, src.n); err != nil {
+	defer a.Release()
+	if err := b.fits(op, n); err != nil {
 		return err
 	}
-	if err := bound(b.a.ctx, func() error { return cu.MemcpyDtoD(b.a.ptr, src.a.ptr, src.a.bytes) }); err != nil {
+	if err := s.acquire(op); err != nil {
 		return err
 	}
-	return b.a.ctx.sync()
+	defer s.release()
+	if !s.ctx.canUse(a.ctx) {
+		return invalid(op, "the buffer belongs to another context than the stream")
+	}
+	a.usedOn(s)
+	if bind || s.special {
+		err = bound(s.ctx, func() error { return f(a) })
+	} else {
+		err = f(a)
+	}
+	return s.ctx.sawError(err)
 }
 
 // CopyFromHostAsync queues a copy of src into b on s (cuMemcpyHtoDAsync).
 //
-// src is ordinary Go memory: it is kept alive, and must not be modified,
-// until the copy has run on s. purecuda holds it until a host function
-// queued after the copy releases it, which costs a host callback (a few
-// microseconds). For copies without that cost, use CopyFromPinnedAsync with a
-// HostBuffer.
+// src is ordinary Go memory: it is pinned (runtime.Pinner), and must not be
+// modified, until the copy has run on s. purecuda releases it from a host
+// function queued after the copy, which costs a host callback (a few
+// microseconds). For copies without that cost, use CopyFromPinnedAsync with
+// a HostBuffer.
 func (b *Buffer[T]) CopyFromHostAsync(s *Stream, src []T) error {
 	const op = "Buffer.CopyFromHostAsync"
-	if err := b.asyncCheck(op, s, len(src)); err != nil || len(src) == 0 {
+	if len(src) == 0 {
+		_, err := b.checkOpen(op)
 		return err
 	}
-	if err := s.do(op, func() error { return cu.MemcpyHtoDAsync(b.a.ptr, unsafe.Pointer(&src[0]), sliceBytes(src), s.h) }); err != nil {
-		return err
-	}
-	return s.keepUntilDone(src)
+	return b.onStream(op, s, len(src), true, func(a *allocation) error {
+		return s.keepSlice(unsafe.Pointer(&src[0]), func() error {
+			return cu.MemcpyHtoDAsync(a.ptr, unsafe.Pointer(&src[0]), sliceBytes(src), s.h)
+		})
+	})
 }
 
 // CopyToHostAsync queues a copy of the first len(dst) elements of b into
-// dst on s (cuMemcpyDtoHAsync). dst is kept alive until the copy has run;
-// read it only after synchronising s.
+// dst on s (cuMemcpyDtoHAsync). dst is pinned until the copy has run; read
+// it only after synchronising s.
 func (b *Buffer[T]) CopyToHostAsync(s *Stream, dst []T) error {
 	const op = "Buffer.CopyToHostAsync"
-	if err := b.asyncCheck(op, s, len(dst)); err != nil || len(dst) == 0 {
+	if len(dst) == 0 {
+		_, err := b.checkOpen(op)
 		return err
 	}
-	if err := s.do(op, func() error { return cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), b.a.ptr, sliceBytes(dst), s.h) }); err != nil {
+	return b.onStream(op, s, len(dst), true, func(a *allocation) error {
+		return s.keepSlice(unsafe.Pointer(&dst[0]), func() error {
+			return cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), a.ptr, sliceBytes(dst), s.h)
+		})
+	})
+}
+
+// keepSlice pins the Go object data points into, runs queue (which queues work
+// on s naming that memory, with the context current) and queues a host
+// function that unpins it once that work has run. If the host function
+// cannot be queued after the work was, it waits for s instead, so the
+// memory is never released while the work may still use it.
+func (s *Stream) keepSlice(data unsafe.Pointer, queue func() error) error {
+	pin := lifetime.Pin(data)
+	tramp, err := lifetime.HostFn()
+	if err != nil {
+		_ = pin.Release()
 		return err
 	}
-	return s.keepUntilDone(dst)
+	if err := queue(); err != nil {
+		_ = pin.Release()
+		return err
+	}
+	unpin := func() { _ = pin.Release() } // no CUDA call: fine on a CUDA thread
+	id := lifetime.Register(lifetime.Callback{Fn: unpin, Once: true, OnCancel: unpin})
+	if err := cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), idPointer(id)); err != nil {
+		// The work is queued but its keep-alive is not: wait for the work.
+		serr := cu.StreamSynchronize(s.h)
+		lifetime.Cancel(id)
+		return serr
+	}
+	s.ctx.addPending(id)
+	return nil
 }
 
 // CopyFromAsync queues a copy of all of src into b on s (cuMemcpyDtoDAsync).
 func (b *Buffer[T]) CopyFromAsync(s *Stream, src *Buffer[T]) error {
 	const op = "Buffer.CopyFromAsync"
-	if err := src.check(op); err != nil {
+	sa, err := src.use(op)
+	if err != nil {
 		return err
 	}
-	if err := b.asyncCheck(op, s, src.n); err != nil {
-		return err
+	defer sa.Release()
+	if s != nil && s.ctx != nil && !s.ctx.canUse(sa.ctx) {
+		return invalid(op, "the source buffer belongs to another context than the stream")
 	}
-	return s.do(op, func() error { return cu.MemcpyDtoDAsync(b.a.ptr, src.a.ptr, src.a.bytes, s.h) })
+	return b.onStream(op, s, src.n, false, func(a *allocation) error {
+		sa.usedOn(s)
+		return cu.MemcpyDtoDAsync(a.ptr, sa.ptr, sa.bytes, s.h)
+	})
 }
 
-func (b *Buffer[T]) asyncCheck(op string, s *Stream, n int) error {
-	if err := b.check(op); err != nil {
-		return err
-	}
-	if err := s.check(op); err != nil {
-		return err
-	}
-	if !s.ctx.canUse(b.a.ctx) {
-		return invalid(op, "the buffer belongs to another context than the stream")
-	}
-	return b.fits(op, n)
-}
-
-// keepUntilDone holds v until the work queued on s so far has run.
-func (s *Stream) keepUntilDone(v any) error {
-	return s.enqueueHost(func() { runtime.KeepAlive(v) })
-}
-
-func (b *Buffer[T]) memset(op string, s *Stream, width uintptr, set func(n uintptr) error) error {
-	if err := b.check(op); err != nil {
-		return err
-	}
-	if b.a.bytes%width != 0 {
+func (b *Buffer[T]) memset(op string, s *Stream, width uintptr, set func(a *allocation, n uintptr) error) error {
+	if b != nil && b.a != nil && b.a.bytes%width != 0 {
 		return invalid(op, "%d bytes are not a multiple of %d", b.a.bytes, width)
 	}
-	n := b.a.bytes / width
 	if s == nil {
-		if err := bound(b.a.ctx, func() error { return set(n) }); err != nil {
-			return err
-		}
-		return b.a.ctx.sync()
+		return b.syncCopy(op, 0, func(a *allocation) error { return set(a, a.bytes/width) })
 	}
-	if err := s.check(op); err != nil {
-		return err
-	}
-	return s.bind(op, func() error { return set(n) })
+	return b.onStream(op, s, 0, false, func(a *allocation) error { return set(a, a.bytes/width) })
 }
 
 // Memset8 sets every byte of b to v and waits (cuMemsetD8).
 func (b *Buffer[T]) Memset8(v uint8) error {
-	return b.memset("Buffer.Memset8", nil, 1, func(n uintptr) error { return cu.MemsetD8(b.a.ptr, v, n) })
+	return b.memset("Buffer.Memset8", nil, 1, func(a *allocation, n uintptr) error { return cu.MemsetD8(a.ptr, v, n) })
 }
 
 // Memset16 sets every 16-bit word of b to v and waits (cuMemsetD16).
 func (b *Buffer[T]) Memset16(v uint16) error {
-	return b.memset("Buffer.Memset16", nil, 2, func(n uintptr) error { return cu.MemsetD16(b.a.ptr, v, n) })
+	return b.memset("Buffer.Memset16", nil, 2, func(a *allocation, n uintptr) error { return cu.MemsetD16(a.ptr, v, n) })
 }
 
 // Memset32 sets every 32-bit word of b to v and waits (cuMemsetD32).
 func (b *Buffer[T]) Memset32(v uint32) error {
-	return b.memset("Buffer.Memset32", nil, 4, func(n uintptr) error { return cu.MemsetD32(b.a.ptr, v, n) })
+	return b.memset("Buffer.Memset32", nil, 4, func(a *allocation, n uintptr) error { return cu.MemsetD32(a.ptr, v, n) })
 }
 
 // Memset8Async queues setting every byte of b to v on s (cuMemsetD8Async).
@@ -483,7 +616,7 @@ func (b *Buffer[T]) Memset8Async(s *Stream, v uint8) error {
 	if s == nil {
 		return fmt.Errorf("driver: Buffer.Memset8Async: %w", ErrNilStream)
 	}
-	return b.memset("Buffer.Memset8Async", s, 1, func(n uintptr) error { return cu.MemsetD8Async(b.a.ptr, v, n, s.h) })
+	return b.memset("Buffer.Memset8Async", s, 1, func(a *allocation, n uintptr) error { return cu.MemsetD8Async(a.ptr, v, n, s.h) })
 }
 
 // Memset16Async queues setting every 16-bit word of b to v on s.
@@ -491,7 +624,7 @@ func (b *Buffer[T]) Memset16Async(s *Stream, v uint16) error {
 	if s == nil {
 		return fmt.Errorf("driver: Buffer.Memset16Async: %w", ErrNilStream)
 	}
-	return b.memset("Buffer.Memset16Async", s, 2, func(n uintptr) error { return cu.MemsetD16Async(b.a.ptr, v, n, s.h) })
+	return b.memset("Buffer.Memset16Async", s, 2, func(a *allocation, n uintptr) error { return cu.MemsetD16Async(a.ptr, v, n, s.h) })
 }
 
 // Memset32Async queues setting every 32-bit word of b to v on s.
@@ -499,5 +632,5 @@ func (b *Buffer[T]) Memset32Async(s *Stream, v uint32) error {
 	if s == nil {
 		return fmt.Errorf("driver: Buffer.Memset32Async: %w", ErrNilStream)
 	}
-	return b.memset("Buffer.Memset32Async", s, 4, func(n uintptr) error { return cu.MemsetD32Async(b.a.ptr, v, n, s.h) })
+	return b.memset("Buffer.Memset32Async", s, 4, func(a *allocation, n uintptr) error { return cu.MemsetD32Async(a.ptr, v, n, s.h) })
 }

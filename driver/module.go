@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 // JITOptions tune the driver's just-in-time compilation of PTX.
@@ -35,7 +36,7 @@ func (e *ModuleError) Unwrap() error { return e.Err }
 
 // Module is code loaded into a context: PTX, CUBIN or a fatbin.
 type Module struct {
-	loaded
+	obj     lifetime.Object // owner + calls in flight + functions' holders (Args, graphs)
 	h       cu.CUmodule
 	ctx     *Context
 	infoLog string
@@ -116,7 +117,7 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 	if len(opts) == 1 {
 		o = opts[0]
 	}
-	if err := c.acquire(op); err != nil {
+	if err := c.hold(op); err != nil {
 		return nil, err
 	}
 	j := newJITOptions(o)
@@ -131,7 +132,7 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 		return nil, &ModuleError{Err: err, Log: errLog}
 	}
 	m.infoLog = info
-	m.init("module", func() error {
+	m.obj.Init(func() error {
 		err := bound(c, func() error { return cu.ModuleUnload(m.h) })
 		c.release()
 		return err
@@ -139,24 +140,37 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 	return m, nil
 }
 
-// InfoLog is the JIT's information log from loading.
-func (m *Module) InfoLog() string { return m.infoLog }
+// InfoLog is the JIT's information log from loading ("" for a nil Module).
+func (m *Module) InfoLog() string {
+	if m == nil {
+		return ""
+	}
+	return m.infoLog
+}
 
 func (m *Module) acquire(op string) error {
 	if m == nil {
 		return invalid(op, "nil module")
 	}
-	return m.loaded.acquire(op)
+	if !m.obj.Acquire() {
+		return notOpen(op, "module")
+	}
+	return nil
 }
 
+func (m *Module) release() { _ = m.obj.Release() }
+
 // Close unloads the module (cuModuleUnload) once no launch of its kernels is
-// in progress and no Args made for them are open. Its functions fail with
-// ErrClosed afterwards (open Args still launch). Idempotent.
+// in progress and no Args or graph made with them holds it. Its functions
+// fail with ErrClosed afterwards (open Args still launch). Idempotent.
 func (m *Module) Close() error {
 	if m == nil {
 		return invalid("Module.Close", "nil module")
 	}
-	return m.close()
+	if m.ctx == nil {
+		return nil
+	}
+	return m.obj.Close()
 }
 
 // Function looks up a kernel by name (cuModuleGetFunction). A name that is
@@ -167,8 +181,12 @@ func (m *Module) Function(name string) (*Function, error) {
 		return nil, err
 	}
 	defer m.release()
-	f := &Function{mod: m, ld: &m.loaded, name: name, ctx: m.ctx}
-	err := bound(m.ctx, func() error { return cu.ModuleGetFunction(&f.h, m.h, cstring(name)) })
+	cname, err := cstring(op, "kernel name", name)
+	if err != nil {
+		return nil, err
+	}
+	f := &Function{mod: m, ld: &m.obj, name: name, ctx: m.ctx}
+	err = bound(m.ctx, func() error { return cu.ModuleGetFunction(&f.h, m.h, cname) })
 	if err != nil {
 		if errors.Is(err, cu.CUDA_ERROR_NOT_FOUND) {
 			return nil, fmt.Errorf("driver: kernel %q is not in the module: %w", name, err)
@@ -186,9 +204,13 @@ func (m *Module) Global(name string) (DevicePtr, uintptr, error) {
 		return 0, 0, err
 	}
 	defer m.release()
+	cname, err := cstring(op, "global name", name)
+	if err != nil {
+		return 0, 0, err
+	}
 	var p cu.CUdeviceptr
 	var size uintptr
-	err := bound(m.ctx, func() error { return cu.ModuleGetGlobal(&p, &size, m.h, cstring(name)) })
+	err = bound(m.ctx, func() error { return cu.ModuleGetGlobal(&p, &size, m.h, cname) })
 	if err != nil {
 		return 0, 0, fmt.Errorf("driver: global %q: %w", name, err)
 	}
@@ -198,8 +220,8 @@ func (m *Module) Global(name string) (DevicePtr, uintptr, error) {
 // Library is context-independent code (cuLibraryLoadData): its kernels can
 // be launched on any context's streams.
 type Library struct {
-	loaded
-	h cu.CUlibrary
+	obj lifetime.Object // owner + calls in flight + functions' holders
+	h   cu.CUlibrary
 }
 
 // LoadLibrary loads PTX, CUBIN or a fatbin as a context-independent library
@@ -213,8 +235,11 @@ func LoadLibrary(code []byte, opts ...JITOptions) (*Library, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(opts) > 1 {
+		return nil, invalid(op, "at most one JITOptions")
+	}
 	var o JITOptions
-	if len(opts) > 0 {
+	if len(opts) == 1 {
 		o = opts[0]
 	}
 	j := newJITOptions(o)
@@ -225,7 +250,7 @@ func LoadLibrary(code []byte, opts ...JITOptions) (*Library, error) {
 		errLog, _ := j.logs()
 		return nil, &ModuleError{Err: err, Log: errLog}
 	}
-	l.init("library", func() error { return cu.LibraryUnload(l.h) })
+	l.obj.Init(func() error { return cu.LibraryUnload(l.h) })
 	return l, nil
 }
 
@@ -233,16 +258,24 @@ func (l *Library) acquire(op string) error {
 	if l == nil {
 		return invalid(op, "nil library")
 	}
-	return l.loaded.acquire(op)
+	if !l.obj.Acquire() {
+		return notOpen(op, "library")
+	}
+	return nil
 }
 
+func (l *Library) release() { _ = l.obj.Release() }
+
 // Close unloads the library (cuLibraryUnload) once no launch of its kernels
-// is in progress. Idempotent.
+// is in progress and no Args or graph made with them holds it. Idempotent.
 func (l *Library) Close() error {
 	if l == nil {
 		return invalid("Library.Close", "nil library")
 	}
-	return l.close()
+	if l.h == 0 {
+		return nil
+	}
+	return l.obj.Close()
 }
 
 // Function looks up a kernel by name (cuLibraryGetKernel). The kernel can
@@ -253,8 +286,12 @@ func (l *Library) Function(name string) (*Function, error) {
 		return nil, err
 	}
 	defer l.release()
-	f := &Function{lib: l, ld: &l.loaded, name: name}
-	if err := cu.LibraryGetKernel(&f.kernel, l.h, cstring(name)); err != nil {
+	cname, err := cstring(op, "kernel name", name)
+	if err != nil {
+		return nil, err
+	}
+	f := &Function{lib: l, ld: &l.obj, name: name}
+	if err := cu.LibraryGetKernel(&f.kernel, l.h, cname); err != nil {
 		if errors.Is(err, cu.CUDA_ERROR_NOT_FOUND) {
 			return nil, fmt.Errorf("driver: kernel %q is not in the library: %w", name, err)
 		}

@@ -1,40 +1,44 @@
 package driver
 
 import (
-	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
 )
 
-// MemPool is a stream-ordered memory pool (CUmemoryPool).
+// MemPool is a stream-ordered memory pool (CUmemoryPool). Every call holds
+// the pool while it runs, and every buffer allocated from it holds it until
+// the buffer is freed, so Close destroys the pool only after both.
 type MemPool struct {
-	h         cu.CUmemoryPool
-	ctx       *Context
-	owned     bool
-	closed    atomic.Bool
-	closeOnce sync.Once
-	closeErr  error
+	h     cu.CUmemoryPool
+	ctx   *Context
+	owned bool // made with NewMemPool; the device's default pool is not
+	obj   lifetime.Object
 }
 
 // DefaultMemPool is the device's default pool (cuDeviceGetDefaultMemPool),
-// which AllocAsync uses. Close on it does nothing.
+// which AllocAsync uses. It holds the context until closed; Close on it
+// destroys nothing.
 func (c *Context) DefaultMemPool() (*MemPool, error) {
-	if err := c.check("Context.DefaultMemPool"); err != nil {
+	const op = "Context.DefaultMemPool"
+	if err := c.hold(op); err != nil {
 		return nil, err
 	}
 	p := &MemPool{ctx: c}
 	if err := cu.DeviceGetDefaultMemPool(&p.h, c.dev.h); err != nil {
+		c.release()
 		return nil, err
 	}
+	p.obj.Init(func() error { c.release(); return nil })
 	return p, nil
 }
 
 // NewMemPool creates a pool of pinned device memory on c's device
 // (cuMemPoolCreate); Close destroys it.
 func (c *Context) NewMemPool() (*MemPool, error) {
-	if err := c.acquire("Context.NewMemPool"); err != nil {
+	const op = "Context.NewMemPool"
+	if err := c.hold(op); err != nil {
 		return nil, err
 	}
 	props := cu.CUmemPoolProps{
@@ -46,18 +50,25 @@ func (c *Context) NewMemPool() (*MemPool, error) {
 		c.release()
 		return nil, err
 	}
+	p.obj.Init(func() error {
+		err := bound(c, func() error { return cu.MemPoolDestroy(p.h) })
+		c.release()
+		return err
+	})
 	return p, nil
 }
 
-func (p *MemPool) check(op string) error {
+func (p *MemPool) acquire(op string) error {
 	if p == nil {
 		return invalid(op, "nil memory pool")
 	}
-	if p.closed.Load() {
-		return closedErr(op, "memory pool")
+	if !p.obj.Acquire() {
+		return notOpen(op, "memory pool")
 	}
 	return nil
 }
+
+func (p *MemPool) release() { _ = p.obj.Release() }
 
 // AllocFromPool allocates n elements of T from p in stream order
 // (cuMemAllocFromPoolAsync).
@@ -79,25 +90,27 @@ func poolAttr32(a MemPoolAttribute) bool {
 
 // Attribute reads a pool attribute (cuMemPoolGetAttribute).
 func (p *MemPool) Attribute(a MemPoolAttribute) (uint64, error) {
-	if err := p.check("MemPool.Attribute"); err != nil {
+	if err := p.acquire("MemPool.Attribute"); err != nil {
 		return 0, err
 	}
-	var v uint64
-	if err := cu.MemPoolGetAttribute(p.h, a, unsafe.Pointer(&v)); err != nil {
+	defer p.release()
+	v := new(uint64)
+	if err := cu.MemPoolGetAttribute(p.h, a, unsafe.Pointer(v)); err != nil {
 		return 0, err
 	}
 	if poolAttr32(a) {
-		v = uint64(uint32(v))
+		return uint64(uint32(*v)), nil
 	}
-	return v, nil
+	return *v, nil
 }
 
 // SetAttribute sets a pool attribute (cuMemPoolSetAttribute), such as
 // PoolAttrReleaseThreshold.
 func (p *MemPool) SetAttribute(a MemPoolAttribute, v uint64) error {
-	if err := p.check("MemPool.SetAttribute"); err != nil {
+	if err := p.acquire("MemPool.SetAttribute"); err != nil {
 		return err
 	}
+	defer p.release()
 	if poolAttr32(a) {
 		v32 := int32(v)
 		return cu.MemPoolSetAttribute(p.h, a, unsafe.Pointer(&v32))
@@ -107,24 +120,22 @@ func (p *MemPool) SetAttribute(a MemPoolAttribute, v uint64) error {
 
 // Trim releases unused memory above keep bytes (cuMemPoolTrimTo).
 func (p *MemPool) Trim(keep uint64) error {
-	if err := p.check("MemPool.Trim"); err != nil {
+	if err := p.acquire("MemPool.Trim"); err != nil {
 		return err
 	}
+	defer p.release()
 	return cu.MemPoolTrimTo(p.h, uintptr(keep))
 }
 
-// Close destroys a pool made with NewMemPool (cuMemPoolDestroy).
+// Close releases the pool: one made with NewMemPool is destroyed
+// (cuMemPoolDestroy) once no call is using it and every buffer allocated
+// from it is freed. Idempotent, first result kept.
 func (p *MemPool) Close() error {
 	if p == nil {
 		return invalid("MemPool.Close", "nil memory pool")
 	}
-	if !p.owned {
+	if p.ctx == nil {
 		return nil
 	}
-	p.closeOnce.Do(func() {
-		p.closed.Store(true)
-		p.closeErr = bound(p.ctx, func() error { return cu.MemPoolDestroy(p.h) })
-		p.ctx.release()
-	})
-	return p.closeErr
+	return p.obj.Close()
 }

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
-	"github.com/purecuda/cuda/internal/trampoline"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 // StreamFlags are cuStreamCreate flags.
@@ -27,21 +27,19 @@ const (
 // stream; a nil *Stream is an error (ErrNilStream), never the default stream.
 //
 // A Stream is safe for concurrent use; work submitted from several goroutines
-// is ordered as CUDA receives it.
+// is ordered as CUDA receives it. Every call holds the stream while it runs,
+// so Close racing with calls never destroys the CUDA stream under one; the
+// stream is destroyed when Close has been called and the last call, and the
+// last stream-ordered buffer allocated on it, are done.
 type Stream struct {
 	// The fields a launch reads come first, together.
-	h      cu.CUstream
-	ctx    *Context
-	closed atomic.Bool
-	owned  bool // false for the legacy and per-thread default streams
-	// special streams (legacy, per-thread) need the context current.
-	special bool
-	lim     dimLimits // the device's, copied
-	frame   hotFrame  // for Launch
-	blk     argBlock  // Launch's argument block while it holds frame
-
-	closeOnce sync.Once
-	closeErr  error
+	h       cu.CUstream
+	ctx     *Context
+	obj     lifetime.Object // owner + calls in flight + stream-ordered buffers
+	special bool            // the legacy default stream: needs its context current
+	lim     dimLimits       // the device's, copied
+	frame   hotFrame        // for Launch
+	blk     argBlock        // Launch's argument block while it holds frame
 
 	errMu sync.Mutex
 	errs  []error // host-function panics, returned by the next Synchronize
@@ -61,7 +59,7 @@ func (c *Context) NewStreamWithPriority(flags StreamFlags, priority int) (*Strea
 }
 
 func (c *Context) newStream(op string, create func(*cu.CUstream) error) (*Stream, error) {
-	if err := c.acquire(op); err != nil {
+	if err := c.hold(op); err != nil {
 		return nil, err
 	}
 	s := newStreamFor(c, 0, false)
@@ -69,13 +67,18 @@ func (c *Context) newStream(op string, create func(*cu.CUstream) error) (*Stream
 		c.release()
 		return nil, err
 	}
+	s.obj.Init(func() error {
+		err := bound(c, func() error { return cu.StreamDestroy(s.h) })
+		c.release()
+		return err
+	})
 	return s, nil
 }
 
 // newStreamFor makes the Stream value: an owned stream (h set by the
-// caller) or a special default stream.
+// caller, obj initialised by it) or the legacy default stream.
 func newStreamFor(c *Context, h cu.CUstream, special bool) *Stream {
-	s := &Stream{h: h, ctx: c, owned: !special, special: special, lim: c.dev.lim}
+	s := &Stream{h: h, ctx: c, special: special, lim: c.dev.lim}
 	s.blk.init()
 	// Without cuLaunchKernel the frame stays unready and launches take the
 	// pooled path, which reports the missing symbol.
@@ -86,85 +89,119 @@ func newStreamFor(c *Context, h cu.CUstream, special bool) *Stream {
 // StreamPriorityRange returns the least and greatest stream priorities
 // (cuCtxGetStreamPriorityRange).
 func (c *Context) StreamPriorityRange() (least, greatest int, err error) {
-	var l, g int32
-	err = c.use("Context.StreamPriorityRange", func() error { return cu.CtxGetStreamPriorityRange(&l, &g) })
-	return int(l), int(g), err
+	sc := getScratch()
+	defer putScratch(sc)
+	p := (*[2]int32)(unsafe.Pointer(sc))
+	err = c.with("Context.StreamPriorityRange", func() error { return cu.CtxGetStreamPriorityRange(&p[0], &p[1]) })
+	return int(p[0]), int(p[1]), err
 }
 
 // LegacyStream is the context's legacy default stream (CU_STREAM_LEGACY),
-// which synchronises with every blocking stream. Close on it does nothing.
+// which synchronises with every blocking stream. It holds no reference of
+// its own: each call on it holds the context, and fails once the context is
+// closed. Close on it does nothing.
+//
+// (CUDA's per-thread default stream is not offered: it names the calling
+// OS thread's stream, and goroutines move between threads, so successive
+// calls from one goroutine could land on different streams, unordered.)
 func (c *Context) LegacyStream() *Stream {
-	return newStreamFor(c, cu.CU_STREAM_LEGACY, true)
+	if c == nil || c.dev == nil {
+		return nil
+	}
+	s := newStreamFor(c, cu.CU_STREAM_LEGACY, true)
+	s.obj.Init(nil)
+	return s
 }
 
-// PerThreadStream is the per-thread default stream (CU_STREAM_PER_THREAD).
-// Close on it does nothing.
-func (c *Context) PerThreadStream() *Stream {
-	return newStreamFor(c, cu.CU_STREAM_PER_THREAD, true)
+// Context is the stream's context (nil for a nil Stream).
+func (s *Stream) Context() *Context {
+	if s == nil {
+		return nil
+	}
+	return s.ctx
 }
 
-// Context is the stream's context.
-func (s *Stream) Context() *Context { return s.ctx }
-
-// check reports whether s can take work.
-func (s *Stream) check(op string) error {
+// acquire holds s for a call; release lets it go. The legacy stream holds
+// its context instead (see LegacyStream).
+func (s *Stream) acquire(op string) error {
 	if s == nil {
 		return fmt.Errorf("driver: %s: %w", op, ErrNilStream)
 	}
-	if s.closed.Load() {
-		return closedErr(op, "stream")
-	}
 	if s.special {
-		return s.ctx.check(op)
+		return s.ctx.hold(op)
+	}
+	if !s.obj.Acquire() {
+		return notOpen(op, "stream")
 	}
 	return nil
 }
 
-// do runs f with the context current when the stream does not carry it
-// (the special default streams); streams made with NewStream carry their
-// context, so their hot paths skip the binding.
-func (s *Stream) do(op string, f func() error) error {
+func (s *Stream) release() {
 	if s.special {
-		return s.ctx.use(op, f)
+		s.ctx.release()
+		return
 	}
-	return f()
+	_ = s.obj.Release()
 }
 
-// bind runs f with the stream's context current, for calls that need it
-// whatever the stream; a special stream holds no reference of its own, so
-// its context is held for the call.
-func (s *Stream) bind(op string, f func() error) error {
-	if s.special {
-		return s.ctx.use(op, f)
+// do is the one verb for a call that names s: it holds s for the call and
+// runs f, with the context current when f needs it (bind) or when the
+// stream does not carry its context (the legacy stream); streams made with
+// NewStream carry theirs, so their hot paths skip the binding.
+func (s *Stream) do(op string, bind bool, f func() error) error {
+	if err := s.acquire(op); err != nil {
+		return err
 	}
-	return bound(s.ctx, f)
+	var err error
+	if bind || s.special {
+		err = bound(s.ctx, f)
+	} else {
+		err = f()
+	}
+	s.release()
+	return s.ctx.sawError(err)
 }
 
 // Raw calls f with the CUstream handle, for use with other CUDA libraries.
-// The handle must not be kept after f returns, and s must not be closed
-// while f runs.
+// The stream is held while f runs, and its context is current on the
+// calling OS thread (locked for the call). The handle must not be kept after
+// f returns.
 func (s *Stream) Raw(f func(handle uintptr) error) error {
-	if err := s.check("Stream.Raw"); err != nil {
-		return err
+	if f == nil {
+		return invalid("Stream.Raw", "nil function")
 	}
-	return f(uintptr(s.h))
+	return s.do("Stream.Raw", true, func() error { return f(uintptr(s.h)) })
 }
 
-// Close destroys the stream (cuStreamDestroy). Work already queued still
-// runs. Close is idempotent and returns the first call's result.
+// Hold takes a reference that keeps the CUDA stream alive after Close until
+// it is released: for work that outlives a call. It fails once s is closed.
+func (s *Stream) Hold() (lifetime.Ref, error) {
+	const op = "Stream.Hold"
+	if s == nil {
+		return lifetime.Ref{}, fmt.Errorf("driver: %s: %w", op, ErrNilStream)
+	}
+	o := &s.obj
+	if s.special {
+		o = &s.ctx.obj
+	}
+	r, ok := o.Ref()
+	if !ok {
+		return lifetime.Ref{}, notOpen(op, "stream")
+	}
+	return r, nil
+}
+
+// Close destroys the stream (cuStreamDestroy) once no call is using it and
+// no buffer allocated on it in stream order is left. Work already queued
+// still runs. Close is idempotent and returns the first call's result.
 func (s *Stream) Close() error {
 	if s == nil {
 		return fmt.Errorf("driver: Stream.Close: %w", ErrNilStream)
 	}
-	if !s.owned {
+	if s.special || s.ctx == nil {
 		return nil
 	}
-	s.closeOnce.Do(func() {
-		s.closed.Store(true)
-		s.closeErr = bound(s.ctx, func() error { return cu.StreamDestroy(s.h) })
-		s.ctx.release()
-	})
-	return s.closeErr
+	return s.obj.Close()
 }
 
 func (s *Stream) takeErrs(err error) error {
@@ -182,18 +219,16 @@ func (s *Stream) takeErrs(err error) error {
 // (cuStreamSynchronize). It also returns, once, the panics of host
 // functions that ran on the stream since the last call.
 func (s *Stream) Synchronize() error {
-	if err := s.check("Stream.Synchronize"); err != nil {
+	err := s.do("Stream.Synchronize", false, func() error { return cu.StreamSynchronize(s.h) })
+	if s == nil {
 		return err
 	}
-	return s.takeErrs(s.do("Stream.Synchronize", func() error { return cu.StreamSynchronize(s.h) }))
+	return s.takeErrs(err)
 }
 
 // Query reports whether all work on the stream has run (cuStreamQuery).
 func (s *Stream) Query() (bool, error) {
-	if err := s.check("Stream.Query"); err != nil {
-		return false, err
-	}
-	err := s.do("Stream.Query", func() error { return cu.StreamQuery(s.h) })
+	err := s.do("Stream.Query", false, func() error { return cu.StreamQuery(s.h) })
 	switch {
 	case err == nil:
 		return true, nil
@@ -207,9 +242,14 @@ func (s *Stream) Query() (bool, error) {
 // returning ctx.Err(); the work itself goes on. It polls cuStreamQuery with
 // a back-off from 5µs to 1ms, so it does not keep a core busy.
 func (s *Stream) SynchronizeContext(ctx context.Context) error {
-	if err := s.check("Stream.SynchronizeContext"); err != nil {
+	const op = "Stream.SynchronizeContext"
+	if ctx == nil {
+		return invalid(op, "nil context.Context")
+	}
+	if err := s.acquire(op); err != nil {
 		return err
 	}
+	s.release()
 	wait := 5 * time.Microsecond
 	var timer *time.Timer
 	for {
@@ -236,54 +276,67 @@ func (s *Stream) SynchronizeContext(ctx context.Context) error {
 
 // WaitEvent makes later work on s wait for e (cuStreamWaitEvent).
 func (s *Stream) WaitEvent(e *Event) error {
-	if err := s.check("Stream.WaitEvent"); err != nil {
+	const op = "Stream.WaitEvent"
+	if err := e.acquire(op); err != nil {
 		return err
 	}
-	if err := e.check("Stream.WaitEvent"); err != nil {
-		return err
-	}
-	return s.do("Stream.WaitEvent", func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
+	defer e.release()
+	return s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
 }
 
 // Priority is the stream's priority (cuStreamGetPriority).
 func (s *Stream) Priority() (int, error) {
-	if err := s.check("Stream.Priority"); err != nil {
-		return 0, err
-	}
-	var p int32
-	err := s.do("Stream.Priority", func() error { return cu.StreamGetPriority(s.h, &p) })
-	return int(p), err
+	sc := getScratch()
+	defer putScratch(sc)
+	p := (*int32)(unsafe.Pointer(sc))
+	err := s.do("Stream.Priority", false, func() error { return cu.StreamGetPriority(s.h, p) })
+	return int(*p), err
 }
 
-// LaunchHostFunc queues f to run on a CUDA thread once the work before it
-// on s has run (cuLaunchHostFunc). f runs exactly once and is then
-// released. f must not call CUDA. A panic in f is recovered: the process and
-// the stream go on, and the next Synchronize returns it as an error.
+// LaunchHostFunc queues f to run once the work before it on s has run
+// (cuLaunchHostFunc). f runs exactly once, on a goroutine of purecuda's
+// while a CUDA thread waits for it, and is then released. f must not call
+// CUDA. A panic in f, or a runtime.Goexit (t.FailNow), is contained: the
+// process and the stream go on, and the next Synchronize returns it as an
+// error. If a sticky error stops the context, f never runs and is
+// released when the error is seen.
 func (s *Stream) LaunchHostFunc(f func()) error {
-	if err := s.check("Stream.LaunchHostFunc"); err != nil {
-		return err
-	}
 	if f == nil {
 		return invalid("Stream.LaunchHostFunc", "nil function")
 	}
-	return s.enqueueHost(f)
+	return s.enqueueHost("Stream.LaunchHostFunc", lifetime.Callback{Fn: f, Once: true, Sink: s})
 }
 
-func (s *Stream) enqueueHost(f func()) error {
-	tramp, err := trampoline.HostFn()
+// enqueueHost queues a registered callback on s. When CUDA refuses it, the
+// callback is cancelled (its Done released) and nothing is left behind.
+func (s *Stream) enqueueHost(op string, cb lifetime.Callback) error {
+	tramp, err := lifetime.HostFn()
 	if err != nil {
 		return err
 	}
-	id := trampoline.Register(&trampoline.Entry{Fn: f, Once: true, OnPanic: s.recordPanic})
-	if err := s.bind("Stream.LaunchHostFunc", func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), idPointer(id)) }); err != nil {
-		trampoline.Unregister(id) // nothing half-built: it will never run
+	if err := s.acquire(op); err != nil {
 		return err
 	}
+	defer s.release()
+	id := lifetime.Register(cb)
+	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), idPointer(id)) }); err != nil {
+		lifetime.Cancel(id) // it will never run
+		return s.ctx.sawError(err)
+	}
+	s.ctx.addPending(id)
 	return nil
 }
 
-func (s *Stream) recordPanic(p any, stack []byte) {
+// CallbackPanicked records a host function's panic (or Goexit) for the
+// next Synchronize. It implements lifetime.PanicSink.
+func (s *Stream) CallbackPanicked(p any, stack []byte) {
+	var err error
+	if e, ok := p.(*lifetime.Goexited); ok {
+		err = fmt.Errorf("driver: host function: %w", e)
+	} else {
+		err = fmt.Errorf("driver: host function panicked: %v\n%s", p, stack)
+	}
 	s.errMu.Lock()
-	s.errs = append(s.errs, fmt.Errorf("driver: host function panicked: %v\n%s", p, stack))
+	s.errs = append(s.errs, err)
 	s.errMu.Unlock()
 }

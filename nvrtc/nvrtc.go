@@ -113,7 +113,23 @@ func (o Options) Args() ([]string, error) {
 	if o.MaxRegisters > 0 {
 		out = append(out, fmt.Sprintf("-maxrregcount=%d", o.MaxRegisters))
 	}
-	return append(out, o.Extra...), nil
+	out = append(out, o.Extra...)
+	for _, a := range out {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, fmt.Errorf("%w: option %q contains a NUL byte", ErrBadOptions, a)
+		}
+	}
+	return out, nil
+}
+
+// noNUL refuses strings that C would cut short at an embedded NUL byte.
+func noNUL(what string, ss ...string) error {
+	for _, s := range ss {
+		if strings.IndexByte(s, 0) >= 0 {
+			return fmt.Errorf("%w: %s %.40q contains a NUL byte", ErrBadOptions, what, s)
+		}
+	}
+	return nil
 }
 
 // Result is a compiled program.
@@ -177,6 +193,20 @@ func Compile(source string, opts Options) (res *Result, err error) {
 	}
 	if strings.TrimSpace(source) == "" {
 		return nil, fmt.Errorf("%w: empty source", ErrBadOptions)
+	}
+	if err := noNUL("source", source); err != nil {
+		return nil, err
+	}
+	if err := noNUL("program name", opts.Name); err != nil {
+		return nil, err
+	}
+	if err := noNUL("name expression", opts.NameExpressions...); err != nil {
+		return nil, err
+	}
+	for n, c := range opts.Headers {
+		if err := noNUL("header", n, c); err != nil {
+			return nil, err
+		}
 	}
 	name := opts.Name
 	if name == "" {

@@ -23,7 +23,7 @@ import (
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/gputest"
 	"github.com/purecuda/cuda/internal/stress"
-	"github.com/purecuda/cuda/internal/trampoline"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 var (
@@ -228,7 +228,7 @@ func TestFakeMigrationStress(t *testing.T) {
 
 func TestFakeHostFunctions(t *testing.T) {
 	f := setup(t)
-	before := trampoline.Len()
+	before := lifetime.ReadStats().Callbacks
 	callsBefore := counter(t, "fake_host_calls")
 	var n atomic.Int64
 	for i := 0; i < 300; i++ {
@@ -237,13 +237,13 @@ func TestFakeHostFunctions(t *testing.T) {
 	require.NoError(t, f.s.Synchronize())
 	assert.EqualValues(t, 300, n.Load())
 	assert.EqualValues(t, 300, counter(t, "fake_host_calls")-callsBefore, "each ran on a fakecuda thread")
-	assert.Equal(t, before, trampoline.Len(), "and was released")
+	assert.Equal(t, before, lifetime.ReadStats().Callbacks, "and was released")
 
 	require.NoError(t, f.s.LaunchHostFunc(func() { panic("from a C thread") }))
 	err := f.s.Synchronize()
 	assert.ErrorContains(t, err, "host function panicked: from a C thread")
 	assert.NoError(t, f.s.Synchronize())
-	assert.Equal(t, before, trampoline.Len())
+	assert.Equal(t, before, lifetime.ReadStats().Callbacks)
 }
 
 func TestFakeFreesAndCleanup(t *testing.T) {

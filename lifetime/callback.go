@@ -1,0 +1,213 @@
+package lifetime
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync"
+
+	"github.com/ebitengine/purego"
+)
+
+// PanicSink receives what a callback could not finish with: a recovered
+// panic, or a runtime.Goexit (reported as a panic value of type *Goexited).
+// A *driver.Stream is one: it returns the panic from its next Synchronize.
+type PanicSink interface {
+	CallbackPanicked(v any, stack []byte)
+}
+
+// Goexited is the value a PanicSink receives when a callback called
+// runtime.Goexit (t.FailNow does) instead of returning.
+type Goexited struct{}
+
+func (*Goexited) Error() string {
+	return "lifetime: callback called runtime.Goexit (t.FailNow or t.SkipNow in a host function?)"
+}
+
+// Callback is a Go function registered for C to call through HostFn.
+type Callback struct {
+	// Fn is the function to run. It runs on a goroutine of ours while the
+	// CUDA thread that called waits; it must not call CUDA.
+	Fn func()
+	// Once removes the entry before its first run (stream host functions,
+	// user-object destructors). Otherwise it stays until Unregister (graph
+	// host nodes, which run at every launch).
+	Once bool
+	// Sink, if set, receives a panic or Goexit of Fn (or of OnCancel).
+	// Without it they are only counted (Stats.CallbackPanics). It is called
+	// on the thread that invoked the callback, which may be a CUDA thread:
+	// it must return promptly, must not call CUDA and must not call
+	// runtime.Goexit (a panic in it is recovered and dropped).
+	Sink PanicSink
+	// OnCancel, if set, is run by Cancel instead of Fn: it releases what
+	// the callback holds when CUDA will never call it (a host function
+	// queued on a context that hit a sticky error). Like Fn it must not
+	// call CUDA; panics and Goexit in it are contained the same way.
+	OnCancel func()
+}
+
+var callbacks Map[Callback]
+
+// Register stores cb and returns the id to pass to C as userData (I5).
+func Register(cb Callback) uintptr { return callbacks.Put(cb) }
+
+// Unregister removes a callback without running it; it reports whether it
+// was there (a Once callback that already ran is not). A non-Once callback
+// that an Invoke already looked up may still be running, or about to run,
+// when Unregister returns: Unregister waits for nothing.
+func Unregister(id uintptr) bool { return callbacks.Delete(id) }
+
+// Pending reports whether callback id is registered: for a Once callback,
+// that it has neither run (nor started to) nor been cancelled or
+// unregistered.
+func Pending(id uintptr) bool {
+	if id == 0 {
+		return false
+	}
+	_, ok := callbacks.Get(id)
+	return ok
+}
+
+// Cancel removes callback id without running its Fn, for when CUDA will
+// never call it, and runs its OnCancel (contained like Fn, on a goroutine
+// of ours, while Cancel waits). It reports whether the callback was still
+// registered; a callback that already ran, or started to, is not cancelled,
+// so exactly one of Fn and OnCancel runs for a Once callback.
+func Cancel(id uintptr) bool {
+	if id == 0 {
+		return false
+	}
+	cb, ok := callbacks.Take(id)
+	if !ok {
+		return false
+	}
+	if cb.OnCancel != nil {
+		run(cb.OnCancel, cb.Sink)
+	}
+	return true
+}
+
+func takeOnce(cb *Callback) bool { return cb.Once }
+
+// Invoke runs callback id as the trampoline does: an unknown id runs
+// nothing; a panic or Goexit in the callback is contained (I6). A Once
+// callback is removed before it runs, so it runs once even when invoked
+// concurrently. Invoke returns when the callback has finished. It is
+// exported for tests and fake drivers that dispatch without CUDA.
+func Invoke(id uintptr) {
+	if id == 0 {
+		return
+	}
+	cb, ok := callbacks.load(id, takeOnce)
+	if !ok || cb.Fn == nil {
+		return
+	}
+	run(cb.Fn, cb.Sink)
+}
+
+// run runs fn on a worker goroutine and waits for it, then reports a panic
+// or Goexit of fn to sink.
+func run(fn func(), sink PanicSink) {
+	w := getWorker()
+	w.fn = fn
+	w.start <- struct{}{}
+	<-w.done
+	p, stack, exited := w.p, w.stack, w.exited
+	w.fn, w.p, w.stack = nil, nil, nil
+	if !exited {
+		putWorker(w)
+	}
+	if p == nil && !exited {
+		return
+	}
+	if exited {
+		p = &Goexited{}
+	}
+	stats.callbackPanics.Add(1)
+	if sink != nil {
+		report(sink, p, stack)
+	}
+}
+
+// report hands a contained panic to sink; a panic in the sink itself is
+// dropped, since nothing may escape into C.
+func report(sink PanicSink, p any, stack []byte) {
+	defer func() { _ = recover() }()
+	sink.CallbackPanicked(p, stack)
+}
+
+// A worker runs callbacks on a goroutine the Go runtime created, so that a
+// runtime.Goexit in one ends that goroutine instead of aborting the process
+// (Goexit on a thread CUDA created is fatal). A worker whose callback
+// called Goexit reports it and is not reused.
+type worker struct {
+	start  chan struct{}
+	done   chan struct{}
+	fn     func()
+	p      any
+	stack  []byte
+	exited bool
+}
+
+var idle = make(chan *worker, 64)
+
+func getWorker() *worker {
+	select {
+	case w := <-idle:
+		return w
+	default:
+	}
+	w := &worker{start: make(chan struct{}), done: make(chan struct{})}
+	go w.loop()
+	return w
+}
+
+func putWorker(w *worker) {
+	select {
+	case idle <- w:
+	default:
+		close(w.start) // enough idle workers: let this one end
+	}
+}
+
+func (w *worker) loop() {
+	finished := false
+	defer func() {
+		if !finished { // the callback called runtime.Goexit
+			w.exited = true
+			w.stack = debug.Stack() // still shows where Goexit was called
+			w.done <- struct{}{}
+		}
+	}()
+	for range w.start {
+		w.run()
+		w.done <- struct{}{}
+	}
+	finished = true
+}
+
+func (w *worker) run() {
+	defer func() {
+		if p := recover(); p != nil {
+			w.p, w.stack = p, debug.Stack()
+		}
+	}()
+	w.fn()
+}
+
+var hostFn = sync.OnceValues(func() (fn uintptr, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("lifetime: cannot create the host-function callback: %v", p)
+		}
+	}()
+	return purego.NewCallback(func(userData uintptr) uintptr {
+		Invoke(userData)
+		return 0
+	}), nil
+})
+
+// HostFn returns the C function pointer of the one trampoline for CUhostFn
+// (void (*)(void *userData)), made once per process (I7). Stream host
+// functions and user-object destructors both use it, with the id of a
+// registered Callback as userData.
+func HostFn() (uintptr, error) { return hostFn() }

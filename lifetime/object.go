@@ -1,0 +1,156 @@
+package lifetime
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+)
+
+// ErrOverRelease is returned by Release when more references are dropped
+// than were taken: a bug in the caller, reported instead of destroying the
+// object early.
+var ErrOverRelease = errors.New("lifetime: reference released more often than taken")
+
+// Owner is anything that holds part of an object's lifetime and gives it up
+// with Release. Release is called exactly once per Owner value handed out.
+//
+// A failed release is counted (Stats.ReleaseErrors, Errors) where it
+// happens: by Object's destroy function and by OwnerFunc. An Owner defined
+// elsewhere is counted when its Release goes through one of them (a driver
+// type whose Release releases its Object); the release queue and Table
+// count only panics on top of that, so no failure is counted twice.
+type Owner interface {
+	Release() error
+}
+
+// Object is the lifetime of one CUDA object (I1–I4 in DESIGN.md).
+//
+// The owner (the Go value a user holds) has one reference. Every call that
+// hands the object to CUDA takes another with Acquire for the duration of
+// the call, and every dependent (a buffer made on a context, a graph naming
+// a buffer) takes one for as long as it depends on the object. Close marks
+// the object closed, so Acquire fails from then on, and drops the owner's
+// reference. The destroy function runs exactly once, when the last reference
+// is dropped, on the goroutine that drops it.
+//
+// The zero Object is not usable: call Init first. An Object must not be
+// copied after Init.
+type Object struct {
+	refs    atomic.Int64 // owner + calls in flight + dependents; 0 once destroyed
+	closed  atomic.Bool
+	destroy func() error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Init gives the object its owner's reference and the function that
+// destroys the CUDA object when the last reference goes.
+func (o *Object) Init(destroy func() error) {
+	o.destroy = destroy
+	o.refs.Store(1)
+	stats.objects.Add(1)
+}
+
+// Acquire takes a reference. It fails once the object is closed or
+// destroyed; the count never rises again from zero (I1).
+func (o *Object) Acquire() bool {
+	if o.closed.Load() {
+		return false
+	}
+	return o.acquireLive()
+}
+
+// Hold takes a reference while the object is not yet destroyed, even after
+// Close: for dependents that already hold a reference through another path
+// and need one more (a stream-ordered free on a closed stream that its
+// buffer keeps alive).
+func (o *Object) Hold() bool { return o.acquireLive() }
+
+func (o *Object) acquireLive() bool {
+	for {
+		n := o.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if o.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Release drops a reference; the last one runs the destroy function and
+// returns its error (I2). Releasing more than was taken returns
+// ErrOverRelease and destroys nothing.
+func (o *Object) Release() error {
+	n := o.refs.Add(-1)
+	if n > 0 {
+		return nil
+	}
+	if n < 0 {
+		o.refs.Add(1)
+		return ErrOverRelease
+	}
+	stats.objects.Add(-1)
+	if o.destroy == nil {
+		return nil
+	}
+	err := o.destroy()
+	if err != nil {
+		noteError(err)
+	}
+	return err
+}
+
+// Close marks the object closed and drops the owner's reference, once (I3).
+// It returns the destroy function's error when the object was destroyed at
+// once; when calls or dependents still hold it, the last of them destroys
+// it and Close returns nil. Later calls return the first call's result.
+func (o *Object) Close() error {
+	o.closeOnce.Do(func() {
+		o.closed.Store(true)
+		o.closeErr = o.Release()
+	})
+	return o.closeErr
+}
+
+// Closed reports whether Close was called.
+func (o *Object) Closed() bool { return o.closed.Load() }
+
+// Destroyed reports whether the last reference is gone.
+func (o *Object) Destroyed() bool { return o.refs.Load() <= 0 }
+
+// Refs is the number of references held (for tests and diagnostics).
+func (o *Object) Refs() int64 { return o.refs.Load() }
+
+// Ref takes a reference and returns it as a Ref for a dependent; ok is
+// false once the object is closed.
+func (o *Object) Ref() (r Ref, ok bool) {
+	if !o.Acquire() {
+		return Ref{}, false
+	}
+	return Ref{o}, true
+}
+
+// RefOf wraps a reference the caller already holds on o (taken with
+// Acquire or Hold) as a Ref, handing it over: the Ref's Release drops it.
+func RefOf(o *Object) Ref { return Ref{o} }
+
+// Ref is one reference on an Object, handed to a dependent. It is a single
+// pointer, so storing it in an Owner interface allocates nothing. Release it
+// exactly once; the zero Ref releases nothing.
+type Ref struct{ o *Object }
+
+// Release drops the reference (see Object.Release).
+func (r Ref) Release() error {
+	if r.o == nil {
+		return nil
+	}
+	return r.o.Release()
+}
+
+// Valid reports whether r holds a reference (it is not the zero Ref).
+func (r Ref) Valid() bool { return r.o != nil }
+
+// Same reports whether r is a reference on o.
+func (r Ref) Same(o *Object) bool { return r.o == o }

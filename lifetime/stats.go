@@ -1,0 +1,80 @@
+package lifetime
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+var stats struct {
+	objects        atomic.Int64
+	attached       atomic.Int64
+	released       atomic.Int64
+	queued         atomic.Int64
+	releaseErrors  atomic.Int64
+	callbackPanics atomic.Int64
+	pinned         atomic.Int64
+	tables         atomic.Int64
+}
+
+// Stats are the lifetime counters (I11). Tests and users read them to prove
+// that nothing leaks: after everything is closed and Flush has returned,
+// Objects, Live, Queued, Pinned, Tables and Callbacks are back to where they
+// started.
+type Stats struct {
+	Objects        int64 // Objects initialised and not yet destroyed
+	Attached       int64 // owners ever added to tables
+	Released       int64 // owners ever released from tables
+	Live           int64 // Attached − Released
+	Queued         int64 // releases waiting in the release queue
+	ReleaseErrors  int64 // destroy functions and releases that failed
+	CallbackPanics int64 // callbacks that panicked or called Goexit
+	Pinned         int64 // Go objects pinned now
+	Tables         int64 // owner tables not yet released
+	Callbacks      int   // callbacks registered now (the handle map's size)
+}
+
+// ReadStats returns the counters.
+func ReadStats() Stats {
+	a, r := stats.attached.Load(), stats.released.Load()
+	return Stats{
+		Objects:        stats.objects.Load(),
+		Attached:       a,
+		Released:       r,
+		Live:           a - r,
+		Queued:         stats.queued.Load(),
+		ReleaseErrors:  stats.releaseErrors.Load(),
+		CallbackPanics: stats.callbackPanics.Load(),
+		Pinned:         stats.pinned.Load(),
+		Tables:         stats.tables.Load(),
+		Callbacks:      callbacks.Len(),
+	}
+}
+
+const keptErrors = 16
+
+var recent struct {
+	sync.Mutex
+	errs []error
+}
+
+func noteError(err error) {
+	stats.releaseErrors.Add(1)
+	recent.Lock()
+	if len(recent.errs) == keptErrors {
+		copy(recent.errs, recent.errs[1:])
+		recent.errs = recent.errs[:keptErrors-1]
+	}
+	recent.errs = append(recent.errs, err)
+	recent.Unlock()
+}
+
+// Errors returns the most recent release errors (up to 16), oldest first,
+// and forgets them. Releases that nobody waits for (a cleanup, the release
+// queue, the last call to drop an object closed meanwhile) report here.
+func Errors() []error {
+	recent.Lock()
+	defer recent.Unlock()
+	e := recent.errs
+	recent.errs = nil
+	return e
+}
