@@ -2,7 +2,6 @@ package lifetime_test
 
 import (
 	"errors"
-	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -330,14 +329,4 @@ func TestHostFnMadeOnce_I7(t *testing.T) {
 		return
 	}
 	assert.NotZero(t, fn0)
-}
-
-// ExampleGoexited shows how a sink tells a Goexit from a panic.
-func ExampleGoexited() {
-	sink := &recordingSink{}
-	lifetime.Invoke(lifetime.Register(lifetime.Callback{Fn: func() { runtime.Goexit() }, Once: true, Sink: sink}))
-	vals, _ := sink.got()
-	_, goexit := vals[0].(*lifetime.Goexited)
-	fmt.Println(goexit)
-	// Output: true
 }

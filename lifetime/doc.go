@@ -20,7 +20,8 @@
 //     userData, never a Go pointer.
 //   - Callbacks and HostFn: the one C-callable trampoline for CUhostFn,
 //     shared by stream host functions and user-object destructors. Panics
-//     and runtime.Goexit in a callback are contained.
+//     and runtime.Goexit in a callback are contained. Cancel releases what
+//     a callback CUDA will never call holds.
 //   - Defer: a release queue that never blocks its caller, for releases
 //     that must not run where they are noticed (a cleanup, a CUDA thread).
 //   - Table: the owners of a graph's nodes, released per node or all at once.

@@ -105,7 +105,8 @@ func (o *Object) Release() error {
 // Close marks the object closed and drops the owner's reference, once (I3).
 // It returns the destroy function's error when the object was destroyed at
 // once; when calls or dependents still hold it, the last of them destroys
-// it and Close returns nil. Later calls return the first call's result.
+// it and Close returns nil. Later calls return the first call's result (a
+// Close concurrent with the first waits for it to finish).
 func (o *Object) Close() error {
 	o.closeOnce.Do(func() {
 		o.closed.Store(true)
@@ -147,6 +148,17 @@ func (r Ref) Release() error {
 		return nil
 	}
 	return r.o.Release()
+}
+
+// Clone takes one more reference on the object r refers to, for a second
+// dependent (a clone of a graph holding the context the graph holds). It
+// works after the object's Close, since r keeps it alive; ok is false for
+// the zero Ref.
+func (r Ref) Clone() (Ref, bool) {
+	if r.o == nil || !r.o.Hold() {
+		return Ref{}, false
+	}
+	return Ref{r.o}, true
 }
 
 // Valid reports whether r holds a reference (it is not the zero Ref).

@@ -280,3 +280,55 @@ func TestRefAsOwnerAllocs_I2(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// Invariants I1, I2: RefOf hands over a reference already taken, and
+// Clone takes one more for a second dependent, even after Close (the Ref
+// keeps the object alive) but never from zero; each is released once.
+func TestRefOfAndClone_I1_I2(t *testing.T) {
+	p := newProbe(nil)
+	require.True(t, p.obj.Acquire())
+	r := lifetime.RefOf(&p.obj)
+	require.True(t, r.Same(&p.obj))
+	require.EqualValues(t, 2, p.obj.Refs())
+	require.NoError(t, p.obj.Close())
+
+	c, ok := r.Clone()
+	require.True(t, ok, "Clone works after Close while r is live")
+	require.True(t, c.Same(&p.obj))
+	require.EqualValues(t, 2, p.obj.Refs())
+	require.NoError(t, r.Release())
+	assert.Zero(t, p.destroyed.Load())
+	require.NoError(t, c.Release())
+	assert.EqualValues(t, 1, p.destroyed.Load())
+
+	_, ok = c.Clone()
+	assert.False(t, ok, "no Clone from zero")
+	_, ok = lifetime.Ref{}.Clone()
+	assert.False(t, ok, "the zero Ref clones nothing")
+	assert.EqualValues(t, 1, p.destroyed.Load())
+
+	// Clones racing the last release: never a reference from zero.
+	for range 500 {
+		q := newProbe(nil)
+		base, ok := q.obj.Ref()
+		require.True(t, ok)
+		require.NoError(t, q.obj.Close())
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if c, ok := base.Clone(); ok {
+					q.holding.Add(1)
+					q.holding.Add(-1)
+					_ = c.Release()
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = base.Release() }()
+		wg.Wait()
+		require.EqualValues(t, 1, q.destroyed.Load())
+		require.Zero(t, q.early.Load())
+	}
+}

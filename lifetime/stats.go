@@ -26,16 +26,20 @@ type Stats struct {
 	Released       int64 // owners ever released from tables
 	Live           int64 // Attached − Released
 	Queued         int64 // releases waiting in the release queue
-	ReleaseErrors  int64 // destroy functions and releases that failed
+	ReleaseErrors  int64 // destroys and releases that failed or panicked, and leaked pins
 	CallbackPanics int64 // callbacks that panicked or called Goexit
 	Pinned         int64 // Go objects pinned now
 	Tables         int64 // owner tables not yet released
 	Callbacks      int   // callbacks registered now (the handle map's size)
 }
 
-// ReadStats returns the counters.
+// ReadStats returns the counters. Each is read atomically, but not all at
+// one instant: while other goroutines work, compare them only after Flush.
 func ReadStats() Stats {
-	a, r := stats.attached.Load(), stats.released.Load()
+	// Released first: an owner is counted attached before it can be
+	// released, so reading in this order never shows Live below 0.
+	r := stats.released.Load()
+	a := stats.attached.Load()
 	return Stats{
 		Objects:        stats.objects.Load(),
 		Attached:       a,

@@ -1,0 +1,90 @@
+package lifetime_test
+
+import (
+	"testing"
+
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// The costs the lifetime layer adds to a call (Acquire+Release), a node add
+// (Ref + Table.Add), a host function (Invoke), a deferred release and a
+// pin. Timings are for reading, never assertions.
+
+func BenchmarkObjectAcquireRelease(b *testing.B) {
+	b.ReportAllocs()
+	var o lifetime.Object
+	o.Init(nil)
+	defer o.Close()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if o.Acquire() {
+				_ = o.Release()
+			}
+		}
+	})
+}
+
+// A graph of 1000 nodes, each naming one buffer; the table is released and
+// a new one made every 1000 adds.
+func BenchmarkTableAddRef(b *testing.B) {
+	b.ReportAllocs()
+	var o lifetime.Object
+	o.Init(nil)
+	defer o.Close()
+	tab := lifetime.NewTable()
+	node := uintptr(0)
+	for b.Loop() {
+		r, _ := o.Ref()
+		node++
+		_ = tab.Add(node, r)
+		if node%1000 == 0 {
+			_ = tab.Release()
+			tab = lifetime.NewTable()
+		}
+	}
+	_ = tab.Release()
+}
+
+func BenchmarkMapPutTake(b *testing.B) {
+	b.ReportAllocs()
+	var m lifetime.Map[lifetime.Callback]
+	fn := func() {}
+	for b.Loop() {
+		id := m.Put(lifetime.Callback{Fn: fn, Once: true})
+		_, _ = m.Take(id)
+	}
+}
+
+func BenchmarkInvoke(b *testing.B) {
+	b.ReportAllocs()
+	id := lifetime.Register(lifetime.Callback{Fn: func() {}})
+	defer lifetime.Unregister(id)
+	for b.Loop() {
+		lifetime.Invoke(id)
+	}
+}
+
+func BenchmarkInvokeOnce(b *testing.B) {
+	b.ReportAllocs()
+	fn := func() {}
+	for b.Loop() {
+		lifetime.Invoke(lifetime.Register(lifetime.Callback{Fn: fn, Once: true}))
+	}
+}
+
+func BenchmarkDefer(b *testing.B) {
+	b.ReportAllocs()
+	nop := lifetime.OwnerFunc(func() error { return nil })
+	for b.Loop() {
+		lifetime.Defer(nop)
+	}
+	lifetime.Flush()
+}
+
+func BenchmarkPinSlice(b *testing.B) {
+	b.ReportAllocs()
+	buf := make([]byte, 1024)
+	for b.Loop() {
+		_ = lifetime.PinSlice(buf).Release()
+	}
+}

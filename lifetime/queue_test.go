@@ -1,0 +1,245 @@
+package lifetime_test
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// Invariant I8: Defer never blocks. While one owner's release is stuck
+// (the release goroutine is blocked in it), 100,000 releases are deferred
+// from many goroutines and from runtime cleanups (the runtime's cleanup
+// goroutine must never block) and every Defer returns; once the stuck
+// release goes on, Flush waits for all of them.
+func TestDeferNeverBlocks_I8(t *testing.T) {
+	drainErrors()
+	before := settle()
+	const total = 100_000
+	const fromCleanups = 10_000
+	const producers = 16
+	const perProducer = (total - fromCleanups) / producers
+
+	unblock := make(chan struct{})
+	blocked := make(chan struct{})
+	var released atomic.Int64
+	lifetime.Defer(lifetime.OwnerFunc(func() error {
+		close(blocked)
+		<-unblock // a slow release: a CUDA call that takes its time
+		return nil
+	}))
+	<-blocked
+
+	count := lifetime.OwnerFunc(func() error { released.Add(1); return nil })
+	var deferred atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for range producers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range perProducer {
+					lifetime.Defer(count)
+					deferred.Add(1)
+				}
+			}()
+		}
+		// Objects whose cleanups defer a release, like a Buffer dropped
+		// without Close.
+		var cleanedUp atomic.Int64
+		for range fromCleanups {
+			obj := new([16]byte)
+			runtime.AddCleanup(obj, func(o lifetime.Owner) {
+				lifetime.Defer(o)
+				deferred.Add(1)
+				cleanedUp.Add(1)
+			}, lifetime.Owner(count))
+		}
+		for cleanedUp.Load() < fromCleanups {
+			runtime.GC()
+			time.Sleep(time.Millisecond)
+		}
+		wg.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		close(unblock)
+		require.FailNow(t, "Defer blocked", "%d of %d deferred", deferred.Load(), total)
+	}
+	assert.EqualValues(t, total, deferred.Load())
+	assert.Zero(t, released.Load(), "the release goroutine is still stuck")
+	assert.GreaterOrEqual(t, lifetime.ReadStats().Queued, int64(total))
+
+	close(unblock)
+	lifetime.Flush()
+	assert.EqualValues(t, total, released.Load())
+	requireLiveCountsBack(t, before)
+	assert.Equal(t, before.ReleaseErrors, lifetime.ReadStats().ReleaseErrors)
+}
+
+// Invariant I8: Flush returns only when every release queued before it has
+// run, even slow ones, and from many goroutines at once.
+func TestFlushWaitsForAll_I8(t *testing.T) {
+	var released atomic.Int64
+	const n = 200
+	for i := range n {
+		lifetime.Defer(lifetime.OwnerFunc(func() error {
+			if i%20 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			released.Add(1)
+			return nil
+		}))
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lifetime.Flush()
+			assert.EqualValues(t, n, released.Load())
+		}()
+	}
+	wg.Wait()
+	lifetime.Flush() // nothing queued: returns at once
+	assert.Zero(t, lifetime.ReadStats().Queued)
+}
+
+// Invariant I8: Flush is not starved by producers that keep the queue
+// busy: it waits for what was queued before it, not for an empty queue.
+// The producers keep between 1 and ~1000 releases (of 20 µs each) queued
+// at all times, so the queue never runs empty.
+func TestFlushNotStarvedByProducers_I8(t *testing.T) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	nop := lifetime.OwnerFunc(func() error {
+		for start := time.Now(); time.Since(start) < 20*time.Microsecond; {
+		}
+		return nil
+	})
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if lifetime.ReadStats().Queued < 1000 {
+					lifetime.Defer(nop)
+				} else {
+					runtime.Gosched()
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait(); lifetime.Flush() }()
+	eventually(t, 10*time.Second, func() bool { return lifetime.ReadStats().Queued > 100 }, "producers running")
+	var marker atomic.Bool
+	lifetime.Defer(lifetime.OwnerFunc(func() error { marker.Store(true); return nil }))
+	flushed := make(chan struct{})
+	go func() { lifetime.Flush(); close(flushed) }()
+	select {
+	case <-flushed:
+		assert.True(t, marker.Load())
+	case <-time.After(5 * time.Second):
+		t.Error("Flush did not return while producers kept deferring")
+	}
+}
+
+// Invariant I8: owners deferred by one goroutine are released in the
+// order it deferred them.
+func TestDeferOrderOneProducer_I8(t *testing.T) {
+	const n = 20_000
+	var mu sync.Mutex
+	got := make([]int, 0, n)
+	for i := range n {
+		lifetime.Defer(lifetime.OwnerFunc(func() error {
+			mu.Lock()
+			got = append(got, i)
+			mu.Unlock()
+			return nil
+		}))
+		if i%5000 == 0 {
+			time.Sleep(time.Millisecond) // let the release goroutine stop and restart
+		}
+	}
+	lifetime.Flush()
+	require.Len(t, got, n)
+	for i, v := range got {
+		require.Equal(t, i, v)
+	}
+}
+
+// Invariants I8, I11: failed releases on the queue are counted in
+// Stats.ReleaseErrors and kept for Errors; a nil owner is ignored.
+func TestDeferErrorsCounted_I8_I11(t *testing.T) {
+	drainErrors()
+	before := settle()
+	boom := errors.New("cuModuleUnload failed")
+	lifetime.Defer(nil)
+	for range 5 {
+		lifetime.Defer(lifetime.OwnerFunc(func() error { return boom }))
+	}
+	// An Object's failing destroy, reached through a deferred Ref.
+	var o lifetime.Object
+	o.Init(func() error { return boom })
+	r, ok := o.Ref()
+	require.True(t, ok)
+	require.NoError(t, o.Close())
+	lifetime.Defer(r)
+	after := settle()
+	assert.Equal(t, before.ReleaseErrors+6, after.ReleaseErrors)
+	errs := lifetime.Errors()
+	require.Len(t, errs, 6)
+	for _, err := range errs {
+		assert.ErrorIs(t, err, boom)
+	}
+	requireLiveCountsBack(t, before)
+}
+
+// Invariant I8: a queued release that panics or calls runtime.Goexit does
+// not stop the queue: it is counted and reported, later releases (in
+// order) still run, and Flush still returns.
+func TestDeferPanicAndGoexitContained_I8(t *testing.T) {
+	drainErrors()
+	before := settle()
+	var mu sync.Mutex
+	var order []int
+	rec := func(i int) lifetime.Owner {
+		return lifetime.OwnerFunc(func() error { mu.Lock(); order = append(order, i); mu.Unlock(); return nil })
+	}
+	gate := make(chan struct{})
+	lifetime.Defer(lifetime.OwnerFunc(func() error { <-gate; return nil })) // batch what follows
+	lifetime.Defer(rec(0))
+	lifetime.Defer(lifetime.OwnerFunc(func() error { panic("release failed") }))
+	lifetime.Defer(rec(1))
+	lifetime.Defer(lifetime.OwnerFunc(func() error { runtime.Goexit(); return nil }))
+	lifetime.Defer(rec(2))
+	lifetime.Defer(rec(3))
+	close(gate)
+	lifetime.Flush()
+	lifetime.Defer(rec(4))
+	lifetime.Flush()
+	assert.Equal(t, []int{0, 1, 2, 3, 4}, order)
+	after := lifetime.ReadStats()
+	assert.Equal(t, before.ReleaseErrors+2, after.ReleaseErrors)
+	errs := lifetime.Errors()
+	require.Len(t, errs, 2)
+	assert.Contains(t, errs[0].Error(), "panicked: release failed")
+	var g *lifetime.Goexited
+	assert.ErrorAs(t, errs[1], &g)
+	requireLiveCountsBack(t, before)
+}
