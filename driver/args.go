@@ -147,7 +147,7 @@ func (b *argBlock) marshal(op string, i int, v any, ctx *Context, s *Stream) err
 	case DevicePtr:
 		*(*DevicePtr)(b.slot(8)) = x
 	case devicePointer:
-		al, err := x.use(op)
+		al, ptr, err := x.arg(op)
 		if err != nil {
 			return fmt.Errorf("argument %d: %w", i, err)
 		}
@@ -158,7 +158,7 @@ func (b *argBlock) marshal(op string, i int, v any, ctx *Context, s *Stream) err
 		if s != nil && al.stream != nil {
 			al.usedOn(s)
 		}
-		*(*cu.CUdeviceptr)(b.slot(8)) = al.ptr
+		*(*cu.CUdeviceptr)(b.slot(8)) = ptr // a view's address, inside al
 	case int, uint:
 		return invalid(op, "argument %d: %T has no fixed C size: use int32 or int64 (C int is int32)", i, v)
 	case nil:
@@ -217,7 +217,7 @@ type Args struct {
 	kparams *unsafe.Pointer
 	hold    *argsHold
 	frame   hotFrame
-	checks  uint8 // argsCheckContexts, argsStreamOrdered
+	checks  uint8 // argsCheckContexts, argsStreamOrdered, argsLibrary
 
 	f       *Function
 	blk     argBlock
@@ -227,6 +227,7 @@ type Args struct {
 const (
 	argsCheckContexts = 1 << iota // a library kernel with buffers: check their contexts per launch
 	argsStreamOrdered             // a stream-ordered buffer: note other streams it is used on
+	argsLibrary                   // a library kernel: note the contexts it is launched in
 )
 
 // argsHold is what Args hold until their last use: the buffers' memory and
@@ -294,6 +295,9 @@ func (f *Function) newArgs(op string, args []any) (*Args, error) {
 	h := &argsHold{allocs: slices.Clone(a.blk.allocs), ld: lifetime.RefOf(f.ld)}
 	clear(a.blk.allocs)
 	a.blk.allocs = a.blk.allocs[:0]
+	if f.ctx == nil {
+		a.checks |= argsLibrary
+	}
 	for _, al := range h.allocs {
 		if f.ctx == nil {
 			a.checks |= argsCheckContexts
@@ -438,4 +442,12 @@ func checkDims(op string, d *dimLimits, grid, block Dim3) error {
 		return invalid(op, "block of %d threads, the device allows %d", n, d.maxThreads)
 	}
 	return nil
+}
+
+func newParamsPool() *sync.Pool {
+	return &sync.Pool{New: func() any {
+		p := new(KernelParams)
+		p.blk.init()
+		return p
+	}}
 }

@@ -143,7 +143,7 @@ func TestBadInputs(t *testing.T) {
 		{"Release without Retain", driver.ErrInvalidArgument, "Retain", func() error { return buf.Release() }},
 		{"host view of device memory", driver.ErrInvalidArgument, "managed", func() error { _, err := buf.HostSlice(); return err }},
 		{"peer access to itself", driver.ErrInvalidArgument, "own peer", func() error { return ctx.EnablePeerAccess(ctx) }},
-		{"occupancy of a bad block size", driver.ErrInvalidArgument, "block size 0", func() error { _, err := empty.MaxActiveBlocksPerMultiprocessor(0, 0); return err }},
+		{"occupancy of a bad block size", driver.ErrInvalidArgument, "block size 0", func() error { _, err := empty.MaxActiveBlocksPerSM(0, 0); return err }},
 	}
 	require.GreaterOrEqual(t, len(cases), 30)
 	for _, c := range cases {

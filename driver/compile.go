@@ -6,9 +6,9 @@ import (
 
 // CompileModule compiles CUDA C++ with NVRTC and loads the result into c.
 // An empty opts.Arch targets c's device (its sm_XX, so a CUBIN is loaded).
-// The nvrtc.Result carries the log and the lowered names of
+// The nvrtc.Output carries the log and the lowered names of
 // opts.NameExpressions, for Module.Function.
-func (c *Context) CompileModule(source string, opts nvrtc.Options) (*Module, *nvrtc.Result, error) {
+func (c *Context) CompileModule(source string, opts nvrtc.Options) (*Module, *nvrtc.Output, error) {
 	if err := c.hold("Context.CompileModule"); err != nil {
 		return nil, nil, err
 	}

@@ -74,12 +74,12 @@ type ContextFlags uint32
 
 // Context flags (CU_CTX_*).
 const (
-	ContextSchedAuto         ContextFlags = ContextFlags(cu.CU_CTX_SCHED_AUTO)
-	ContextSchedSpin         ContextFlags = ContextFlags(cu.CU_CTX_SCHED_SPIN)
-	ContextSchedYield        ContextFlags = ContextFlags(cu.CU_CTX_SCHED_YIELD)
-	ContextSchedBlockingSync ContextFlags = ContextFlags(cu.CU_CTX_SCHED_BLOCKING_SYNC)
-	ContextMapHost           ContextFlags = ContextFlags(cu.CU_CTX_MAP_HOST)
-	ContextLMemResizeToMax   ContextFlags = ContextFlags(cu.CU_CTX_LMEM_RESIZE_TO_MAX)
+	ContextSchedAuto         ContextFlags = 0  // CU_CTX_SCHED_AUTO
+	ContextSchedSpin         ContextFlags = 1  // CU_CTX_SCHED_SPIN
+	ContextSchedYield        ContextFlags = 2  // CU_CTX_SCHED_YIELD
+	ContextSchedBlockingSync ContextFlags = 4  // CU_CTX_SCHED_BLOCKING_SYNC
+	ContextMapHost           ContextFlags = 8  // CU_CTX_MAP_HOST
+	ContextLMemResizeToMax   ContextFlags = 16 // CU_CTX_LMEM_RESIZE_TO_MAX
 )
 
 // NewContext creates a context on d (cuCtxCreate); Close destroys it. Most
@@ -111,7 +111,7 @@ func (d *Device) NewContextWith(o ContextOptions) (*Context, error) {
 	var params *cu.CUctxCreateParams
 	var aff cu.CUexecAffinityParam
 	if o.SMCount != 0 {
-		sms, err := d.MultiprocessorCount()
+		sms, err := d.SMCount()
 		if err != nil {
 			return nil, err
 		}
@@ -176,7 +176,7 @@ func (c *Context) SMCount() (int, error) {
 }
 
 func isNotSupported(err error) bool {
-	_, ok := err.(*cu.SymbolError)
+	_, ok := err.(*SymbolError)
 	return ok
 }
 
@@ -249,25 +249,29 @@ func (c *Context) sync() error {
 	return err
 }
 
-// MemGetInfo returns the device's free and total memory (cuMemGetInfo).
-func (c *Context) MemGetInfo() (free, total uint64, err error) {
+// MemGetInfo returns the device's free and total memory in bytes
+// (cuMemGetInfo).
+func (c *Context) MemGetInfo() (free, total int, err error) {
 	sc := getScratch()
 	defer putScratch(sc)
 	err = c.with("Context.MemGetInfo", func() error { return cu.MemGetInfo(&sc[0], &sc[1]) })
-	return uint64(sc[0]), uint64(sc[1]), err
+	return int(sc[0]), int(sc[1]), err
 }
 
-// Limit reads a context limit (cuCtxGetLimit).
-func (c *Context) Limit(l Limit) (uint64, error) {
+// Limit reads a context limit (cuCtxGetLimit): a size in bytes or a count.
+func (c *Context) Limit(l Limit) (int, error) {
 	sc := getScratch()
 	defer putScratch(sc)
-	err := c.with("Context.Limit", func() error { return cu.CtxGetLimit(&sc[0], l) })
-	return uint64(sc[0]), err
+	err := c.with("Context.Limit", func() error { return cu.CtxGetLimit(&sc[0], cu.CUlimit(l)) })
+	return int(sc[0]), err
 }
 
-// SetLimit sets a context limit (cuCtxSetLimit).
-func (c *Context) SetLimit(l Limit, v uint64) error {
-	return c.with("Context.SetLimit", func() error { return cu.CtxSetLimit(l, uintptr(v)) })
+// SetLimit sets a context limit (cuCtxSetLimit); v must not be negative.
+func (c *Context) SetLimit(l Limit, v int) error {
+	if v < 0 {
+		return invalid("Context.SetLimit", "negative value %d for %v", v, l)
+	}
+	return c.with("Context.SetLimit", func() error { return cu.CtxSetLimit(cu.CUlimit(l), uintptr(v)) })
 }
 
 // EnablePeerAccess lets kernels in c access memory of peer
@@ -329,7 +333,8 @@ func (c *Context) canUse(other *Context) bool {
 }
 
 // Raw calls f with the CUcontext handle, with the context current on the
-// calling OS thread (locked for the call) and held, so that other CUDA
+// calling OS thread (locked for the call) and held (it works after Close
+// while something made from the context still holds it), so that other CUDA
 // libraries, and purecuda's graph layer, can make calls that need it. The
 // handle must not be kept after f returns, and f must leave the thread's
 // context stack as it found it.
@@ -338,7 +343,16 @@ func (c *Context) Raw(f func(handle uintptr) error) error {
 	if f == nil {
 		return invalid(op, "nil function")
 	}
-	return c.with(op, func() error { return f(uintptr(c.h)) })
+	// Not c.hold: Raw works while anything still holds the context (a graph
+	// made in it, say), even after Close; only a destroyed context fails.
+	if c == nil {
+		return invalid(op, "nil context")
+	}
+	if !c.obj.Hold() {
+		return notOpen(op, "context")
+	}
+	defer c.release()
+	return bound(c, func() error { return f(uintptr(c.h)) })
 }
 
 // Hold takes a reference that keeps the CUDA context alive after Close
@@ -404,16 +418,16 @@ func (c *Context) sawError(err error) error {
 // isSticky reports whether err is a CUDA error that leaves the context
 // unusable: nothing queued on it runs any more.
 func isSticky(err error) bool {
-	var e *cu.Error
+	var e *Error
 	if !errors.As(err, &e) {
 		return false
 	}
 	switch e.Code {
-	case cu.CUDA_ERROR_ILLEGAL_ADDRESS, cu.CUDA_ERROR_LAUNCH_FAILED, cu.CUDA_ERROR_ASSERT,
-		cu.CUDA_ERROR_HARDWARE_STACK_ERROR, cu.CUDA_ERROR_ILLEGAL_INSTRUCTION, cu.CUDA_ERROR_MISALIGNED_ADDRESS,
-		cu.CUDA_ERROR_INVALID_ADDRESS_SPACE, cu.CUDA_ERROR_INVALID_PC, cu.CUDA_ERROR_LAUNCH_TIMEOUT,
-		cu.CUDA_ERROR_ECC_UNCORRECTABLE, cu.CUDA_ERROR_CONTEXT_IS_DESTROYED, cu.CUDA_ERROR_EXTERNAL_DEVICE,
-		cu.CUDA_ERROR_CONTAINED, cu.CUDA_ERROR_TENSOR_MEMORY_LEAK:
+	case ErrIllegalAddress, ErrLaunchFailed, ErrAssert,
+		ErrHardwareStackError, ErrIllegalInstruction, ErrMisalignedAddress,
+		ErrInvalidAddressSpace, ErrInvalidPc, ErrLaunchTimeout,
+		ErrEccUncorrectable, ErrContextIsDestroyed, ErrExternalDevice,
+		ErrContained, ErrTensorMemoryLeak:
 		return true
 	}
 	return false

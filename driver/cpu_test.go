@@ -2,6 +2,7 @@ package driver_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,15 +14,43 @@ import (
 )
 
 func TestErrorValues(t *testing.T) {
-	err := error(&driver.Error{Func: "cuMemAlloc", Code: driver.Result(2)})
+	err := error(&driver.Error{Func: "cuMemAlloc", Code: driver.Status(2)})
 	assert.Equal(t, "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory", err.Error())
 	assert.ErrorIs(t, err, driver.ErrOutOfMemory)
 	assert.NotErrorIs(t, err, driver.ErrInvalidValue)
-	assert.ErrorIs(t, &driver.Error{Func: "x", Code: driver.Result(801)}, driver.ErrNotSupported)
-	assert.ErrorIs(t, &driver.Error{Func: "x", Code: driver.Result(801)}, driver.ErrCUDANotSupported)
+	assert.ErrorIs(t, &driver.Error{Func: "x", Code: driver.Status(801)}, driver.ErrNotSupported)
+	assert.ErrorIs(t, &driver.Error{Func: "x", Code: driver.Status(801)}, driver.ErrCUDANotSupported)
 	assert.ErrorIs(t, &driver.SymbolError{Func: "cuX", ABI: 12030, Driver: 12000}, driver.ErrNotSupported)
 	assert.Equal(t, "CUDA_ERROR_INVALID_PTX (218): invalid ptx", driver.ErrInvalidPtx.Error())
-	assert.ErrorIs(t, driver.ErrStreamCaptureInvalidated, driver.Result(901))
+	assert.ErrorIs(t, driver.ErrStreamCaptureInvalidated, driver.Status(901))
+
+	// errors.As reaches the fields through wrapping; the Err constants are
+	// Status values, comparable with a Code.
+	wrapped := fmt.Errorf("loading: %w", err)
+	var de *driver.Error
+	require.True(t, errors.As(wrapped, &de))
+	assert.Equal(t, "cuMemAlloc", de.Func)
+	assert.Equal(t, driver.ErrOutOfMemory, de.Code)
+	assert.Equal(t, "CUDA_ERROR_OUT_OF_MEMORY", de.Code.String())
+	assert.Equal(t, "out of memory", de.Code.Message())
+	assert.Equal(t, "CUresult(4242)", driver.Status(4242).String())
+	assert.Equal(t, "unknown status", driver.Status(4242).Message())
+	se := error(&driver.SymbolError{Func: "cuGraphAddNode", ABI: 12030, Driver: 12020, Reason: "needs a newer driver"})
+	assert.Equal(t, "cuGraphAddNode: not available (needs driver API 12.3, driver is 12.2): needs a newer driver", se.Error())
+	assert.NotErrorIs(t, se, driver.ErrOutOfMemory)
+}
+
+// TestPublicTypes: the enums are driver's own types, with the raw table's
+// values and names for printing.
+func TestPublicTypes(t *testing.T) {
+	assert.Equal(t, "AttrWarpSize", driver.AttrWarpSize.String())
+	assert.Equal(t, "AttrMaxSharedMemoryPerBlock", driver.AttrSharedMemoryPerBlock.String(), "an alias prints as the first name of its value")
+	assert.Equal(t, "DeviceAttribute(-3)", driver.DeviceAttribute(-3).String())
+	assert.Equal(t, "FuncAttrNumRegs", driver.FuncAttrNumRegs.String())
+	assert.Equal(t, "PoolAttrReleaseThreshold", driver.PoolAttrReleaseThreshold.String())
+	assert.Equal(t, "LimitStackSize", driver.LimitStackSize.String())
+	assert.Equal(t, "CachePreferL1", driver.CachePreferL1.String())
+	assert.Equal(t, "LimitStackSize", fmt.Sprint(driver.LimitStackSize))
 }
 
 func TestNilObjectsAreErrors(t *testing.T) {

@@ -137,7 +137,7 @@ func (d *Device) Attribute(a DeviceAttribute) (int, error) {
 		return 0, err
 	}
 	var v int32
-	if err := cu.DeviceGetAttribute(&v, a, d.h); err != nil {
+	if err := cu.DeviceGetAttribute(&v, cu.CUdevice_attribute(a), d.h); err != nil {
 		return 0, err
 	}
 	return int(v), nil
@@ -186,7 +186,7 @@ func (d *Device) Arch() string {
 }
 
 // TotalMemory is the device's memory in bytes (cuDeviceTotalMem).
-func (d *Device) TotalMemory() (uint64, error) {
+func (d *Device) TotalMemory() (int, error) {
 	if err := d.check("Device.TotalMemory"); err != nil {
 		return 0, err
 	}
@@ -194,11 +194,13 @@ func (d *Device) TotalMemory() (uint64, error) {
 	if err := cu.DeviceTotalMem(&n, d.h); err != nil {
 		return 0, err
 	}
-	return uint64(n), nil
+	return int(n), nil
 }
 
-// MultiprocessorCount is the number of streaming multiprocessors.
-func (d *Device) MultiprocessorCount() (int, error) { return d.Attribute(AttrMultiprocessorCount) }
+// SMCount is the number of streaming multiprocessors (SMs) on the device
+// (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT). Context.SMCount is how many a
+// context may use.
+func (d *Device) SMCount() (int, error) { return d.Attribute(AttrMultiprocessorCount) }
 
 // CanAccessPeer reports whether d can map peer's memory (cuDeviceCanAccessPeer).
 func (d *Device) CanAccessPeer(peer *Device) (bool, error) {

@@ -42,7 +42,17 @@
 // memory is reference counted: Buffer.Retain and Function.NewArgs keep it
 // allocated after Close until they let go, and a cleanup frees a Buffer that
 // became unreachable without Close (on a goroutine of ours, never on a
-// thread CUDA owns).
+// thread CUDA owns). Buffer.Slice makes a view of part of a buffer without a
+// copy; it holds its own reference, so the memory lives until the buffer and
+// every view are closed.
+//
+// # Memory
+//
+// Sizes and counts are ints: Len is in elements, Size and the byte counts
+// of Device.TotalMemory, Context.MemGetInfo and pools are in bytes.
+// Besides Alloc and the copies, AllocZeroed, AllocCopy (allocate and copy
+// from a slice), Buffer.ToHost (copy to a new slice) and the memsets
+// (Memset8/16/32, MemsetFloat32) cover the common cases in one call.
 //
 // # Launch arguments
 //
@@ -58,8 +68,9 @@
 // # Errors
 //
 // A failed driver call returns a *Error naming the C function and its
-// CUresult; every CUresult is also an Err… value for errors.Is
-// (ErrOutOfMemory, ErrInvalidValue, …). Arguments refused before calling
+// Status (the C CUresult); every status is also an Err… constant for
+// errors.Is (ErrOutOfMemory, ErrInvalidValue, …), and errors.As gives the
+// fields. Arguments refused before calling
 // CUDA match ErrInvalidArgument. A function the loaded driver lacks returns a
 // *SymbolError matching ErrNotSupported. Nothing in this package panics on
 // anything a caller or the machine can cause; a panic in a host function is

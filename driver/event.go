@@ -2,6 +2,7 @@ package driver
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -14,11 +15,11 @@ type EventFlags uint32
 
 // Event flags.
 const (
-	EventDefault       EventFlags = EventFlags(cu.CU_EVENT_DEFAULT)
-	EventBlockingSync  EventFlags = EventFlags(cu.CU_EVENT_BLOCKING_SYNC)
-	EventDisableTiming EventFlags = EventFlags(cu.CU_EVENT_DISABLE_TIMING)
+	EventDefault       EventFlags = 0 // CU_EVENT_DEFAULT
+	EventBlockingSync  EventFlags = 1 // CU_EVENT_BLOCKING_SYNC
+	EventDisableTiming EventFlags = 2 // CU_EVENT_DISABLE_TIMING
 	// EventInterprocess needs EventDisableTiming too.
-	EventInterprocess EventFlags = EventFlags(cu.CU_EVENT_INTERPROCESS)
+	EventInterprocess EventFlags = 4 // CU_EVENT_INTERPROCESS
 )
 
 // Event is a CUDA event. Every call holds the event while it runs; Close
@@ -27,6 +28,9 @@ type Event struct {
 	h   cu.CUevent
 	ctx *Context
 	obj lifetime.Object
+	// capture is the capture hook of the stream the event was last
+	// recorded on, if that stream was being captured (see CaptureSink).
+	capture atomic.Pointer[captureHook]
 }
 
 // NewEvent creates an event (cuEventCreate).
@@ -67,7 +71,13 @@ func (e *Event) Record(s *Stream) error {
 		return err
 	}
 	defer e.release()
-	return s.do(op, false, func() error { return cu.EventRecord(e.h, s.h) })
+	err := s.do(op, false, func() error { return cu.EventRecord(e.h, s.h) })
+	if err == nil {
+		if h := s.capture.Load(); h != nil || e.capture.Load() != nil {
+			e.capture.Store(h) // a stream that waits for e joins the capture
+		}
+	}
+	return err
 }
 
 // Synchronize waits for the recorded work (cuEventSynchronize).
@@ -89,7 +99,7 @@ func (e *Event) Query() (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, cu.CUDA_ERROR_NOT_READY):
+	case errors.Is(err, ErrNotReady):
 		return false, nil
 	}
 	return false, e.ctx.sawError(err)

@@ -119,7 +119,7 @@ func (f *Function) readParams(c *Context) ([]paramInfo, error) {
 			case isNotSupported(err):
 				known = false
 				return nil
-			case errors.Is(err, cu.CUDA_ERROR_INVALID_VALUE):
+			case errors.Is(err, ErrInvalidValue):
 				return nil // past the last parameter
 			default:
 				return err
@@ -205,9 +205,9 @@ func (f *Function) AttributeOn(d *Device, a FunctionAttribute) (int, error) {
 		return 0, err
 	}
 	if f.lib != nil {
-		err = cu.KernelGetAttribute(&v, a, f.kernel, dev)
+		err = cu.KernelGetAttribute(&v, cu.CUfunction_attribute(a), f.kernel, dev)
 	} else {
-		err = bound(f.ctx, func() error { return cu.FuncGetAttribute(&v, a, f.h) })
+		err = bound(f.ctx, func() error { return cu.FuncGetAttribute(&v, cu.CUfunction_attribute(a), f.h) })
 	}
 	return int(v), err
 }
@@ -233,9 +233,9 @@ func (f *Function) SetAttributeOn(d *Device, a FunctionAttribute, v int) error {
 		return err
 	}
 	if f.lib != nil {
-		return cu.KernelSetAttribute(a, int32(v), f.kernel, dev)
+		return cu.KernelSetAttribute(cu.CUfunction_attribute(a), int32(v), f.kernel, dev)
 	}
-	return bound(f.ctx, func() error { return cu.FuncSetAttribute(f.h, a, int32(v)) })
+	return bound(f.ctx, func() error { return cu.FuncSetAttribute(f.h, cu.CUfunction_attribute(a), int32(v)) })
 }
 
 // attrDevice is the device an attribute call names: d, or device 0 for a
@@ -275,10 +275,11 @@ func (f *Function) occupancyCheck(op string) error {
 	return nil
 }
 
-// MaxActiveBlocksPerMultiprocessor is how many blocks of blockSize threads
-// fit on one multiprocessor (cuOccupancyMaxActiveBlocksPerMultiprocessor).
-func (f *Function) MaxActiveBlocksPerMultiprocessor(blockSize, dynamicSharedMem int) (int, error) {
-	const op = "Function.MaxActiveBlocksPerMultiprocessor"
+// MaxActiveBlocksPerSM is how many blocks of blockSize threads, with
+// dynamicSharedMem bytes of dynamic shared memory each, fit on one
+// streaming multiprocessor (cuOccupancyMaxActiveBlocksPerMultiprocessor).
+func (f *Function) MaxActiveBlocksPerSM(blockSize, dynamicSharedMem int) (int, error) {
+	const op = "Function.MaxActiveBlocksPerSM"
 	if blockSize <= 0 || dynamicSharedMem < 0 {
 		return 0, invalid(op, "block size %d, shared memory %d", blockSize, dynamicSharedMem)
 	}

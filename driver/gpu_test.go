@@ -34,16 +34,16 @@ func TestDeviceInfo(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("sm_%d%d", major, minor), e.dev.Arch())
 	mem, err := e.dev.TotalMemory()
 	require.NoError(t, err)
-	assert.Greater(t, mem, uint64(1<<30))
-	sms, err := e.dev.MultiprocessorCount()
+	assert.Greater(t, mem, 1<<30)
+	sms, err := e.dev.SMCount()
 	require.NoError(t, err)
 	assert.Greater(t, sms, 0)
 	warp, err := e.dev.Attribute(driver.AttrWarpSize)
 	require.NoError(t, err)
 	assert.Equal(t, 32, warp)
-	v, err := driver.Version()
+	vmajor, vminor, err := driver.Version()
 	require.NoError(t, err)
-	assert.GreaterOrEqual(t, v, 12000)
+	assert.GreaterOrEqual(t, vmajor, 12)
 
 	dom, _ := e.dev.Attribute(driver.AttrPciDomainId)
 	bus, _ := e.dev.Attribute(driver.AttrPciBusId)
@@ -54,7 +54,7 @@ func TestDeviceInfo(t *testing.T) {
 	free, total, err := e.ctx.MemGetInfo()
 	require.NoError(t, err)
 	assert.LessOrEqual(t, free, total)
-	t.Logf("%s: %s, %s, %d SMs, %d GiB, driver %d", e.dev, name, e.dev.Arch(), sms, mem>>30, v)
+	t.Logf("%s: %s, %s, %d SMs, %d GiB, driver %d.%d", e.dev, name, e.dev.Arch(), sms, mem>>30, vmajor, vminor)
 }
 
 func TestCreatedContextLifetime(t *testing.T) {
@@ -87,7 +87,7 @@ func TestCreatedContextLifetime(t *testing.T) {
 
 func TestContextExecAffinity(t *testing.T) {
 	e, _ := setup(t)
-	sms, err := e.dev.MultiprocessorCount()
+	sms, err := e.dev.SMCount()
 	require.NoError(t, err)
 	n, err := e.ctx.SMCount()
 	require.NoError(t, err)
@@ -202,7 +202,7 @@ func TestMemory(t *testing.T) {
 	require.NoError(t, err)
 	defer buf.Close()
 	assert.Equal(t, n, buf.Len())
-	assert.EqualValues(t, 4*n, buf.Bytes())
+	assert.Equal(t, 4*n, buf.Size())
 	in := make([]int32, n)
 	for i := range in {
 		in[i] = int32(i * 3)
@@ -271,7 +271,7 @@ func TestMemory(t *testing.T) {
 	assert.Equal(t, in[:1024], out[:1024])
 	used, err := pool.Attribute(driver.PoolAttrUsedMemCurrent)
 	require.NoError(t, err)
-	assert.GreaterOrEqual(t, used, uint64(4096))
+	assert.GreaterOrEqual(t, used, 4096)
 	require.NoError(t, pb.Close())
 	require.NoError(t, s.Synchronize())
 	require.NoError(t, pool.Trim(0))
@@ -351,7 +351,7 @@ func TestModulesAndFunctions(t *testing.T) {
 	assert.Greater(t, mt, 0)
 	_, err = add4.NumRegisters()
 	require.NoError(t, err)
-	blocks, err := add4.MaxActiveBlocksPerMultiprocessor(128, 0)
+	blocks, err := add4.MaxActiveBlocksPerSM(128, 0)
 	require.NoError(t, err)
 	assert.Greater(t, blocks, 0)
 	grid, block, err := e.fn["vadd"].SuggestedBlockSize(0)
@@ -362,7 +362,7 @@ func TestModulesAndFunctions(t *testing.T) {
 
 	g, size, err := e.mod.Global("answer")
 	require.NoError(t, err)
-	assert.EqualValues(t, 4, size)
+	assert.Equal(t, 4, size)
 	assert.NotZero(t, g)
 
 	// A context-independent library, launched on this context's stream.

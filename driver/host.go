@@ -16,9 +16,9 @@ type HostAllocFlags uint32
 // Pinned host memory flags.
 const (
 	HostAllocDefault       HostAllocFlags = 0
-	HostAllocPortable      HostAllocFlags = HostAllocFlags(cu.CU_MEMHOSTALLOC_PORTABLE)
-	HostAllocDeviceMap     HostAllocFlags = HostAllocFlags(cu.CU_MEMHOSTALLOC_DEVICEMAP)
-	HostAllocWriteCombined HostAllocFlags = HostAllocFlags(cu.CU_MEMHOSTALLOC_WRITECOMBINED)
+	HostAllocPortable      HostAllocFlags = 1 // CU_MEMHOSTALLOC_PORTABLE
+	HostAllocDeviceMap     HostAllocFlags = 2 // CU_MEMHOSTALLOC_DEVICEMAP
+	HostAllocWriteCombined HostAllocFlags = 4 // CU_MEMHOSTALLOC_WRITECOMBINED
 )
 
 // HostBuffer is pinned (page-locked) host memory, seen from Go as a slice.
@@ -137,7 +137,13 @@ func (b *Buffer[T]) CopyFromPinnedAsync(s *Stream, src *HostBuffer[T]) error {
 	}
 	defer src.obj.Release()
 	bytes := uintptr(src.n) * elemSize[T]()
-	return b.onStream(op, s, src.n, false, func(a *allocation) error { return cu.MemcpyHtoDAsync(a.ptr, src.p, bytes, s.h) })
+	return b.onStream(op, s, src.n, false, func(a *allocation) error {
+		err := cu.MemcpyHtoDAsync(b.at(a), src.p, bytes, s.h)
+		if h := s.capture.Load(); h != nil && err == nil {
+			h.keep(s, &src.obj)
+		}
+		return err
+	})
 }
 
 // CopyToPinnedAsync queues a copy of the first dst.Len() elements of b into
@@ -149,7 +155,13 @@ func (b *Buffer[T]) CopyToPinnedAsync(s *Stream, dst *HostBuffer[T]) error {
 	}
 	defer dst.obj.Release()
 	bytes := uintptr(dst.n) * elemSize[T]()
-	return b.onStream(op, s, dst.n, false, func(a *allocation) error { return cu.MemcpyDtoHAsync(dst.p, a.ptr, bytes, s.h) })
+	return b.onStream(op, s, dst.n, false, func(a *allocation) error {
+		err := cu.MemcpyDtoHAsync(dst.p, b.at(a), bytes, s.h)
+		if h := s.capture.Load(); h != nil && err == nil {
+			h.keep(s, &dst.obj)
+		}
+		return err
+	})
 }
 
 // Registered is Go memory registered with CUDA as pinned memory

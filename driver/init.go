@@ -49,14 +49,18 @@ var initOnce = sync.OnceValue(func() error {
 // loader looked when no driver was found (errors.Is(err, loader.ErrNotFound)).
 func Init() error { return initOnce() }
 
-// Version returns the CUDA version the driver implements, e.g. 13000
-// (cuDriverGetVersion).
-func Version() (int, error) {
+// Version returns the CUDA version the driver implements, e.g. 13, 0 for
+// CUDA 13.0 (cuDriverGetVersion, which reports 13000), in the same form as
+// nvrtc.Version.
+func Version() (major, minor int, err error) {
 	if err := Init(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	_, v, err := cu.Load()
-	return v, err
+	if err != nil {
+		return 0, 0, err
+	}
+	return v / 1000, v % 1000 / 10, nil
 }
 
 // LibraryPath is where the driver library was opened from.

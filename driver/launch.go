@@ -52,6 +52,9 @@ func (s *Stream) launchHeld(op string, f *Function, cfg LaunchConfig, args []any
 	if err := f.acquire(op); err != nil {
 		return err
 	}
+	if f.ctx == nil { // a library kernel: its Close waits for s.ctx's work
+		f.lib.launchedIn(s.ctx)
+	}
 	var err error
 	if cf := s.frame.take(); cf != nil {
 		err = s.marshalAndLaunch(op, f, cfg, &s.blk, cf, args)
@@ -79,7 +82,11 @@ func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk 
 	if err := blk.check(op, f, s.ctx); err != nil {
 		return err
 	}
-	return s.launch(op, f, cfg, blk.finish(), cf)
+	err := s.launch(op, f, cfg, blk.finish(), cf)
+	if h := s.capture.Load(); h != nil && err == nil {
+		h.keepLaunch(s, f, blk.allocs) // captured: the graph holds them
+	}
+	return err
 }
 
 // LaunchArgs launches with arguments marshalled by Function.NewArgs. It
@@ -105,6 +112,9 @@ func (s *Stream) launchArgs(op string, a *Args, grid, block Dim3) error {
 		return err
 	}
 	if a.checks != 0 {
+		if a.checks&argsLibrary != 0 { // its Close waits for s.ctx's work
+			a.f.lib.launchedIn(s.ctx)
+		}
 		for _, al := range a.hold.allocs {
 			if a.checks&argsCheckContexts != 0 && !s.ctx.canUse(al.ctx) {
 				return invalid(op, "a buffer argument belongs to another context than the stream (enable peer access first)")
@@ -117,7 +127,11 @@ func (s *Stream) launchArgs(op string, a *Args, grid, block Dim3) error {
 	if s.special {
 		return s.ctx.sawError(bound(s.ctx, func() error { return a.frame.launch(a.fh, grid, block, 0, s.h, a.kparams) }))
 	}
-	return s.ctx.sawError(a.frame.launch(a.fh, grid, block, 0, s.h, a.kparams))
+	err := a.frame.launch(a.fh, grid, block, 0, s.h, a.kparams)
+	if h := s.capture.Load(); h != nil && err == nil {
+		h.keep(s, &a.hold.obj) // captured: the graph holds the Args
+	}
+	return s.ctx.sawError(err)
 }
 
 // hotFrame is a call frame that a stream or Args keeps for one launch at a

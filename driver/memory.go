@@ -25,7 +25,7 @@ type DevicePtr uint64
 // stream that used the memory has finished with it.
 type allocation struct {
 	obj     lifetime.Object
-	ptr     cu.CUdeviceptr
+	base    cu.CUdeviceptr // the start; a Buffer's data is at Buffer.at (views start inside)
 	bytes   uintptr
 	ctx     *Context // held
 	stream  *Stream  // stream-ordered memory: held until the free is queued
@@ -53,6 +53,12 @@ func (a *allocation) start() { a.obj.Init(a.free) }
 func (a *allocation) free() error {
 	var err error
 	if a.stream != nil {
+		if h := a.captured(); h != nil {
+			// Queued now, the free would be captured into the graph
+			// instead of running: it waits for the capture to end.
+			h.sink.AfterCapture(lifetime.OwnerFunc(a.free))
+			return nil
+		}
 		a.fmu.Lock()
 		fs := a.foreign
 		a.foreign = nil
@@ -63,7 +69,7 @@ func (a *allocation) free() error {
 					return err
 				}
 			}
-			return cu.MemFreeAsync(a.ptr, a.stream.h)
+			return cu.MemFreeAsync(a.base, a.stream.h)
 		})
 		for _, f := range fs {
 			_ = f.ref.Release()
@@ -73,10 +79,27 @@ func (a *allocation) free() error {
 			a.pool.release()
 		}
 	} else {
-		err = bound(a.ctx, func() error { return cu.MemFree(a.ptr) })
+		err = bound(a.ctx, func() error { return cu.MemFree(a.base) })
 	}
 	a.ctx.release()
 	return err
+}
+
+// captured returns the capture hook of a stream that freeing stream-ordered
+// memory queues work on (its own, or one that used it) while that stream
+// is being captured; nil if none is.
+func (a *allocation) captured() *captureHook {
+	if h := a.stream.capture.Load(); h != nil {
+		return h
+	}
+	a.fmu.Lock()
+	defer a.fmu.Unlock()
+	for _, f := range a.foreign {
+		if h := f.s.capture.Load(); h != nil {
+			return h
+		}
+	}
+	return nil
 }
 
 // waitFor makes later work on s wait for the work queued on other so far,
@@ -129,15 +152,30 @@ func deferRelease(a *allocation) { lifetime.Defer(a) }
 // Hold. Use after Close is an error matching ErrClosed. A Buffer that
 // becomes unreachable without Close is released by a cleanup as a safety
 // net; do not rely on it for timing.
+//
+// # Views
+//
+// Slice returns a view: a Buffer of part of the same memory, without a
+// copy. A view holds its own reference on the memory, so the memory lives
+// until the buffer and every view of it are closed; closing a view does not
+// close the buffer it came from. Every method of a view, and a view passed
+// to a kernel, works on the view's elements only.
 type Buffer[T any] struct {
 	a         *allocation
 	n         int
+	off       uintptr // where the elements start in the allocation, in bytes (a view's offset)
+	size      uintptr // n elements, in bytes
 	closed    atomic.Bool
 	retains   atomic.Int64 // references taken with Retain, not yet released
 	closeOnce sync.Once
 	closeErr  error
 	cleanup   runtime.Cleanup
 }
+
+// PlainData reports whether values of type t hold no Go pointers, so that
+// they may live in device memory, be copied there by CUDA, or be passed to
+// a kernel by value.
+func PlainData(t reflect.Type) bool { return t != nil && plainData(t) }
 
 // plainData reports whether t holds no Go pointers (so it may live in
 // device memory or be passed to a kernel by value).
@@ -180,7 +218,7 @@ func byteSize[T any](op string, n int) (uintptr, error) {
 
 func newBuffer[T any](a *allocation, n int) *Buffer[T] {
 	a.start()
-	b := &Buffer[T]{a: a, n: n}
+	b := &Buffer[T]{a: a, n: n, size: a.bytes}
 	b.cleanup = runtime.AddCleanup(b, deferRelease, a)
 	return b
 }
@@ -208,9 +246,9 @@ func alloc[T any](op string, c *Context, n int, managed bool) (*Buffer[T], error
 	a := &allocation{bytes: bytes, ctx: c, managed: managed}
 	err = bound(c, func() error {
 		if managed {
-			return cu.MemAllocManaged(&a.ptr, bytes, uint32(cu.CU_MEM_ATTACH_GLOBAL))
+			return cu.MemAllocManaged(&a.base, bytes, uint32(cu.CU_MEM_ATTACH_GLOBAL))
 		}
-		return cu.MemAlloc(&a.ptr, bytes)
+		return cu.MemAlloc(&a.base, bytes)
 	})
 	if err != nil {
 		c.release()
@@ -243,6 +281,13 @@ func allocAsync[T any](op string, s *Stream, p *MemPool, n int) (*Buffer[T], err
 		}
 		return nil, err
 	}
+	if s.capture.Load() != nil {
+		s.release()
+		if p != nil {
+			p.release()
+		}
+		return nil, invalid(op, "the stream is being captured into a graph: allocate graph memory with a memory-alloc node instead")
+	}
 	c := s.ctx
 	if err := c.hold(op); err != nil {
 		s.release()
@@ -254,9 +299,9 @@ func allocAsync[T any](op string, s *Stream, p *MemPool, n int) (*Buffer[T], err
 	a := &allocation{bytes: bytes, ctx: c, stream: s, pool: p}
 	err = bound(c, func() error {
 		if p != nil {
-			return cu.MemAllocFromPoolAsync(&a.ptr, bytes, p.h, s.h)
+			return cu.MemAllocFromPoolAsync(&a.base, bytes, p.h, s.h)
 		}
-		return cu.MemAllocAsync(&a.ptr, bytes, s.h)
+		return cu.MemAllocAsync(&a.base, bytes, s.h)
 	})
 	if err != nil {
 		c.release()
@@ -290,21 +335,27 @@ func (b *Buffer[T]) Len() int {
 	return b.n
 }
 
-// Bytes is the size in bytes (0 for a nil or zero Buffer).
-func (b *Buffer[T]) Bytes() uintptr {
-	if b == nil || b.a == nil {
+// Size is the size in bytes: Len elements of T (0 for a nil or zero
+// Buffer).
+func (b *Buffer[T]) Size() int {
+	if b == nil {
 		return 0
 	}
-	return b.a.bytes
+	return int(b.size)
 }
 
-// Ptr is the device address (0 once closed).
+// Ptr is the device address of the first element (0 once closed).
 func (b *Buffer[T]) Ptr() DevicePtr {
 	if b == nil || b.a == nil || b.closed.Load() {
 		return 0
 	}
-	return DevicePtr(b.a.ptr)
+	return DevicePtr(b.at(b.a))
 }
+
+// at is the device address of b's first element in a, b's allocation (a
+// view starts inside it). Every call that hands b's memory to CUDA uses it,
+// never a.base.
+func (b *Buffer[T]) at(a *allocation) cu.CUdeviceptr { return a.base + cu.CUdeviceptr(b.off) }
 
 // Context is the context the memory belongs to (nil for a nil or zero
 // Buffer).
@@ -389,13 +440,22 @@ func (b *Buffer[T]) HostSlice() ([]T, error) {
 		return nil, invalid(op, "not managed memory (use AllocManaged)")
 	}
 	b.cleanup.Stop()
-	p := a.ptr
+	p := b.at(a)
 	return unsafe.Slice(*(**T)(unsafe.Pointer(&p)), b.n), nil
 }
 
-// devicePointer lets buffers of any element type be kernel arguments.
+// devicePointer lets buffers of any element type be kernel arguments: arg
+// holds the memory, like use, and returns the address to pass.
 type devicePointer interface {
-	use(op string) (*allocation, error)
+	arg(op string) (*allocation, cu.CUdeviceptr, error)
+}
+
+func (b *Buffer[T]) arg(op string) (*allocation, cu.CUdeviceptr, error) {
+	a, err := b.use(op)
+	if err != nil {
+		return nil, 0, err
+	}
+	return a, b.at(a), nil
 }
 
 func elemSize[T any]() uintptr { return reflect.TypeFor[T]().Size() }
@@ -439,7 +499,7 @@ func (b *Buffer[T]) CopyFromHost(src []T) error {
 		return err
 	}
 	return b.syncCopy("Buffer.CopyFromHost", len(src), func(a *allocation) error {
-		return cu.MemcpyHtoD(a.ptr, unsafe.Pointer(&src[0]), sliceBytes(src))
+		return cu.MemcpyHtoD(b.at(a), unsafe.Pointer(&src[0]), sliceBytes(src))
 	})
 }
 
@@ -451,7 +511,7 @@ func (b *Buffer[T]) CopyToHost(dst []T) error {
 		return err
 	}
 	return b.syncCopy("Buffer.CopyToHost", len(dst), func(a *allocation) error {
-		return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), a.ptr, sliceBytes(dst))
+		return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), b.at(a), sliceBytes(dst))
 	})
 }
 
@@ -464,7 +524,7 @@ func (b *Buffer[T]) CopyFrom(src *Buffer[T]) error {
 		return err
 	}
 	defer sa.Release()
-	return b.syncCopy(op, src.n, func(a *allocation) error { return cu.MemcpyDtoD(a.ptr, sa.ptr, sa.bytes) })
+	return b.syncCopy(op, src.n, func(a *allocation) error { return cu.MemcpyDtoD(b.at(a), src.at(sa), src.size) })
 }
 
 // checkOpen reports whether b is open, without holding it.
@@ -502,6 +562,9 @@ func (b *Buffer[T]) onStream(op string, s *Stream, n int, bind bool, f func(a *a
 	} else {
 		err = f(a)
 	}
+	if h := s.capture.Load(); h != nil && err == nil {
+		h.keep(s, &a.obj) // captured: the graph holds the memory
+	}
 	return s.ctx.sawError(err)
 }
 
@@ -520,7 +583,7 @@ func (b *Buffer[T]) CopyFromHostAsync(s *Stream, src []T) error {
 	}
 	return b.onStream(op, s, len(src), true, func(a *allocation) error {
 		return s.keepSlice(unsafe.Pointer(&src[0]), func() error {
-			return cu.MemcpyHtoDAsync(a.ptr, unsafe.Pointer(&src[0]), sliceBytes(src), s.h)
+			return cu.MemcpyHtoDAsync(b.at(a), unsafe.Pointer(&src[0]), sliceBytes(src), s.h)
 		})
 	})
 }
@@ -536,7 +599,7 @@ func (b *Buffer[T]) CopyToHostAsync(s *Stream, dst []T) error {
 	}
 	return b.onStream(op, s, len(dst), true, func(a *allocation) error {
 		return s.keepSlice(unsafe.Pointer(&dst[0]), func() error {
-			return cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), a.ptr, sliceBytes(dst), s.h)
+			return cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), b.at(a), sliceBytes(dst), s.h)
 		})
 	})
 }
@@ -556,6 +619,10 @@ func (s *Stream) keepSlice(data unsafe.Pointer, queue func() error) error {
 	if err := queue(); err != nil {
 		_ = pin.Release()
 		return err
+	}
+	if h := s.capture.Load(); h != nil {
+		h.sink.Keep(s, []lifetime.Owner{pin}) // captured: the graph holds the pin
+		return nil
 	}
 	unpin := func() { _ = pin.Release() } // no CUDA call: fine on a CUDA thread
 	id := lifetime.Register(lifetime.Callback{Fn: unpin, Once: true, OnCancel: unpin})
@@ -582,33 +649,40 @@ func (b *Buffer[T]) CopyFromAsync(s *Stream, src *Buffer[T]) error {
 	}
 	return b.onStream(op, s, src.n, false, func(a *allocation) error {
 		sa.usedOn(s)
-		return cu.MemcpyDtoDAsync(a.ptr, sa.ptr, sa.bytes, s.h)
+		err := cu.MemcpyDtoDAsync(b.at(a), src.at(sa), src.size, s.h)
+		if h := s.capture.Load(); h != nil && err == nil {
+			h.keep(s, &sa.obj)
+		}
+		return err
 	})
 }
 
 func (b *Buffer[T]) memset(op string, s *Stream, width uintptr, set func(a *allocation, n uintptr) error) error {
-	if b != nil && b.a != nil && b.a.bytes%width != 0 {
-		return invalid(op, "%d bytes are not a multiple of %d", b.a.bytes, width)
+	if b != nil && b.a != nil && b.size%width != 0 {
+		return invalid(op, "%d bytes are not a multiple of %d", b.size, width)
+	}
+	if b != nil && b.off%width != 0 {
+		return invalid(op, "a view at byte offset %d is not aligned to %d bytes", b.off, width)
 	}
 	if s == nil {
-		return b.syncCopy(op, 0, func(a *allocation) error { return set(a, a.bytes/width) })
+		return b.syncCopy(op, 0, func(a *allocation) error { return set(a, b.size/width) })
 	}
-	return b.onStream(op, s, 0, false, func(a *allocation) error { return set(a, a.bytes/width) })
+	return b.onStream(op, s, 0, false, func(a *allocation) error { return set(a, b.size/width) })
 }
 
 // Memset8 sets every byte of b to v and waits (cuMemsetD8).
 func (b *Buffer[T]) Memset8(v uint8) error {
-	return b.memset("Buffer.Memset8", nil, 1, func(a *allocation, n uintptr) error { return cu.MemsetD8(a.ptr, v, n) })
+	return b.memset("Buffer.Memset8", nil, 1, func(a *allocation, n uintptr) error { return cu.MemsetD8(b.at(a), v, n) })
 }
 
 // Memset16 sets every 16-bit word of b to v and waits (cuMemsetD16).
 func (b *Buffer[T]) Memset16(v uint16) error {
-	return b.memset("Buffer.Memset16", nil, 2, func(a *allocation, n uintptr) error { return cu.MemsetD16(a.ptr, v, n) })
+	return b.memset("Buffer.Memset16", nil, 2, func(a *allocation, n uintptr) error { return cu.MemsetD16(b.at(a), v, n) })
 }
 
 // Memset32 sets every 32-bit word of b to v and waits (cuMemsetD32).
 func (b *Buffer[T]) Memset32(v uint32) error {
-	return b.memset("Buffer.Memset32", nil, 4, func(a *allocation, n uintptr) error { return cu.MemsetD32(a.ptr, v, n) })
+	return b.memset("Buffer.Memset32", nil, 4, func(a *allocation, n uintptr) error { return cu.MemsetD32(b.at(a), v, n) })
 }
 
 // Memset8Async queues setting every byte of b to v on s (cuMemsetD8Async).
@@ -616,7 +690,7 @@ func (b *Buffer[T]) Memset8Async(s *Stream, v uint8) error {
 	if s == nil {
 		return fmt.Errorf("driver: Buffer.Memset8Async: %w", ErrNilStream)
 	}
-	return b.memset("Buffer.Memset8Async", s, 1, func(a *allocation, n uintptr) error { return cu.MemsetD8Async(a.ptr, v, n, s.h) })
+	return b.memset("Buffer.Memset8Async", s, 1, func(a *allocation, n uintptr) error { return cu.MemsetD8Async(b.at(a), v, n, s.h) })
 }
 
 // Memset16Async queues setting every 16-bit word of b to v on s.
@@ -624,7 +698,7 @@ func (b *Buffer[T]) Memset16Async(s *Stream, v uint16) error {
 	if s == nil {
 		return fmt.Errorf("driver: Buffer.Memset16Async: %w", ErrNilStream)
 	}
-	return b.memset("Buffer.Memset16Async", s, 2, func(a *allocation, n uintptr) error { return cu.MemsetD16Async(a.ptr, v, n, s.h) })
+	return b.memset("Buffer.Memset16Async", s, 2, func(a *allocation, n uintptr) error { return cu.MemsetD16Async(b.at(a), v, n, s.h) })
 }
 
 // Memset32Async queues setting every 32-bit word of b to v on s.
@@ -632,5 +706,5 @@ func (b *Buffer[T]) Memset32Async(s *Stream, v uint32) error {
 	if s == nil {
 		return fmt.Errorf("driver: Buffer.Memset32Async: %w", ErrNilStream)
 	}
-	return b.memset("Buffer.Memset32Async", s, 4, func(a *allocation, n uintptr) error { return cu.MemsetD32Async(a.ptr, v, n, s.h) })
+	return b.memset("Buffer.Memset32Async", s, 4, func(a *allocation, n uintptr) error { return cu.MemsetD32Async(b.at(a), v, n, s.h) })
 }

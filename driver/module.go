@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
@@ -133,7 +136,15 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 	}
 	m.infoLog = info
 	m.obj.Init(func() error {
-		err := bound(c, func() error { return cu.ModuleUnload(m.h) })
+		// cuModuleUnload does not wait for kernels of the module that are
+		// still queued or running: let the context's work finish first.
+		err := bound(c, func() error {
+			serr := c.sync()
+			if err := cu.ModuleUnload(m.h); err != nil {
+				return err
+			}
+			return serr
+		})
 		c.release()
 		return err
 	})
@@ -188,7 +199,7 @@ func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{mod: m, ld: &m.obj, name: name, ctx: m.ctx}
 	err = bound(m.ctx, func() error { return cu.ModuleGetFunction(&f.h, m.h, cname) })
 	if err != nil {
-		if errors.Is(err, cu.CUDA_ERROR_NOT_FOUND) {
+		if errors.Is(err, ErrNotFound) {
 			return nil, fmt.Errorf("driver: kernel %q is not in the module: %w", name, err)
 		}
 		return nil, err
@@ -196,9 +207,9 @@ func (m *Module) Function(name string) (*Function, error) {
 	return f, nil
 }
 
-// Global returns the address and size of a module-scope __device__
-// variable (cuModuleGetGlobal).
-func (m *Module) Global(name string) (DevicePtr, uintptr, error) {
+// Global returns the address and size in bytes of a module-scope
+// __device__ variable (cuModuleGetGlobal).
+func (m *Module) Global(name string) (DevicePtr, int, error) {
 	const op = "Module.Global"
 	if err := m.acquire(op); err != nil {
 		return 0, 0, err
@@ -214,7 +225,7 @@ func (m *Module) Global(name string) (DevicePtr, uintptr, error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("driver: global %q: %w", name, err)
 	}
-	return DevicePtr(p), size, nil
+	return DevicePtr(p), int(size), nil
 }
 
 // Library is context-independent code (cuLibraryLoadData): its kernels can
@@ -222,6 +233,51 @@ func (m *Module) Global(name string) (DevicePtr, uintptr, error) {
 type Library struct {
 	obj lifetime.Object // owner + calls in flight + functions' holders
 	h   cu.CUlibrary
+
+	// The contexts its kernels were launched in: cuLibraryUnload does not
+	// wait for kernels still queued or running, so the unload first waits
+	// for the work of each of them that is still alive.
+	last   atomic.Pointer[Context] // the latest, to skip the lock on repeated launches
+	usedMu sync.Mutex
+	used   []*Context
+}
+
+// launchedIn records that a kernel of l is being launched in c; the
+// caller holds l.
+func (l *Library) launchedIn(c *Context) {
+	if l.last.Load() == c {
+		return
+	}
+	l.usedMu.Lock()
+	if !slices.Contains(l.used, c) {
+		l.used = append(l.used, c)
+	}
+	l.usedMu.Unlock()
+	l.last.Store(c)
+}
+
+// unload waits for the work of every context l's kernels were launched in
+// that is not yet destroyed (a destroyed context's work is gone with it),
+// then unloads l.
+func (l *Library) unload() error {
+	l.usedMu.Lock()
+	used := l.used
+	l.used = nil
+	l.usedMu.Unlock()
+	l.last.Store(nil)
+	var serr error
+	for _, c := range used {
+		if c.obj.Hold() {
+			if err := c.sync(); err != nil && serr == nil {
+				serr = err
+			}
+			c.release()
+		}
+	}
+	if err := cu.LibraryUnload(l.h); err != nil {
+		return err
+	}
+	return serr
 }
 
 // LoadLibrary loads PTX, CUBIN or a fatbin as a context-independent library
@@ -250,7 +306,7 @@ func LoadLibrary(code []byte, opts ...JITOptions) (*Library, error) {
 		errLog, _ := j.logs()
 		return nil, &ModuleError{Err: err, Log: errLog}
 	}
-	l.obj.Init(func() error { return cu.LibraryUnload(l.h) })
+	l.obj.Init(l.unload)
 	return l, nil
 }
 
@@ -292,7 +348,7 @@ func (l *Library) Function(name string) (*Function, error) {
 	}
 	f := &Function{lib: l, ld: &l.obj, name: name}
 	if err := cu.LibraryGetKernel(&f.kernel, l.h, cname); err != nil {
-		if errors.Is(err, cu.CUDA_ERROR_NOT_FOUND) {
+		if errors.Is(err, ErrNotFound) {
 			return nil, fmt.Errorf("driver: kernel %q is not in the library: %w", name, err)
 		}
 		return nil, err

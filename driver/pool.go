@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"math"
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
@@ -88,38 +89,53 @@ func poolAttr32(a MemPoolAttribute) bool {
 	return false
 }
 
-// Attribute reads a pool attribute (cuMemPoolGetAttribute).
-func (p *MemPool) Attribute(a MemPoolAttribute) (uint64, error) {
+// Attribute reads a pool attribute (cuMemPoolGetAttribute): a size in
+// bytes, or 0 or 1 for the reuse flags. A value above math.MaxInt (a
+// release threshold of UINT64_MAX set by other code) reads as math.MaxInt.
+func (p *MemPool) Attribute(a MemPoolAttribute) (int, error) {
 	if err := p.acquire("MemPool.Attribute"); err != nil {
 		return 0, err
 	}
 	defer p.release()
 	v := new(uint64)
-	if err := cu.MemPoolGetAttribute(p.h, a, unsafe.Pointer(v)); err != nil {
+	if err := cu.MemPoolGetAttribute(p.h, cu.CUmemPool_attribute(a), unsafe.Pointer(v)); err != nil {
 		return 0, err
 	}
 	if poolAttr32(a) {
-		return uint64(uint32(*v)), nil
+		return int(uint32(*v)), nil
 	}
-	return *v, nil
+	return int(min(*v, math.MaxInt)), nil
 }
 
 // SetAttribute sets a pool attribute (cuMemPoolSetAttribute), such as
-// PoolAttrReleaseThreshold.
-func (p *MemPool) SetAttribute(a MemPoolAttribute, v uint64) error {
-	if err := p.acquire("MemPool.SetAttribute"); err != nil {
+// PoolAttrReleaseThreshold (bytes; math.MaxInt keeps all memory); v must
+// not be negative.
+func (p *MemPool) SetAttribute(a MemPoolAttribute, v int) error {
+	const op = "MemPool.SetAttribute"
+	if v < 0 {
+		return invalid(op, "negative value %d for %v", v, a)
+	}
+	if err := p.acquire(op); err != nil {
 		return err
 	}
 	defer p.release()
 	if poolAttr32(a) {
+		if v > math.MaxInt32 {
+			return invalid(op, "value %d for %v does not fit in 32 bits", v, a)
+		}
 		v32 := int32(v)
-		return cu.MemPoolSetAttribute(p.h, a, unsafe.Pointer(&v32))
+		return cu.MemPoolSetAttribute(p.h, cu.CUmemPool_attribute(a), unsafe.Pointer(&v32))
 	}
-	return cu.MemPoolSetAttribute(p.h, a, unsafe.Pointer(&v))
+	v64 := uint64(v)
+	return cu.MemPoolSetAttribute(p.h, cu.CUmemPool_attribute(a), unsafe.Pointer(&v64))
 }
 
-// Trim releases unused memory above keep bytes (cuMemPoolTrimTo).
-func (p *MemPool) Trim(keep uint64) error {
+// Trim releases unused memory above keep bytes (cuMemPoolTrimTo); keep must
+// not be negative.
+func (p *MemPool) Trim(keep int) error {
+	if keep < 0 {
+		return invalid("MemPool.Trim", "negative size %d", keep)
+	}
 	if err := p.acquire("MemPool.Trim"); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -18,9 +19,9 @@ type StreamFlags uint32
 // Stream flags.
 const (
 	// StreamDefault streams synchronise with the legacy default stream.
-	StreamDefault StreamFlags = StreamFlags(cu.CU_STREAM_DEFAULT)
+	StreamDefault StreamFlags = 0 // CU_STREAM_DEFAULT
 	// StreamNonBlocking streams run concurrently with the legacy default stream.
-	StreamNonBlocking StreamFlags = StreamFlags(cu.CU_STREAM_NON_BLOCKING)
+	StreamNonBlocking StreamFlags = 1 // CU_STREAM_NON_BLOCKING
 )
 
 // Stream is a CUDA stream. Stream-ordered work in purecuda always names its
@@ -32,9 +33,11 @@ const (
 // stream is destroyed when Close has been called and the last call, and the
 // last stream-ordered buffer allocated on it, are done.
 type Stream struct {
-	// The fields a launch reads come first, together.
+	// The fields a launch reads come first, together; capture is set while
+	// package graph captures s (SetCaptureSink).
 	h       cu.CUstream
 	ctx     *Context
+	capture atomic.Pointer[captureHook]
 	obj     lifetime.Object // owner + calls in flight + stream-ordered buffers
 	special bool            // the legacy default stream: needs its context current
 	lim     dimLimits       // the device's, copied
@@ -108,9 +111,9 @@ func (c *Context) LegacyStream() *Stream {
 	if c == nil || c.dev == nil {
 		return nil
 	}
-	s := newStreamFor(c, cu.CU_STREAM_LEGACY, true)
-	s.obj.Init(nil)
-	return s
+	// s.obj stays zero: calls on the legacy stream hold the context, and
+	// an initialised Object that Close never releases would count as live.
+	return newStreamFor(c, cu.CU_STREAM_LEGACY, true)
 }
 
 // Context is the stream's context (nil for a nil Stream).
@@ -152,13 +155,13 @@ func (s *Stream) do(op string, bind bool, f func() error) error {
 	if err := s.acquire(op); err != nil {
 		return err
 	}
+	defer s.release() // deferred: f may be a caller's (Raw) and panic
 	var err error
 	if bind || s.special {
 		err = bound(s.ctx, f)
 	} else {
 		err = f()
 	}
-	s.release()
 	return s.ctx.sawError(err)
 }
 
@@ -232,7 +235,7 @@ func (s *Stream) Query() (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, cu.CUDA_ERROR_NOT_READY):
+	case errors.Is(err, ErrNotReady):
 		return false, nil
 	}
 	return false, err
@@ -281,7 +284,11 @@ func (s *Stream) WaitEvent(e *Event) error {
 		return err
 	}
 	defer e.release()
-	return s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
+	err := s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
+	if h := e.capture.Load(); h != nil && err == nil && !s.special && s.capture.CompareAndSwap(nil, h) {
+		h.sink.Joined(s) // s waits for captured work: it joined the capture
+	}
+	return err
 }
 
 // Priority is the stream's priority (cuStreamGetPriority).
@@ -300,9 +307,18 @@ func (s *Stream) Priority() (int, error) {
 // process and the stream go on, and the next Synchronize returns it as an
 // error. If a sticky error stops the context, f never runs and is
 // released when the error is seen.
+//
+// While s is being captured into a graph (see CaptureSink), f becomes a
+// host node instead: it runs at every launch of the graph, is held for as
+// long as the graph may run it, and its panics go to the capture's sink.
 func (s *Stream) LaunchHostFunc(f func()) error {
 	if f == nil {
 		return invalid("Stream.LaunchHostFunc", "nil function")
+	}
+	if s != nil {
+		if h := s.capture.Load(); h != nil {
+			return s.enqueueCapturedHost(h, f)
+		}
 	}
 	return s.enqueueHost("Stream.LaunchHostFunc", lifetime.Callback{Fn: f, Once: true, Sink: s})
 }
@@ -330,6 +346,9 @@ func (s *Stream) enqueueHost(op string, cb lifetime.Callback) error {
 // CallbackPanicked records a host function's panic (or Goexit) for the
 // next Synchronize. It implements lifetime.PanicSink.
 func (s *Stream) CallbackPanicked(p any, stack []byte) {
+	if s == nil {
+		return
+	}
 	var err error
 	if e, ok := p.(*lifetime.Goexited); ok {
 		err = fmt.Errorf("driver: host function: %w", e)
@@ -339,4 +358,160 @@ func (s *Stream) CallbackPanicked(p any, stack []byte) {
 	s.errMu.Lock()
 	s.errs = append(s.errs, err)
 	s.errMu.Unlock()
+}
+
+// CaptureSink is told what the work queued on a stream names while the
+// stream is being captured into a CUDA graph, so that the graph made from
+// the capture can hold it. Package graph installs one with SetCaptureSink
+// before cuStreamBeginCapture and removes it after cuStreamEndCapture; a
+// stream that waits (WaitEvent) for an event recorded on a stream with a
+// sink gets the sink too, as it joins the capture.
+//
+// While a sink is installed, each call of this package that queues work on
+// the stream — Launch, LaunchWith, LaunchArgs, the asynchronous copies and
+// memsets of Buffer, LaunchHostFunc — hands it, after the work was queued,
+// a reference on every buffer, Args, module or library, pinned host buffer,
+// pinned Go slice and host function the work names. Two things change
+// meanwhile: a host function stays registered for as long as the sink
+// keeps it (the graph runs it at every launch), and the pin of a Go slice
+// copied asynchronously goes to the sink instead of to a host function
+// queued after the copy (which would become a node of the graph).
+// AllocAsync and MemPool allocations on the stream are refused; a
+// stream-ordered free that would be queued on the stream waits until the
+// capture is over (AfterCapture). Work queued through Raw is not seen.
+// Without a sink, these calls cost one pointer load more.
+//
+// The methods are called on the goroutine making the call, which holds the
+// stream. A sink must be comparable (a pointer, typically).
+type CaptureSink interface {
+	// Keep takes owners, named by the work just queued on s. They are the
+	// sink's from the call on: it releases each exactly once — when the
+	// graph made from the capture is gone, when the capture fails, or at
+	// once if the work turns out not to have been captured (after it ran).
+	Keep(s *Stream, owners []lifetime.Owner)
+	// Joined tells the sink that s joined the capture: it waited for an
+	// event last recorded on a stream the sink is installed on, and now has
+	// the sink installed too. The sink removes it (ClearCaptureSink) when
+	// the capture ends.
+	Joined(s *Stream)
+	// AfterCapture takes a release that must wait until the capture is
+	// over: the stream-ordered free of a buffer whose stream is being
+	// captured, which would otherwise be captured into the graph. The sink
+	// releases o once the sink is removed from its streams.
+	AfterCapture(o lifetime.Owner)
+	// CallbackPanicked receives the panics and Goexits of host functions
+	// launched on the stream during the capture, at any later launch of
+	// the graph.
+	lifetime.PanicSink
+}
+
+// captureHook is a CaptureSink installed on streams. An Event recorded on a
+// stream with a hook keeps it, so that a stream waiting for the event joins
+// the capture.
+type captureHook struct{ sink CaptureSink }
+
+// SetCaptureSink installs sink on s (see CaptureSink). It fails for a nil
+// sink, a nil or closed stream, the legacy default stream (which CUDA does
+// not capture), or a stream that has a sink installed already.
+func (s *Stream) SetCaptureSink(sink CaptureSink) error {
+	const op = "Stream.SetCaptureSink"
+	if sink == nil {
+		return invalid(op, "nil sink")
+	}
+	if err := s.acquire(op); err != nil {
+		return err
+	}
+	defer s.release()
+	if s.special {
+		return invalid(op, "the legacy default stream cannot be captured")
+	}
+	if !s.capture.CompareAndSwap(nil, &captureHook{sink: sink}) {
+		return invalid(op, "another capture sink is installed: the stream is being captured")
+	}
+	return nil
+}
+
+// ClearCaptureSink removes sink from s if it is the sink installed, and
+// reports whether it was. It works on a closed stream.
+func (s *Stream) ClearCaptureSink(sink CaptureSink) bool {
+	if s == nil || sink == nil {
+		return false
+	}
+	for {
+		h := s.capture.Load()
+		if h == nil || h.sink != sink {
+			return false
+		}
+		if s.capture.CompareAndSwap(h, nil) {
+			return true
+		}
+	}
+}
+
+// InstalledCaptureSink is the sink installed on s, or nil.
+func (s *Stream) InstalledCaptureSink() CaptureSink {
+	if s == nil {
+		return nil
+	}
+	if h := s.capture.Load(); h != nil {
+		return h.sink
+	}
+	return nil
+}
+
+// keep hands the sink one more reference on each of objs, which the
+// caller holds.
+func (h *captureHook) keep(s *Stream, objs ...*lifetime.Object) {
+	owners := make([]lifetime.Owner, 0, len(objs))
+	for _, o := range objs {
+		if o.Hold() {
+			owners = append(owners, lifetime.RefOf(o))
+		}
+	}
+	h.sink.Keep(s, owners)
+}
+
+// keepLaunch hands the sink a reference on a launched kernel's module or
+// library and on each buffer among its arguments.
+func (h *captureHook) keepLaunch(s *Stream, f *Function, allocs []*allocation) {
+	owners := make([]lifetime.Owner, 0, 1+len(allocs))
+	if f.ld.Hold() {
+		owners = append(owners, lifetime.RefOf(f.ld))
+	}
+	for _, a := range allocs {
+		if a.obj.Hold() {
+			owners = append(owners, lifetime.RefOf(&a.obj))
+		}
+	}
+	h.sink.Keep(s, owners)
+}
+
+// enqueueCapturedHost queues f on s while s is being captured: the host
+// function becomes a node of the graph, which runs it at every launch, so
+// it stays registered until the sink releases it.
+func (s *Stream) enqueueCapturedHost(h *captureHook, f func()) error {
+	const op = "Stream.LaunchHostFunc"
+	tramp, err := lifetime.HostFn()
+	if err != nil {
+		return err
+	}
+	if err := s.acquire(op); err != nil {
+		return err
+	}
+	defer s.release()
+	id := lifetime.Register(lifetime.Callback{Fn: f, Sink: h.sink})
+	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), idPointer(id)) }); err != nil {
+		lifetime.Unregister(id)
+		return s.ctx.sawError(err)
+	}
+	h.sink.Keep(s, []lifetime.Owner{hostFuncOwner(id)})
+	return nil
+}
+
+// hostFuncOwner unregisters a captured host function when released.
+type hostFuncOwner uintptr
+
+func (o hostFuncOwner) Release() error {
+	lifetime.Unregister(uintptr(o))
+	return nil
 }

@@ -4,11 +4,7 @@ package driver
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
-	"sort"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,49 +70,8 @@ int loop_h2d(CUdeviceptr d, const void *src, long n) {
 
 // buildCLoops compiles cLoops against the toolkit's cuda.h and the driver.
 func buildCLoops(b *testing.B) map[string]uintptr {
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		b.Skip("gcc not found: the C half needs a compiler")
-	}
-	inc := "/usr/local/cuda/include"
-	if p := os.Getenv("CUDA_PATH"); p != "" {
-		inc = filepath.Join(p, "include")
-	}
-	if _, err := os.Stat(filepath.Join(inc, "cuda.h")); err != nil {
-		b.Skip("cuda.h not found: the C half needs the CUDA headers")
-	}
-	lib, err := LibraryPath()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if !filepath.IsAbs(lib) {
-		for _, d := range []string{"/usr/local/nvidia/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib64"} {
-			if _, err := os.Stat(filepath.Join(d, "libcuda.so.1")); err == nil {
-				lib = filepath.Join(d, "libcuda.so.1")
-				break
-			}
-		}
-	}
-	dir := b.TempDir()
-	src, so := filepath.Join(dir, "loops.c"), filepath.Join(dir, "loops.so")
-	if err := os.WriteFile(src, []byte(cLoops), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	if out, err := exec.Command(gcc, "-O2", "-shared", "-fPIC", "-I", inc, "-o", so, src, lib).CombinedOutput(); err != nil {
-		b.Fatalf("gcc: %v\n%s", err, out)
-	}
-	h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	syms := map[string]uintptr{}
-	for _, n := range []string{"loop_launch", "loop_launch_sync", "loop_event_record", "loop_sync", "loop_h2d",
-		"loop_launch_timed", "once_launch_timed", "take_inside"} {
-		if syms[n], err = purego.Dlsym(h, n); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return syms
+	return gputest.BuildC(b, cLoops, "loop_launch", "loop_launch_sync", "loop_event_record", "loop_sync", "loop_h2d",
+		"loop_launch_timed", "once_launch_timed", "take_inside")
 }
 
 // BenchmarkVersusC times each hot call three ways in one process, on the
@@ -167,7 +122,7 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 	}
 	defer ev.Close()
 	x, y, z := uint32(1), uint32(2), uint32(3)
-	dptr := out.a.ptr
+	dptr := out.at(out.a)
 	raw4 := []unsafe.Pointer{unsafe.Pointer(&dptr), unsafe.Pointer(&x), unsafe.Pointer(&y), unsafe.Pointer(&z)}
 	emptyArgs, _ := empty.NewArgs()
 	defer emptyArgs.Close()
@@ -310,8 +265,4 @@ func takeInside(c map[string]uintptr) int64 {
 	return int64(r)
 }
 
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	return s[len(s)/2]
-}
+func median(xs []float64) float64 { return gputest.Median(xs) }

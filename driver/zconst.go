@@ -4,335 +4,740 @@
 package driver
 
 import (
-	"github.com/purecuda/cuda/internal/cu"
+	"strconv"
 )
 
 // DeviceAttribute is a device attribute, read with (*Device).Attribute (the C enum CUdevice_attribute).
-type DeviceAttribute = cu.CUdevice_attribute
+type DeviceAttribute int32
 
 // Values of DeviceAttribute.
 const (
-	AttrMaxThreadsPerBlock                       DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK
-	AttrMaxBlockDimX                             DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X
-	AttrMaxBlockDimY                             DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y
-	AttrMaxBlockDimZ                             DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z
-	AttrMaxGridDimX                              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X
-	AttrMaxGridDimY                              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y
-	AttrMaxGridDimZ                              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z
-	AttrMaxSharedMemoryPerBlock                  DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK
-	AttrSharedMemoryPerBlock                     DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_SHARED_MEMORY_PER_BLOCK
-	AttrTotalConstantMemory                      DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY
-	AttrWarpSize                                 DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_WARP_SIZE
-	AttrMaxPitch                                 DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_PITCH
-	AttrMaxRegistersPerBlock                     DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK
-	AttrRegistersPerBlock                        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_REGISTERS_PER_BLOCK
-	AttrClockRate                                DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_CLOCK_RATE
-	AttrTextureAlignment                         DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT
-	AttrGpuOverlap                               DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_GPU_OVERLAP
-	AttrMultiprocessorCount                      DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
-	AttrKernelExecTimeout                        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT
-	AttrIntegrated                               DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_INTEGRATED
-	AttrCanMapHostMemory                         DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY
-	AttrComputeMode                              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_COMPUTE_MODE
-	AttrMaximumTexture1dWidth                    DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH
-	AttrMaximumTexture2dWidth                    DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH
-	AttrMaximumTexture2dHeight                   DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT
-	AttrMaximumTexture3dWidth                    DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH
-	AttrMaximumTexture3dHeight                   DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT
-	AttrMaximumTexture3dDepth                    DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH
-	AttrMaximumTexture2dLayeredWidth             DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH
-	AttrMaximumTexture2dLayeredHeight            DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT
-	AttrMaximumTexture2dLayeredLayers            DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS
-	AttrMaximumTexture2dArrayWidth               DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_ARRAY_WIDTH
-	AttrMaximumTexture2dArrayHeight              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_ARRAY_HEIGHT
-	AttrMaximumTexture2dArrayNumslices           DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_ARRAY_NUMSLICES
-	AttrSurfaceAlignment                         DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT
-	AttrConcurrentKernels                        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS
-	AttrEccEnabled                               DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_ECC_ENABLED
-	AttrPciBusId                                 DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_PCI_BUS_ID
-	AttrPciDeviceId                              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID
-	AttrTccDriver                                DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_TCC_DRIVER
-	AttrMemoryClockRate                          DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE
-	AttrGlobalMemoryBusWidth                     DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH
-	AttrL2CacheSize                              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
-	AttrMaxThreadsPerMultiprocessor              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR
-	AttrAsyncEngineCount                         DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT
-	AttrUnifiedAddressing                        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING
-	AttrMaximumTexture1dLayeredWidth             DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH
-	AttrMaximumTexture1dLayeredLayers            DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS
-	AttrCanTex2dGather                           DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_CAN_TEX2D_GATHER
-	AttrMaximumTexture2dGatherWidth              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH
-	AttrMaximumTexture2dGatherHeight             DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT
-	AttrMaximumTexture3dWidthAlternate           DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE
-	AttrMaximumTexture3dHeightAlternate          DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE
-	AttrMaximumTexture3dDepthAlternate           DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE
-	AttrPciDomainId                              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID
-	AttrTexturePitchAlignment                    DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT
-	AttrMaximumTexturecubemapWidth               DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_WIDTH
-	AttrMaximumTexturecubemapLayeredWidth        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH
-	AttrMaximumTexturecubemapLayeredLayers       DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS
-	AttrMaximumSurface1dWidth                    DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_WIDTH
-	AttrMaximumSurface2dWidth                    DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_WIDTH
-	AttrMaximumSurface2dHeight                   DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT
-	AttrMaximumSurface3dWidth                    DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_WIDTH
-	AttrMaximumSurface3dHeight                   DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_HEIGHT
-	AttrMaximumSurface3dDepth                    DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH
-	AttrMaximumSurface1dLayeredWidth             DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_WIDTH
-	AttrMaximumSurface1dLayeredLayers            DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS
-	AttrMaximumSurface2dLayeredWidth             DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_WIDTH
-	AttrMaximumSurface2dLayeredHeight            DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_HEIGHT
-	AttrMaximumSurface2dLayeredLayers            DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_LAYERS
-	AttrMaximumSurfacecubemapWidth               DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH
-	AttrMaximumSurfacecubemapLayeredWidth        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH
-	AttrMaximumSurfacecubemapLayeredLayers       DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS
-	AttrMaximumTexture1dLinearWidth              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH
-	AttrMaximumTexture2dLinearWidth              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH
-	AttrMaximumTexture2dLinearHeight             DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT
-	AttrMaximumTexture2dLinearPitch              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH
-	AttrMaximumTexture2dMipmappedWidth           DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH
-	AttrMaximumTexture2dMipmappedHeight          DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT
-	AttrComputeCapabilityMajor                   DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
-	AttrComputeCapabilityMinor                   DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
-	AttrMaximumTexture1dMipmappedWidth           DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH
-	AttrStreamPrioritiesSupported                DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED
-	AttrGlobalL1CacheSupported                   DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED
-	AttrLocalL1CacheSupported                    DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED
-	AttrMaxSharedMemoryPerMultiprocessor         DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
-	AttrMaxRegistersPerMultiprocessor            DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR
-	AttrManagedMemory                            DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY
-	AttrMultiGpuBoard                            DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD
-	AttrMultiGpuBoardGroupId                     DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID
-	AttrHostNativeAtomicSupported                DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED
-	AttrSingleToDoublePrecisionPerfRatio         DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO
-	AttrPageableMemoryAccess                     DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS
-	AttrConcurrentManagedAccess                  DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS
-	AttrComputePreemptionSupported               DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED
-	AttrCanUseHostPointerForRegisteredMem        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM
-	AttrCanUseStreamMemOpsV1                     DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1
-	AttrCanUse64BitStreamMemOpsV1                DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1
-	AttrCanUseStreamWaitValueNorV1               DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1
-	AttrCooperativeLaunch                        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH
-	AttrCooperativeMultiDeviceLaunch             DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH
-	AttrMaxSharedMemoryPerBlockOptin             DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-	AttrCanFlushRemoteWrites                     DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES
-	AttrHostRegisterSupported                    DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED
-	AttrPageableMemoryAccessUsesHostPageTables   DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES
-	AttrDirectManagedMemAccessFromHost           DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST
-	AttrVirtualAddressManagementSupported        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED
-	AttrVirtualMemoryManagementSupported         DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
-	AttrHandleTypePosixFileDescriptorSupported   DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
-	AttrHandleTypeWin32HandleSupported           DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED
-	AttrHandleTypeWin32KmtHandleSupported        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED
-	AttrMaxBlocksPerMultiprocessor               DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR
-	AttrGenericCompressionSupported              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED
-	AttrMaxPersistingL2CacheSize                 DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE
-	AttrMaxAccessPolicyWindowSize                DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE
-	AttrGpuDirectRdmaWithCudaVmmSupported        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
-	AttrReservedSharedMemoryPerBlock             DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK
-	AttrSparseCudaArraySupported                 DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED
-	AttrReadOnlyHostRegisterSupported            DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED
-	AttrTimelineSemaphoreInteropSupported        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED
-	AttrMemoryPoolsSupported                     DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
-	AttrGpuDirectRdmaSupported                   DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED
-	AttrGpuDirectRdmaFlushWritesOptions          DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS
-	AttrGpuDirectRdmaWritesOrdering              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING
-	AttrMempoolSupportedHandleTypes              DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES
-	AttrClusterLaunch                            DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH
-	AttrDeferredMappingCudaArraySupported        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED
-	AttrCanUse64BitStreamMemOps                  DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS
-	AttrCanUseStreamWaitValueNor                 DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR
-	AttrDmaBufSupported                          DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
-	AttrIpcEventSupported                        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED
-	AttrMemSyncDomainCount                       DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT
-	AttrTensorMapAccessSupported                 DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED
-	AttrHandleTypeFabricSupported                DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED
-	AttrUnifiedFunctionPointers                  DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS
-	AttrNumaConfig                               DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_NUMA_CONFIG
-	AttrNumaId                                   DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_NUMA_ID
-	AttrMulticastSupported                       DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED
-	AttrMpsEnabled                               DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MPS_ENABLED
-	AttrHostNumaId                               DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID
-	AttrD3d12CigSupported                        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_D3D12_CIG_SUPPORTED
-	AttrMemDecompressAlgorithmMask               DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK
-	AttrMemDecompressMaximumLength               DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH
-	AttrVulkanCigSupported                       DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_VULKAN_CIG_SUPPORTED
-	AttrGpuPciDeviceId                           DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID
-	AttrGpuPciSubsystemId                        DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID
-	AttrHostNumaVirtualMemoryManagementSupported DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
-	AttrHostNumaMemoryPoolsSupported             DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED
-	AttrHostNumaMultinodeIpcSupported            DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED
-	AttrHostMemoryPoolsSupported                 DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED
-	AttrHostVirtualMemoryManagementSupported     DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
-	AttrHostAllocDmaBufSupported                 DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED
-	AttrOnlyPartialHostNativeAtomicSupported     DeviceAttribute = cu.CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED
+	AttrMaxThreadsPerBlock                       DeviceAttribute = 1   // CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+	AttrMaxBlockDimX                             DeviceAttribute = 2   // CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X
+	AttrMaxBlockDimY                             DeviceAttribute = 3   // CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y
+	AttrMaxBlockDimZ                             DeviceAttribute = 4   // CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z
+	AttrMaxGridDimX                              DeviceAttribute = 5   // CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X
+	AttrMaxGridDimY                              DeviceAttribute = 6   // CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y
+	AttrMaxGridDimZ                              DeviceAttribute = 7   // CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z
+	AttrMaxSharedMemoryPerBlock                  DeviceAttribute = 8   // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK
+	AttrSharedMemoryPerBlock                     DeviceAttribute = 8   // CU_DEVICE_ATTRIBUTE_SHARED_MEMORY_PER_BLOCK
+	AttrTotalConstantMemory                      DeviceAttribute = 9   // CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY
+	AttrWarpSize                                 DeviceAttribute = 10  // CU_DEVICE_ATTRIBUTE_WARP_SIZE
+	AttrMaxPitch                                 DeviceAttribute = 11  // CU_DEVICE_ATTRIBUTE_MAX_PITCH
+	AttrMaxRegistersPerBlock                     DeviceAttribute = 12  // CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK
+	AttrRegistersPerBlock                        DeviceAttribute = 12  // CU_DEVICE_ATTRIBUTE_REGISTERS_PER_BLOCK
+	AttrClockRate                                DeviceAttribute = 13  // CU_DEVICE_ATTRIBUTE_CLOCK_RATE
+	AttrTextureAlignment                         DeviceAttribute = 14  // CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT
+	AttrGpuOverlap                               DeviceAttribute = 15  // CU_DEVICE_ATTRIBUTE_GPU_OVERLAP
+	AttrMultiprocessorCount                      DeviceAttribute = 16  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+	AttrKernelExecTimeout                        DeviceAttribute = 17  // CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT
+	AttrIntegrated                               DeviceAttribute = 18  // CU_DEVICE_ATTRIBUTE_INTEGRATED
+	AttrCanMapHostMemory                         DeviceAttribute = 19  // CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY
+	AttrComputeMode                              DeviceAttribute = 20  // CU_DEVICE_ATTRIBUTE_COMPUTE_MODE
+	AttrMaximumTexture1dWidth                    DeviceAttribute = 21  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH
+	AttrMaximumTexture2dWidth                    DeviceAttribute = 22  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH
+	AttrMaximumTexture2dHeight                   DeviceAttribute = 23  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT
+	AttrMaximumTexture3dWidth                    DeviceAttribute = 24  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH
+	AttrMaximumTexture3dHeight                   DeviceAttribute = 25  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT
+	AttrMaximumTexture3dDepth                    DeviceAttribute = 26  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH
+	AttrMaximumTexture2dLayeredWidth             DeviceAttribute = 27  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH
+	AttrMaximumTexture2dLayeredHeight            DeviceAttribute = 28  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT
+	AttrMaximumTexture2dLayeredLayers            DeviceAttribute = 29  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS
+	AttrMaximumTexture2dArrayWidth               DeviceAttribute = 27  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_ARRAY_WIDTH
+	AttrMaximumTexture2dArrayHeight              DeviceAttribute = 28  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_ARRAY_HEIGHT
+	AttrMaximumTexture2dArrayNumslices           DeviceAttribute = 29  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_ARRAY_NUMSLICES
+	AttrSurfaceAlignment                         DeviceAttribute = 30  // CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT
+	AttrConcurrentKernels                        DeviceAttribute = 31  // CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS
+	AttrEccEnabled                               DeviceAttribute = 32  // CU_DEVICE_ATTRIBUTE_ECC_ENABLED
+	AttrPciBusId                                 DeviceAttribute = 33  // CU_DEVICE_ATTRIBUTE_PCI_BUS_ID
+	AttrPciDeviceId                              DeviceAttribute = 34  // CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID
+	AttrTccDriver                                DeviceAttribute = 35  // CU_DEVICE_ATTRIBUTE_TCC_DRIVER
+	AttrMemoryClockRate                          DeviceAttribute = 36  // CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE
+	AttrGlobalMemoryBusWidth                     DeviceAttribute = 37  // CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH
+	AttrL2CacheSize                              DeviceAttribute = 38  // CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
+	AttrMaxThreadsPerMultiprocessor              DeviceAttribute = 39  // CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR
+	AttrAsyncEngineCount                         DeviceAttribute = 40  // CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT
+	AttrUnifiedAddressing                        DeviceAttribute = 41  // CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING
+	AttrMaximumTexture1dLayeredWidth             DeviceAttribute = 42  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH
+	AttrMaximumTexture1dLayeredLayers            DeviceAttribute = 43  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS
+	AttrCanTex2dGather                           DeviceAttribute = 44  // CU_DEVICE_ATTRIBUTE_CAN_TEX2D_GATHER
+	AttrMaximumTexture2dGatherWidth              DeviceAttribute = 45  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH
+	AttrMaximumTexture2dGatherHeight             DeviceAttribute = 46  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT
+	AttrMaximumTexture3dWidthAlternate           DeviceAttribute = 47  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE
+	AttrMaximumTexture3dHeightAlternate          DeviceAttribute = 48  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE
+	AttrMaximumTexture3dDepthAlternate           DeviceAttribute = 49  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE
+	AttrPciDomainId                              DeviceAttribute = 50  // CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID
+	AttrTexturePitchAlignment                    DeviceAttribute = 51  // CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT
+	AttrMaximumTexturecubemapWidth               DeviceAttribute = 52  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_WIDTH
+	AttrMaximumTexturecubemapLayeredWidth        DeviceAttribute = 53  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH
+	AttrMaximumTexturecubemapLayeredLayers       DeviceAttribute = 54  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS
+	AttrMaximumSurface1dWidth                    DeviceAttribute = 55  // CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_WIDTH
+	AttrMaximumSurface2dWidth                    DeviceAttribute = 56  // CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_WIDTH
+	AttrMaximumSurface2dHeight                   DeviceAttribute = 57  // CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT
+	AttrMaximumSurface3dWidth                    DeviceAttribute = 58  // CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_WIDTH
+	AttrMaximumSurface3dHeight                   DeviceAttribute = 59  // CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_HEIGHT
+	AttrMaximumSurface3dDepth                    DeviceAttribute = 60  // CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH
+	AttrMaximumSurface1dLayeredWidth             DeviceAttribute = 61  // CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_WIDTH
+	AttrMaximumSurface1dLayeredLayers            DeviceAttribute = 62  // CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS
+	AttrMaximumSurface2dLayeredWidth             DeviceAttribute = 63  // CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_WIDTH
+	AttrMaximumSurface2dLayeredHeight            DeviceAttribute = 64  // CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_HEIGHT
+	AttrMaximumSurface2dLayeredLayers            DeviceAttribute = 65  // CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_LAYERS
+	AttrMaximumSurfacecubemapWidth               DeviceAttribute = 66  // CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH
+	AttrMaximumSurfacecubemapLayeredWidth        DeviceAttribute = 67  // CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH
+	AttrMaximumSurfacecubemapLayeredLayers       DeviceAttribute = 68  // CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS
+	AttrMaximumTexture1dLinearWidth              DeviceAttribute = 69  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH
+	AttrMaximumTexture2dLinearWidth              DeviceAttribute = 70  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH
+	AttrMaximumTexture2dLinearHeight             DeviceAttribute = 71  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT
+	AttrMaximumTexture2dLinearPitch              DeviceAttribute = 72  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH
+	AttrMaximumTexture2dMipmappedWidth           DeviceAttribute = 73  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH
+	AttrMaximumTexture2dMipmappedHeight          DeviceAttribute = 74  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT
+	AttrComputeCapabilityMajor                   DeviceAttribute = 75  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+	AttrComputeCapabilityMinor                   DeviceAttribute = 76  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+	AttrMaximumTexture1dMipmappedWidth           DeviceAttribute = 77  // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH
+	AttrStreamPrioritiesSupported                DeviceAttribute = 78  // CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED
+	AttrGlobalL1CacheSupported                   DeviceAttribute = 79  // CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED
+	AttrLocalL1CacheSupported                    DeviceAttribute = 80  // CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED
+	AttrMaxSharedMemoryPerMultiprocessor         DeviceAttribute = 81  // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+	AttrMaxRegistersPerMultiprocessor            DeviceAttribute = 82  // CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR
+	AttrManagedMemory                            DeviceAttribute = 83  // CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY
+	AttrMultiGpuBoard                            DeviceAttribute = 84  // CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD
+	AttrMultiGpuBoardGroupId                     DeviceAttribute = 85  // CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID
+	AttrHostNativeAtomicSupported                DeviceAttribute = 86  // CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED
+	AttrSingleToDoublePrecisionPerfRatio         DeviceAttribute = 87  // CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO
+	AttrPageableMemoryAccess                     DeviceAttribute = 88  // CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS
+	AttrConcurrentManagedAccess                  DeviceAttribute = 89  // CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS
+	AttrComputePreemptionSupported               DeviceAttribute = 90  // CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED
+	AttrCanUseHostPointerForRegisteredMem        DeviceAttribute = 91  // CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM
+	AttrCanUseStreamMemOpsV1                     DeviceAttribute = 92  // CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1
+	AttrCanUse64BitStreamMemOpsV1                DeviceAttribute = 93  // CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1
+	AttrCanUseStreamWaitValueNorV1               DeviceAttribute = 94  // CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1
+	AttrCooperativeLaunch                        DeviceAttribute = 95  // CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH
+	AttrCooperativeMultiDeviceLaunch             DeviceAttribute = 96  // CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH
+	AttrMaxSharedMemoryPerBlockOptin             DeviceAttribute = 97  // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+	AttrCanFlushRemoteWrites                     DeviceAttribute = 98  // CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES
+	AttrHostRegisterSupported                    DeviceAttribute = 99  // CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED
+	AttrPageableMemoryAccessUsesHostPageTables   DeviceAttribute = 100 // CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES
+	AttrDirectManagedMemAccessFromHost           DeviceAttribute = 101 // CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST
+	AttrVirtualAddressManagementSupported        DeviceAttribute = 102 // CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED
+	AttrVirtualMemoryManagementSupported         DeviceAttribute = 102 // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+	AttrHandleTypePosixFileDescriptorSupported   DeviceAttribute = 103 // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+	AttrHandleTypeWin32HandleSupported           DeviceAttribute = 104 // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED
+	AttrHandleTypeWin32KmtHandleSupported        DeviceAttribute = 105 // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED
+	AttrMaxBlocksPerMultiprocessor               DeviceAttribute = 106 // CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR
+	AttrGenericCompressionSupported              DeviceAttribute = 107 // CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED
+	AttrMaxPersistingL2CacheSize                 DeviceAttribute = 108 // CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE
+	AttrMaxAccessPolicyWindowSize                DeviceAttribute = 109 // CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE
+	AttrGpuDirectRdmaWithCudaVmmSupported        DeviceAttribute = 110 // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
+	AttrReservedSharedMemoryPerBlock             DeviceAttribute = 111 // CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK
+	AttrSparseCudaArraySupported                 DeviceAttribute = 112 // CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED
+	AttrReadOnlyHostRegisterSupported            DeviceAttribute = 113 // CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED
+	AttrTimelineSemaphoreInteropSupported        DeviceAttribute = 114 // CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED
+	AttrMemoryPoolsSupported                     DeviceAttribute = 115 // CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
+	AttrGpuDirectRdmaSupported                   DeviceAttribute = 116 // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED
+	AttrGpuDirectRdmaFlushWritesOptions          DeviceAttribute = 117 // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS
+	AttrGpuDirectRdmaWritesOrdering              DeviceAttribute = 118 // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING
+	AttrMempoolSupportedHandleTypes              DeviceAttribute = 119 // CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES
+	AttrClusterLaunch                            DeviceAttribute = 120 // CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH
+	AttrDeferredMappingCudaArraySupported        DeviceAttribute = 121 // CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED
+	AttrCanUse64BitStreamMemOps                  DeviceAttribute = 122 // CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS
+	AttrCanUseStreamWaitValueNor                 DeviceAttribute = 123 // CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR
+	AttrDmaBufSupported                          DeviceAttribute = 124 // CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
+	AttrIpcEventSupported                        DeviceAttribute = 125 // CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED
+	AttrMemSyncDomainCount                       DeviceAttribute = 126 // CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT
+	AttrTensorMapAccessSupported                 DeviceAttribute = 127 // CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED
+	AttrHandleTypeFabricSupported                DeviceAttribute = 128 // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED
+	AttrUnifiedFunctionPointers                  DeviceAttribute = 129 // CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS
+	AttrNumaConfig                               DeviceAttribute = 130 // CU_DEVICE_ATTRIBUTE_NUMA_CONFIG
+	AttrNumaId                                   DeviceAttribute = 131 // CU_DEVICE_ATTRIBUTE_NUMA_ID
+	AttrMulticastSupported                       DeviceAttribute = 132 // CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED
+	AttrMpsEnabled                               DeviceAttribute = 133 // CU_DEVICE_ATTRIBUTE_MPS_ENABLED
+	AttrHostNumaId                               DeviceAttribute = 134 // CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID
+	AttrD3d12CigSupported                        DeviceAttribute = 135 // CU_DEVICE_ATTRIBUTE_D3D12_CIG_SUPPORTED
+	AttrMemDecompressAlgorithmMask               DeviceAttribute = 136 // CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK
+	AttrMemDecompressMaximumLength               DeviceAttribute = 137 // CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH
+	AttrVulkanCigSupported                       DeviceAttribute = 138 // CU_DEVICE_ATTRIBUTE_VULKAN_CIG_SUPPORTED
+	AttrGpuPciDeviceId                           DeviceAttribute = 139 // CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID
+	AttrGpuPciSubsystemId                        DeviceAttribute = 140 // CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID
+	AttrHostNumaVirtualMemoryManagementSupported DeviceAttribute = 141 // CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+	AttrHostNumaMemoryPoolsSupported             DeviceAttribute = 142 // CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED
+	AttrHostNumaMultinodeIpcSupported            DeviceAttribute = 143 // CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED
+	AttrHostMemoryPoolsSupported                 DeviceAttribute = 144 // CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED
+	AttrHostVirtualMemoryManagementSupported     DeviceAttribute = 145 // CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+	AttrHostAllocDmaBufSupported                 DeviceAttribute = 146 // CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED
+	AttrOnlyPartialHostNativeAtomicSupported     DeviceAttribute = 147 // CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED
 )
 
+// String returns the name of the constant, e.g. "AttrMaxThreadsPerBlock".
+func (v DeviceAttribute) String() string {
+	switch v {
+	case AttrMaxThreadsPerBlock:
+		return "AttrMaxThreadsPerBlock"
+	case AttrMaxBlockDimX:
+		return "AttrMaxBlockDimX"
+	case AttrMaxBlockDimY:
+		return "AttrMaxBlockDimY"
+	case AttrMaxBlockDimZ:
+		return "AttrMaxBlockDimZ"
+	case AttrMaxGridDimX:
+		return "AttrMaxGridDimX"
+	case AttrMaxGridDimY:
+		return "AttrMaxGridDimY"
+	case AttrMaxGridDimZ:
+		return "AttrMaxGridDimZ"
+	case AttrMaxSharedMemoryPerBlock:
+		return "AttrMaxSharedMemoryPerBlock"
+	case AttrTotalConstantMemory:
+		return "AttrTotalConstantMemory"
+	case AttrWarpSize:
+		return "AttrWarpSize"
+	case AttrMaxPitch:
+		return "AttrMaxPitch"
+	case AttrMaxRegistersPerBlock:
+		return "AttrMaxRegistersPerBlock"
+	case AttrClockRate:
+		return "AttrClockRate"
+	case AttrTextureAlignment:
+		return "AttrTextureAlignment"
+	case AttrGpuOverlap:
+		return "AttrGpuOverlap"
+	case AttrMultiprocessorCount:
+		return "AttrMultiprocessorCount"
+	case AttrKernelExecTimeout:
+		return "AttrKernelExecTimeout"
+	case AttrIntegrated:
+		return "AttrIntegrated"
+	case AttrCanMapHostMemory:
+		return "AttrCanMapHostMemory"
+	case AttrComputeMode:
+		return "AttrComputeMode"
+	case AttrMaximumTexture1dWidth:
+		return "AttrMaximumTexture1dWidth"
+	case AttrMaximumTexture2dWidth:
+		return "AttrMaximumTexture2dWidth"
+	case AttrMaximumTexture2dHeight:
+		return "AttrMaximumTexture2dHeight"
+	case AttrMaximumTexture3dWidth:
+		return "AttrMaximumTexture3dWidth"
+	case AttrMaximumTexture3dHeight:
+		return "AttrMaximumTexture3dHeight"
+	case AttrMaximumTexture3dDepth:
+		return "AttrMaximumTexture3dDepth"
+	case AttrMaximumTexture2dLayeredWidth:
+		return "AttrMaximumTexture2dLayeredWidth"
+	case AttrMaximumTexture2dLayeredHeight:
+		return "AttrMaximumTexture2dLayeredHeight"
+	case AttrMaximumTexture2dLayeredLayers:
+		return "AttrMaximumTexture2dLayeredLayers"
+	case AttrSurfaceAlignment:
+		return "AttrSurfaceAlignment"
+	case AttrConcurrentKernels:
+		return "AttrConcurrentKernels"
+	case AttrEccEnabled:
+		return "AttrEccEnabled"
+	case AttrPciBusId:
+		return "AttrPciBusId"
+	case AttrPciDeviceId:
+		return "AttrPciDeviceId"
+	case AttrTccDriver:
+		return "AttrTccDriver"
+	case AttrMemoryClockRate:
+		return "AttrMemoryClockRate"
+	case AttrGlobalMemoryBusWidth:
+		return "AttrGlobalMemoryBusWidth"
+	case AttrL2CacheSize:
+		return "AttrL2CacheSize"
+	case AttrMaxThreadsPerMultiprocessor:
+		return "AttrMaxThreadsPerMultiprocessor"
+	case AttrAsyncEngineCount:
+		return "AttrAsyncEngineCount"
+	case AttrUnifiedAddressing:
+		return "AttrUnifiedAddressing"
+	case AttrMaximumTexture1dLayeredWidth:
+		return "AttrMaximumTexture1dLayeredWidth"
+	case AttrMaximumTexture1dLayeredLayers:
+		return "AttrMaximumTexture1dLayeredLayers"
+	case AttrCanTex2dGather:
+		return "AttrCanTex2dGather"
+	case AttrMaximumTexture2dGatherWidth:
+		return "AttrMaximumTexture2dGatherWidth"
+	case AttrMaximumTexture2dGatherHeight:
+		return "AttrMaximumTexture2dGatherHeight"
+	case AttrMaximumTexture3dWidthAlternate:
+		return "AttrMaximumTexture3dWidthAlternate"
+	case AttrMaximumTexture3dHeightAlternate:
+		return "AttrMaximumTexture3dHeightAlternate"
+	case AttrMaximumTexture3dDepthAlternate:
+		return "AttrMaximumTexture3dDepthAlternate"
+	case AttrPciDomainId:
+		return "AttrPciDomainId"
+	case AttrTexturePitchAlignment:
+		return "AttrTexturePitchAlignment"
+	case AttrMaximumTexturecubemapWidth:
+		return "AttrMaximumTexturecubemapWidth"
+	case AttrMaximumTexturecubemapLayeredWidth:
+		return "AttrMaximumTexturecubemapLayeredWidth"
+	case AttrMaximumTexturecubemapLayeredLayers:
+		return "AttrMaximumTexturecubemapLayeredLayers"
+	case AttrMaximumSurface1dWidth:
+		return "AttrMaximumSurface1dWidth"
+	case AttrMaximumSurface2dWidth:
+		return "AttrMaximumSurface2dWidth"
+	case AttrMaximumSurface2dHeight:
+		return "AttrMaximumSurface2dHeight"
+	case AttrMaximumSurface3dWidth:
+		return "AttrMaximumSurface3dWidth"
+	case AttrMaximumSurface3dHeight:
+		return "AttrMaximumSurface3dHeight"
+	case AttrMaximumSurface3dDepth:
+		return "AttrMaximumSurface3dDepth"
+	case AttrMaximumSurface1dLayeredWidth:
+		return "AttrMaximumSurface1dLayeredWidth"
+	case AttrMaximumSurface1dLayeredLayers:
+		return "AttrMaximumSurface1dLayeredLayers"
+	case AttrMaximumSurface2dLayeredWidth:
+		return "AttrMaximumSurface2dLayeredWidth"
+	case AttrMaximumSurface2dLayeredHeight:
+		return "AttrMaximumSurface2dLayeredHeight"
+	case AttrMaximumSurface2dLayeredLayers:
+		return "AttrMaximumSurface2dLayeredLayers"
+	case AttrMaximumSurfacecubemapWidth:
+		return "AttrMaximumSurfacecubemapWidth"
+	case AttrMaximumSurfacecubemapLayeredWidth:
+		return "AttrMaximumSurfacecubemapLayeredWidth"
+	case AttrMaximumSurfacecubemapLayeredLayers:
+		return "AttrMaximumSurfacecubemapLayeredLayers"
+	case AttrMaximumTexture1dLinearWidth:
+		return "AttrMaximumTexture1dLinearWidth"
+	case AttrMaximumTexture2dLinearWidth:
+		return "AttrMaximumTexture2dLinearWidth"
+	case AttrMaximumTexture2dLinearHeight:
+		return "AttrMaximumTexture2dLinearHeight"
+	case AttrMaximumTexture2dLinearPitch:
+		return "AttrMaximumTexture2dLinearPitch"
+	case AttrMaximumTexture2dMipmappedWidth:
+		return "AttrMaximumTexture2dMipmappedWidth"
+	case AttrMaximumTexture2dMipmappedHeight:
+		return "AttrMaximumTexture2dMipmappedHeight"
+	case AttrComputeCapabilityMajor:
+		return "AttrComputeCapabilityMajor"
+	case AttrComputeCapabilityMinor:
+		return "AttrComputeCapabilityMinor"
+	case AttrMaximumTexture1dMipmappedWidth:
+		return "AttrMaximumTexture1dMipmappedWidth"
+	case AttrStreamPrioritiesSupported:
+		return "AttrStreamPrioritiesSupported"
+	case AttrGlobalL1CacheSupported:
+		return "AttrGlobalL1CacheSupported"
+	case AttrLocalL1CacheSupported:
+		return "AttrLocalL1CacheSupported"
+	case AttrMaxSharedMemoryPerMultiprocessor:
+		return "AttrMaxSharedMemoryPerMultiprocessor"
+	case AttrMaxRegistersPerMultiprocessor:
+		return "AttrMaxRegistersPerMultiprocessor"
+	case AttrManagedMemory:
+		return "AttrManagedMemory"
+	case AttrMultiGpuBoard:
+		return "AttrMultiGpuBoard"
+	case AttrMultiGpuBoardGroupId:
+		return "AttrMultiGpuBoardGroupId"
+	case AttrHostNativeAtomicSupported:
+		return "AttrHostNativeAtomicSupported"
+	case AttrSingleToDoublePrecisionPerfRatio:
+		return "AttrSingleToDoublePrecisionPerfRatio"
+	case AttrPageableMemoryAccess:
+		return "AttrPageableMemoryAccess"
+	case AttrConcurrentManagedAccess:
+		return "AttrConcurrentManagedAccess"
+	case AttrComputePreemptionSupported:
+		return "AttrComputePreemptionSupported"
+	case AttrCanUseHostPointerForRegisteredMem:
+		return "AttrCanUseHostPointerForRegisteredMem"
+	case AttrCanUseStreamMemOpsV1:
+		return "AttrCanUseStreamMemOpsV1"
+	case AttrCanUse64BitStreamMemOpsV1:
+		return "AttrCanUse64BitStreamMemOpsV1"
+	case AttrCanUseStreamWaitValueNorV1:
+		return "AttrCanUseStreamWaitValueNorV1"
+	case AttrCooperativeLaunch:
+		return "AttrCooperativeLaunch"
+	case AttrCooperativeMultiDeviceLaunch:
+		return "AttrCooperativeMultiDeviceLaunch"
+	case AttrMaxSharedMemoryPerBlockOptin:
+		return "AttrMaxSharedMemoryPerBlockOptin"
+	case AttrCanFlushRemoteWrites:
+		return "AttrCanFlushRemoteWrites"
+	case AttrHostRegisterSupported:
+		return "AttrHostRegisterSupported"
+	case AttrPageableMemoryAccessUsesHostPageTables:
+		return "AttrPageableMemoryAccessUsesHostPageTables"
+	case AttrDirectManagedMemAccessFromHost:
+		return "AttrDirectManagedMemAccessFromHost"
+	case AttrVirtualAddressManagementSupported:
+		return "AttrVirtualAddressManagementSupported"
+	case AttrHandleTypePosixFileDescriptorSupported:
+		return "AttrHandleTypePosixFileDescriptorSupported"
+	case AttrHandleTypeWin32HandleSupported:
+		return "AttrHandleTypeWin32HandleSupported"
+	case AttrHandleTypeWin32KmtHandleSupported:
+		return "AttrHandleTypeWin32KmtHandleSupported"
+	case AttrMaxBlocksPerMultiprocessor:
+		return "AttrMaxBlocksPerMultiprocessor"
+	case AttrGenericCompressionSupported:
+		return "AttrGenericCompressionSupported"
+	case AttrMaxPersistingL2CacheSize:
+		return "AttrMaxPersistingL2CacheSize"
+	case AttrMaxAccessPolicyWindowSize:
+		return "AttrMaxAccessPolicyWindowSize"
+	case AttrGpuDirectRdmaWithCudaVmmSupported:
+		return "AttrGpuDirectRdmaWithCudaVmmSupported"
+	case AttrReservedSharedMemoryPerBlock:
+		return "AttrReservedSharedMemoryPerBlock"
+	case AttrSparseCudaArraySupported:
+		return "AttrSparseCudaArraySupported"
+	case AttrReadOnlyHostRegisterSupported:
+		return "AttrReadOnlyHostRegisterSupported"
+	case AttrTimelineSemaphoreInteropSupported:
+		return "AttrTimelineSemaphoreInteropSupported"
+	case AttrMemoryPoolsSupported:
+		return "AttrMemoryPoolsSupported"
+	case AttrGpuDirectRdmaSupported:
+		return "AttrGpuDirectRdmaSupported"
+	case AttrGpuDirectRdmaFlushWritesOptions:
+		return "AttrGpuDirectRdmaFlushWritesOptions"
+	case AttrGpuDirectRdmaWritesOrdering:
+		return "AttrGpuDirectRdmaWritesOrdering"
+	case AttrMempoolSupportedHandleTypes:
+		return "AttrMempoolSupportedHandleTypes"
+	case AttrClusterLaunch:
+		return "AttrClusterLaunch"
+	case AttrDeferredMappingCudaArraySupported:
+		return "AttrDeferredMappingCudaArraySupported"
+	case AttrCanUse64BitStreamMemOps:
+		return "AttrCanUse64BitStreamMemOps"
+	case AttrCanUseStreamWaitValueNor:
+		return "AttrCanUseStreamWaitValueNor"
+	case AttrDmaBufSupported:
+		return "AttrDmaBufSupported"
+	case AttrIpcEventSupported:
+		return "AttrIpcEventSupported"
+	case AttrMemSyncDomainCount:
+		return "AttrMemSyncDomainCount"
+	case AttrTensorMapAccessSupported:
+		return "AttrTensorMapAccessSupported"
+	case AttrHandleTypeFabricSupported:
+		return "AttrHandleTypeFabricSupported"
+	case AttrUnifiedFunctionPointers:
+		return "AttrUnifiedFunctionPointers"
+	case AttrNumaConfig:
+		return "AttrNumaConfig"
+	case AttrNumaId:
+		return "AttrNumaId"
+	case AttrMulticastSupported:
+		return "AttrMulticastSupported"
+	case AttrMpsEnabled:
+		return "AttrMpsEnabled"
+	case AttrHostNumaId:
+		return "AttrHostNumaId"
+	case AttrD3d12CigSupported:
+		return "AttrD3d12CigSupported"
+	case AttrMemDecompressAlgorithmMask:
+		return "AttrMemDecompressAlgorithmMask"
+	case AttrMemDecompressMaximumLength:
+		return "AttrMemDecompressMaximumLength"
+	case AttrVulkanCigSupported:
+		return "AttrVulkanCigSupported"
+	case AttrGpuPciDeviceId:
+		return "AttrGpuPciDeviceId"
+	case AttrGpuPciSubsystemId:
+		return "AttrGpuPciSubsystemId"
+	case AttrHostNumaVirtualMemoryManagementSupported:
+		return "AttrHostNumaVirtualMemoryManagementSupported"
+	case AttrHostNumaMemoryPoolsSupported:
+		return "AttrHostNumaMemoryPoolsSupported"
+	case AttrHostNumaMultinodeIpcSupported:
+		return "AttrHostNumaMultinodeIpcSupported"
+	case AttrHostMemoryPoolsSupported:
+		return "AttrHostMemoryPoolsSupported"
+	case AttrHostVirtualMemoryManagementSupported:
+		return "AttrHostVirtualMemoryManagementSupported"
+	case AttrHostAllocDmaBufSupported:
+		return "AttrHostAllocDmaBufSupported"
+	case AttrOnlyPartialHostNativeAtomicSupported:
+		return "AttrOnlyPartialHostNativeAtomicSupported"
+	}
+	return "DeviceAttribute(" + strconv.FormatInt(int64(v), 10) + ")"
+}
+
 // FunctionAttribute is a kernel attribute, read with (*Function).Attribute (the C enum CUfunction_attribute).
-type FunctionAttribute = cu.CUfunction_attribute
+type FunctionAttribute int32
 
 // Values of FunctionAttribute.
 const (
-	FuncAttrMaxThreadsPerBlock                FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
-	FuncAttrSharedSizeBytes                   FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
-	FuncAttrConstSizeBytes                    FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES
-	FuncAttrLocalSizeBytes                    FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
-	FuncAttrNumRegs                           FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_NUM_REGS
-	FuncAttrPtxVersion                        FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_PTX_VERSION
-	FuncAttrBinaryVersion                     FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_BINARY_VERSION
-	FuncAttrCacheModeCa                       FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_CACHE_MODE_CA
-	FuncAttrMaxDynamicSharedSizeBytes         FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-	FuncAttrPreferredSharedMemoryCarveout     FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
-	FuncAttrClusterSizeMustBeSet              FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET
-	FuncAttrRequiredClusterWidth              FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH
-	FuncAttrRequiredClusterHeight             FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT
-	FuncAttrRequiredClusterDepth              FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH
-	FuncAttrNonPortableClusterSizeAllowed     FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
-	FuncAttrClusterSchedulingPolicyPreference FunctionAttribute = cu.CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE
+	FuncAttrMaxThreadsPerBlock                FunctionAttribute = 0  // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+	FuncAttrSharedSizeBytes                   FunctionAttribute = 1  // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+	FuncAttrConstSizeBytes                    FunctionAttribute = 2  // CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES
+	FuncAttrLocalSizeBytes                    FunctionAttribute = 3  // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+	FuncAttrNumRegs                           FunctionAttribute = 4  // CU_FUNC_ATTRIBUTE_NUM_REGS
+	FuncAttrPtxVersion                        FunctionAttribute = 5  // CU_FUNC_ATTRIBUTE_PTX_VERSION
+	FuncAttrBinaryVersion                     FunctionAttribute = 6  // CU_FUNC_ATTRIBUTE_BINARY_VERSION
+	FuncAttrCacheModeCa                       FunctionAttribute = 7  // CU_FUNC_ATTRIBUTE_CACHE_MODE_CA
+	FuncAttrMaxDynamicSharedSizeBytes         FunctionAttribute = 8  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+	FuncAttrPreferredSharedMemoryCarveout     FunctionAttribute = 9  // CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+	FuncAttrClusterSizeMustBeSet              FunctionAttribute = 10 // CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET
+	FuncAttrRequiredClusterWidth              FunctionAttribute = 11 // CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH
+	FuncAttrRequiredClusterHeight             FunctionAttribute = 12 // CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT
+	FuncAttrRequiredClusterDepth              FunctionAttribute = 13 // CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH
+	FuncAttrNonPortableClusterSizeAllowed     FunctionAttribute = 14 // CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+	FuncAttrClusterSchedulingPolicyPreference FunctionAttribute = 15 // CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE
 )
 
+// String returns the name of the constant, e.g. "FuncAttrMaxThreadsPerBlock".
+func (v FunctionAttribute) String() string {
+	switch v {
+	case FuncAttrMaxThreadsPerBlock:
+		return "FuncAttrMaxThreadsPerBlock"
+	case FuncAttrSharedSizeBytes:
+		return "FuncAttrSharedSizeBytes"
+	case FuncAttrConstSizeBytes:
+		return "FuncAttrConstSizeBytes"
+	case FuncAttrLocalSizeBytes:
+		return "FuncAttrLocalSizeBytes"
+	case FuncAttrNumRegs:
+		return "FuncAttrNumRegs"
+	case FuncAttrPtxVersion:
+		return "FuncAttrPtxVersion"
+	case FuncAttrBinaryVersion:
+		return "FuncAttrBinaryVersion"
+	case FuncAttrCacheModeCa:
+		return "FuncAttrCacheModeCa"
+	case FuncAttrMaxDynamicSharedSizeBytes:
+		return "FuncAttrMaxDynamicSharedSizeBytes"
+	case FuncAttrPreferredSharedMemoryCarveout:
+		return "FuncAttrPreferredSharedMemoryCarveout"
+	case FuncAttrClusterSizeMustBeSet:
+		return "FuncAttrClusterSizeMustBeSet"
+	case FuncAttrRequiredClusterWidth:
+		return "FuncAttrRequiredClusterWidth"
+	case FuncAttrRequiredClusterHeight:
+		return "FuncAttrRequiredClusterHeight"
+	case FuncAttrRequiredClusterDepth:
+		return "FuncAttrRequiredClusterDepth"
+	case FuncAttrNonPortableClusterSizeAllowed:
+		return "FuncAttrNonPortableClusterSizeAllowed"
+	case FuncAttrClusterSchedulingPolicyPreference:
+		return "FuncAttrClusterSchedulingPolicyPreference"
+	}
+	return "FunctionAttribute(" + strconv.FormatInt(int64(v), 10) + ")"
+}
+
 // MemPoolAttribute is a memory pool attribute (the C enum CUmemPool_attribute).
-type MemPoolAttribute = cu.CUmemPool_attribute
+type MemPoolAttribute int32
 
 // Values of MemPoolAttribute.
 const (
-	PoolAttrReuseFollowEventDependencies   MemPoolAttribute = cu.CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES
-	PoolAttrReuseAllowOpportunistic        MemPoolAttribute = cu.CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC
-	PoolAttrReuseAllowInternalDependencies MemPoolAttribute = cu.CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES
-	PoolAttrReleaseThreshold               MemPoolAttribute = cu.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
-	PoolAttrReservedMemCurrent             MemPoolAttribute = cu.CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
-	PoolAttrReservedMemHigh                MemPoolAttribute = cu.CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH
-	PoolAttrUsedMemCurrent                 MemPoolAttribute = cu.CU_MEMPOOL_ATTR_USED_MEM_CURRENT
-	PoolAttrUsedMemHigh                    MemPoolAttribute = cu.CU_MEMPOOL_ATTR_USED_MEM_HIGH
+	PoolAttrReuseFollowEventDependencies   MemPoolAttribute = 1 // CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES
+	PoolAttrReuseAllowOpportunistic        MemPoolAttribute = 2 // CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC
+	PoolAttrReuseAllowInternalDependencies MemPoolAttribute = 3 // CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES
+	PoolAttrReleaseThreshold               MemPoolAttribute = 4 // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+	PoolAttrReservedMemCurrent             MemPoolAttribute = 5 // CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
+	PoolAttrReservedMemHigh                MemPoolAttribute = 6 // CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH
+	PoolAttrUsedMemCurrent                 MemPoolAttribute = 7 // CU_MEMPOOL_ATTR_USED_MEM_CURRENT
+	PoolAttrUsedMemHigh                    MemPoolAttribute = 8 // CU_MEMPOOL_ATTR_USED_MEM_HIGH
 )
 
+// String returns the name of the constant, e.g. "PoolAttrReuseFollowEventDependencies".
+func (v MemPoolAttribute) String() string {
+	switch v {
+	case PoolAttrReuseFollowEventDependencies:
+		return "PoolAttrReuseFollowEventDependencies"
+	case PoolAttrReuseAllowOpportunistic:
+		return "PoolAttrReuseAllowOpportunistic"
+	case PoolAttrReuseAllowInternalDependencies:
+		return "PoolAttrReuseAllowInternalDependencies"
+	case PoolAttrReleaseThreshold:
+		return "PoolAttrReleaseThreshold"
+	case PoolAttrReservedMemCurrent:
+		return "PoolAttrReservedMemCurrent"
+	case PoolAttrReservedMemHigh:
+		return "PoolAttrReservedMemHigh"
+	case PoolAttrUsedMemCurrent:
+		return "PoolAttrUsedMemCurrent"
+	case PoolAttrUsedMemHigh:
+		return "PoolAttrUsedMemHigh"
+	}
+	return "MemPoolAttribute(" + strconv.FormatInt(int64(v), 10) + ")"
+}
+
 // Limit is a context limit, read with (*Context).Limit (the C enum CUlimit).
-type Limit = cu.CUlimit
+type Limit int32
 
 // Values of Limit.
 const (
-	LimitStackSize                    Limit = cu.CU_LIMIT_STACK_SIZE
-	LimitPrintfFifoSize               Limit = cu.CU_LIMIT_PRINTF_FIFO_SIZE
-	LimitMallocHeapSize               Limit = cu.CU_LIMIT_MALLOC_HEAP_SIZE
-	LimitDevRuntimeSyncDepth          Limit = cu.CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH
-	LimitDevRuntimePendingLaunchCount Limit = cu.CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT
-	LimitMaxL2FetchGranularity        Limit = cu.CU_LIMIT_MAX_L2_FETCH_GRANULARITY
-	LimitPersistingL2CacheSize        Limit = cu.CU_LIMIT_PERSISTING_L2_CACHE_SIZE
-	LimitShmemSize                    Limit = cu.CU_LIMIT_SHMEM_SIZE
-	LimitCigEnabled                   Limit = cu.CU_LIMIT_CIG_ENABLED
-	LimitCigShmemFallbackEnabled      Limit = cu.CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED
+	LimitStackSize                    Limit = 0 // CU_LIMIT_STACK_SIZE
+	LimitPrintfFifoSize               Limit = 1 // CU_LIMIT_PRINTF_FIFO_SIZE
+	LimitMallocHeapSize               Limit = 2 // CU_LIMIT_MALLOC_HEAP_SIZE
+	LimitDevRuntimeSyncDepth          Limit = 3 // CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH
+	LimitDevRuntimePendingLaunchCount Limit = 4 // CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT
+	LimitMaxL2FetchGranularity        Limit = 5 // CU_LIMIT_MAX_L2_FETCH_GRANULARITY
+	LimitPersistingL2CacheSize        Limit = 6 // CU_LIMIT_PERSISTING_L2_CACHE_SIZE
+	LimitShmemSize                    Limit = 7 // CU_LIMIT_SHMEM_SIZE
+	LimitCigEnabled                   Limit = 8 // CU_LIMIT_CIG_ENABLED
+	LimitCigShmemFallbackEnabled      Limit = 9 // CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED
 )
 
+// String returns the name of the constant, e.g. "LimitStackSize".
+func (v Limit) String() string {
+	switch v {
+	case LimitStackSize:
+		return "LimitStackSize"
+	case LimitPrintfFifoSize:
+		return "LimitPrintfFifoSize"
+	case LimitMallocHeapSize:
+		return "LimitMallocHeapSize"
+	case LimitDevRuntimeSyncDepth:
+		return "LimitDevRuntimeSyncDepth"
+	case LimitDevRuntimePendingLaunchCount:
+		return "LimitDevRuntimePendingLaunchCount"
+	case LimitMaxL2FetchGranularity:
+		return "LimitMaxL2FetchGranularity"
+	case LimitPersistingL2CacheSize:
+		return "LimitPersistingL2CacheSize"
+	case LimitShmemSize:
+		return "LimitShmemSize"
+	case LimitCigEnabled:
+		return "LimitCigEnabled"
+	case LimitCigShmemFallbackEnabled:
+		return "LimitCigShmemFallbackEnabled"
+	}
+	return "Limit(" + strconv.FormatInt(int64(v), 10) + ")"
+}
+
 // CacheConfig is a cache preference (the C enum CUfunc_cache).
-type CacheConfig = cu.CUfunc_cache
+type CacheConfig int32
 
 // Values of CacheConfig.
 const (
-	CachePreferNone   CacheConfig = cu.CU_FUNC_CACHE_PREFER_NONE
-	CachePreferShared CacheConfig = cu.CU_FUNC_CACHE_PREFER_SHARED
-	CachePreferL1     CacheConfig = cu.CU_FUNC_CACHE_PREFER_L1
-	CachePreferEqual  CacheConfig = cu.CU_FUNC_CACHE_PREFER_EQUAL
+	CachePreferNone   CacheConfig = 0 // CU_FUNC_CACHE_PREFER_NONE
+	CachePreferShared CacheConfig = 1 // CU_FUNC_CACHE_PREFER_SHARED
+	CachePreferL1     CacheConfig = 2 // CU_FUNC_CACHE_PREFER_L1
+	CachePreferEqual  CacheConfig = 3 // CU_FUNC_CACHE_PREFER_EQUAL
 )
 
-// Every CUresult as an error value, for errors.Is.
-var (
-	ErrInvalidValue                 error = cu.CUDA_ERROR_INVALID_VALUE
-	ErrOutOfMemory                  error = cu.CUDA_ERROR_OUT_OF_MEMORY
-	ErrNotInitialized               error = cu.CUDA_ERROR_NOT_INITIALIZED
-	ErrDeinitialized                error = cu.CUDA_ERROR_DEINITIALIZED
-	ErrProfilerDisabled             error = cu.CUDA_ERROR_PROFILER_DISABLED
-	ErrProfilerNotInitialized       error = cu.CUDA_ERROR_PROFILER_NOT_INITIALIZED
-	ErrProfilerAlreadyStarted       error = cu.CUDA_ERROR_PROFILER_ALREADY_STARTED
-	ErrProfilerAlreadyStopped       error = cu.CUDA_ERROR_PROFILER_ALREADY_STOPPED
-	ErrStubLibrary                  error = cu.CUDA_ERROR_STUB_LIBRARY
-	ErrCallRequiresNewerDriver      error = cu.CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER
-	ErrDeviceUnavailable            error = cu.CUDA_ERROR_DEVICE_UNAVAILABLE
-	ErrNoDevice                     error = cu.CUDA_ERROR_NO_DEVICE
-	ErrInvalidDevice                error = cu.CUDA_ERROR_INVALID_DEVICE
-	ErrDeviceNotLicensed            error = cu.CUDA_ERROR_DEVICE_NOT_LICENSED
-	ErrInvalidImage                 error = cu.CUDA_ERROR_INVALID_IMAGE
-	ErrInvalidContext               error = cu.CUDA_ERROR_INVALID_CONTEXT
-	ErrContextAlreadyCurrent        error = cu.CUDA_ERROR_CONTEXT_ALREADY_CURRENT
-	ErrMapFailed                    error = cu.CUDA_ERROR_MAP_FAILED
-	ErrUnmapFailed                  error = cu.CUDA_ERROR_UNMAP_FAILED
-	ErrArrayIsMapped                error = cu.CUDA_ERROR_ARRAY_IS_MAPPED
-	ErrAlreadyMapped                error = cu.CUDA_ERROR_ALREADY_MAPPED
-	ErrNoBinaryForGpu               error = cu.CUDA_ERROR_NO_BINARY_FOR_GPU
-	ErrAlreadyAcquired              error = cu.CUDA_ERROR_ALREADY_ACQUIRED
-	ErrNotMapped                    error = cu.CUDA_ERROR_NOT_MAPPED
-	ErrNotMappedAsArray             error = cu.CUDA_ERROR_NOT_MAPPED_AS_ARRAY
-	ErrNotMappedAsPointer           error = cu.CUDA_ERROR_NOT_MAPPED_AS_POINTER
-	ErrEccUncorrectable             error = cu.CUDA_ERROR_ECC_UNCORRECTABLE
-	ErrUnsupportedLimit             error = cu.CUDA_ERROR_UNSUPPORTED_LIMIT
-	ErrContextAlreadyInUse          error = cu.CUDA_ERROR_CONTEXT_ALREADY_IN_USE
-	ErrPeerAccessUnsupported        error = cu.CUDA_ERROR_PEER_ACCESS_UNSUPPORTED
-	ErrInvalidPtx                   error = cu.CUDA_ERROR_INVALID_PTX
-	ErrInvalidGraphicsContext       error = cu.CUDA_ERROR_INVALID_GRAPHICS_CONTEXT
-	ErrNvlinkUncorrectable          error = cu.CUDA_ERROR_NVLINK_UNCORRECTABLE
-	ErrJitCompilerNotFound          error = cu.CUDA_ERROR_JIT_COMPILER_NOT_FOUND
-	ErrUnsupportedPtxVersion        error = cu.CUDA_ERROR_UNSUPPORTED_PTX_VERSION
-	ErrJitCompilationDisabled       error = cu.CUDA_ERROR_JIT_COMPILATION_DISABLED
-	ErrUnsupportedExecAffinity      error = cu.CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY
-	ErrUnsupportedDevsideSync       error = cu.CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC
-	ErrContained                    error = cu.CUDA_ERROR_CONTAINED
-	ErrInvalidSource                error = cu.CUDA_ERROR_INVALID_SOURCE
-	ErrFileNotFound                 error = cu.CUDA_ERROR_FILE_NOT_FOUND
-	ErrSharedObjectSymbolNotFound   error = cu.CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND
-	ErrSharedObjectInitFailed       error = cu.CUDA_ERROR_SHARED_OBJECT_INIT_FAILED
-	ErrOperatingSystem              error = cu.CUDA_ERROR_OPERATING_SYSTEM
-	ErrInvalidHandle                error = cu.CUDA_ERROR_INVALID_HANDLE
-	ErrIllegalState                 error = cu.CUDA_ERROR_ILLEGAL_STATE
-	ErrLossyQuery                   error = cu.CUDA_ERROR_LOSSY_QUERY
-	ErrNotFound                     error = cu.CUDA_ERROR_NOT_FOUND
-	ErrNotReady                     error = cu.CUDA_ERROR_NOT_READY
-	ErrIllegalAddress               error = cu.CUDA_ERROR_ILLEGAL_ADDRESS
-	ErrLaunchOutOfResources         error = cu.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
-	ErrLaunchTimeout                error = cu.CUDA_ERROR_LAUNCH_TIMEOUT
-	ErrLaunchIncompatibleTexturing  error = cu.CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING
-	ErrPeerAccessAlreadyEnabled     error = cu.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
-	ErrPeerAccessNotEnabled         error = cu.CUDA_ERROR_PEER_ACCESS_NOT_ENABLED
-	ErrPrimaryContextActive         error = cu.CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE
-	ErrContextIsDestroyed           error = cu.CUDA_ERROR_CONTEXT_IS_DESTROYED
-	ErrAssert                       error = cu.CUDA_ERROR_ASSERT
-	ErrTooManyPeers                 error = cu.CUDA_ERROR_TOO_MANY_PEERS
-	ErrHostMemoryAlreadyRegistered  error = cu.CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
-	ErrHostMemoryNotRegistered      error = cu.CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
-	ErrHardwareStackError           error = cu.CUDA_ERROR_HARDWARE_STACK_ERROR
-	ErrIllegalInstruction           error = cu.CUDA_ERROR_ILLEGAL_INSTRUCTION
-	ErrMisalignedAddress            error = cu.CUDA_ERROR_MISALIGNED_ADDRESS
-	ErrInvalidAddressSpace          error = cu.CUDA_ERROR_INVALID_ADDRESS_SPACE
-	ErrInvalidPc                    error = cu.CUDA_ERROR_INVALID_PC
-	ErrLaunchFailed                 error = cu.CUDA_ERROR_LAUNCH_FAILED
-	ErrCooperativeLaunchTooLarge    error = cu.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
-	ErrTensorMemoryLeak             error = cu.CUDA_ERROR_TENSOR_MEMORY_LEAK
-	ErrNotPermitted                 error = cu.CUDA_ERROR_NOT_PERMITTED
-	ErrCUDANotSupported             error = cu.CUDA_ERROR_NOT_SUPPORTED
-	ErrSystemNotReady               error = cu.CUDA_ERROR_SYSTEM_NOT_READY
-	ErrSystemDriverMismatch         error = cu.CUDA_ERROR_SYSTEM_DRIVER_MISMATCH
-	ErrCompatNotSupportedOnDevice   error = cu.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE
-	ErrMpsConnectionFailed          error = cu.CUDA_ERROR_MPS_CONNECTION_FAILED
-	ErrMpsRpcFailure                error = cu.CUDA_ERROR_MPS_RPC_FAILURE
-	ErrMpsServerNotReady            error = cu.CUDA_ERROR_MPS_SERVER_NOT_READY
-	ErrMpsMaxClientsReached         error = cu.CUDA_ERROR_MPS_MAX_CLIENTS_REACHED
-	ErrMpsMaxConnectionsReached     error = cu.CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED
-	ErrMpsClientTerminated          error = cu.CUDA_ERROR_MPS_CLIENT_TERMINATED
-	ErrCdpNotSupported              error = cu.CUDA_ERROR_CDP_NOT_SUPPORTED
-	ErrCdpVersionMismatch           error = cu.CUDA_ERROR_CDP_VERSION_MISMATCH
-	ErrStreamCaptureUnsupported     error = cu.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
-	ErrStreamCaptureInvalidated     error = cu.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
-	ErrStreamCaptureMerge           error = cu.CUDA_ERROR_STREAM_CAPTURE_MERGE
-	ErrStreamCaptureUnmatched       error = cu.CUDA_ERROR_STREAM_CAPTURE_UNMATCHED
-	ErrStreamCaptureUnjoined        error = cu.CUDA_ERROR_STREAM_CAPTURE_UNJOINED
-	ErrStreamCaptureIsolation       error = cu.CUDA_ERROR_STREAM_CAPTURE_ISOLATION
-	ErrStreamCaptureImplicit        error = cu.CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
-	ErrCapturedEvent                error = cu.CUDA_ERROR_CAPTURED_EVENT
-	ErrStreamCaptureWrongThread     error = cu.CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
-	ErrTimeout                      error = cu.CUDA_ERROR_TIMEOUT
-	ErrGraphExecUpdateFailure       error = cu.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE
-	ErrExternalDevice               error = cu.CUDA_ERROR_EXTERNAL_DEVICE
-	ErrInvalidClusterSize           error = cu.CUDA_ERROR_INVALID_CLUSTER_SIZE
-	ErrFunctionNotLoaded            error = cu.CUDA_ERROR_FUNCTION_NOT_LOADED
-	ErrInvalidResourceType          error = cu.CUDA_ERROR_INVALID_RESOURCE_TYPE
-	ErrInvalidResourceConfiguration error = cu.CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION
-	ErrKeyRotation                  error = cu.CUDA_ERROR_KEY_ROTATION
-	ErrUnknown                      error = cu.CUDA_ERROR_UNKNOWN
+// String returns the name of the constant, e.g. "CachePreferNone".
+func (v CacheConfig) String() string {
+	switch v {
+	case CachePreferNone:
+		return "CachePreferNone"
+	case CachePreferShared:
+		return "CachePreferShared"
+	case CachePreferL1:
+		return "CachePreferL1"
+	case CachePreferEqual:
+		return "CachePreferEqual"
+	}
+	return "CacheConfig(" + strconv.FormatInt(int64(v), 10) + ")"
+}
+
+// Every CUresult but CUDA_SUCCESS as a Status: an error value, for errors.Is.
+const (
+	ErrInvalidValue                 Status = 1   // CUDA_ERROR_INVALID_VALUE
+	ErrOutOfMemory                  Status = 2   // CUDA_ERROR_OUT_OF_MEMORY
+	ErrNotInitialized               Status = 3   // CUDA_ERROR_NOT_INITIALIZED
+	ErrDeinitialized                Status = 4   // CUDA_ERROR_DEINITIALIZED
+	ErrProfilerDisabled             Status = 5   // CUDA_ERROR_PROFILER_DISABLED
+	ErrProfilerNotInitialized       Status = 6   // CUDA_ERROR_PROFILER_NOT_INITIALIZED
+	ErrProfilerAlreadyStarted       Status = 7   // CUDA_ERROR_PROFILER_ALREADY_STARTED
+	ErrProfilerAlreadyStopped       Status = 8   // CUDA_ERROR_PROFILER_ALREADY_STOPPED
+	ErrStubLibrary                  Status = 34  // CUDA_ERROR_STUB_LIBRARY
+	ErrCallRequiresNewerDriver      Status = 36  // CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER
+	ErrDeviceUnavailable            Status = 46  // CUDA_ERROR_DEVICE_UNAVAILABLE
+	ErrNoDevice                     Status = 100 // CUDA_ERROR_NO_DEVICE
+	ErrInvalidDevice                Status = 101 // CUDA_ERROR_INVALID_DEVICE
+	ErrDeviceNotLicensed            Status = 102 // CUDA_ERROR_DEVICE_NOT_LICENSED
+	ErrInvalidImage                 Status = 200 // CUDA_ERROR_INVALID_IMAGE
+	ErrInvalidContext               Status = 201 // CUDA_ERROR_INVALID_CONTEXT
+	ErrContextAlreadyCurrent        Status = 202 // CUDA_ERROR_CONTEXT_ALREADY_CURRENT
+	ErrMapFailed                    Status = 205 // CUDA_ERROR_MAP_FAILED
+	ErrUnmapFailed                  Status = 206 // CUDA_ERROR_UNMAP_FAILED
+	ErrArrayIsMapped                Status = 207 // CUDA_ERROR_ARRAY_IS_MAPPED
+	ErrAlreadyMapped                Status = 208 // CUDA_ERROR_ALREADY_MAPPED
+	ErrNoBinaryForGpu               Status = 209 // CUDA_ERROR_NO_BINARY_FOR_GPU
+	ErrAlreadyAcquired              Status = 210 // CUDA_ERROR_ALREADY_ACQUIRED
+	ErrNotMapped                    Status = 211 // CUDA_ERROR_NOT_MAPPED
+	ErrNotMappedAsArray             Status = 212 // CUDA_ERROR_NOT_MAPPED_AS_ARRAY
+	ErrNotMappedAsPointer           Status = 213 // CUDA_ERROR_NOT_MAPPED_AS_POINTER
+	ErrEccUncorrectable             Status = 214 // CUDA_ERROR_ECC_UNCORRECTABLE
+	ErrUnsupportedLimit             Status = 215 // CUDA_ERROR_UNSUPPORTED_LIMIT
+	ErrContextAlreadyInUse          Status = 216 // CUDA_ERROR_CONTEXT_ALREADY_IN_USE
+	ErrPeerAccessUnsupported        Status = 217 // CUDA_ERROR_PEER_ACCESS_UNSUPPORTED
+	ErrInvalidPtx                   Status = 218 // CUDA_ERROR_INVALID_PTX
+	ErrInvalidGraphicsContext       Status = 219 // CUDA_ERROR_INVALID_GRAPHICS_CONTEXT
+	ErrNvlinkUncorrectable          Status = 220 // CUDA_ERROR_NVLINK_UNCORRECTABLE
+	ErrJitCompilerNotFound          Status = 221 // CUDA_ERROR_JIT_COMPILER_NOT_FOUND
+	ErrUnsupportedPtxVersion        Status = 222 // CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+	ErrJitCompilationDisabled       Status = 223 // CUDA_ERROR_JIT_COMPILATION_DISABLED
+	ErrUnsupportedExecAffinity      Status = 224 // CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY
+	ErrUnsupportedDevsideSync       Status = 225 // CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC
+	ErrContained                    Status = 226 // CUDA_ERROR_CONTAINED
+	ErrInvalidSource                Status = 300 // CUDA_ERROR_INVALID_SOURCE
+	ErrFileNotFound                 Status = 301 // CUDA_ERROR_FILE_NOT_FOUND
+	ErrSharedObjectSymbolNotFound   Status = 302 // CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND
+	ErrSharedObjectInitFailed       Status = 303 // CUDA_ERROR_SHARED_OBJECT_INIT_FAILED
+	ErrOperatingSystem              Status = 304 // CUDA_ERROR_OPERATING_SYSTEM
+	ErrInvalidHandle                Status = 400 // CUDA_ERROR_INVALID_HANDLE
+	ErrIllegalState                 Status = 401 // CUDA_ERROR_ILLEGAL_STATE
+	ErrLossyQuery                   Status = 402 // CUDA_ERROR_LOSSY_QUERY
+	ErrNotFound                     Status = 500 // CUDA_ERROR_NOT_FOUND
+	ErrNotReady                     Status = 600 // CUDA_ERROR_NOT_READY
+	ErrIllegalAddress               Status = 700 // CUDA_ERROR_ILLEGAL_ADDRESS
+	ErrLaunchOutOfResources         Status = 701 // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+	ErrLaunchTimeout                Status = 702 // CUDA_ERROR_LAUNCH_TIMEOUT
+	ErrLaunchIncompatibleTexturing  Status = 703 // CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING
+	ErrPeerAccessAlreadyEnabled     Status = 704 // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+	ErrPeerAccessNotEnabled         Status = 705 // CUDA_ERROR_PEER_ACCESS_NOT_ENABLED
+	ErrPrimaryContextActive         Status = 708 // CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE
+	ErrContextIsDestroyed           Status = 709 // CUDA_ERROR_CONTEXT_IS_DESTROYED
+	ErrAssert                       Status = 710 // CUDA_ERROR_ASSERT
+	ErrTooManyPeers                 Status = 711 // CUDA_ERROR_TOO_MANY_PEERS
+	ErrHostMemoryAlreadyRegistered  Status = 712 // CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+	ErrHostMemoryNotRegistered      Status = 713 // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+	ErrHardwareStackError           Status = 714 // CUDA_ERROR_HARDWARE_STACK_ERROR
+	ErrIllegalInstruction           Status = 715 // CUDA_ERROR_ILLEGAL_INSTRUCTION
+	ErrMisalignedAddress            Status = 716 // CUDA_ERROR_MISALIGNED_ADDRESS
+	ErrInvalidAddressSpace          Status = 717 // CUDA_ERROR_INVALID_ADDRESS_SPACE
+	ErrInvalidPc                    Status = 718 // CUDA_ERROR_INVALID_PC
+	ErrLaunchFailed                 Status = 719 // CUDA_ERROR_LAUNCH_FAILED
+	ErrCooperativeLaunchTooLarge    Status = 720 // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+	ErrTensorMemoryLeak             Status = 721 // CUDA_ERROR_TENSOR_MEMORY_LEAK
+	ErrNotPermitted                 Status = 800 // CUDA_ERROR_NOT_PERMITTED
+	ErrCUDANotSupported             Status = 801 // CUDA_ERROR_NOT_SUPPORTED
+	ErrSystemNotReady               Status = 802 // CUDA_ERROR_SYSTEM_NOT_READY
+	ErrSystemDriverMismatch         Status = 803 // CUDA_ERROR_SYSTEM_DRIVER_MISMATCH
+	ErrCompatNotSupportedOnDevice   Status = 804 // CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE
+	ErrMpsConnectionFailed          Status = 805 // CUDA_ERROR_MPS_CONNECTION_FAILED
+	ErrMpsRpcFailure                Status = 806 // CUDA_ERROR_MPS_RPC_FAILURE
+	ErrMpsServerNotReady            Status = 807 // CUDA_ERROR_MPS_SERVER_NOT_READY
+	ErrMpsMaxClientsReached         Status = 808 // CUDA_ERROR_MPS_MAX_CLIENTS_REACHED
+	ErrMpsMaxConnectionsReached     Status = 809 // CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED
+	ErrMpsClientTerminated          Status = 810 // CUDA_ERROR_MPS_CLIENT_TERMINATED
+	ErrCdpNotSupported              Status = 811 // CUDA_ERROR_CDP_NOT_SUPPORTED
+	ErrCdpVersionMismatch           Status = 812 // CUDA_ERROR_CDP_VERSION_MISMATCH
+	ErrStreamCaptureUnsupported     Status = 900 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+	ErrStreamCaptureInvalidated     Status = 901 // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+	ErrStreamCaptureMerge           Status = 902 // CUDA_ERROR_STREAM_CAPTURE_MERGE
+	ErrStreamCaptureUnmatched       Status = 903 // CUDA_ERROR_STREAM_CAPTURE_UNMATCHED
+	ErrStreamCaptureUnjoined        Status = 904 // CUDA_ERROR_STREAM_CAPTURE_UNJOINED
+	ErrStreamCaptureIsolation       Status = 905 // CUDA_ERROR_STREAM_CAPTURE_ISOLATION
+	ErrStreamCaptureImplicit        Status = 906 // CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+	ErrCapturedEvent                Status = 907 // CUDA_ERROR_CAPTURED_EVENT
+	ErrStreamCaptureWrongThread     Status = 908 // CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
+	ErrTimeout                      Status = 909 // CUDA_ERROR_TIMEOUT
+	ErrGraphExecUpdateFailure       Status = 910 // CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE
+	ErrExternalDevice               Status = 911 // CUDA_ERROR_EXTERNAL_DEVICE
+	ErrInvalidClusterSize           Status = 912 // CUDA_ERROR_INVALID_CLUSTER_SIZE
+	ErrFunctionNotLoaded            Status = 913 // CUDA_ERROR_FUNCTION_NOT_LOADED
+	ErrInvalidResourceType          Status = 914 // CUDA_ERROR_INVALID_RESOURCE_TYPE
+	ErrInvalidResourceConfiguration Status = 915 // CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION
+	ErrKeyRotation                  Status = 916 // CUDA_ERROR_KEY_ROTATION
+	ErrUnknown                      Status = 999 // CUDA_ERROR_UNKNOWN
 )

@@ -12,6 +12,22 @@
 //	}
 //	mod, err := ctx.LoadModule(res.Image())
 //
+// # Built-in headers
+//
+// Compile passes a few headers of purecuda's own with every program, so that
+// they can be included with no CUDA toolkit on the machine (BuiltinHeaders
+// lists them; a header of the same name in Options.Headers replaces one).
+// <purecuda/graph.h> (GraphHeader) declares cudaGraphConditionalHandle and
+// cudaGraphSetConditional, with which a kernel sets the condition of a CUDA
+// graph's conditional node (package graph: If, IfElse, While, Switch); the
+// kernel receives the node's graph.Condition as Condition.Handle(), a 64-bit
+// value:
+//
+//	#include <purecuda/graph.h>
+//	extern "C" __global__ void step(int *left, cudaGraphConditionalHandle h) {
+//		if (--*left == 0) cudaGraphSetConditional(h, 0); // ends a while loop
+//	}
+//
 // # Concurrency
 //
 // Compile is safe to call from many goroutines: each call has its own NVRTC

@@ -4,31 +4,78 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/rtc"
 )
 
-// ErrCompilation is matched by the error of a program that does not compile.
-var ErrCompilation error = rtc.NVRTC_ERROR_COMPILATION
-
-// ErrInvalidOption is matched when NVRTC rejects an option.
-var ErrInvalidOption error = rtc.NVRTC_ERROR_INVALID_OPTION
-
-// ErrInvalidInput is matched when NVRTC rejects its input (such as a bad
-// name expression).
-var ErrInvalidInput error = rtc.NVRTC_ERROR_INVALID_INPUT
-
-// ErrNameExpression is matched when a name expression is not valid.
-var ErrNameExpression error = rtc.NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID
+// NVRTC statuses that callers test for with errors.Is.
+const (
+	// ErrCompilation is matched by the error of a program that does not
+	// compile (NVRTC_ERROR_COMPILATION).
+	ErrCompilation Status = 6
+	// ErrInvalidOption is matched when NVRTC rejects an option
+	// (NVRTC_ERROR_INVALID_OPTION).
+	ErrInvalidOption Status = 5
+	// ErrInvalidInput is matched when NVRTC rejects its input, such as a
+	// bad name expression (NVRTC_ERROR_INVALID_INPUT).
+	ErrInvalidInput Status = 3
+	// ErrNameExpression is matched when a name expression is not valid
+	// (NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID).
+	ErrNameExpression Status = 10
+)
 
 // ErrBadOptions is matched by errors in Options that are caught before NVRTC
 // runs.
 var ErrBadOptions = errors.New("nvrtc: bad options")
 
-// Error is a failed NVRTC call: the C function and its nvrtcResult.
-type Error = rtc.Error
+// The raw table builds its errors with this package's type (see
+// rtc.ErrorType): the type is defined here, once, and go doc shows it.
+func init() {
+	rtc.SetErrorType(func(fn string, code rtc.Result) error { return &Error{Func: fn, Code: Status(code)} })
+}
+
+// Status is an NVRTC status code (the C enum nvrtcResult). Every Status is
+// an error and an errors.Is target.
+type Status int32
+
+// String is the status's C name, e.g. "NVRTC_ERROR_COMPILATION", or
+// "nvrtcResult(99)" for a value nvrtc.h does not name.
+func (s Status) String() string {
+	if name := rtc.Result(s).String(); !strings.HasPrefix(name, "Result(") {
+		return name
+	}
+	return "nvrtcResult(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Message is a short lower-case description, e.g. "compilation".
+func (s Status) Message() string { return rtc.Result(s).Message() }
+
+// Error reads "NVRTC_ERROR_COMPILATION (6): compilation".
+func (s Status) Error() string { return s.String() + " (" + strconv.Itoa(int(s)) + "): " + s.Message() }
+
+// Error is a failed NVRTC call: the C function and the status it returned.
+// It reads "nvrtcCompileProgram: NVRTC_ERROR_COMPILATION (6): compilation".
+// errors.Is(err, ErrCompilation) matches it by Code.
+type Error struct {
+	Func string // the C function, e.g. "nvrtcCompileProgram"
+	Code Status // what it returned
+}
+
+func (e *Error) Error() string { return e.Func + ": " + e.Code.Error() }
+
+// Is reports whether target is e's Code.
+func (e *Error) Is(target error) bool {
+	switch t := target.(type) {
+	case Status:
+		return t == e.Code
+	case rtc.Result: // purecuda's own packages compare with the raw table's codes
+		return Status(t) == e.Code
+	}
+	return false
+}
 
 // Options are the compile options. The zero value compiles for NVRTC's
 // default virtual architecture with its default C++ standard.
@@ -44,9 +91,11 @@ type Options struct {
 	// IncludePaths become -I dir.
 	IncludePaths []string
 	// Headers are in-memory headers, name → content, for #include "name".
+	// Compile adds purecuda's built-in headers (BuiltinHeaders), unless
+	// Headers has one of the same name.
 	Headers map[string]string
 	// NameExpressions are expressions such as "my_kernel<float, 4>" whose
-	// lowered (mangled) names Result.LoweredNames reports.
+	// lowered (mangled) names Output.LoweredNames reports.
 	NameExpressions []string
 	// Debug (-G), LineInfo (-lineinfo), FastMath (-use_fast_math),
 	// RelocatableDeviceCode (-rdc=true) and LTO (-dlto, producing LTO-IR).
@@ -132,8 +181,8 @@ func noNUL(what string, ss ...string) error {
 	return nil
 }
 
-// Result is a compiled program.
-type Result struct {
+// Output is what Compile produces: the compiled program and NVRTC's log.
+type Output struct {
 	PTX   []byte // PTX text (nil with LTO)
 	CUBIN []byte // for a real sm_XX target (nil otherwise)
 	LTOIR []byte // with Options.LTO
@@ -145,7 +194,7 @@ type Result struct {
 
 // Image is what to load into a module: the CUBIN when there is one, else
 // the PTX.
-func (r *Result) Image() []byte {
+func (r *Output) Image() []byte {
 	if len(r.CUBIN) > 0 {
 		return r.CUBIN
 	}
@@ -185,8 +234,9 @@ func (c *cstrings) array(from int) **byte {
 	return &c.ptrs[from]
 }
 
-// Compile compiles CUDA C++ source.
-func Compile(source string, opts Options) (res *Result, err error) {
+// Compile compiles CUDA C++ source. A program that does not compile is a
+// *CompileError matching ErrCompilation, with NVRTC's log.
+func Compile(source string, opts Options) (res *Output, err error) {
 	args, err := opts.Args()
 	if err != nil {
 		return nil, err
@@ -215,15 +265,11 @@ func Compile(source string, opts Options) (res *Result, err error) {
 	var keep cstrings
 	src := keep.add(source)
 	pname := keep.add(name)
-	hnames := make([]string, 0, len(opts.Headers))
-	for n := range opts.Headers {
-		hnames = append(hnames, n)
-	}
-	sort.Strings(hnames)
+	hnames, hbodies := programHeaders(opts.Headers) // the built-in headers too
 	contents := make([]*byte, 0, len(hnames))
 	includes := make([]*byte, 0, len(hnames))
-	for _, n := range hnames {
-		contents = append(contents, keep.add(opts.Headers[n]))
+	for i, n := range hnames {
+		contents = append(contents, keep.add(hbodies[i]))
 		includes = append(includes, keep.add(n))
 	}
 	var hc, hi **byte
@@ -256,7 +302,7 @@ func Compile(source string, opts Options) (res *Result, err error) {
 		}
 		return nil, &CompileError{Err: compileErr, Log: log}
 	}
-	res = &Result{Log: log}
+	res = &Output{Log: log}
 	if opts.LTO {
 		if res.LTOIR, err = fetch(prog, rtc.GetLTOIRSize, rtc.GetLTOIR); err != nil {
 			return nil, err

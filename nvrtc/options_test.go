@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/internal/gputest"
+	"github.com/purecuda/cuda/internal/rtc"
 	"github.com/purecuda/cuda/loader"
 	"github.com/purecuda/cuda/nvrtc"
 )
@@ -61,10 +62,22 @@ func TestCompileErrorFormatting(t *testing.T) {
 	assert.NotErrorIs(t, err, nvrtc.ErrInvalidOption)
 	var ce *nvrtc.CompileError
 	assert.True(t, errors.As(err, &ce))
+	var ne *nvrtc.Error
+	require.True(t, errors.As(err, &ne))
+	assert.Equal(t, nvrtc.ErrCompilation, ne.Code)
+	assert.Equal(t, "NVRTC_ERROR_COMPILATION", ne.Code.String())
+	assert.Equal(t, "compilation", nvrtc.ErrCompilation.Message())
+	assert.ErrorIs(t, err, rtc.NVRTC_ERROR_COMPILATION, "internal code may compare with the raw table's codes")
+	assert.Equal(t, "nvrtcResult(99) (99): unknown status", nvrtc.Status(99).Error(), "an unknown status names the C type")
+	// The constants are nvrtc.h's values.
+	assert.EqualValues(t, rtc.NVRTC_ERROR_COMPILATION, nvrtc.ErrCompilation)
+	assert.EqualValues(t, rtc.NVRTC_ERROR_INVALID_OPTION, nvrtc.ErrInvalidOption)
+	assert.EqualValues(t, rtc.NVRTC_ERROR_INVALID_INPUT, nvrtc.ErrInvalidInput)
+	assert.EqualValues(t, rtc.NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID, nvrtc.ErrNameExpression)
 }
 
-func TestResultImage(t *testing.T) {
-	r := &nvrtc.Result{PTX: []byte("ptx")}
+func TestOutputImage(t *testing.T) {
+	r := &nvrtc.Output{PTX: []byte("ptx")}
 	assert.Equal(t, []byte("ptx"), r.Image())
 	r.CUBIN = []byte("cubin")
 	assert.Equal(t, []byte("cubin"), r.Image())

@@ -2,9 +2,11 @@ package cu_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/gputest"
@@ -40,6 +42,29 @@ func TestErrorFormatting(t *testing.T) {
 	var ce *cu.Error
 	assert.ErrorAs(t, wrapped, &ce)
 	assert.Equal(t, "cuMemAlloc", ce.Func)
+}
+
+// TestErrorTypes: the table builds its errors through the installed
+// constructors (package driver installs its own), and by default as *Error
+// and *SymbolError.
+func TestErrorTypes(t *testing.T) {
+	err := cu.CallError("cuMemAlloc", cu.CUDA_ERROR_OUT_OF_MEMORY)
+	var ce *cu.Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, cu.Error{Func: "cuMemAlloc", Code: cu.CUDA_ERROR_OUT_OF_MEMORY}, *ce)
+	se := &cu.SymbolError{Func: "cuX", ABI: 12080}
+	assert.Same(t, se, cu.SymbolErrorOf(se))
+
+	type mine struct{ error }
+	cu.SetErrorTypes(cu.ErrorTypes{
+		Call:   func(fn string, code cu.CUresult) error { return mine{fmt.Errorf("%s/%d", fn, code)} },
+		Symbol: func(e *cu.SymbolError) error { return mine{fmt.Errorf("symbol %s", e.Func)} },
+	})
+	defer cu.SetErrorTypes(cu.ErrorTypes{}) // back to the defaults
+	assert.Equal(t, mine{fmt.Errorf("cuMemAlloc/2")}, cu.CallError("cuMemAlloc", cu.CUDA_ERROR_OUT_OF_MEMORY))
+	assert.Equal(t, mine{fmt.Errorf("symbol cuX")}, cu.SymbolErrorOf(se))
+	cu.SetErrorTypes(cu.ErrorTypes{})
+	assert.IsType(t, &cu.Error{}, cu.CallError("cuInit", cu.CUDA_ERROR_UNKNOWN))
 }
 
 func TestSymbolError(t *testing.T) {

@@ -5,9 +5,45 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
-// Error is a failed driver call: the C function and the status it returned.
+// ErrorTypes are the constructors of the errors this table returns. The
+// public error types belong to package driver, where go doc shows them;
+// driver installs its constructors with SetErrorTypes when it is
+// initialised, so from then on every failed call in the process (through
+// driver or not) returns a *driver.Error or *driver.SymbolError, and there
+// is one error type per kind, defined once. Without driver (this package's
+// own tests) the defaults build *Error and *SymbolError.
+type ErrorTypes struct {
+	Call   func(fn string, code CUresult) error // a call that returned code
+	Symbol func(e *SymbolError) error           // an entry point that did not resolve
+}
+
+var errorTypes atomic.Pointer[ErrorTypes]
+
+// SetErrorTypes installs the error constructors (see ErrorTypes). Package
+// driver calls it from its init; nothing else should.
+func SetErrorTypes(t ErrorTypes) { errorTypes.Store(&t) }
+
+// callError is the error of a call to fn that returned code.
+func callError(fn string, code CUresult) error {
+	if t := errorTypes.Load(); t != nil && t.Call != nil {
+		return t.Call(fn, code)
+	}
+	return &Error{Func: fn, Code: code}
+}
+
+// symbolError is the error of an entry point that did not resolve.
+func symbolError(e *SymbolError) error {
+	if t := errorTypes.Load(); t != nil && t.Symbol != nil {
+		return t.Symbol(e)
+	}
+	return e
+}
+
+// Error is a failed driver call: the C function and the status it returned,
+// the default of ErrorTypes.Call.
 //
 // Its message reads "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2): out of
 // memory", built from the generated tables, so it needs no driver.
@@ -52,7 +88,8 @@ func (r CUresult) Message() string {
 // does not provide (too old, or the function was removed).
 var ErrNotSupported = errors.New("cuda: function not supported by this driver")
 
-// SymbolError reports a driver entry point that could not be resolved.
+// SymbolError reports a driver entry point that could not be resolved (the
+// default of ErrorTypes.Symbol).
 type SymbolError struct {
 	Func   string // C name
 	ABI    int    // ABI version the binding needs

@@ -37,7 +37,7 @@ var openDriver = sync.OnceValues(func() (*driverLib, error) {
 	}
 	var v int32
 	if r, _, _ := purego.SyscallN(getVersion, uintptr(unsafe.Pointer(&v))); CUresult(int32(r)) != CUDA_SUCCESS {
-		return nil, &Error{Func: "cuDriverGetVersion", Code: CUresult(int32(r))}
+		return nil, callError("cuDriverGetVersion", CUresult(int32(r)))
 	}
 	d.version = int(v)
 	d.gpa, _ = lib.Lookup("cuGetProcAddress_v2")
@@ -68,7 +68,7 @@ func (p *proc) resolve() (uintptr, error) {
 		return 0, err
 	}
 	if p.abi > d.version {
-		return 0, &SymbolError{Func: p.name, ABI: p.abi, Driver: d.version, Reason: "needs a newer driver"}
+		return 0, symbolError(&SymbolError{Func: p.name, ABI: p.abi, Driver: d.version, Reason: "needs a newer driver"})
 	}
 	var gpaErr error
 	if d.gpa != 0 {
@@ -83,25 +83,25 @@ func (p *proc) resolve() (uintptr, error) {
 			p.addr.Store(fn)
 			return fn, nil
 		case res == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT:
-			return 0, &SymbolError{Func: p.name, ABI: p.abi, Driver: d.version, Reason: "the driver has no entry point for this ABI version"}
+			return 0, symbolError(&SymbolError{Func: p.name, ABI: p.abi, Driver: d.version, Reason: "the driver has no entry point for this ABI version"})
 		case res == CUDA_SUCCESS:
-			gpaErr = &SymbolError{Func: p.name, ABI: p.abi, Driver: d.version, Reason: "the driver does not know this function"}
+			gpaErr = symbolError(&SymbolError{Func: p.name, ABI: p.abi, Driver: d.version, Reason: "the driver does not know this function"})
 		default:
-			gpaErr = &SymbolError{Func: p.name, ABI: p.abi, Driver: d.version, Reason: "cuGetProcAddress_v2 failed: " + res.Error()}
+			gpaErr = symbolError(&SymbolError{Func: p.name, ABI: p.abi, Driver: d.version, Reason: "cuGetProcAddress_v2 failed: " + res.Error()})
 		}
 	}
 	if p.export == "" {
 		if gpaErr != nil {
 			return 0, gpaErr
 		}
-		return 0, &SymbolError{Func: p.name, ABI: p.abi, Driver: d.version, Reason: "this driver has no cuGetProcAddress_v2 and the export name of this ABI is unknown"}
+		return 0, symbolError(&SymbolError{Func: p.name, ABI: p.abi, Driver: d.version, Reason: "this driver has no cuGetProcAddress_v2 and the export name of this ABI is unknown"})
 	}
 	fn, err := d.lib.Lookup(p.export)
 	if err != nil {
 		if gpaErr != nil {
 			return 0, gpaErr
 		}
-		return 0, &SymbolError{Func: p.name, ABI: p.abi, Driver: d.version, Reason: "no export " + p.export}
+		return 0, symbolError(&SymbolError{Func: p.name, ABI: p.abi, Driver: d.version, Reason: "no export " + p.export})
 	}
 	p.addr.Store(fn)
 	return fn, nil
@@ -110,7 +110,7 @@ func (p *proc) resolve() (uintptr, error) {
 // check turns a returned status into an error value.
 func (p *proc) check(r uintptr) error {
 	if res := CUresult(int32(r)); res != CUDA_SUCCESS {
-		return &Error{Func: p.name, Code: res}
+		return callError(p.name, res)
 	}
 	return nil
 }

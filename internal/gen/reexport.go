@@ -8,11 +8,12 @@ import (
 	"github.com/purecuda/cuda/internal/gen/cheader"
 )
 
-// reexport describes an enum that package driver re-exports under Go names,
-// since users cannot reach internal/cu.
+// reexport describes a C enum that package driver declares as its own Go
+// type (users cannot reach internal/cu, and go doc shows driver's constants
+// only when driver declares them).
 type reexport struct {
 	cType    string // C enum type, e.g. CUdevice_attribute
-	goType   string // exported alias in driver, e.g. DeviceAttribute
+	goType   string // driver's type, e.g. DeviceAttribute
 	cPrefix  string // stripped from value names
 	goPrefix string // put before the CamelCase rest
 	doc      string
@@ -38,8 +39,11 @@ func camel(s string) string {
 	return b.String()
 }
 
-// driverConstants writes driver/zconst.go: the re-exported enums and an
-// Err value for every CUresult.
+// driverConstants writes driver/zconst.go: driver's own types for the
+// re-exported enums, with their values (each commented with its C name) and
+// a String method, and an Err constant of type Status (declared in
+// driver/errors.go) for every CUresult but CUDA_SUCCESS. The file names no
+// internal package, so go doc shows driver's names and values.
 func driverConstants(h *cheader.Headers, hdr string) ([]byte, error) {
 	var w bytes.Buffer
 	enums := map[string]*cheader.EnumDef{}
@@ -48,13 +52,19 @@ func driverConstants(h *cheader.Headers, hdr string) ([]byte, error) {
 			enums[e.Name] = e
 		}
 	}
+	imports := map[string]bool{}
 	for _, r := range driverReexports {
 		e, ok := enums[r.cType]
 		if !ok {
-			continue // a header set without it (the generator's test headers)
+			continue // a header set without it
 		}
-		fmt.Fprintf(&w, "// %s is %s (the C enum %s).\ntype %s = cu.%s\n\n", r.goType, r.doc, r.cType, r.goType, r.cType)
+		fmt.Fprintf(&w, "// %s is %s (the C enum %s).\ntype %s %s\n\n", r.goType, r.doc, r.cType, r.goType, e.GoKind())
 		fmt.Fprintf(&w, "// Values of %s.\nconst (\n", r.goType)
+		type value struct {
+			name string
+			v    int64
+		}
+		var values []value
 		seen := map[string]bool{}
 		for _, v := range e.Values {
 			if !strings.HasPrefix(v.Name, r.cPrefix) || strings.HasSuffix(v.Name, "_MAX") {
@@ -65,15 +75,30 @@ func driverConstants(h *cheader.Headers, hdr string) ([]byte, error) {
 				continue
 			}
 			seen[name] = true
-			fmt.Fprintf(&w, "\t%s %s = cu.%s\n", name, r.goType, v.Name)
+			values = append(values, value{name, v.Value})
+			fmt.Fprintf(&w, "\t%s %s = %d // %s\n", name, r.goType, v.Value, v.Name)
 		}
 		fmt.Fprintf(&w, ")\n\n")
+		if len(values) == 0 {
+			return nil, fmt.Errorf("re-export: enum %s has no value starting with %s", r.cType, r.cPrefix)
+		}
+		fmt.Fprintf(&w, "// String returns the name of the constant, e.g. %q.\nfunc (v %s) String() string {\n\tswitch v {\n", values[0].name, r.goType)
+		seenValue := map[int64]bool{}
+		for _, v := range values {
+			if seenValue[v.v] {
+				continue // an alias: the first name wins
+			}
+			seenValue[v.v] = true
+			fmt.Fprintf(&w, "\tcase %s:\n\t\treturn %q\n", v.name, v.name)
+		}
+		fmt.Fprintf(&w, "\t}\n\treturn %q + strconv.FormatInt(int64(v), 10) + \")\"\n}\n\n", r.goType+"(")
+		imports["strconv"] = true
 	}
 	res := enums["CUresult"]
 	if res == nil {
 		return nil, fmt.Errorf("re-export: no enum CUresult")
 	}
-	fmt.Fprintf(&w, "// Every CUresult as an error value, for errors.Is.\nvar (\n")
+	fmt.Fprintf(&w, "// Every CUresult but CUDA_SUCCESS as a Status: an error value, for errors.Is.\nconst (\n")
 	seen := map[int64]bool{}
 	for _, v := range res.Values {
 		if !strings.HasPrefix(v.Name, "CUDA_ERROR_") || seen[v.Value] {
@@ -84,8 +109,8 @@ func driverConstants(h *cheader.Headers, hdr string) ([]byte, error) {
 		if name == "ErrNotSupported" {
 			name = "ErrCUDANotSupported" // ErrNotSupported also covers missing entry points
 		}
-		fmt.Fprintf(&w, "\t%s error = cu.%s\n", name, v.Name)
+		fmt.Fprintf(&w, "\t%s Status = %d // %s\n", name, v.Value, v.Name)
 	}
 	fmt.Fprintf(&w, ")\n")
-	return assemble(hdr, "driver", map[string]bool{"github.com/purecuda/cuda/internal/cu": true}, w.Bytes())
+	return assemble(hdr, "driver", imports, w.Bytes())
 }

@@ -75,7 +75,7 @@ func PrimaryContext(tb testing.TB) cu.CUcontext {
 }
 
 // EmptyKernelPTX is a PTX module with one kernel, "empty", that does nothing,
-// and one, "add4", that stores a+b+c+d into *out.
+// and one, "add4", that stores a+b+c into *out (its parameters are out, a, b, c).
 const EmptyKernelPTX = `
 .version 8.0
 .target sm_75

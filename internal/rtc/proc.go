@@ -37,7 +37,7 @@ func (p *proc) find() (uintptr, error) {
 
 func (p *proc) check(r uintptr) error {
 	if res := Result(int32(r)); res != NVRTC_SUCCESS {
-		return &Error{Func: p.name, Code: res}
+		return callError(p.name, res)
 	}
 	return nil
 }
@@ -51,8 +51,29 @@ func Load() (string, error) {
 	return lib.Path, nil
 }
 
-// Error is a failed NVRTC call: the C function and the status it returned.
-// It reads "nvrtcCompileProgram: NVRTC_ERROR_COMPILATION (6): compilation".
+// ErrorType is the constructor of the errors this table returns for failed
+// calls. The public error type belongs to package nvrtc, where go doc shows
+// it; nvrtc installs its constructor with SetErrorType when it is
+// initialised, so every failed call returns a *nvrtc.Error. Without nvrtc
+// (this package's own tests) the default builds *Error.
+type ErrorType func(fn string, code Result) error
+
+var errorType atomic.Pointer[ErrorType]
+
+// SetErrorType installs the error constructor (see ErrorType). Package
+// nvrtc calls it from its init; nothing else should.
+func SetErrorType(t ErrorType) { errorType.Store(&t) }
+
+// callError is the error of a call to fn that returned code.
+func callError(fn string, code Result) error {
+	if t := errorType.Load(); t != nil && *t != nil {
+		return (*t)(fn, code)
+	}
+	return &Error{Func: fn, Code: code}
+}
+
+// Error is a failed NVRTC call: the C function and the status it returned
+// (the default of ErrorType). It reads "nvrtcCompileProgram: NVRTC_ERROR_COMPILATION (6): compilation".
 type Error struct {
 	Func string
 	Code Result

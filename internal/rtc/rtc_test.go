@@ -1,6 +1,7 @@
 package rtc_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,6 +19,17 @@ func TestResultErrors(t *testing.T) {
 	assert.Equal(t, "Result(99)", rtc.Result(99).String())
 	assert.Equal(t, "unknown status", rtc.Result(99).Message())
 	assert.Equal(t, "no error", rtc.NVRTC_SUCCESS.Message())
+}
+
+// TestErrorType: failed calls are built by the installed constructor
+// (package nvrtc installs its own), by default as *Error.
+func TestErrorType(t *testing.T) {
+	assert.Equal(t, &rtc.Error{Func: "nvrtcVersion", Code: rtc.NVRTC_ERROR_INVALID_INPUT}, rtc.CallError("nvrtcVersion", rtc.NVRTC_ERROR_INVALID_INPUT))
+	rtc.SetErrorType(func(fn string, code rtc.Result) error { return fmt.Errorf("mine: %s %d", fn, code) })
+	defer rtc.SetErrorType(nil) // back to the default
+	assert.EqualError(t, rtc.CallError("nvrtcVersion", rtc.NVRTC_ERROR_INVALID_INPUT), "mine: nvrtcVersion 3")
+	rtc.SetErrorType(nil)
+	assert.IsType(t, &rtc.Error{}, rtc.CallError("nvrtcVersion", rtc.NVRTC_ERROR_INVALID_INPUT))
 }
 
 func TestWithoutNVRTC(t *testing.T) {

@@ -1,6 +1,8 @@
 package cheader_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -209,11 +211,21 @@ func TestEnumSizes(t *testing.T) {
 	assert.EqualValues(t, 8, f.Typedefs["W"].Elem.En.Size())
 }
 
+// TestRealHeadersIfPresent parses NVIDIA's CUDA 13.0 headers from
+// $PURECUDA_CUDA_INCLUDE, else ../shared/cuda-include/13.0 beside the
+// checkout; it skips, saying where it looked, when neither is set up, and
+// fails when PURECUDA_CUDA_INCLUDE names a directory without them.
 func TestRealHeadersIfPresent(t *testing.T) {
-	h, err := cheader.LoadDir("../../../../shared/cuda-include/13.0")
-	if err != nil {
-		t.Skipf("shared CUDA headers not here: %v", err)
+	dir := os.Getenv("PURECUDA_CUDA_INCLUDE")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "..", "shared", "cuda-include", "13.0")
+		if _, err := os.Stat(filepath.Join(dir, "cudaTypedefs.h")); err != nil {
+			abs, _ := filepath.Abs(dir)
+			t.Skipf("CUDA 13.0 headers not found: PURECUDA_CUDA_INCLUDE is unset and %s has none; set PURECUDA_CUDA_INCLUDE to a CUDA 13.0 include directory to run this test", abs)
+		}
 	}
+	h, err := cheader.LoadDir(dir)
+	require.NoError(t, err, "PURECUDA_CUDA_INCLUDE=%s", dir)
 	n := 0
 	for _, name := range h.CUDA.TypedefOrder {
 		if strings.HasPrefix(name, "PFN_") {

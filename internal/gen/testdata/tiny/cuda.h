@@ -44,6 +44,12 @@ typedef enum CUresult_enum {
     CUDA_ERROR_UNKNOWN = 999
 } CUresult;
 typedef enum { CU_FLAG_A = 0x1, CU_FLAG_B = 0x2 } CUflags;
+typedef enum CUlimit_enum {
+    CU_LIMIT_STACK_SIZE = 0x00,
+    CU_LIMIT_PRINTF_FIFO_SIZE = 0x01,
+    CU_LIMIT_STACK = CU_LIMIT_STACK_SIZE,
+    CU_LIMIT_MAX
+} CUlimit;
 typedef struct CUmemLocation_st { int type; int id; } CUmemLocation_v1;
 typedef CUmemLocation_v1 CUmemLocation;
 typedef struct CUipcMemHandle_st { char reserved[CU_TWICE * 8]; } CUipcMemHandle_v1;

@@ -1,0 +1,4 @@
+package rtc
+
+// CallError exposes the error constructor to the external tests.
+var CallError = callError
