@@ -9,6 +9,9 @@ import (
 
 const goos, goarch = runtime.GOOS, runtime.GOARCH
 
+// platformErr is nil: Windows has the CUDA driver.
+func platformErr(string) error { return nil }
+
 func open(path string) (uintptr, error) {
 	h, err := syscall.LoadLibrary(path)
 	return uintptr(h), err

@@ -25,6 +25,10 @@
 //     and nvrtc64_112_0.dll in %CUDA_PATH%\bin\x64 and %CUDA_PATH%\bin, then
 //     the same names through the system's search.
 //
+// Other operating systems (macOS, the BSDs) have no CUDA driver: there Driver
+// and NVRTC search nothing and return an *UnsupportedPlatformError, which
+// matches ErrUnsupportedPlatform and ErrNotFound.
+//
 // A candidate that opens but lacks the library's identifying symbol (cuInit,
 // nvrtcVersion) is rejected as the wrong library. When nothing opens, the error
 // lists every candidate with the reason it failed and satisfies

@@ -17,6 +17,33 @@ var ErrNotFound = errors.New("library not found")
 // the library asked for (it lacks the identifying symbol).
 var ErrWrongLibrary = errors.New("not the expected library")
 
+// ErrUnsupportedPlatform is matched by the error from Driver and NVRTC on an
+// operating system that has no CUDA driver (anything but Linux and Windows).
+// That error matches ErrNotFound too, so code that treats a missing driver as
+// "no GPU here" treats these platforms the same way.
+var ErrUnsupportedPlatform = errors.New("unsupported platform")
+
+// UnsupportedPlatformError is the error from Driver and NVRTC on an
+// operating system that NVIDIA ships no CUDA driver for. Nothing is searched
+// there.
+type UnsupportedPlatformError struct {
+	Library      string // "CUDA driver" or "NVRTC"
+	GOOS, GOARCH string
+}
+
+func (e *UnsupportedPlatformError) Error() string {
+	return fmt.Sprintf("loader: %s library: unsupported platform %s/%s: CUDA runs on Linux and Windows (purecuda supports %s), so nothing was searched",
+		e.Library, e.GOOS, e.GOARCH, SupportedPlatforms)
+}
+
+// Is reports whether target is ErrUnsupportedPlatform or ErrNotFound.
+func (e *UnsupportedPlatformError) Is(target error) bool {
+	return target == ErrUnsupportedPlatform || target == ErrNotFound
+}
+
+// SupportedPlatforms are the GOOS/GOARCH pairs purecuda is built and tested for.
+const SupportedPlatforms = "linux/amd64, linux/arm64, windows/amd64"
+
 // Attempt is one candidate tried and why it failed.
 type Attempt struct {
 	Path   string
@@ -111,7 +138,8 @@ func Open(spec Spec, getenv func(string) string) (*Library, error) {
 		}
 		h, err := open(c)
 		if err != nil {
-			nf.Tried = append(nf.Tried, Attempt{c, err.Error()})
+			// dlerror's text starts with the name again: "libcuda.so.1: libcuda.so.1: cannot open …"
+			nf.Tried = append(nf.Tried, Attempt{c, strings.TrimPrefix(err.Error(), c+": ")})
 			continue
 		}
 		if addr, err := lookup(h, spec.Probe); err != nil || addr == 0 {
@@ -169,7 +197,12 @@ func NVRTCSpec(goos, goarch string, getenv func(string) string) Spec {
 	case "arm64":
 		dirs = append(dirs, "/usr/local/cuda/targets/sbsa-linux/lib", "/usr/local/cuda/targets/aarch64-linux/lib")
 	}
+	seen := map[string]bool{}
 	for _, d := range dirs {
+		if d = filepath.Clean(d); seen[d] {
+			continue // CUDA_PATH and CUDA_HOME are often both /usr/local/cuda
+		}
+		seen[d] = true
 		for _, n := range names {
 			s.Candidates = append(s.Candidates, filepath.Join(d, n))
 		}
@@ -180,17 +213,25 @@ func NVRTCSpec(goos, goarch string, getenv func(string) string) Spec {
 
 var (
 	driverOnce = sync.OnceValues(func() (*Library, error) {
+		if err := platformErr("CUDA driver"); err != nil {
+			return nil, err
+		}
 		return Open(DriverSpec(goos), os.Getenv)
 	})
 	nvrtcOnce = sync.OnceValues(func() (*Library, error) {
+		if err := platformErr("NVRTC"); err != nil {
+			return nil, err
+		}
 		return Open(NVRTCSpec(goos, goarch, os.Getenv), os.Getenv)
 	})
 )
 
 // Driver opens the CUDA driver library once per process and returns it (or
-// the same error) on every call.
+// the same error) on every call. On an operating system other than Linux and
+// Windows it searches nothing and returns an *UnsupportedPlatformError.
 func Driver() (*Library, error) { return driverOnce() }
 
 // NVRTC opens NVRTC once per process and returns it (or the same error) on
-// every call.
+// every call. On an operating system other than Linux and Windows it searches
+// nothing and returns an *UnsupportedPlatformError.
 func NVRTC() (*Library, error) { return nvrtcOnce() }

@@ -35,6 +35,11 @@ func TestNVRTCSearchOrderLinux(t *testing.T) {
 	assert.Equal(t, "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.11.2", s.Candidates[14])
 	assert.Equal(t, []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}, s.Candidates[16:])
 
+	same := loader.NVRTCSpec("linux", "amd64", env(map[string]string{"CUDA_PATH": "/usr/local/cuda", "CUDA_HOME": "/usr/local/cuda/"}))
+	assert.Len(t, same.Candidates, 2*4+4, "a directory named twice is searched once")
+	assert.Equal(t, "/usr/local/cuda/lib64/libnvrtc.so.13", same.Candidates[0])
+	assert.Equal(t, "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.13", same.Candidates[4])
+
 	empty := loader.NVRTCSpec("linux", "arm64", env(nil))
 	assert.Equal(t, "/usr/local/cuda/lib64/libnvrtc.so.13", empty.Candidates[0])
 	assert.Contains(t, empty.Candidates, "/usr/local/cuda/targets/sbsa-linux/lib/libnvrtc.so.13")

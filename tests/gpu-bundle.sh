@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # gpu-bundle.sh: cross-build, with CGO_ENABLED=0, a test binary for every
 # package that has GPU tests (its tests use internal/gputest or
-# PURECUDA_REQUIRE_GPU), plus cmd/smoke, into .gpu/, and write .gpu/run.sh,
-# which runs them on a machine that has a GPU but no Go.
+# PURECUDA_REQUIRE_GPU), plus cmd/smoke and every program under examples/,
+# into .gpu/, and write .gpu/run.sh, which runs them on a machine that has a
+# GPU but no Go.
 #
 #   bash tests/gpu-bundle.sh            # build for linux/amd64
 #   GOARCH=arm64 bash tests/gpu-bundle.sh
@@ -14,7 +15,10 @@
 #   PURECUDA_MEMCHECK="internal_cu driver" ... bash .gpu/run.sh  # and compute-sanitizer on those
 #     (PURECUDA_MEMCHECK_RE / PURECUDA_MEMCHECK_SKIP choose the tests run under it)
 #
-# Logs go to $OUT (or .gpu/logs); the last line is "N passed, N failed, N skipped".
+# Logs go to $OUT (or .gpu/logs): smoke.log (smoke's text report), smoke.json
+# (smoke -json), examples.log, tests.log, and bench.log / memcheck.log when
+# asked for. smoke, smoke -json and each example count as one test each; the
+# last line is "N passed, N failed, N skipped".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CGO_ENABLED=0 GOOS=linux GOARCH="${GOARCH:-amd64}"
@@ -29,6 +33,13 @@ for d in $(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./..
   entries+=("$name:$rel")
 done
 go build -ldflags='-s -w' -o .gpu/smoke ./cmd/smoke
+examples=()
+for d in examples/*/; do
+  [ -e "$d/main.go" ] || continue
+  name=$(basename "$d")
+  go build -ldflags='-s -w' -o ".gpu/example-$name" "./$d"
+  examples+=("$name")
+done
 cp tests/cbench/cbench.c .gpu/cbench.c
 
 {
@@ -37,11 +48,25 @@ cp tests/cbench/cbench.c .gpu/cbench.c
   echo 'root=$(cd "$(dirname "$0")/.." && pwd); cd "$root"'
   echo 'logs=$root/.gpu/logs; out=${OUT:-$logs}; mkdir -p "$logs" "$out"'
   echo "entries=(${entries[*]})"
+  echo "examples=(${examples[*]})"
   cat <<'RUN'
 passed=0; failed=0; skipped=0; bad=()
 echo "== smoke"; ./.gpu/smoke 2>&1 | tee "$out/smoke.log"; s=${PIPESTATUS[0]}
 if [ "$s" = 0 ]; then passed=$((passed+1)); else failed=$((failed+1)); bad+=(smoke); fi
-rm -f "$out/tests.log" "$out/bench.log" "$out/memcheck.log"
+echo "== smoke -json"; ./.gpu/smoke -json >"$out/smoke.json" 2>"$logs/smoke-json.err"; s=$?
+cat "$logs/smoke-json.err"
+if [ "$s" = 0 ] && grep -q '"result": "PASS"' "$out/smoke.json"; then
+  passed=$((passed+1)); echo "   PASS, report in $out/smoke.json"
+else
+  failed=$((failed+1)); bad+=(smoke-json); echo "   exit $s"; head -40 "$out/smoke.json"
+fi
+rm -f "$out/tests.log" "$out/bench.log" "$out/memcheck.log" "$out/examples.log"
+for name in "${examples[@]}"; do
+  echo "== example $name"
+  ./.gpu/example-"$name" >"$logs/example-$name.log" 2>&1; s=$?
+  cat "$logs/example-$name.log"; { echo "=== $name (exit $s)"; cat "$logs/example-$name.log"; } >>"$out/examples.log"
+  if [ "$s" = 0 ]; then passed=$((passed+1)); else failed=$((failed+1)); bad+=("example-$name"); echo "   exit $s"; fi
+done
 for e in "${entries[@]}"; do
   name=${e%%:*}; dir=${e#*:}
   echo "== $name ($dir)"
@@ -82,4 +107,4 @@ echo "$passed passed, $failed failed, $skipped skipped"
 RUN
 } > .gpu/run.sh
 chmod +x .gpu/run.sh
-echo "built $(ls .gpu/*.test | wc -l) test binaries and smoke into .gpu/ for $GOOS/$GOARCH"
+echo "built $(ls .gpu/*.test | wc -l) test binaries, smoke and ${#examples[@]} examples (${examples[*]}) into .gpu/ for $GOOS/$GOARCH"

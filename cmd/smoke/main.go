@@ -1,66 +1,139 @@
-// Command smoke checks that purecuda can reach the GPU: it opens the CUDA
-// driver and NVRTC, reports where it found them and their versions, and
-// resolves every driver entry point.
+// Command smoke is the first thing to run on a new machine: it checks, with
+// purecuda's public API only, that Go can reach the GPU, and says what is
+// missing when it cannot.
 //
-//	go run ./cmd/smoke
+//	go run github.com/purecuda/cuda/cmd/smoke@latest
+//	go run github.com/purecuda/cuda/cmd/smoke@latest -json
 //
-// Exit status: 0 when the driver loads and initialises, 2 when it cannot be
-// found or started (the message lists every place that was tried), 1 when
-// something else fails.
+// It runs these steps, each timed and reported on its own line:
+//
+//	driver    find and open libcuda (nvcuda.dll), cuInit: its path and CUDA version
+//	nvrtc     find and open NVRTC: its path and version
+//	devices   list every device: name, sm_XX, memory, multiprocessors
+//	compile   compile a small kernel with NVRTC for the chosen device
+//	launch    load it, launch it over a million elements and check every result exactly
+//
+// and ends with PASS or FAIL and the counts. The driver and NVRTC are both
+// reported even when one of them is missing.
+//
+// # Flags
+//
+//	-device N   the device to compile for and launch on (default 0)
+//	-json       print one JSON report on stdout instead of text (same facts)
+//	-v          more detail: the places searched, the NVRTC options and log
+//	-h          print this usage
+//
+// # Exit status
+//
+//	0  every step passed
+//	1  a step failed: the report names it and the CUDA or NVRTC error; this
+//	   includes NVRTC missing or a broken PURECUDA_LIBNVRTC on a machine that
+//	   has a GPU
+//	2  no usable GPU: no CUDA driver library (the report lists every place
+//	   searched and what to install), an unsupported operating system, no CUDA
+//	   device, or a -device that this machine does not have; also a usage error
+//
+// The binary needs no Go and no CUDA toolkit where it runs: build it with
+// CGO_ENABLED=0 (GOOS=linux GOARCH=arm64 for Grace or Jetson machines) and copy
+// it to the GPU machine. It needs the NVIDIA driver (libcuda) and, for the
+// compile and launch steps, NVRTC.
+//
+// Environment: PURECUDA_LIBCUDA and PURECUDA_LIBNVRTC name a library's full
+// path; when set, that path is the only one tried (see package loader).
 package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/purecuda/cuda/internal/cu"
-	"github.com/purecuda/cuda/internal/rtc"
-	"github.com/purecuda/cuda/loader"
+	"strings"
 )
 
-func main() { os.Exit(run(os.Stdout, os.Stderr)) }
+// Exit statuses.
+const (
+	exitPass  = 0
+	exitFail  = 1
+	exitNoGPU = 2 // also usage errors, as Go's own tools use 2
+)
 
-func run(stdout, stderr io.Writer) int {
-	path, version, err := cu.Load()
-	if err != nil {
-		fmt.Fprintf(stderr, "smoke: the CUDA driver is not available:\n%v\n", err)
-		if errors.Is(err, loader.ErrNotFound) {
-			return 2
+// config is what the flags chose.
+type config struct {
+	device  int
+	json    bool
+	verbose bool
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+const usageText = `usage: smoke [-device N] [-json] [-v]
+
+smoke checks that purecuda can use this machine's GPU: it opens the CUDA
+driver and NVRTC, lists the devices, compiles a kernel with NVRTC, launches
+it and checks the result. Each step is timed and reported on its own line.
+
+Flags:
+`
+
+const exitText = `
+Exit status:
+  0  every step passed
+  1  a step failed (the report names it and the CUDA or NVRTC error);
+     NVRTC missing, or a broken PURECUDA_LIBNVRTC, on a machine with a GPU
+  2  no usable GPU: no CUDA driver, an unsupported OS, no device, or no
+     device -device N; also a usage error
+
+Environment:
+  PURECUDA_LIBCUDA   full path of libcuda.so.1 / nvcuda.dll (the only one tried)
+  PURECUDA_LIBNVRTC  full path of libnvrtc.so.13 / nvrtc64_130_0.dll (likewise)
+`
+
+// run is the whole command: it parses args, runs the steps and writes the
+// report, and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	var cfg config
+	fs := flag.NewFlagSet("smoke", flag.ContinueOnError)
+	fs.IntVar(&cfg.device, "device", 0, "the device `N` to compile for and launch on")
+	fs.BoolVar(&cfg.json, "json", false, "print one machine-readable JSON report instead of text")
+	fs.BoolVar(&cfg.verbose, "v", false, "more detail: places searched, NVRTC options and log")
+	usage := func(w io.Writer) {
+		fmt.Fprint(w, usageText)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fmt.Fprint(w, exitText)
+	}
+	fs.SetOutput(io.Discard) // errors are printed below, once
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return exitPass
 		}
-		return 1
-	}
-	fmt.Fprintf(stdout, "driver:  %s (CUDA %s)\n", path, cu.FormatVersion(version))
-	if err := cu.Init(0); err != nil {
-		fmt.Fprintf(stderr, "smoke: cuInit failed: %v\n", err)
-		return 2
-	}
-	var n int32
-	if err := cu.DeviceGetCount(&n); err != nil {
 		fmt.Fprintf(stderr, "smoke: %v\n", err)
-		return 1
+		usage(stderr)
+		return exitNoGPU
 	}
-	fmt.Fprintf(stdout, "devices: %d\n", n)
-	resolved, failed := 0, 0
-	for _, r := range cu.ResolveAll() {
-		if r.Err != nil {
-			failed++
-			fmt.Fprintf(stdout, "  unresolved: %v\n", r.Err)
-			continue
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "smoke: unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
+		usage(stderr)
+		return exitNoGPU
+	}
+	if cfg.device < 0 {
+		fmt.Fprintf(stderr, "smoke: -device %d: a device ordinal is 0 or more\n", cfg.device)
+		usage(stderr)
+		return exitNoGPU
+	}
+
+	var out io.Writer = stdout
+	if cfg.json {
+		out = io.Discard // the JSON report is written once, at the end
+	}
+	rep := runSteps(cfg, steps, &textWriter{w: out, verbose: cfg.verbose})
+	if cfg.json {
+		if err := writeJSON(stdout, rep); err != nil {
+			fmt.Fprintf(stderr, "smoke: writing the report: %v\n", err)
+			return exitFail
 		}
-		resolved++
 	}
-	fmt.Fprintf(stdout, "entry points: %d resolved, %d not available\n", resolved, failed)
-	if p, err := rtc.Load(); err != nil {
-		fmt.Fprintf(stdout, "nvrtc:   not available (%v)\n", err)
-	} else {
-		var major, minor int32
-		if err := rtc.Version(&major, &minor); err != nil {
-			fmt.Fprintf(stdout, "nvrtc:   %s (version unknown: %v)\n", p, err)
-		} else {
-			fmt.Fprintf(stdout, "nvrtc:   %s (%d.%d)\n", p, major, minor)
-		}
-	}
-	return 0
+	return rep.ExitCode
 }
