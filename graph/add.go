@@ -1,0 +1,577 @@
+package graph
+
+import (
+	"fmt"
+	"reflect"
+	"unsafe"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// Builder adds nodes that depend on a set of nodes: g.After(a, b).Kernel(…)
+// runs after a and b. The Graph's own add methods add root nodes.
+type Builder struct {
+	g    *Graph
+	deps []Node
+}
+
+// After returns a Builder whose nodes depend on deps, which must be live
+// nodes of g (checked when a node is added).
+func (g *Graph) After(deps ...Node) Builder { return Builder{g: g, deps: deps} }
+
+// Empty adds an empty node (cuGraphAddEmptyNode) as a root.
+func (g *Graph) Empty() (Node, error) { return g.After().Empty() }
+
+// Join adds an empty node that depends on nodes: a barrier.
+func (g *Graph) Join(nodes ...Node) (Node, error) { return g.After(nodes...).Empty() }
+
+// Kernel adds a root kernel node; see Builder.Kernel.
+func (g *Graph) Kernel(fn *driver.Function, cfg driver.LaunchConfig, args ...any) (Node, error) {
+	return g.After().Kernel(fn, cfg, args...)
+}
+
+// KernelArgs adds a root kernel node from prepared Args; see
+// Builder.KernelArgs.
+func (g *Graph) KernelArgs(a *driver.Args, cfg driver.LaunchConfig) (Node, error) {
+	return g.After().KernelArgs(a, cfg)
+}
+
+// HostFunc adds a root host node; see Builder.HostFunc.
+func (g *Graph) HostFunc(f func()) (Node, error) { return g.After().HostFunc(f) }
+
+// Memset adds a root memset node; see Builder.Memset.
+func (g *Graph) Memset(dst Operand, value uint32, elemSize int) (Node, error) {
+	return g.After().Memset(dst, value, elemSize)
+}
+
+// Memcpy adds a root memcpy node; see Builder.Memcpy.
+func (g *Graph) Memcpy(dst, src Operand) (Node, error) { return g.After().Memcpy(dst, src) }
+
+// MemAlloc adds a root memory-alloc node; see Builder.MemAlloc.
+func (g *Graph) MemAlloc(bytes int, o MemAllocOptions) (Node, driver.DevicePtr, error) {
+	return g.After().MemAlloc(bytes, o)
+}
+
+// MemFree adds a root memory-free node; see Builder.MemFree.
+func (g *Graph) MemFree(p driver.DevicePtr) (Node, error) { return g.After().MemFree(p) }
+
+// Child adds a root child-graph node; see Builder.Child.
+func (g *Graph) Child(child *Graph) (Node, error) { return g.After().Child(child) }
+
+// EventRecord adds a root event-record node; see Builder.EventRecord.
+func (g *Graph) EventRecord(e *driver.Event) (Node, error) { return g.After().EventRecord(e) }
+
+// EventWait adds a root event-wait node; see Builder.EventWait.
+func (g *Graph) EventWait(e *driver.Event) (Node, error) { return g.After().EventWait(e) }
+
+func (b Builder) check(op string) error {
+	if b.g == nil {
+		return invalid(op, "nil graph")
+	}
+	return nil
+}
+
+// Empty adds an empty node (cuGraphAddEmptyNode): a join point.
+func (b Builder) Empty() (Node, error) {
+	const op = "Graph.Empty"
+	if err := b.check(op); err != nil {
+		return Node{}, err
+	}
+	g := b.g
+	return g.add(op, b.deps, nil, func(d *cu.CUgraphNode, n uintptr) error {
+		return cu.GraphAddEmptyNode(&g.scr.node, g.h, d, n)
+	})
+}
+
+// Kernel adds a kernel node (cuGraphAddKernelNode) that launches fn with
+// args, which are what Stream.Launch takes and are checked against the
+// kernel the same way. The node holds fn's module or library and every
+// buffer among args for as long as the graph or anything made from it
+// may run it.
+func (b Builder) Kernel(fn *driver.Function, cfg driver.LaunchConfig, args ...any) (Node, error) {
+	const op = "Graph.Kernel"
+	if err := b.check(op); err != nil {
+		return Node{}, err
+	}
+	if fn == nil {
+		return Node{}, invalid(op, "nil function")
+	}
+	if err := checkConfig(op, cfg); err != nil {
+		return Node{}, err
+	}
+	g := b.g
+	p, err := fn.Marshal(g.ctx, args...)
+	if err != nil {
+		return Node{}, err
+	}
+	var rb [8]lifetime.Ref
+	refs := p.TakeRefs(rb[:0])
+	var ob [8]lifetime.Owner
+	owners := ob[:0]
+	for _, r := range refs {
+		owners = append(owners, r)
+	}
+	fh, kern := fn.Handles()
+	params := p.Pointer()
+	node, err := g.add(op, b.deps, owners, func(d *cu.CUgraphNode, n uintptr) error {
+		return cu.GraphAddKernelNode(&g.scr.node, g.h, d, n, g.kernelParams(cfg, fh, kern, params))
+	})
+	p.Free()
+	return node, err
+}
+
+// KernelArgs adds a kernel node from Args made with Function.NewArgs; the
+// node copies their current values and holds the Args (their buffers and
+// module) for as long as it may run.
+func (b Builder) KernelArgs(a *driver.Args, cfg driver.LaunchConfig) (Node, error) {
+	const op = "Graph.KernelArgs"
+	if err := b.check(op); err != nil {
+		return Node{}, err
+	}
+	if err := checkConfig(op, cfg); err != nil {
+		return Node{}, err
+	}
+	fn := a.Function()
+	if c := fn.Context(); c != nil && !c.Same(b.g.ctx) {
+		return Node{}, invalid(op, "the kernel belongs to another context than the graph")
+	}
+	ref, err := a.Hold()
+	if err != nil {
+		return Node{}, err
+	}
+	g := b.g
+	var node Node
+	err = a.Raw(func(fh uintptr, params unsafe.Pointer) error {
+		_, kern := fn.Handles()
+		var err error
+		node, err = g.add(op, b.deps, []lifetime.Owner{ref}, func(d *cu.CUgraphNode, n uintptr) error {
+			return cu.GraphAddKernelNode(&g.scr.node, g.h, d, n, g.kernelParams(cfg, fh, kern, params))
+		})
+		ref = lifetime.Ref{} // add owns it now
+		return err
+	})
+	_ = ref.Release() // when Raw failed before add took it
+	return node, err
+}
+
+// kernelParams fills the graph's kernel-node parameter block; g.mu is held.
+func (g *Graph) kernelParams(cfg driver.LaunchConfig, fh, kern uintptr, params unsafe.Pointer) *cu.CUDA_KERNEL_NODE_PARAMS_v2 {
+	fillKernel(&g.scr.kernel, cfg, fh, kern, params, g.ctx)
+	return &g.scr.kernel
+}
+
+// fillKernel fills a kernel-node parameter block: a module kernel by its
+// CUfunction, a library kernel by its CUkernel in ctx.
+func fillKernel(kp *cu.CUDA_KERNEL_NODE_PARAMS_v2, cfg driver.LaunchConfig, fh, kern uintptr, params unsafe.Pointer, ctx *driver.Context) {
+	*kp = cu.CUDA_KERNEL_NODE_PARAMS_v2{
+		GridDimX: uint32(cfg.Grid.X), GridDimY: uint32(cfg.Grid.Y), GridDimZ: uint32(cfg.Grid.Z),
+		BlockDimX: uint32(cfg.Block.X), BlockDimY: uint32(cfg.Block.Y), BlockDimZ: uint32(cfg.Block.Z),
+		SharedMemBytes: uint32(cfg.SharedMem), KernelParams: (*unsafe.Pointer)(params),
+	}
+	if kern != 0 {
+		kp.Kern, kp.Ctx = cu.CUkernel(kern), cu.CUcontext(ctx.Handle())
+	} else {
+		kp.Func = cu.CUfunction(fh)
+	}
+}
+
+func checkConfig(op string, cfg driver.LaunchConfig) error {
+	for i, v := range [6]int{cfg.Grid.X, cfg.Grid.Y, cfg.Grid.Z, cfg.Block.X, cfg.Block.Y, cfg.Block.Z} {
+		if v < 1 || v > 1<<31-1 {
+			return invalid(op, "%s dimension %c = %d", [2]string{"grid", "block"}[i/3], "xyz"[i%3], v)
+		}
+	}
+	if cfg.SharedMem < 0 || cfg.SharedMem > 1<<31-1 {
+		return invalid(op, "shared memory %d", cfg.SharedMem)
+	}
+	if cfg.Cluster != (driver.Dim3{}) || cfg.Cooperative {
+		return invalid(op, "cluster and cooperative launches are not offered for graph nodes")
+	}
+	return nil
+}
+
+// callbackOwner unregisters a host node's callback when released.
+type callbackOwner uintptr
+
+func (c callbackOwner) Release() error {
+	lifetime.Unregister(uintptr(c))
+	return nil
+}
+
+// HostFunc adds a host node (cuGraphAddHostNode) that runs f every time the
+// graph runs, on a goroutine of purecuda's while a CUDA thread waits. f is
+// held for as long as the graph or anything made from it may run it. It
+// must not call CUDA. A panic or runtime.Goexit in f is contained and
+// reported by Exec.Err.
+func (b Builder) HostFunc(f func()) (Node, error) {
+	const op = "Graph.HostFunc"
+	if err := b.check(op); err != nil {
+		return Node{}, err
+	}
+	if f == nil {
+		return Node{}, invalid(op, "nil function")
+	}
+	tramp, err := lifetime.HostFn()
+	if err != nil {
+		return Node{}, err
+	}
+	g := b.g
+	id := lifetime.Register(lifetime.Callback{Fn: f, Sink: g.sink})
+	return g.add(op, b.deps, []lifetime.Owner{callbackOwner(id)}, func(d *cu.CUgraphNode, n uintptr) error {
+		g.scr.host = cu.CUDA_HOST_NODE_PARAMS_v1{Fn: cu.CUhostFn(tramp), UserData: idPointer(id)}
+		return cu.GraphAddHostNode(&g.scr.node, g.h, d, n, &g.scr.host)
+	})
+}
+
+// Memset adds a memset node (cuGraphAddMemsetNode) that sets every
+// elemSize-byte element (1, 2 or 4) of dst, which must be device memory,
+// to value. dst is held for as long as the node may run.
+func (b Builder) Memset(dst Operand, value uint32, elemSize int) (Node, error) {
+	const op = "Graph.Memset"
+	if err := b.check(op); err != nil {
+		return Node{}, err
+	}
+	if elemSize != 1 && elemSize != 2 && elemSize != 4 {
+		return Node{}, invalid(op, "element size %d (want 1, 2 or 4)", elemSize)
+	}
+	if elemSize < 4 && value >= 1<<(8*elemSize) {
+		return Node{}, invalid(op, "value %#x does not fit %d bytes", value, elemSize)
+	}
+	o, err := dst.resolve(op)
+	if err != nil {
+		return Node{}, err
+	}
+	if o.host {
+		o.release()
+		return Node{}, invalid(op, "memset nodes set device memory only")
+	}
+	if o.bytes == 0 || o.bytes%elemSize != 0 {
+		o.release()
+		return Node{}, invalid(op, "%d bytes are not a positive multiple of %d", o.bytes, elemSize)
+	}
+	g := b.g
+	return g.add(op, b.deps, o.owners(), func(d *cu.CUgraphNode, n uintptr) error {
+		g.scr.set = cu.CUDA_MEMSET_NODE_PARAMS_v1{Dst: cu.CUdeviceptr(uintptr(o.ptr)), Value: value, ElementSize: uint32(elemSize),
+			Width: uintptr(o.bytes / elemSize), Height: 1}
+		return cu.GraphAddMemsetNode(&g.scr.node, g.h, d, n, &g.scr.set, cu.CUcontext(g.ctx.Handle()))
+	})
+}
+
+// Memcpy adds a memcpy node (cuGraphAddMemcpyNode) that copies all of src
+// into the start of dst. Each side may be device memory, pinned host memory
+// or a Go slice; both are held (a Go slice pinned) for as long as the node
+// may run.
+func (b Builder) Memcpy(dst, src Operand) (Node, error) {
+	const op = "Graph.Memcpy"
+	if err := b.check(op); err != nil {
+		return Node{}, err
+	}
+	d, err := dst.resolve(op)
+	if err != nil {
+		return Node{}, err
+	}
+	s, err := src.resolve(op)
+	if err != nil {
+		d.release()
+		return Node{}, err
+	}
+	if s.bytes == 0 || s.bytes > d.bytes {
+		d.release()
+		s.release()
+		return Node{}, invalid(op, "copy of %d bytes into %d", s.bytes, d.bytes)
+	}
+	g := b.g
+	var ob [2]lifetime.Owner
+	owners := append(append(ob[:0], d.owners()...), s.owners()...)
+	return g.add(op, b.deps, owners, func(dp *cu.CUgraphNode, n uintptr) error {
+		c := &g.scr.copy
+		*c = cu.CUDA_MEMCPY3D_v2{WidthInBytes: uintptr(s.bytes), Height: 1, Depth: 1}
+		c.SrcMemoryType, c.SrcHost, c.SrcDevice = s.side()
+		c.DstMemoryType, c.DstHost, c.DstDevice = d.side()
+		return cu.GraphAddMemcpyNode(&g.scr.node, g.h, dp, n, c, cu.CUcontext(g.ctx.Handle()))
+	})
+}
+
+// MemAllocOptions are the options of a memory-alloc node.
+type MemAllocOptions struct {
+	// AccessFrom are other devices given read-write access to the memory
+	// (the graph's own device always has it).
+	AccessFrom []*driver.Device
+}
+
+// MemAlloc adds a memory-alloc node (cuGraphAddMemAllocNode): bytes of
+// device memory on the graph's device, allocated when the node runs, at the
+// address returned, which later nodes may use (as a DevicePtr argument or a
+// DevicePtr operand). The graph owns the memory: free it with a MemFree
+// node, or let an executable made with AutoFreeOnLaunch free it.
+func (b Builder) MemAlloc(bytes int, o MemAllocOptions) (Node, driver.DevicePtr, error) {
+	const op = "Graph.MemAlloc"
+	if err := b.check(op); err != nil {
+		return Node{}, 0, err
+	}
+	if bytes <= 0 {
+		return Node{}, 0, invalid(op, "%d bytes", bytes)
+	}
+	if len(o.AccessFrom) > maxPeers {
+		return Node{}, 0, invalid(op, "%d peer devices (at most %d)", len(o.AccessFrom), maxPeers)
+	}
+	dev := b.g.ctx.Device()
+	for _, p := range o.AccessFrom {
+		if p.Ordinal() < 0 {
+			return Node{}, 0, invalid(op, "nil or zero peer device")
+		}
+	}
+	g := b.g
+	var ptr driver.DevicePtr
+	node, err := g.add(op, b.deps, nil, func(d *cu.CUgraphNode, n uintptr) error {
+		a := &g.scr.alloc
+		*a = cu.CUDA_MEM_ALLOC_NODE_PARAMS{Bytesize: uintptr(bytes)}
+		a.PoolProps.AllocType = cu.CU_MEM_ALLOCATION_TYPE_PINNED
+		a.PoolProps.Location = cu.CUmemLocation{Type: cu.CU_MEM_LOCATION_TYPE_DEVICE, Id: int32(dev.Ordinal())}
+		for i, p := range o.AccessFrom {
+			g.scr.access[i] = cu.CUmemAccessDesc{
+				Location: cu.CUmemLocation{Type: cu.CU_MEM_LOCATION_TYPE_DEVICE, Id: int32(p.Ordinal())},
+				Flags:    cu.CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+			}
+		}
+		if len(o.AccessFrom) > 0 {
+			a.AccessDescs, a.AccessDescCount = &g.scr.access[0], uintptr(len(o.AccessFrom))
+		}
+		if err := cu.GraphAddMemAllocNode(&g.scr.node, g.h, d, n, a); err != nil {
+			return err
+		}
+		ptr = driver.DevicePtr(a.Dptr)
+		return nil
+	})
+	return node, ptr, err
+}
+
+// MemFree adds a memory-free node (cuGraphAddMemFreeNode) for memory a
+// MemAlloc node of this graph allocated.
+func (b Builder) MemFree(p driver.DevicePtr) (Node, error) {
+	const op = "Graph.MemFree"
+	if err := b.check(op); err != nil {
+		return Node{}, err
+	}
+	if p == 0 {
+		return Node{}, invalid(op, "nil address")
+	}
+	g := b.g
+	return g.add(op, b.deps, nil, func(d *cu.CUgraphNode, n uintptr) error {
+		return cu.GraphAddMemFreeNode(&g.scr.node, g.h, d, n, cu.CUdeviceptr(p))
+	})
+}
+
+// Child adds a child-graph node (cuGraphAddChildGraphNode) that runs a copy
+// of child. What child's nodes hold stays alive as long as this graph or
+// anything made from it may run the copy, even after child is closed.
+func (b Builder) Child(child *Graph) (Node, error) {
+	const op = "Graph.Child"
+	if err := b.check(op); err != nil {
+		return Node{}, err
+	}
+	g := b.g
+	if child == g {
+		return Node{}, invalid(op, "a graph cannot be its own child")
+	}
+	if err := child.acquire(op); err != nil {
+		return Node{}, err
+	}
+	defer child.release()
+	if !child.ctx.Same(g.ctx) {
+		return Node{}, invalid(op, "the child graph belongs to another context")
+	}
+	// The copy embedded in the node uses what child's tables hold: g takes
+	// its own reference on each of child's user objects.
+	child.mu.Lock()
+	uos := append([]cu.CUuserObject(nil), child.uos...)
+	child.shared()
+	child.mu.Unlock()
+	if child.root != nil {
+		return Node{}, invalid(op, "a body graph belongs to its node and cannot be a child")
+	}
+	t := g.top() // a body's root holds the user objects
+	return g.add(op, b.deps, nil, func(d *cu.CUgraphNode, n uintptr) error {
+		for i, uo := range uos {
+			if err := cu.GraphRetainUserObject(t.h, uo, 1, 0); err != nil {
+				for _, r := range uos[:i] {
+					_ = cu.GraphReleaseUserObject(t.h, r, 1)
+				}
+				return err
+			}
+		}
+		if err := cu.GraphAddChildGraphNode(&g.scr.node, g.h, d, n, child.h); err != nil {
+			for _, r := range uos {
+				_ = cu.GraphReleaseUserObject(t.h, r, 1)
+			}
+			return err
+		}
+		if t != g {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+		}
+		t.uos = append(t.uos, uos...)
+		return nil
+	})
+}
+
+// EventRecord adds an event-record node (cuGraphAddEventRecordNode); the
+// event is held for as long as the node may run.
+func (b Builder) EventRecord(e *driver.Event) (Node, error) {
+	return b.event("Graph.EventRecord", e, cu.GraphAddEventRecordNode)
+}
+
+// EventWait adds an event-wait node (cuGraphAddEventWaitNode); the event is
+// held for as long as the node may run.
+func (b Builder) EventWait(e *driver.Event) (Node, error) {
+	return b.event("Graph.EventWait", e, cu.GraphAddEventWaitNode)
+}
+
+func (b Builder) event(op string, e *driver.Event, addFn func(*cu.CUgraphNode, cu.CUgraph, *cu.CUgraphNode, uintptr, cu.CUevent) error) (Node, error) {
+	if err := b.check(op); err != nil {
+		return Node{}, err
+	}
+	ref, err := e.Hold()
+	if err != nil {
+		return Node{}, err
+	}
+	g := b.g
+	if !e.Context().Same(g.ctx) {
+		_ = ref.Release()
+		return Node{}, invalid(op, "the event belongs to another context than the graph")
+	}
+	h := cu.CUevent(e.Handle())
+	return g.add(op, b.deps, []lifetime.Owner{ref}, func(d *cu.CUgraphNode, n uintptr) error {
+		return addFn(&g.scr.node, g.h, d, n, h)
+	})
+}
+
+// DeviceMemory is device memory a memcpy or memset node can name: a
+// *driver.Buffer of any element type.
+type DeviceMemory interface {
+	Ptr() driver.DevicePtr
+	Size() int
+	Hold() (lifetime.Ref, error)
+}
+
+// Operand is one side of a memcpy node or the target of a memset node.
+// Make one with Device, Host, Slice or Raw. An Operand holds nothing until
+// a node is added with it.
+type Operand struct {
+	dev    DeviceMemory
+	host   hostMemory
+	ptr    unsafe.Pointer // Slice: the Go array, pinned at add; Raw: the address
+	bytes  int
+	isHost bool
+	pin    bool
+	owner  lifetime.Owner
+	err    error
+}
+
+type hostMemory interface {
+	Pointer() unsafe.Pointer
+	Hold() (lifetime.Ref, error)
+}
+
+// Device is device memory (a *driver.Buffer), held by the node.
+func Device(m DeviceMemory) Operand {
+	if m == nil || reflect.ValueOf(m).IsNil() {
+		return Operand{err: fmt.Errorf("nil device memory: %w", driver.ErrInvalidArgument)}
+	}
+	return Operand{dev: m}
+}
+
+// Host is pinned host memory (a *driver.HostBuffer), held by the node.
+func Host[T any](h *driver.HostBuffer[T]) Operand {
+	if h == nil {
+		return Operand{err: fmt.Errorf("nil host buffer: %w", driver.ErrInvalidArgument)}
+	}
+	return Operand{host: h, bytes: h.Len() * int(unsafe.Sizeof(*new(T))), isHost: true}
+}
+
+// Slice is ordinary Go memory, pinned (runtime.Pinner) from the node's add
+// for as long as the node may run. Its element type must hold no Go
+// pointers. Do not grow it past its capacity meanwhile: the node keeps the
+// original array.
+func Slice[T any](s []T) Operand {
+	if !driver.PlainData(reflect.TypeFor[T]()) {
+		return Operand{err: fmt.Errorf("slice of %s, which holds Go pointers: %w", reflect.TypeFor[T](), driver.ErrInvalidArgument)}
+	}
+	if len(s) == 0 {
+		return Operand{err: fmt.Errorf("empty slice: %w", driver.ErrInvalidArgument)}
+	}
+	return Operand{ptr: unsafe.Pointer(unsafe.SliceData(s)), bytes: len(s) * int(unsafe.Sizeof(s[0])), isHost: true, pin: true}
+}
+
+// Raw is memory purecuda does not manage: bytes at addr, host or device
+// memory. owner, if not nil, is held for as long as the node may run and
+// then released (the graph takes it, also when the add fails).
+func Raw(addr uintptr, bytes int, host bool, owner lifetime.Owner) Operand {
+	if addr == 0 || bytes <= 0 {
+		return Operand{err: fmt.Errorf("raw operand at %#x of %d bytes: %w", addr, bytes, driver.ErrInvalidArgument), owner: owner}
+	}
+	return Operand{ptr: *(*unsafe.Pointer)(unsafe.Pointer(&addr)), bytes: bytes, isHost: host, owner: owner}
+}
+
+// resolved is an Operand with its memory held: owner must be released
+// unless handed to an add.
+type resolved struct {
+	ptr   unsafe.Pointer
+	bytes int
+	host  bool
+	owner lifetime.Owner
+}
+
+func (o resolved) owners() []lifetime.Owner {
+	if o.owner == nil {
+		return nil
+	}
+	return []lifetime.Owner{o.owner}
+}
+
+func (o resolved) release() {
+	if o.owner != nil {
+		_ = o.owner.Release()
+	}
+}
+
+func (o resolved) side() (cu.CUmemorytype, unsafe.Pointer, cu.CUdeviceptr) {
+	if o.host {
+		return cu.CU_MEMORYTYPE_HOST, o.ptr, 0
+	}
+	return cu.CU_MEMORYTYPE_DEVICE, nil, cu.CUdeviceptr(uintptr(o.ptr))
+}
+
+// resolve holds the operand's memory and reads its address.
+func (o Operand) resolve(op string) (resolved, error) {
+	if o.err != nil {
+		if o.owner != nil {
+			_ = o.owner.Release()
+		}
+		return resolved{}, fmt.Errorf("graph: %s: %w", op, o.err)
+	}
+	switch {
+	case o.dev != nil:
+		ref, err := o.dev.Hold()
+		if err != nil {
+			return resolved{}, err
+		}
+		p := uintptr(o.dev.Ptr())
+		if p == 0 { // closed between Hold and Ptr: the memory is held, but no new use
+			_ = ref.Release()
+			return resolved{}, closed(op, "device memory")
+		}
+		return resolved{ptr: *(*unsafe.Pointer)(unsafe.Pointer(&p)), bytes: o.dev.Size(), owner: ref}, nil
+	case o.host != nil:
+		ref, err := o.host.Hold()
+		if err != nil {
+			return resolved{}, err
+		}
+		return resolved{ptr: o.host.Pointer(), bytes: o.bytes, host: true, owner: ref}, nil
+	case o.pin:
+		return resolved{ptr: o.ptr, bytes: o.bytes, host: true, owner: lifetime.Pin(o.ptr)}, nil
+	}
+	return resolved{ptr: o.ptr, bytes: o.bytes, host: o.isHost, owner: o.owner}, nil
+}

@@ -1,0 +1,80 @@
+// Package graph builds explicit CUDA graphs whose nodes can never point at
+// freed memory.
+//
+// A CUDA graph node records raw device addresses, host addresses and
+// function pointers; the driver copies argument values and keeps nothing
+// alive. In this package every node holds what it names — device buffers,
+// pinned host buffers, Go slices (pinned), kernels' modules and libraries,
+// events, host callbacks, the memory of child graphs — in an owner table
+// that CUDA keeps as a user object of the graph. Clones and executables
+// take their own references on it, so the owners are released only after
+// the graph, every clone and every executable are closed and their
+// launched work has finished. Callers may close or drop their own handles
+// as soon as a node is added.
+//
+// Package graph sits above driver and lifetime: it is the only package that
+// calls cuGraph* and cuUserObject*.
+//
+// # A complete graph
+//
+// A graph that copies a Go slice to the device, runs a kernel on it, copies
+// the result back and then calls a Go function:
+//
+//	g, err := graph.New(ctx)
+//	defer g.Close()
+//	in := []float32{1, 2, 3, 4}
+//	out := make([]float32, 4)
+//	buf, err := driver.Alloc[float32](ctx, 4)
+//	up, err := g.Memcpy(graph.Device(buf), graph.Slice(in))        // in is pinned for the graph's life
+//	k, err := g.After(up).Kernel(scale, driver.LaunchConfig{Grid: driver.Grid(1), Block: driver.Block(4)}, buf, float32(2), int32(4))
+//	down, err := g.After(k).Memcpy(graph.Slice(out), graph.Device(buf))
+//	_, err = g.After(down).HostFunc(func() { fmt.Println(out) })
+//	buf.Close()                                                    // the graph still holds the memory
+//	exe, err := g.Instantiate()
+//	defer exe.Close()
+//	for i := 0; i < 100; i++ {
+//		err = exe.Launch(s)                                        // replay
+//	}
+//	err = s.Synchronize()
+//	err = exe.Err()                                                // panics in host nodes, if any
+//
+// # Dependencies
+//
+// The Graph's add methods add root nodes; g.After(a, b) returns a Builder
+// whose nodes depend on a and b. AddEdge and RemoveEdge change edges later;
+// an edge that would close a cycle is refused (ErrCycle), and a node of
+// another graph is refused (ErrForeignNode). Nodes, Roots, Edges, Kind,
+// Dependencies, Dependents and the per-kind parameter readers look at a
+// graph; WriteDOT draws it.
+//
+// # Contexts and threads
+//
+// Adding a node needs the graph's context current on the calling thread
+// (without one libcuda crashes). Every call binds it for itself; Batch binds
+// it once for many adds.
+//
+// # Conditional nodes
+//
+// If, IfElse, While and Switch add conditional nodes, which run body graphs
+// on the device depending on a Condition (made with NewCondition) that
+// kernels set with cudaGraphSetConditional — loops and branches with no
+// host round trip. Each returns its bodies as Graphs to fill with the same
+// add methods, conditional nodes included; what body nodes hold is held
+// like anything else the graph holds. Kernels get the condition as
+// Condition.Handle() and declare it with #include <purecuda/graph.h>, which
+// package nvrtc builds in:
+//
+//	loop, err := g.NewCondition(1, graph.AssignDefault) // 1 at each launch
+//	w, body, err := g.While(loop)
+//	_, err = body.Kernel(step, cfg, buf, loop.Handle()) // step clears it to stop
+//
+// If and While need a CUDA 12.3 driver, IfElse and Switch 12.8; on an older
+// one they return an error matching driver.ErrNotSupported.
+//
+// # Concurrency
+//
+// Building one graph from several goroutines is the caller's to
+// synchronise, as in CUDA; purecuda keeps its own bookkeeping consistent
+// regardless. Launching one Exec from several goroutines on different
+// streams is safe.
+package graph

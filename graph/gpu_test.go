@@ -1,0 +1,659 @@
+package graph
+
+import (
+	"bytes"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// one is a launch of a single thread.
+var one = driver.LaunchConfig{Grid: driver.Grid(1), Block: driver.Block(1)}
+
+func memFree(t *testing.T, ctx *driver.Context) int {
+	t.Helper()
+	require.NoError(t, ctx.Synchronize())
+	f, _, err := ctx.MemGetInfo()
+	require.NoError(t, err)
+	return f
+}
+
+// addFill adds fill(buf, v, n) followed by a copy of buf into out, with the
+// buffer passed inline and dropped at once: the graph is its only holder.
+func addFill(t *testing.T, e *testEnv, g *Graph, n int, v int32, out []int32) Node {
+	t.Helper()
+	buf, err := driver.Alloc[int32](e.ctx, n)
+	require.NoError(t, err)
+	k, err := g.Kernel(e.fn["fill"], cfg(n), buf, v, int32(n))
+	require.NoError(t, err)
+	down, err := g.After(k).Memcpy(Slice(out), Device(buf))
+	require.NoError(t, err)
+	return down
+}
+
+// Must show 1: a buffer passed inline as the only reference to a kernel
+// node's argument survives GC; teardown frees it (counters and MemGetInfo).
+func TestInlineBufferSurvivesGC(t *testing.T) {
+	e, s := setup(t)
+	const n = 16 << 20 // 64 MiB of int32
+	collect()
+	free0 := memFree(t, e.ctx)
+	st0 := lifetime.ReadStats()
+
+	g, err := New(e.ctx)
+	require.NoError(t, err)
+	out := make([]int32, n)
+	addFill(t, e, g, n, 5, out) // the Buffer value is unreachable from here on
+	collect()
+	assert.Less(t, memFree(t, e.ctx), free0-60<<20, "the graph still holds the 64 MiB")
+
+	exe, err := g.Instantiate()
+	require.NoError(t, err)
+	require.NoError(t, g.Close(), "the executable outlives its graph")
+	collect()
+	require.NoError(t, exe.Launch(s))
+	require.NoError(t, s.Synchronize())
+	for _, i := range []int{0, 1, n / 2, n - 1} {
+		require.Equal(t, int32(5+i), out[i])
+	}
+	require.NoError(t, exe.Close())
+	eventually(t, func() bool {
+		st := lifetime.ReadStats()
+		return st.Live <= st0.Live && st.Pinned <= st0.Pinned && st.Objects <= st0.Objects
+	}, "graph owners released")
+	assert.GreaterOrEqual(t, memFree(t, e.ctx), free0-(2<<20), "the memory is back")
+}
+
+// Must show 2: memset and memcpy nodes on buffers their caller closes
+// before the first launch, and a Go slice operand.
+func TestClosedOperandsStayAlive(t *testing.T) {
+	e, s := setup(t)
+	st0 := lifetime.ReadStats()
+	const n = 1000
+	a, err := driver.Alloc[int32](e.ctx, n)
+	require.NoError(t, err)
+	b, err := driver.Alloc[int32](e.ctx, n)
+	require.NoError(t, err)
+	in := make([]int32, n)
+	for i := range in {
+		in[i] = int32(3 * i)
+	}
+	out := make([]int32, n)
+	g, err := New(e.ctx)
+	require.NoError(t, err)
+	set, err := g.Memset(Device(b), 7, 4)
+	require.NoError(t, err)
+	up, err := g.Memcpy(Device(a), Slice(in))
+	require.NoError(t, err)
+	add, err := g.After(set, up).Kernel(e.fn["addTo"], cfg(n), a, b, int32(n))
+	require.NoError(t, err)
+	_, err = g.After(add).Memcpy(Slice(out), Device(b))
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	require.NoError(t, b.Close())
+	in = nil // the graph pinned the array
+	collect()
+	exe, err := g.Instantiate()
+	require.NoError(t, err)
+	for round := 0; round < 3; round++ {
+		clear(out)
+		require.NoError(t, exe.Launch(s))
+		require.NoError(t, s.Synchronize())
+		for i := range out {
+			require.Equal(t, int32(7+3*i), out[i], "element %d, round %d", i, round)
+		}
+	}
+	require.NoError(t, exe.Close())
+	require.NoError(t, g.Close())
+	eventually(t, func() bool {
+		st := lifetime.ReadStats()
+		return st.Live <= st0.Live && st.Pinned <= st0.Pinned && st.Objects <= st0.Objects
+	}, "buffers and pins released")
+}
+
+// Must show 3: a host-callback closure with no other reference runs at
+// every launch and is released after teardown.
+func TestHostCallbackRunsEveryLaunch(t *testing.T) {
+	e, s := setup(t)
+	st0 := lifetime.ReadStats()
+	var count atomic.Int64
+	g, err := New(e.ctx)
+	require.NoError(t, err)
+	k, err := g.Kernel(e.fn["empty"], cfg(1))
+	require.NoError(t, err)
+	func() {
+		f := func() { count.Add(1) }
+		_, err = g.After(k).HostFunc(f)
+		require.NoError(t, err)
+	}()
+	collect()
+	exe, err := g.Instantiate()
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	collect()
+	for i := 0; i < 1000; i++ {
+		require.NoError(t, exe.Launch(s))
+	}
+	require.NoError(t, s.Synchronize())
+	assert.EqualValues(t, 1000, count.Load())
+	assert.NoError(t, exe.Err())
+	require.NoError(t, exe.Close())
+	eventually(t, func() bool { return lifetime.ReadStats().Callbacks <= st0.Callbacks }, "callback released")
+}
+
+// A panic in a host node is contained and reported by Exec.Err.
+func TestHostCallbackPanic(t *testing.T) {
+	e, s := setup(t)
+	g, err := New(e.ctx)
+	require.NoError(t, err)
+	defer g.Close()
+	_, err = g.HostFunc(func() { panic("graph boom") })
+	require.NoError(t, err)
+	exe, err := g.Instantiate()
+	require.NoError(t, err)
+	defer exe.Close()
+	require.NoError(t, exe.Launch(s))
+	require.NoError(t, s.Synchronize())
+	err = exe.Err()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "graph boom")
+	assert.NoError(t, exe.Err(), "reported once")
+}
+
+// Must show 4: a clone runs after its original is closed; an executable
+// after its graph is closed; events, modules and child graphs stay alive.
+func TestCloneExecEventsModulesChildren(t *testing.T) {
+	e, s := setup(t)
+	st0 := lifetime.ReadStats()
+	// A module of our own, closed before any launch.
+	mod, err := e.ctx.LoadModule(e.ptx)
+	require.NoError(t, err)
+	fill, err := mod.Function("fill")
+	require.NoError(t, err)
+	ev, err := e.ctx.NewEvent(driver.EventDisableTiming)
+	require.NoError(t, err)
+
+	const n = 256
+	outChild := make([]int32, n)
+	child, err := New(e.ctx)
+	require.NoError(t, err)
+	buf, err := driver.Alloc[int32](e.ctx, n)
+	require.NoError(t, err)
+	ck, err := child.Kernel(fill, cfg(n), buf, int32(100), int32(n))
+	require.NoError(t, err)
+	_, err = child.After(ck).Memcpy(Slice(outChild), Device(buf))
+	require.NoError(t, err)
+	require.NoError(t, buf.Close())
+
+	g, err := New(e.ctx)
+	require.NoError(t, err)
+	c, err := g.Child(child)
+	require.NoError(t, err)
+	rec, err := g.After(c).EventRecord(ev)
+	require.NoError(t, err)
+	_, err = g.After(rec).EventWait(ev)
+	require.NoError(t, err)
+	require.NoError(t, child.Close())
+	require.NoError(t, mod.Close())
+	require.NoError(t, ev.Close())
+
+	clone, err := g.Clone()
+	require.NoError(t, err)
+	found, err := clone.Find(c)
+	require.NoError(t, err)
+	kind, err := found.Kind()
+	require.NoError(t, err)
+	assert.Equal(t, KindChild, kind)
+	require.NoError(t, g.Close())
+	collect()
+
+	exe, err := clone.Instantiate()
+	require.NoError(t, err)
+	require.NoError(t, clone.Close())
+	collect()
+	require.NoError(t, exe.Launch(s))
+	require.NoError(t, s.Synchronize())
+	for i := range outChild {
+		require.Equal(t, int32(100+i), outChild[i])
+	}
+	require.NoError(t, exe.Close())
+	eventually(t, func() bool {
+		st := lifetime.ReadStats()
+		return st.Live <= st0.Live && st.Objects <= st0.Objects && st.Pinned <= st0.Pinned
+	}, "module, event, buffer and pins released")
+}
+
+// Must show 5: a node whose owner cannot be recorded is removed again.
+func TestRollbackWhenOwnerNotRecorded(t *testing.T) {
+	e, _ := setup(t)
+	st0 := lifetime.ReadStats()
+	g, err := New(e.ctx)
+	require.NoError(t, err)
+	defer g.Close()
+	buf, err := driver.Alloc[int32](e.ctx, 16)
+	require.NoError(t, err)
+	defer buf.Close()
+	injected := errors.New("injected: owner not recorded")
+	testRecordHook = func() error { return injected }
+	_, err = g.Kernel(e.fn["fill"], cfg(16), buf, int32(1), int32(16))
+	_, herr := g.HostFunc(func() {})
+	testRecordHook = nil
+	assert.ErrorIs(t, err, injected)
+	assert.ErrorIs(t, herr, injected)
+	nodes, err := g.Nodes()
+	require.NoError(t, err)
+	assert.Empty(t, nodes, "the driver's node was removed")
+	lifetime.Flush()
+	st := lifetime.ReadStats()
+	assert.LessOrEqual(t, st.Live, st0.Live, "before %+v after %+v", st0, st)
+	assert.LessOrEqual(t, st.Callbacks, st0.Callbacks+1, "only the graph's table destructor: before %+v after %+v", st0, st)
+	// The graph still works afterwards.
+	_, err = g.Kernel(e.fn["fill"], cfg(16), buf, int32(1), int32(16))
+	require.NoError(t, err)
+}
+
+// Introspection: nodes, roots, edges, kinds, dependencies, parameters,
+// DOT, edge changes, cycles, node destruction.
+func TestIntrospection(t *testing.T) {
+	e, _ := setup(t)
+	st0 := lifetime.ReadStats()
+	g, err := New(e.ctx)
+	require.NoError(t, err)
+	defer g.Close()
+	buf, err := driver.Alloc[int32](e.ctx, 64)
+	require.NoError(t, err)
+	set, err := g.Memset(Device(buf), 9, 4)
+	require.NoError(t, err)
+	k, err := g.After(set).Kernel(e.fn["fill"], driver.LaunchConfig{Grid: driver.Grid(2), Block: driver.Block(32)}, buf, int32(1), int32(64))
+	require.NoError(t, err)
+	host := make([]int32, 64)
+	cp, err := g.After(k).Memcpy(Slice(host), Device(buf))
+	require.NoError(t, err)
+	h, err := g.After(cp).HostFunc(func() {})
+	require.NoError(t, err)
+	emp, err := g.Empty()
+	require.NoError(t, err)
+	// Memory nodes live in a graph of their own: CUDA refuses edge removal
+	// and node destruction in graphs that have them.
+	gm, err := New(e.ctx)
+	require.NoError(t, err)
+	defer gm.Close()
+	an, ptr, err := gm.MemAlloc(1<<20, MemAllocOptions{})
+	require.NoError(t, err)
+	fr, err := gm.After(an).MemFree(ptr)
+	require.NoError(t, err)
+
+	nodes, err := g.Nodes()
+	require.NoError(t, err)
+	assert.Len(t, nodes, 5)
+	roots, err := g.Roots()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []Node{set, emp}, roots)
+	edges, err := g.Edges()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []Edge{{set, k}, {k, cp}, {cp, h}}, edges)
+	medges, err := gm.Edges()
+	require.NoError(t, err)
+	assert.Equal(t, []Edge{{an, fr}}, medges)
+	for n, want := range map[Node]Kind{set: KindMemset, k: KindKernel, cp: KindMemcpy, h: KindHost, emp: KindEmpty, an: KindMemAlloc, fr: KindMemFree} {
+		got, err := n.Kind()
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+	}
+	deps, err := k.Dependencies()
+	require.NoError(t, err)
+	assert.Equal(t, []Node{set}, deps)
+	dents, err := k.Dependents()
+	require.NoError(t, err)
+	assert.Equal(t, []Node{cp}, dents)
+
+	kp, err := k.KernelParams()
+	require.NoError(t, err)
+	assert.Equal(t, driver.Dim3{X: 2, Y: 1, Z: 1}, kp.Grid)
+	assert.Equal(t, driver.Dim3{X: 32, Y: 1, Z: 1}, kp.Block)
+	mp, err := set.MemsetParams()
+	require.NoError(t, err)
+	assert.Equal(t, MemsetInfo{Dst: buf.Ptr(), Value: 9, ElemSize: 4, Count: 64, Rows: 1}, mp)
+	cpp, err := cp.MemcpyParams()
+	require.NoError(t, err)
+	assert.Equal(t, 256, cpp.Bytes)
+	assert.True(t, cpp.DstHost)
+	assert.False(t, cpp.SrcHost)
+	assert.Equal(t, uintptr(buf.Ptr()), cpp.Src)
+	ap, err := an.MemAllocParams()
+	require.NoError(t, err)
+	assert.Equal(t, MemAllocInfo{Ptr: ptr, Bytes: 1 << 20}, ap)
+	fp, err := fr.MemFreeParams()
+	require.NoError(t, err)
+	assert.Equal(t, ptr, fp)
+	id, err := h.HostCallbackID()
+	require.NoError(t, err)
+	assert.True(t, lifetime.Pending(id), "the host node's callback is registered")
+
+	var dot bytes.Buffer
+	require.NoError(t, g.WriteDOT(&dot, DOTVerbose))
+	assert.True(t, strings.HasPrefix(dot.String(), "digraph"), dot.String())
+
+	// Edges: add, refuse a cycle and a self-edge, remove.
+	require.NoError(t, g.AddEdge(h, emp))
+	assert.ErrorIs(t, g.AddEdge(emp, set), ErrCycle)
+	assert.ErrorIs(t, g.AddEdge(emp, emp), ErrCycle)
+	require.NoError(t, g.RemoveEdge(h, emp))
+	require.NoError(t, g.AddEdge(emp, set), "no cycle once the edge is gone")
+	require.NoError(t, g.RemoveEdge(emp, set))
+
+	// Destroying a node releases what it held (nothing shared it yet).
+	require.NoError(t, buf.Close())
+	before := lifetime.ReadStats().Live
+	require.NoError(t, cp.Destroy())
+	assert.Equal(t, before-2, lifetime.ReadStats().Live, "the copy's buffer and pinned slice")
+	_, err = cp.Kind()
+	assert.ErrorIs(t, err, ErrDestroyedNode)
+	_, err = g.After(cp).Empty()
+	assert.ErrorIs(t, err, ErrDestroyedNode)
+	require.NoError(t, g.Close())
+	eventually(t, func() bool { return lifetime.ReadStats().Live <= st0.Live }, "owners released")
+}
+
+// Destroying a node after an executable was made keeps its owners for the
+// executable.
+func TestDestroyNodeAfterInstantiateKeepsOwners(t *testing.T) {
+	e, s := setup(t)
+	g, err := New(e.ctx)
+	require.NoError(t, err)
+	defer g.Close()
+	out := make([]int32, 32)
+	down := addFill(t, e, g, 32, 40, out)
+	exe, err := g.Instantiate()
+	require.NoError(t, err)
+	defer exe.Close()
+	require.NoError(t, down.Destroy())
+	collect()
+	require.NoError(t, exe.Launch(s))
+	require.NoError(t, s.Synchronize())
+	assert.Equal(t, int32(40+31), out[31])
+}
+
+// Graph memory nodes: memory allocated and freed inside the graph, used by
+// a kernel and a copy in between.
+func TestMemAllocNodes(t *testing.T) {
+	e, s := setup(t)
+	g, err := New(e.ctx)
+	require.NoError(t, err)
+	defer g.Close()
+	const n = 512
+	an, ptr, err := g.MemAlloc(n*4, MemAllocOptions{})
+	require.NoError(t, err)
+	k, err := g.After(an).Kernel(e.fn["fill"], cfg(n), ptr, int32(-3), int32(n))
+	require.NoError(t, err)
+	out := make([]int32, n)
+	cp, err := g.After(k).Memcpy(Slice(out), Raw(uintptr(ptr), n*4, false, nil))
+	require.NoError(t, err)
+	_, err = g.After(cp).MemFree(ptr)
+	require.NoError(t, err)
+	exe, err := g.Instantiate()
+	require.NoError(t, err)
+	defer exe.Close()
+	for i := 0; i < 3; i++ {
+		require.NoError(t, exe.Launch(s))
+	}
+	require.NoError(t, s.Synchronize())
+	assert.Equal(t, int32(-3+n-1), out[n-1])
+}
+
+// Batch binds once for many adds; adds from inside work as outside.
+func TestBatch(t *testing.T) {
+	e, s := setup(t)
+	g, err := New(e.ctx)
+	require.NoError(t, err)
+	defer g.Close()
+	ctr, err := driver.Alloc[uint64](e.ctx, 1)
+	require.NoError(t, err)
+	defer ctr.Close()
+	require.NoError(t, ctr.Memset32(0))
+	require.NoError(t, g.Batch(func() error {
+		prev, err := g.Kernel(e.fn["incr"], one, ctr)
+		if err != nil {
+			return err
+		}
+		for i := 1; i < 50; i++ {
+			if prev, err = g.After(prev).Kernel(e.fn["incr"], one, ctr); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	exe, err := g.Instantiate()
+	require.NoError(t, err)
+	defer exe.Close()
+	require.NoError(t, exe.Launch(s))
+	require.NoError(t, s.Synchronize())
+	got := make([]uint64, 1)
+	require.NoError(t, ctr.CopyToHost(got))
+	assert.EqualValues(t, 50, got[0])
+}
+
+// Must show 6: no leak over 10,000 cycles of create → 10 nodes with
+// buffers and a callback → instantiate → launch → destroy.
+func TestNoLeakManyCycles(t *testing.T) {
+	e, s := setup(t)
+	cycles := 10000
+	if testing.Short() {
+		cycles = 500
+	}
+	bufs := make([]*driver.Buffer[int32], 4)
+	for i := range bufs {
+		b, err := driver.Alloc[int32](e.ctx, 256)
+		require.NoError(t, err)
+		bufs[i] = b
+	}
+	collect()
+	require.NoError(t, s.Synchronize())
+	free0 := memFree(t, e.ctx)
+	st0 := lifetime.ReadStats()
+	var calls atomic.Int64
+	for c := 0; c < cycles; c++ {
+		g, err := New(e.ctx)
+		require.NoError(t, err)
+		var prev Node
+		for i := 0; i < 9; i++ {
+			b := g.After()
+			if i > 0 {
+				b = g.After(prev)
+			}
+			prev, err = b.Kernel(e.fn["fill"], cfg(256), bufs[i%4], int32(i), int32(256))
+			require.NoError(t, err)
+		}
+		_, err = g.After(prev).HostFunc(func() { calls.Add(1) })
+		require.NoError(t, err)
+		exe, err := g.Instantiate()
+		require.NoError(t, err)
+		require.NoError(t, exe.Launch(s))
+		require.NoError(t, exe.Close())
+		require.NoError(t, g.Close())
+	}
+	require.NoError(t, s.Synchronize())
+	assert.EqualValues(t, cycles, calls.Load())
+	for _, b := range bufs {
+		require.NoError(t, b.Close())
+	}
+	eventually(t, func() bool {
+		st := lifetime.ReadStats()
+		return st.Live <= st0.Live && st.Callbacks <= st0.Callbacks && st.Tables <= st0.Tables
+	}, "everything released")
+	st := lifetime.ReadStats()
+	assert.Equal(t, st.Attached-st0.Attached, st.Released-st0.Released, "released == attached")
+	assert.GreaterOrEqual(t, memFree(t, e.ctx), free0-(2<<20), "device memory back to its start")
+}
+
+// Must show 9: 10,000 graphs destroyed at once from 16 goroutines: the
+// destructors never block a CUDA thread and release everything.
+func TestMassDestroy(t *testing.T) {
+	e, s := setup(t)
+	n := 10000
+	if testing.Short() {
+		n = 1000
+	}
+	buf, err := driver.Alloc[int32](e.ctx, 64)
+	require.NoError(t, err)
+	st0 := lifetime.ReadStats()
+	graphs := make([]*Graph, n)
+	execs := make([]*Exec, n)
+	for i := range graphs {
+		g, err := New(e.ctx)
+		require.NoError(t, err)
+		_, err = g.Kernel(e.fn["fill"], cfg(64), buf, int32(i), int32(64))
+		require.NoError(t, err)
+		_, err = g.HostFunc(func() {})
+		require.NoError(t, err)
+		graphs[i] = g
+		if i%10 == 0 {
+			x, err := g.Instantiate()
+			require.NoError(t, err)
+			require.NoError(t, x.Launch(s))
+			execs[i] = x
+		}
+	}
+	require.NoError(t, buf.Close())
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < n; i += 16 {
+				assert.NoError(t, graphs[i].Close())
+				if execs[i] != nil {
+					assert.NoError(t, execs[i].Close())
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	require.NoError(t, s.Synchronize())
+	eventually(t, func() bool {
+		st := lifetime.ReadStats()
+		return st.Live <= st0.Live && st.Callbacks <= st0.Callbacks && st.Tables <= st0.Tables && st.Objects <= st0.Objects
+	}, "all destructors ran and released")
+	assert.Zero(t, lifetime.ReadStats().ReleaseErrors-st0.ReleaseErrors)
+}
+
+// Must show 8: bad inputs are clear errors.
+func TestBadInputsGPU(t *testing.T) {
+	e, s := setup(t)
+	g, err := New(e.ctx)
+	require.NoError(t, err)
+	other, err := New(e.ctx)
+	require.NoError(t, err)
+	defer other.Close()
+	buf, err := driver.Alloc[int32](e.ctx, 16)
+	require.NoError(t, err)
+	k, err := g.Kernel(e.fn["fill"], cfg(16), buf, int32(0), int32(16))
+	require.NoError(t, err)
+	ok, err := other.Empty()
+	require.NoError(t, err)
+
+	exe, err := g.Instantiate()
+	require.NoError(t, err)
+	assert.ErrorIs(t, exe.Launch(nil), driver.ErrNilStream)
+	_, err = g.After(ok).Empty()
+	assert.ErrorIs(t, err, ErrForeignNode, "node of another graph")
+	assert.ErrorIs(t, g.AddEdge(k, ok), ErrForeignNode)
+	_, err = g.After(Node{}).Empty()
+	assert.ErrorIs(t, err, ErrForeignNode, "zero node")
+	_, err = g.Kernel(nil, cfg(1))
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "nil function")
+	_, err = g.Kernel(e.fn["fill"], cfg(16), buf, int32(0))
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "wrong argument count")
+	_, err = g.Kernel(e.fn["fill"], cfg(16), buf, int64(0), int32(16))
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "wrong argument size")
+	_, err = g.Kernel(e.fn["fill"], driver.LaunchConfig{Grid: driver.Grid(0), Block: driver.Block(1)}, buf, int32(0), int32(16))
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "zero grid")
+	require.NoError(t, buf.Close())
+	_, err = g.Kernel(e.fn["fill"], cfg(16), buf, int32(0), int32(16))
+	assert.ErrorIs(t, err, driver.ErrClosed, "closed buffer as a new argument")
+	_, err = g.Memset(Device(buf), 0, 4)
+	assert.ErrorIs(t, err, driver.ErrClosed)
+	_, err = g.Memcpy(Slice([]int32{}), Slice([]int32{1}))
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "zero-size memcpy")
+	b2, err := driver.Alloc[int32](e.ctx, 4)
+	require.NoError(t, err)
+	defer b2.Close()
+	_, err = g.Memset(Device(b2), 0, 3)
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "bad element size")
+	_, err = g.Memset(Device(b2), 0x1ff, 1)
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "value too wide")
+	_, err = g.Memset(Slice([]int32{1}), 0, 4)
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "memset of host memory")
+	_, err = g.Memcpy(Device(b2), Slice(make([]int32, 5)))
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "copy larger than the destination")
+	_, err = g.Memcpy(Slice([]*int{nil}), Device(b2))
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "slice of pointers")
+	_, err = g.HostFunc(nil)
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
+	_, err = g.Child(g)
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
+	_, _, err = g.MemAlloc(0, MemAllocOptions{})
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
+	_, err = g.EventRecord(nil)
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
+
+	// Destroyed graph and executable used again.
+	require.NoError(t, g.Close())
+	_, err = g.Empty()
+	assert.ErrorIs(t, err, driver.ErrClosed)
+	_, err = k.Kind()
+	assert.ErrorIs(t, err, driver.ErrClosed)
+	_, err = g.Instantiate()
+	assert.ErrorIs(t, err, driver.ErrClosed)
+	require.NoError(t, exe.Close())
+	assert.ErrorIs(t, exe.Launch(s), driver.ErrClosed)
+	assert.NoError(t, exe.Close(), "Close is idempotent")
+	assert.NoError(t, g.Close())
+}
+
+// Launching one executable from several goroutines on different streams.
+func TestConcurrentLaunches(t *testing.T) {
+	e, _ := setup(t)
+	ctr, err := driver.Alloc[uint64](e.ctx, 1)
+	require.NoError(t, err)
+	defer ctr.Close()
+	require.NoError(t, ctr.Memset32(0))
+	g, err := New(e.ctx)
+	require.NoError(t, err)
+	_, err = g.Kernel(e.fn["incr"], one, ctr)
+	require.NoError(t, err)
+	exe, err := g.Instantiate()
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := e.ctx.NewStream(driver.StreamNonBlocking)
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer s.Close()
+			for i := 0; i < 100; i++ {
+				assert.NoError(t, exe.Launch(s))
+				runtime.Gosched()
+			}
+			assert.NoError(t, s.Synchronize())
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, exe.Close())
+	got := make([]uint64, 1)
+	require.NoError(t, ctr.CopyToHost(got))
+	assert.EqualValues(t, 800, got[0])
+}

@@ -1,0 +1,262 @@
+package graph
+
+import (
+	"fmt"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/cu"
+)
+
+// Node is a node of a Graph (CUgraphNode). It is a small value; the zero
+// Node belongs to no graph.
+type Node struct {
+	g *Graph
+	h cu.CUgraphNode
+}
+
+// Graph is the graph the node belongs to (nil for the zero Node).
+func (n Node) Graph() *Graph { return n.g }
+
+// IsZero reports whether n is the zero Node.
+func (n Node) IsZero() bool { return n.g == nil || n.h == 0 }
+
+// Kind is a node's type (CUgraphNodeType).
+type Kind int
+
+// Node kinds.
+const (
+	KindKernel      Kind = Kind(cu.CU_GRAPH_NODE_TYPE_KERNEL)
+	KindMemcpy      Kind = Kind(cu.CU_GRAPH_NODE_TYPE_MEMCPY)
+	KindMemset      Kind = Kind(cu.CU_GRAPH_NODE_TYPE_MEMSET)
+	KindHost        Kind = Kind(cu.CU_GRAPH_NODE_TYPE_HOST)
+	KindChild       Kind = Kind(cu.CU_GRAPH_NODE_TYPE_GRAPH)
+	KindEmpty       Kind = Kind(cu.CU_GRAPH_NODE_TYPE_EMPTY)
+	KindEventWait   Kind = Kind(cu.CU_GRAPH_NODE_TYPE_WAIT_EVENT)
+	KindEventRecord Kind = Kind(cu.CU_GRAPH_NODE_TYPE_EVENT_RECORD)
+	KindMemAlloc    Kind = Kind(cu.CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+	KindMemFree     Kind = Kind(cu.CU_GRAPH_NODE_TYPE_MEM_FREE)
+	KindConditional Kind = Kind(cu.CU_GRAPH_NODE_TYPE_CONDITIONAL)
+)
+
+var kindNames = map[Kind]string{
+	KindKernel: "kernel", KindMemcpy: "memcpy", KindMemset: "memset", KindHost: "host",
+	KindChild: "child graph", KindEmpty: "empty", KindEventWait: "event wait",
+	KindEventRecord: "event record", KindMemAlloc: "memory alloc", KindMemFree: "memory free",
+	KindConditional: "conditional",
+}
+
+// String names the kind.
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// use runs f with n's graph held, locked and bound, after checking n is a
+// live node of it.
+func (n Node) use(op string, f func() error) error {
+	g := n.g
+	if g == nil || n.h == 0 {
+		return fmt.Errorf("graph: %s: zero Node: %w", op, ErrForeignNode)
+	}
+	if err := g.acquire(op); err != nil {
+		return err
+	}
+	defer g.release()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.node(op, n); err != nil {
+		return err
+	}
+	return g.bind(f)
+}
+
+// Kind is the node's type (cuGraphNodeGetType).
+func (n Node) Kind() (Kind, error) {
+	t := new(cu.CUgraphNodeType)
+	err := n.use("Node.Kind", func() error { return cu.GraphNodeGetType(n.h, t) })
+	return Kind(*t), err
+}
+
+// Dependencies are the nodes n depends on (cuGraphNodeGetDependencies).
+func (n Node) Dependencies() ([]Node, error) {
+	var hs []cu.CUgraphNode
+	err := n.use("Node.Dependencies", func() error {
+		var err error
+		hs, err = fetchNodes(func(p *cu.CUgraphNode, c *uintptr) error { return cu.GraphNodeGetDependencies(n.h, p, nil, c) })
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return n.g.wrap(hs), nil
+}
+
+// Dependents are the nodes that depend on n (cuGraphNodeGetDependentNodes).
+func (n Node) Dependents() ([]Node, error) {
+	var hs []cu.CUgraphNode
+	err := n.use("Node.Dependents", func() error {
+		var err error
+		hs, err = fetchNodes(func(p *cu.CUgraphNode, c *uintptr) error { return cu.GraphNodeGetDependentNodes(n.h, p, nil, c) })
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return n.g.wrap(hs), nil
+}
+
+// Destroy removes the node and its edges (cuGraphDestroyNode). What the
+// node held is released at once unless a clone, executable or parent graph
+// made since the node was added may still use it; then it is released with
+// the last of those. Using n afterwards is an error matching
+// ErrDestroyedNode. CUDA refuses to destroy nodes of graphs that have
+// memory alloc or free nodes.
+func (n Node) Destroy() error {
+	return n.use("Node.Destroy", func() error {
+		g := n.g
+		if err := cu.GraphDestroyNode(n.h); err != nil {
+			return err
+		}
+		if g.dead == nil {
+			g.dead = map[cu.CUgraphNode]bool{}
+		}
+		g.dead[n.h] = true
+		g.dropBodies(n.h)
+		return g.dropOwners(n.h)
+	})
+}
+
+// KernelInfo is a kernel node's parameters as the driver reports them.
+type KernelInfo struct {
+	Function     uintptr // CUfunction (0 when launched through a CUkernel)
+	Kernel       uintptr // CUkernel of a library kernel
+	Grid, Block  driver.Dim3
+	SharedMemory int
+}
+
+// KernelParams reads a kernel node's parameters (cuGraphKernelNodeGetParams).
+func (n Node) KernelParams() (KernelInfo, error) {
+	p := new(cu.CUDA_KERNEL_NODE_PARAMS_v2)
+	err := n.use("Node.KernelParams", func() error { return cu.GraphKernelNodeGetParams(n.h, p) })
+	if err != nil {
+		return KernelInfo{}, err
+	}
+	return KernelInfo{
+		Function: uintptr(p.Func), Kernel: uintptr(p.Kern),
+		Grid:         driver.Dim3{X: int(p.GridDimX), Y: int(p.GridDimY), Z: int(p.GridDimZ)},
+		Block:        driver.Dim3{X: int(p.BlockDimX), Y: int(p.BlockDimY), Z: int(p.BlockDimZ)},
+		SharedMemory: int(p.SharedMemBytes),
+	}, nil
+}
+
+// MemsetInfo is a memset node's parameters.
+type MemsetInfo struct {
+	Dst      driver.DevicePtr
+	Value    uint32
+	ElemSize int // 1, 2 or 4 bytes
+	Count    int // elements per row
+	Rows     int
+	Pitch    int
+}
+
+// MemsetParams reads a memset node's parameters (cuGraphMemsetNodeGetParams).
+func (n Node) MemsetParams() (MemsetInfo, error) {
+	p := new(cu.CUDA_MEMSET_NODE_PARAMS_v1)
+	err := n.use("Node.MemsetParams", func() error { return cu.GraphMemsetNodeGetParams(n.h, p) })
+	if err != nil {
+		return MemsetInfo{}, err
+	}
+	return MemsetInfo{Dst: driver.DevicePtr(p.Dst), Value: p.Value, ElemSize: int(p.ElementSize),
+		Count: int(p.Width), Rows: int(p.Height), Pitch: int(p.Pitch)}, nil
+}
+
+// MemcpyInfo is a one-dimensional memcpy node's parameters: each side's
+// address (device or host) and the size.
+type MemcpyInfo struct {
+	Dst, Src         uintptr
+	DstHost, SrcHost bool
+	Bytes            int
+}
+
+// MemcpyParams reads a memcpy node's parameters (cuGraphMemcpyNodeGetParams).
+func (n Node) MemcpyParams() (MemcpyInfo, error) {
+	p := new(cu.CUDA_MEMCPY3D_v2)
+	err := n.use("Node.MemcpyParams", func() error { return cu.GraphMemcpyNodeGetParams(n.h, p) })
+	if err != nil {
+		return MemcpyInfo{}, err
+	}
+	side := func(t cu.CUmemorytype, host uintptr, dev cu.CUdeviceptr) (uintptr, bool) {
+		if t == cu.CU_MEMORYTYPE_HOST {
+			return host, true
+		}
+		return uintptr(dev), false
+	}
+	var m MemcpyInfo
+	m.Dst, m.DstHost = side(p.DstMemoryType, uintptr(p.DstHost), p.DstDevice)
+	m.Src, m.SrcHost = side(p.SrcMemoryType, uintptr(p.SrcHost), p.SrcDevice)
+	m.Bytes = int(p.WidthInBytes * max(p.Height, 1) * max(p.Depth, 1))
+	return m, nil
+}
+
+// MemAllocInfo is a memory-alloc node's parameters.
+type MemAllocInfo struct {
+	Ptr   driver.DevicePtr
+	Bytes int
+}
+
+// MemAllocParams reads a memory-alloc node's parameters
+// (cuGraphMemAllocNodeGetParams).
+func (n Node) MemAllocParams() (MemAllocInfo, error) {
+	p := new(cu.CUDA_MEM_ALLOC_NODE_PARAMS)
+	err := n.use("Node.MemAllocParams", func() error { return cu.GraphMemAllocNodeGetParams(n.h, p) })
+	if err != nil {
+		return MemAllocInfo{}, err
+	}
+	return MemAllocInfo{Ptr: driver.DevicePtr(p.Dptr), Bytes: int(p.Bytesize)}, nil
+}
+
+// MemFreeParams reads the address a memory-free node frees
+// (cuGraphMemFreeNodeGetParams).
+func (n Node) MemFreeParams() (driver.DevicePtr, error) {
+	p := new(cu.CUdeviceptr)
+	err := n.use("Node.MemFreeParams", func() error { return cu.GraphMemFreeNodeGetParams(n.h, p) })
+	return driver.DevicePtr(*p), err
+}
+
+// EventHandle reads the CUevent an event-record or event-wait node names
+// (cuGraphEventRecordNodeGetEvent / cuGraphEventWaitNodeGetEvent).
+func (n Node) EventHandle() (uintptr, error) {
+	p := new(cu.CUevent)
+	err := n.use("Node.EventHandle", func() error {
+		t := new(cu.CUgraphNodeType)
+		if err := cu.GraphNodeGetType(n.h, t); err != nil {
+			return err
+		}
+		switch Kind(*t) {
+		case KindEventRecord:
+			return cu.GraphEventRecordNodeGetEvent(n.h, p)
+		case KindEventWait:
+			return cu.GraphEventWaitNodeGetEvent(n.h, p)
+		}
+		return invalid("Node.EventHandle", "a %s node names no event", Kind(*t))
+	})
+	return uintptr(*p), err
+}
+
+// HostCallbackID reads the id a host node passes its callback (the
+// lifetime handle-map id; cuGraphHostNodeGetParams).
+func (n Node) HostCallbackID() (uintptr, error) {
+	p := new(cu.CUDA_HOST_NODE_PARAMS_v1)
+	err := n.use("Node.HostCallbackID", func() error { return cu.GraphHostNodeGetParams(n.h, p) })
+	return uintptr(p.UserData), err
+}
+
+// ChildGraphHandle reads the CUgraph embedded in a child-graph node
+// (cuGraphChildGraphNodeGetGraph); it belongs to the node.
+func (n Node) ChildGraphHandle() (uintptr, error) {
+	p := new(cu.CUgraph)
+	err := n.use("Node.ChildGraphHandle", func() error { return cu.GraphChildGraphNodeGetGraph(n.h, p) })
+	return uintptr(*p), err
+}

@@ -1,0 +1,122 @@
+package graph
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/gputest"
+	"github.com/purecuda/cuda/lifetime"
+	"github.com/purecuda/cuda/nvrtc"
+)
+
+const kernelSrc = `
+extern "C" {
+__global__ void empty() {}
+__global__ void fill(int* out, int v, int n) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) out[i] = v + i;
+}
+__global__ void scale(float* x, float a, int n) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) x[i] *= a;
+}
+__global__ void addTo(const int* a, int* b, int n) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) b[i] += a[i];
+}
+__global__ void incr(unsigned long long* x) { atomicAdd(x, 1ULL); }
+__global__ void spin(long long cycles) { long long t = clock64(); while (clock64() - t < cycles) {} }
+}
+`
+
+type testEnv struct {
+	dev *driver.Device
+	ctx *driver.Context
+	mod *driver.Module
+	ptx []byte
+	fn  map[string]*driver.Function
+}
+
+var envOnce = sync.OnceValues(func() (*testEnv, error) {
+	dev, err := driver.DeviceByOrdinal(0)
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := dev.PrimaryContext()
+	if err != nil {
+		return nil, err
+	}
+	res, err := nvrtc.Compile(kernelSrc, nvrtc.Options{Arch: "compute_75"})
+	if err != nil {
+		return nil, err
+	}
+	mod, err := ctx.LoadModule(res.PTX)
+	if err != nil {
+		return nil, err
+	}
+	e := &testEnv{dev: dev, ctx: ctx, mod: mod, ptx: res.PTX, fn: map[string]*driver.Function{}}
+	for _, name := range []string{"empty", "fill", "scale", "addTo", "incr", "spin"} {
+		if e.fn[name], err = mod.Function(name); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+})
+
+// setup returns the shared environment and a fresh non-blocking stream.
+func setup(tb testing.TB) (*testEnv, *driver.Stream) {
+	tb.Helper()
+	gputest.Require(tb)
+	e, err := envOnce()
+	require.NoError(tb, err)
+	s, err := e.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = s.Close() })
+	return e, s
+}
+
+// cfg is a 1-D launch over n threads in blocks of 256.
+func cfg(n int) driver.LaunchConfig {
+	return driver.LaunchConfig{Grid: driver.Grid((n + 255) / 256), Block: driver.Block(256)}
+}
+
+// collect runs the garbage collector and the cleanups it queues, and
+// drains the release queue.
+func collect() {
+	for i := 0; i < 4; i++ {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	lifetime.Flush()
+}
+
+// eventually waits up to 10 s for cond, flushing the release queue between
+// tries: user-object destructors run on CUDA's own threads after the work
+// that used them, so what a graph held is released a little after Close.
+func eventually(tb testing.TB, cond func() bool, msg string) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lifetime.Flush()
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting: %s (stats %+v)", msg, lifetime.ReadStats())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func must[T any](tb testing.TB) func(T, error) T {
+	return func(v T, err error) T {
+		tb.Helper()
+		require.NoError(tb, err)
+		return v
+	}
+}

@@ -1,0 +1,381 @@
+package graph
+
+import (
+	"fmt"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// Executable update
+//
+// cuGraphRetainUserObject takes only a graph, so what an update gives an
+// executable cannot be tied to it the way a graph's owners are. Instead the
+// Exec keeps them itself: owners introduced by a per-node change are kept
+// per node, and a whole-graph Update takes its own references on the new
+// graph's user objects (cuUserObjectRetain). Both stay alive until the
+// executable is closed and every launch enqueued before then has finished.
+// Owners a later change replaces are retired the same way: released once
+// every launch enqueued so far has finished (Exec.retire records an event on
+// each stream the executable ran on and releases after them).
+
+// UpdateResult is the driver's reason for a failed whole-graph update
+// (CUgraphExecUpdateResult).
+type UpdateResult int
+
+// Update results.
+const (
+	UpdateSuccess                   UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_SUCCESS)
+	UpdateFailed                    UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR)
+	UpdateTopologyChanged           UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED)
+	UpdateNodeTypeChanged           UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED)
+	UpdateFunctionChanged           UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED)
+	UpdateParametersChanged         UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED)
+	UpdateNotSupported              UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED)
+	UpdateUnsupportedFunctionChange UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE)
+	UpdateAttributesChanged         UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED)
+)
+
+// String is the C name of the result.
+func (r UpdateResult) String() string { return cu.CUgraphExecUpdateResult(r).String() }
+
+// UpdateError is a failed whole-graph update with the driver's reason and
+// the nodes it blames.
+type UpdateError struct {
+	Err      error        // the driver's error
+	Result   UpdateResult // why
+	Node     Node         // the offending node of the update graph, or zero
+	FromNode Node         // its counterpart in the executable's own graph, or zero
+}
+
+func (e *UpdateError) Error() string {
+	return fmt.Sprintf("graph: Exec.Update: %v (%v)", e.Err, e.Result)
+}
+
+// Unwrap returns the driver's error.
+func (e *UpdateError) Unwrap() error { return e.Err }
+
+// uoOwner is a reference on a CUDA user object taken with
+// cuUserObjectRetain.
+type uoOwner cu.CUuserObject
+
+func (u uoOwner) Release() error { return cu.UserObjectRelease(cu.CUuserObject(u), 1) }
+
+// Update replaces the executable's parameters with those of g, a graph of
+// the same topology (cuGraphExecUpdate); later launches run g's work. The
+// executable holds what g's nodes hold from then on, even after g is
+// closed. On failure the error is an *UpdateError with the driver's reason
+// and the offending node, and nothing changed.
+func (e *Exec) Update(g *Graph) error {
+	const op = "Exec.Update"
+	if err := e.acquire(op); err != nil {
+		return err
+	}
+	defer e.obj.Release()
+	if err := g.acquire(op); err != nil {
+		return err
+	}
+	defer g.release()
+	if g.root != nil {
+		return invalid(op, "a body graph cannot be the update")
+	}
+	if !g.ctx.Same(e.ctx) {
+		return invalid(op, "the graph belongs to another context")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	info := new(cu.CUgraphExecUpdateResultInfo)
+	var held []lifetime.Owner
+	updated := false
+	err := g.bind(func() error {
+		if err := cu.GraphExecUpdate(e.h, g.h, info); err != nil {
+			return err
+		}
+		updated = true
+		for _, uo := range g.uos {
+			if err := cu.UserObjectRetain(uo, 1); err != nil {
+				return err // the update happened: keep what was retained so far
+			}
+			held = append(held, uoOwner(uo))
+		}
+		return nil
+	})
+	if !updated {
+		ue := &UpdateError{Err: err, Result: UpdateResult(info.Result)}
+		if info.ErrorNode != 0 {
+			ue.Node = Node{g: g, h: info.ErrorNode}
+		}
+		if info.ErrorFromNode != 0 {
+			ue.FromNode = Node{g: e.src, h: info.ErrorFromNode}
+		}
+		return ue
+	}
+	// The executable now runs g's parameters: what earlier updates gave it
+	// is replaced. (If retaining one of g's user objects failed, err says
+	// so; the others are held.)
+	var old []lifetime.Owner
+	for _, o := range e.own {
+		old = append(old, o...)
+	}
+	e.own = nil
+	old = append(old, e.held...)
+	e.held = held
+	e.retire(old)
+	g.shared()
+	return err
+}
+
+// setNode changes node n of the executable with call. With replace, owners
+// are held for the node from then on and those an earlier change gave it
+// are retired; without, the node's owners stay as they are. It takes
+// owners: on failure they are released.
+func (e *Exec) setNode(op string, n Node, owners []lifetime.Owner, replace bool, call func() error) error {
+	release := func(err error) error {
+		for _, o := range owners {
+			_ = o.Release()
+		}
+		return err
+	}
+	if err := e.acquire(op); err != nil {
+		return release(err)
+	}
+	defer e.obj.Release()
+	g := n.g
+	if g == nil || n.h == 0 {
+		return release(fmt.Errorf("graph: %s: zero Node: %w", op, ErrForeignNode))
+	}
+	if g.top() != e.src {
+		return release(fmt.Errorf("graph: %s: the node is not of the graph the executable was made from: %w", op, ErrForeignNode))
+	}
+	if err := g.acquire(op); err != nil {
+		return release(err)
+	}
+	defer g.release()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g.mu.Lock()
+	err := g.node(op, n)
+	g.mu.Unlock()
+	if err != nil {
+		return release(err)
+	}
+	if err := e.ctx.Raw(func(uintptr) error { return call() }); err != nil {
+		return release(err)
+	}
+	if !replace {
+		return release(nil)
+	}
+	if e.own == nil {
+		e.own = map[cu.CUgraphNode][]lifetime.Owner{}
+	}
+	old := e.own[n.h]
+	if len(owners) > 0 {
+		e.own[n.h] = owners
+	} else {
+		delete(e.own, n.h)
+	}
+	e.retire(old)
+	return nil
+}
+
+// SetKernel changes kernel node n of the executable to launch fn over cfg
+// with args (cuGraphExecKernelNodeSetParams), without instantiating again.
+// The arguments are checked as Graph.Kernel checks them, and the buffers
+// among them and fn's module are held for as long as the executable may
+// run them.
+func (e *Exec) SetKernel(n Node, fn *driver.Function, cfg driver.LaunchConfig, args ...any) error {
+	const op = "Exec.SetKernel"
+	if fn == nil {
+		return invalid(op, "nil function")
+	}
+	if err := checkConfig(op, cfg); err != nil {
+		return err
+	}
+	if e == nil {
+		return invalid(op, "nil executable graph")
+	}
+	p, err := fn.Marshal(e.ctx, args...)
+	if err != nil {
+		return err
+	}
+	defer p.Free()
+	var owners []lifetime.Owner
+	for _, r := range p.TakeRefs(nil) {
+		owners = append(owners, r)
+	}
+	fh, kern := fn.Handles()
+	kp := new(cu.CUDA_KERNEL_NODE_PARAMS_v2)
+	fillKernel(kp, cfg, fh, kern, p.Pointer(), e.ctx)
+	return e.setNode(op, n, owners, true, func() error { return cu.GraphExecKernelNodeSetParams(e.h, n.h, kp) })
+}
+
+// SetMemset changes memset node n to set dst's elements to value
+// (cuGraphExecMemsetNodeSetParams); dst is held as Builder.Memset holds it.
+func (e *Exec) SetMemset(n Node, dst Operand, value uint32, elemSize int) error {
+	const op = "Exec.SetMemset"
+	if e == nil {
+		return invalid(op, "nil executable graph")
+	}
+	if elemSize != 1 && elemSize != 2 && elemSize != 4 {
+		return invalid(op, "element size %d (want 1, 2 or 4)", elemSize)
+	}
+	if elemSize < 4 && value >= 1<<(8*elemSize) {
+		return invalid(op, "value %#x does not fit %d bytes", value, elemSize)
+	}
+	o, err := dst.resolve(op)
+	if err != nil {
+		return err
+	}
+	if o.host || o.bytes == 0 || o.bytes%elemSize != 0 {
+		o.release()
+		return invalid(op, "memset of %d bytes of %s memory in %d-byte elements", o.bytes, map[bool]string{true: "host", false: "device"}[o.host], elemSize)
+	}
+	p := &cu.CUDA_MEMSET_NODE_PARAMS_v1{Dst: cu.CUdeviceptr(uintptr(o.ptr)), Value: value, ElementSize: uint32(elemSize),
+		Width: uintptr(o.bytes / elemSize), Height: 1}
+	return e.setNode(op, n, o.owners(), true, func() error {
+		return cu.GraphExecMemsetNodeSetParams(e.h, n.h, p, cu.CUcontext(e.ctx.Handle()))
+	})
+}
+
+// SetMemcpy changes memcpy node n to copy all of src into dst
+// (cuGraphExecMemcpyNodeSetParams); both are held as Builder.Memcpy holds
+// them.
+func (e *Exec) SetMemcpy(n Node, dst, src Operand) error {
+	const op = "Exec.SetMemcpy"
+	if e == nil {
+		return invalid(op, "nil executable graph")
+	}
+	d, err := dst.resolve(op)
+	if err != nil {
+		return err
+	}
+	s, err := src.resolve(op)
+	if err != nil {
+		d.release()
+		return err
+	}
+	if s.bytes == 0 || s.bytes > d.bytes {
+		d.release()
+		s.release()
+		return invalid(op, "copy of %d bytes into %d", s.bytes, d.bytes)
+	}
+	c := &cu.CUDA_MEMCPY3D_v2{WidthInBytes: uintptr(s.bytes), Height: 1, Depth: 1}
+	c.SrcMemoryType, c.SrcHost, c.SrcDevice = s.side()
+	c.DstMemoryType, c.DstHost, c.DstDevice = d.side()
+	return e.setNode(op, n, append(d.owners(), s.owners()...), true, func() error {
+		return cu.GraphExecMemcpyNodeSetParams(e.h, n.h, c, cu.CUcontext(e.ctx.Handle()))
+	})
+}
+
+// SetHostFunc changes host node n to run f (cuGraphExecHostNodeSetParams);
+// f is held for as long as the executable may run it.
+func (e *Exec) SetHostFunc(n Node, f func()) error {
+	const op = "Exec.SetHostFunc"
+	if e == nil {
+		return invalid(op, "nil executable graph")
+	}
+	if f == nil {
+		return invalid(op, "nil function")
+	}
+	tramp, err := lifetime.HostFn()
+	if err != nil {
+		return err
+	}
+	id := lifetime.Register(lifetime.Callback{Fn: f, Sink: e.sink})
+	p := &cu.CUDA_HOST_NODE_PARAMS_v1{Fn: cu.CUhostFn(tramp), UserData: idPointer(id)}
+	return e.setNode(op, n, []lifetime.Owner{callbackOwner(id)}, true, func() error {
+		return cu.GraphExecHostNodeSetParams(e.h, n.h, p)
+	})
+}
+
+// SetEventRecord changes event-record node n to record ev
+// (cuGraphExecEventRecordNodeSetEvent); ev is held.
+func (e *Exec) SetEventRecord(n Node, ev *driver.Event) error {
+	return e.setEvent("Exec.SetEventRecord", n, ev, cu.GraphExecEventRecordNodeSetEvent)
+}
+
+// SetEventWait changes event-wait node n to wait for ev
+// (cuGraphExecEventWaitNodeSetEvent); ev is held.
+func (e *Exec) SetEventWait(n Node, ev *driver.Event) error {
+	return e.setEvent("Exec.SetEventWait", n, ev, cu.GraphExecEventWaitNodeSetEvent)
+}
+
+func (e *Exec) setEvent(op string, n Node, ev *driver.Event, call func(cu.CUgraphExec, cu.CUgraphNode, cu.CUevent) error) error {
+	if e == nil {
+		return invalid(op, "nil executable graph")
+	}
+	ref, err := ev.Hold()
+	if err != nil {
+		return err
+	}
+	if !ev.Context().Same(e.ctx) {
+		_ = ref.Release()
+		return invalid(op, "the event belongs to another context")
+	}
+	h := cu.CUevent(ev.Handle())
+	return e.setNode(op, n, []lifetime.Owner{ref}, true, func() error { return call(e.h, n.h, h) })
+}
+
+// SetChild changes child-graph node n to run a copy of child, which must
+// have the node's topology (cuGraphExecChildGraphNodeSetParams). What
+// child's nodes hold is kept for as long as the executable may run it.
+func (e *Exec) SetChild(n Node, child *Graph) error {
+	const op = "Exec.SetChild"
+	if e == nil {
+		return invalid(op, "nil executable graph")
+	}
+	if err := child.acquire(op); err != nil {
+		return err
+	}
+	defer child.release()
+	if child.root != nil {
+		return invalid(op, "a body graph cannot be a child")
+	}
+	child.mu.Lock()
+	defer child.mu.Unlock()
+	var owners []lifetime.Owner
+	for _, uo := range child.uos {
+		if err := cu.UserObjectRetain(uo, 1); err != nil {
+			for _, o := range owners {
+				_ = o.Release()
+			}
+			return err
+		}
+		owners = append(owners, uoOwner(uo))
+	}
+	if err := e.setNode(op, n, owners, true, func() error {
+		return cu.GraphExecChildGraphNodeSetParams(e.h, n.h, child.h)
+	}); err != nil {
+		return err
+	}
+	child.shared()
+	return nil
+}
+
+// SetEnabled enables or disables node n of the executable
+// (cuGraphNodeSetEnabled): a disabled node does nothing when the
+// executable runs. Kernel, memcpy and memset nodes can be disabled.
+func (e *Exec) SetEnabled(n Node, on bool) error {
+	if e == nil {
+		return invalid("Exec.SetEnabled", "nil executable graph")
+	}
+	v := uint32(0)
+	if on {
+		v = 1
+	}
+	return e.setNode("Exec.SetEnabled", n, nil, false, func() error { return cu.GraphNodeSetEnabled(e.h, n.h, v) })
+}
+
+// Enabled reports whether node n of the executable is enabled
+// (cuGraphNodeGetEnabled).
+func (e *Exec) Enabled(n Node) (bool, error) {
+	if e == nil {
+		return false, invalid("Exec.Enabled", "nil executable graph")
+	}
+	v := new(uint32)
+	err := e.setNode("Exec.Enabled", n, nil, false, func() error { return cu.GraphNodeGetEnabled(e.h, n.h, v) })
+	return *v != 0, err
+}
