@@ -120,7 +120,8 @@ func TestNoDriverText(t *testing.T) {
 	assert.Contains(t, out, "PURECUDA_LIBNVRTC="+nv+" is the only path tried")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	last := lines[len(lines)-1]
-	assert.True(t, strings.HasPrefix(last, "FAIL  0 passed, 2 failed, 3 skipped"), last)
+	assert.Contains(t, out, "skip  graph")
+	assert.True(t, strings.HasPrefix(last, "FAIL  0 passed, 2 failed, 5 skipped"), last)
 	assert.Contains(t, last, "no usable GPU: no CUDA driver library found (exit 2)")
 }
 
@@ -153,7 +154,7 @@ func TestNoDriverJSON(t *testing.T) {
 	assert.Equal(t, "FAIL", rep.Result)
 	assert.Equal(t, exitNoGPU, rep.ExitCode)
 	assert.Equal(t, "no usable GPU: no CUDA driver library found", rep.Reason)
-	assert.Equal(t, [3]int{0, 2, 3}, [3]int{rep.Passed, rep.Failed, rep.Skipped})
+	assert.Equal(t, [3]int{0, 2, 5}, [3]int{rep.Passed, rep.Failed, rep.Skipped})
 	assert.Equal(t, runtime.GOOS+"/"+runtime.GOARCH, rep.Platform)
 	assert.Equal(t, runtime.Version(), rep.Go)
 
@@ -172,8 +173,8 @@ func TestNoDriverJSON(t *testing.T) {
 	for _, s := range rep.Steps {
 		names, statuses = append(names, s.Name), append(statuses, s.Status)
 	}
-	assert.Equal(t, []string{"driver", "nvrtc", "devices", "compile", "launch"}, names)
-	assert.Equal(t, []string{"fail", "fail", "skip", "skip", "skip"}, statuses)
+	assert.Equal(t, []string{"driver", "nvrtc", "devices", "compile", "launch", "graph", "lifetime"}, names)
+	assert.Equal(t, []string{"fail", "fail", "skip", "skip", "skip", "skip", "skip"}, statuses)
 	st := stepStatus(rep)
 	assert.Equal(t, "no CUDA driver library found", st["driver"].NoGPU)
 	assert.Empty(t, st["nvrtc"].NoGPU, "NVRTC missing alone is a failure, not 'no GPU'")
@@ -390,7 +391,7 @@ func TestSteps(t *testing.T) {
 		names = append(names, s.name)
 	}
 	require.GreaterOrEqual(t, len(names), 5)
-	assert.Equal(t, []string{"driver", "nvrtc", "devices", "compile", "launch"}, names[:5])
+	assert.Equal(t, []string{"driver", "nvrtc", "devices", "compile", "launch", "graph", "lifetime"}, names[:7])
 	assert.Empty(t, steps[0].needs, "driver and nvrtc are both reported, whatever the other finds")
 	assert.Empty(t, steps[1].needs)
 }

@@ -25,21 +25,8 @@ var steps = []step{
 	{name: "compile", needs: []string{"devices", "nvrtc"}, run: stepCompile},
 	{name: "launch", needs: []string{"compile"}, run: stepLaunch},
 
-	// GRAPH STEPS GO HERE once package graph exists (issue 12), using only its
-	// public API and st.ctx / st.res from the steps above:
-	//
-	//   {name: "graph", needs: []string{"launch"}, run: stepGraph},
-	//     an explicit graph memcpy(HtoD) → kernel → memcpy(DtoH) → host
-	//     callback, instantiated once and replayed 100 times on one stream;
-	//     check every element after the last replay and that the callback
-	//     ran exactly 100 times.
-	//   {name: "lifetime", needs: []string{"graph"}, run: stepGraphLifetime},
-	//     a graph whose kernel node names a buffer, the buffer's Go owner
-	//     dropped and runtime.GC() run (twice, with a short sleep for
-	//     cleanups); the graph still launches and its result is exact.
-	//
-	// Each gets its own line and timing from runSteps, and the JSON report
-	// lists it under "steps" with no other change.
+	{name: "graph", needs: []string{"launch"}, run: stepGraph},
+	{name: "lifetime", needs: []string{"graph"}, run: stepGraphLifetime},
 }
 
 // gpu is what the steps hand on to later ones; state embeds it and closes
