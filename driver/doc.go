@@ -31,7 +31,8 @@
 //
 // Stream-ordered work always names its stream. A nil *Stream is an error
 // (ErrNilStream), never the default stream; ask for that by name with
-// (*Context).LegacyStream or (*Context).PerThreadStream.
+// (*Context).LegacyStream. (CUDA's per-thread default stream is not
+// offered: goroutines move between OS threads.)
 //
 // # Lifetime
 //

@@ -16,7 +16,7 @@ var ErrClosed = errors.New("use of a closed object")
 
 // ErrNilStream is matched by the error for stream-ordered work given a nil
 // stream. purecuda never falls back to the default stream silently: ask for
-// it by name with (*Context).LegacyStream or (*Context).PerThreadStream.
+// it by name with (*Context).LegacyStream.
 var ErrNilStream = errors.New("nil stream: stream-ordered work must name its stream (ctx.LegacyStream() is the default stream)")
 
 // ErrInvalidArgument is matched by errors for arguments purecuda rejects

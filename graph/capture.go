@@ -96,7 +96,9 @@ func Capture(s *driver.Stream, mode CaptureMode, f func(s *driver.Stream) error)
 	if err != nil {
 		return nil, err
 	}
-	return c.graph, nil
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	return c.st.graph, nil
 }
 
 // Capture records the work f queues on s into g, as root nodes (see
@@ -200,8 +202,6 @@ func (b Builder) BeginCapture(s *driver.Stream, mode CaptureMode) (*StreamCaptur
 // CUDA happens to see it.
 type StreamCapture struct {
 	st      *captureState
-	graph   *Graph
-	tail    []Node
 	cleanup runtime.Cleanup
 }
 
@@ -313,15 +313,17 @@ func (c *StreamCapture) End() (*Graph, error) {
 		return nil, err
 	}
 	g, tail, err := st.finish(false)
+	c.cleanup.Stop()
 	if err != nil {
 		return nil, err
 	}
-	c.cleanup.Stop()
-	c.graph = g
-	c.tail = make([]Node, len(tail))
-	for i, h := range tail {
-		c.tail[i] = Node{g: g, h: h}
+	var nodes []Node
+	for _, h := range tail {
+		nodes = append(nodes, Node{g: g, h: h})
 	}
+	st.mu.Lock()
+	st.graph, st.tail = g, nodes
+	st.mu.Unlock()
 	return g, nil
 }
 
@@ -329,10 +331,12 @@ func (c *StreamCapture) End() (*Graph, error) {
 // depended on last: the captured work's last nodes, for g.After(Tail()...).
 // It is nil before End, and for a capture that added nothing.
 func (c *StreamCapture) Tail() []Node {
-	if c == nil {
+	if c == nil || c.st == nil {
 		return nil
 	}
-	return c.tail
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	return slices.Clone(c.st.tail)
 }
 
 // Abort ends the capture, destroys what it captured (the new graph, or the
@@ -369,6 +373,8 @@ type captureState struct {
 	streams []heldStream     // the sink is installed on these; origin first
 	kept    []keptOwner      // what captured work names
 	after   []lifetime.Owner // releases waiting for the end (AfterCapture)
+	graph   *Graph           // after End: the graph
+	tail    []Node           // after End: the last nodes
 
 	evMu sync.Mutex // fork and join record and wait in pairs
 	ev   cu.CUevent
@@ -675,6 +681,28 @@ func (st *captureState) Keep(s *driver.Stream, owners []lifetime.Owner) {
 // query reads s's capture state and, when the stream depends on exactly
 // one node (the one the last call added), that node.
 func (st *captureState) query(s *driver.Stream) (cu.CUstreamCaptureStatus, cu.CUgraphNode, bool) {
+	var node cu.CUgraphNode
+	status, ok := st.info(s, func(deps []cu.CUgraphNode) {
+		if len(deps) == 1 {
+			node = deps[0]
+		}
+	})
+	if status != cu.CU_STREAM_CAPTURE_STATUS_ACTIVE {
+		node = 0
+	}
+	return status, node, ok
+}
+
+// tailOf copies the nodes s depends on now.
+func (st *captureState) tailOf(s *driver.Stream) (tail []cu.CUgraphNode) {
+	st.info(s, func(deps []cu.CUgraphNode) { tail = slices.Clone(deps) })
+	return tail
+}
+
+// info reads s's capture state (cuStreamGetCaptureInfo) and passes the
+// nodes s depends on, in CUDA's memory, to use; ok is false when the query
+// failed.
+func (st *captureState) info(s *driver.Stream, use func(deps []cu.CUgraphNode)) (status cu.CUstreamCaptureStatus, ok bool) {
 	st.qmu.Lock()
 	defer st.qmu.Unlock()
 	q := &st.q
@@ -685,29 +713,12 @@ func (st *captureState) query(s *driver.Stream) (cu.CUstreamCaptureStatus, cu.CU
 		err = cu.StreamGetCaptureInfo_v11030(h, &q.status, nil, nil, &q.deps, &q.n)
 	}
 	if err != nil {
-		return 0, 0, false
+		return 0, false
 	}
-	if q.status == cu.CU_STREAM_CAPTURE_STATUS_ACTIVE && q.n == 1 && q.deps != nil {
-		return q.status, *q.deps, true
+	if q.n > 0 && q.deps != nil {
+		use(unsafe.Slice(q.deps, q.n))
 	}
-	return q.status, 0, true
-}
-
-// tailOf copies the nodes s depends on now; st.qmu must not be held.
-func (st *captureState) tailOf(s *driver.Stream) []cu.CUgraphNode {
-	st.qmu.Lock()
-	defer st.qmu.Unlock()
-	q := &st.q
-	*q = captureInfo{}
-	h := cu.CUstream(s.Handle())
-	err := cu.StreamGetCaptureInfo(h, &q.status, nil, nil, &q.deps, &q.edges, &q.n)
-	if err != nil && errors.Is(err, driver.ErrNotSupported) {
-		err = cu.StreamGetCaptureInfo_v11030(h, &q.status, nil, nil, &q.deps, &q.n)
-	}
-	if err != nil || q.n == 0 || q.deps == nil {
-		return nil
-	}
-	return append([]cu.CUgraphNode(nil), unsafe.Slice(q.deps, q.n)...)
+	return q.status, true
 }
 
 // lastOnly drops from hs the nodes that other nodes of hs depend on (the
