@@ -281,9 +281,21 @@ func (e *Exec) onStream(op string, s *driver.Stream, call func(cu.CUgraphExec, c
 		e.track(s)
 	}
 	if s.IsLegacy() {
-		return s.Raw(func(h uintptr) error { return call(e.h, cu.CUstream(h)) })
+		err = s.Raw(func(h uintptr) error { return call(e.h, cu.CUstream(h)) })
+	} else {
+		err = call(e.h, cu.CUstream(s.Handle()))
 	}
-	return call(e.h, cu.CUstream(s.Handle()))
+	if err == nil {
+		// Launched into a stream capture, the executable becomes a child
+		// node of the captured graph: that graph holds the executable (and
+		// so what its nodes hold) for as long as it may run.
+		if sink := s.InstalledCaptureSink(); sink != nil {
+			if r, ok := lifetime.RefOf(&e.obj).Clone(); ok {
+				sink.Keep(s, []lifetime.Owner{r})
+			}
+		}
+	}
+	return err
 }
 
 // track remembers s (held) as a stream e runs on. e.mu is held.
