@@ -1,0 +1,292 @@
+//go:build linux
+
+package fakedriver_test
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// The graph layer against fakecuda's graph model: the lifetime promises of
+// package graph checked on a CPU, where the fake counts every use of a
+// freed pointer or destroyed handle and every node add without a context.
+
+var graphCfg = driver.LaunchConfig{Grid: driver.Grid(1), Block: driver.Block(1)}
+
+func gcAll() {
+	for i := 0; i < 4; i++ {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	lifetime.Flush()
+}
+
+// settle waits up to 10 s for cond, flushing the release queue: the fake
+// runs user-object destructors on a thread of its own, as CUDA does.
+func settle(t *testing.T, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s (%+v)", msg, lifetime.ReadStats())
+		}
+		time.Sleep(time.Millisecond)
+		lifetime.Flush()
+	}
+}
+
+// noBadUses checks that nothing reached the fake with a freed pointer, a
+// destroyed handle, or without a context where one is needed.
+func noBadUses(t *testing.T) {
+	t.Helper()
+	defer fcall(t, "fake_reset_counters")
+	assert.Zero(t, counter(t, "fake_bad_ptr_uses"), "uses of freed or unknown device memory")
+	assert.Zero(t, counter(t, "fake_bad_handle_uses"), "uses of destroyed handles")
+	assert.Zero(t, counter(t, "fake_no_ctx_graph_calls"), "graph calls without a current context")
+}
+
+func TestFakeGraphInlineBufferSurvivesGC(t *testing.T) {
+	f := setupGraph(t)
+	allocs0 := counter(t, "fake_live_allocations")
+	g, err := graph.New(f.ctx)
+	require.NoError(t, err)
+	out := make([]int32, 64)
+	func() {
+		buf, err := driver.Alloc[int32](f.ctx, 64)
+		require.NoError(t, err)
+		k, err := g.Kernel(f.fill, graphCfg, buf, int32(9), int32(64))
+		require.NoError(t, err)
+		_, err = g.After(k).Memcpy(graph.Slice(out), graph.Device(buf))
+		require.NoError(t, err)
+	}()
+	gcAll()
+	assert.Equal(t, allocs0+1, counter(t, "fake_live_allocations"), "the graph holds the buffer")
+	exe, err := g.Instantiate()
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	gcAll()
+	require.NoError(t, exe.Launch(f.s))
+	require.NoError(t, f.s.Synchronize())
+	assert.Equal(t, int32(9+63), out[63])
+	require.NoError(t, exe.Close())
+	settle(t, func() bool { return counter(t, "fake_live_allocations") == allocs0 }, "buffer freed after teardown")
+	noBadUses(t)
+}
+
+func TestFakeGraphHostCallbackAndClone(t *testing.T) {
+	f := setupGraph(t)
+	cb0 := lifetime.ReadStats().Callbacks
+	var runs atomic.Int64
+	g, err := graph.New(f.ctx)
+	require.NoError(t, err)
+	ctr, err := driver.Alloc[uint32](f.ctx, 1)
+	require.NoError(t, err)
+	k, err := g.Kernel(f.add4, graphCfg, ctr, uint32(1), uint32(2), uint32(3))
+	require.NoError(t, err)
+	_, err = g.After(k).HostFunc(func() { runs.Add(1) })
+	require.NoError(t, err)
+	require.NoError(t, ctr.Close())
+	clone, err := g.Clone()
+	require.NoError(t, err)
+	ck, err := clone.Find(k)
+	require.NoError(t, err)
+	kind, err := ck.Kind()
+	require.NoError(t, err)
+	assert.Equal(t, graph.KindKernel, kind)
+	require.NoError(t, g.Close())
+	gcAll()
+	exe, err := clone.Instantiate()
+	require.NoError(t, err)
+	require.NoError(t, clone.Close())
+	for i := 0; i < 100; i++ {
+		require.NoError(t, exe.Launch(f.s))
+	}
+	require.NoError(t, f.s.Synchronize())
+	assert.EqualValues(t, 100, runs.Load())
+	require.NoError(t, exe.Close())
+	settle(t, func() bool { return lifetime.ReadStats().Callbacks <= cb0 }, "callback released")
+	noBadUses(t)
+}
+
+func TestFakeGraphRollback(t *testing.T) {
+	f := setupGraph(t)
+	st0 := lifetime.ReadStats()
+	g, err := graph.New(f.ctx)
+	require.NoError(t, err)
+	defer g.Close()
+	buf, err := driver.Alloc[int32](f.ctx, 8)
+	require.NoError(t, err)
+	defer buf.Close()
+	failNext(t, "cuGraphAddKernelNode", 2) // the driver refuses: nothing is held afterwards
+	_, err = g.Kernel(f.fill, graphCfg, buf, int32(0), int32(8))
+	require.Error(t, err)
+	nodes, err := g.Nodes()
+	require.NoError(t, err)
+	assert.Empty(t, nodes)
+	lifetime.Flush()
+	st := lifetime.ReadStats()
+	assert.LessOrEqual(t, st.Live, st0.Live, "before %+v after %+v", st0, st)
+	assert.LessOrEqual(t, st.Callbacks, st0.Callbacks+1, "only the graph's table destructor: before %+v after %+v", st0, st)
+	noBadUses(t)
+}
+
+func TestFakeGraphNoLeakCycles(t *testing.T) {
+	f := setupGraph(t)
+	bufs := make([]*driver.Buffer[int32], 3)
+	for i := range bufs {
+		b, err := driver.Alloc[int32](f.ctx, 16)
+		require.NoError(t, err)
+		bufs[i] = b
+	}
+	st0 := lifetime.ReadStats()
+	graphs0, execs0 := counter(t, "fake_live_graphs"), counter(t, "fake_live_execs")
+	var calls atomic.Int64
+	const cycles = 300
+	for c := 0; c < cycles; c++ {
+		g, err := graph.New(f.ctx)
+		require.NoError(t, err)
+		prev, err := g.Kernel(f.fill, graphCfg, bufs[0], int32(c), int32(16))
+		require.NoError(t, err)
+		for i := 1; i < 9; i++ {
+			prev, err = g.After(prev).Kernel(f.fill, graphCfg, bufs[i%3], int32(i), int32(16))
+			require.NoError(t, err)
+		}
+		_, err = g.After(prev).HostFunc(func() { calls.Add(1) })
+		require.NoError(t, err)
+		exe, err := g.Instantiate()
+		require.NoError(t, err)
+		require.NoError(t, exe.Launch(f.s))
+		require.NoError(t, exe.Close())
+		require.NoError(t, g.Close())
+	}
+	require.NoError(t, f.s.Synchronize())
+	assert.EqualValues(t, cycles, calls.Load())
+	for _, b := range bufs {
+		require.NoError(t, b.Close())
+	}
+	settle(t, func() bool {
+		st := lifetime.ReadStats()
+		return st.Live <= st0.Live && st.Callbacks <= st0.Callbacks && st.Tables <= st0.Tables
+	}, "everything released")
+	assert.Equal(t, graphs0, counter(t, "fake_live_graphs"))
+	assert.Equal(t, execs0, counter(t, "fake_live_execs"))
+	noBadUses(t)
+}
+
+func TestFakeGraphMassDestroy(t *testing.T) {
+	f := setupGraph(t)
+	st0 := lifetime.ReadStats()
+	buf, err := driver.Alloc[int32](f.ctx, 8)
+	require.NoError(t, err)
+	const n = 2000
+	graphs := make([]*graph.Graph, n)
+	for i := range graphs {
+		g, err := graph.New(f.ctx)
+		require.NoError(t, err)
+		_, err = g.Kernel(f.fill, graphCfg, buf, int32(i), int32(8))
+		require.NoError(t, err)
+		_, err = g.HostFunc(func() {})
+		require.NoError(t, err)
+		graphs[i] = g
+	}
+	require.NoError(t, buf.Close())
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < n; i += 16 {
+				assert.NoError(t, graphs[i].Close())
+			}
+		}(w)
+	}
+	wg.Wait()
+	settle(t, func() bool {
+		st := lifetime.ReadStats()
+		return st.Live <= st0.Live && st.Callbacks <= st0.Callbacks && st.Tables <= st0.Tables
+	}, "all destructors released their tables")
+	noBadUses(t)
+}
+
+// Close racing node adds, launches and introspection: no call reaches the
+// fake with a destroyed graph or executable, and nothing panics.
+func TestFakeGraphCloseRaces(t *testing.T) {
+	f := setupGraph(t)
+	buf, err := driver.Alloc[int32](f.ctx, 8)
+	require.NoError(t, err)
+	defer buf.Close()
+	for round := 0; round < 50; round++ {
+		g, err := graph.New(f.ctx)
+		require.NoError(t, err)
+		k, err := g.Kernel(f.fill, graphCfg, buf, int32(1), int32(8))
+		require.NoError(t, err)
+		exe, err := g.Instantiate()
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := 0; i < 20; i++ {
+					switch (w + i) % 5 {
+					case 0:
+						_, err := g.After(k).Kernel(f.fill, graphCfg, buf, int32(i), int32(8))
+						assertClosedOr(t, err)
+					case 1:
+						assertClosedOr(t, exe.Launch(f.s))
+					case 2:
+						_, err := g.Nodes()
+						assertClosedOr(t, err)
+					case 3:
+						_, err := k.Kind()
+						assertClosedOr(t, err)
+					case 4:
+						if i == 10 {
+							assert.NoError(t, g.Close())
+							assert.NoError(t, exe.Close())
+						}
+					}
+				}
+			}(w)
+		}
+		wg.Wait()
+		assert.NoError(t, g.Close())
+		assert.NoError(t, exe.Close())
+	}
+	require.NoError(t, f.s.Synchronize())
+	noBadUses(t)
+}
+
+func assertClosedOr(t *testing.T, err error) {
+	t.Helper()
+	if err != nil && !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("unexpected error: %v", err)
+	}
+}
+
+// failNext makes fakecuda's next call of fn fail with code.
+func failNext(t *testing.T, fn string, code int32) {
+	t.Helper()
+	modelLib(t)
+	model.failNext(fn, code)
+	t.Cleanup(func() { fcall(t, "fake_fail_clear") })
+}
+
+// setupGraph is setup with fakecuda's bad-use counters reset.
+func setupGraph(t *testing.T) *fixture {
+	t.Helper()
+	f := setup(t)
+	fcall(t, "fake_reset_counters")
+	return f
+}
