@@ -62,6 +62,15 @@ int loop_sync(CUstream s, long n) {
 	for (long i = 0; i < n; i++) { CUresult r = cuStreamSynchronize(s); if (r) return r; }
 	return 0;
 }
+static volatile long host_hits;
+static void CUDA_CB host_fn(void *d) { host_hits++; }
+int loop_host_fn(CUstream s, long n) {
+	for (long i = 0; i < n; i++) {
+		CUresult r = cuLaunchHostFunc(s, host_fn, 0); if (r) return r;
+		r = cuStreamSynchronize(s); if (r) return r;
+	}
+	return 0;
+}
 int loop_h2d(CUdeviceptr d, const void *src, long n) {
 	for (long i = 0; i < n; i++) { CUresult r = cuMemcpyHtoD(d, src, 4); if (r) return r; }
 	return 0;
@@ -70,7 +79,7 @@ int loop_h2d(CUdeviceptr d, const void *src, long n) {
 
 // buildCLoops compiles cLoops against the toolkit's cuda.h and the driver.
 func buildCLoops(b *testing.B) map[string]uintptr {
-	return gputest.BuildC(b, cLoops, "loop_launch", "loop_launch_sync", "loop_event_record", "loop_sync", "loop_h2d",
+	return gputest.BuildC(b, cLoops, "loop_launch", "loop_launch_sync", "loop_event_record", "loop_sync", "loop_h2d", "loop_host_fn",
 		"loop_launch_timed", "once_launch_timed", "take_inside")
 }
 
@@ -218,6 +227,15 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 			{"SyncIdle/driver", goloop(s.Synchronize, false)},
 		},
 		{
+			{"HostFuncRoundTrip/C", cloop("loop_host_fn", uintptr(s.h))},
+			{"HostFuncRoundTrip/driver", goloop(func() error {
+				if err := s.LaunchHostFunc(hostNop); err != nil {
+					return err
+				}
+				return s.Synchronize()
+			}, false)},
+		},
+		{
 			{"H2D4Bytes/C", cloop("loop_h2d", uintptr(dptr), uintptr(unsafe.Pointer(&src[0])))},
 			{"H2D4Bytes/driver", goloop(func() error { return out.CopyFromHost(src) }, false)},
 		},
@@ -256,6 +274,12 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 		}
 	}
 }
+
+var hostHits atomic.Int64
+
+// hostNop is the host function of the HostFuncRoundTrip group: made once,
+// so the round trip measures purecuda, not a closure allocation.
+func hostNop() { hostHits.Add(1) }
 
 // takeInside returns and resets the C wrappers' time inside cuLaunchKernel.
 func takeInside(c map[string]uintptr) int64 {
