@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/errs"
 )
 
 // ErrClosed is matched by errors from using an object after Close.
@@ -21,7 +22,7 @@ var ErrNilStream = errors.New("nil stream: stream-ordered work must name its str
 
 // ErrInvalidArgument is matched by errors for arguments purecuda rejects
 // before calling CUDA (sizes, dimensions, kernel arguments, nil objects).
-var ErrInvalidArgument = errors.New("invalid argument")
+var ErrInvalidArgument = errs.InvalidArgument
 
 func invalid(op, format string, args ...any) error {
 	return fmt.Errorf("driver: %s: %s: %w", op, fmt.Sprintf(format, args...), ErrInvalidArgument)

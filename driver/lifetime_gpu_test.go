@@ -70,9 +70,20 @@ func wrong[T comparable](got []T, want T) (n, first int) {
 // has reached the device when it returns, so a kernel launched at once on
 // a non-blocking stream (which does not wait for the legacy stream) reads
 // the new data. Before the fix a pageable host-to-device copy returned once
-// the data was staged, and a device memset as soon as it was queued.
+// the data was staged, and a device memset or device-to-device copy as
+// soon as it was queued: here behind a slow kernel on the legacy stream,
+// where CUDA queues them.
 func TestFix13_SyncCopiesCompleteBeforeReturn(t *testing.T) {
 	e, s := setup(t)
+	mod, spin := loadSpin(t, e)
+	defer mod.Close()
+	scratch, err := driver.Alloc[int32](e.ctx, 1)
+	require.NoError(t, err)
+	defer scratch.Close()
+	legacy := e.ctx.LegacyStream()
+	busy := func() { // about 10 ms of work on the legacy stream
+		require.NoError(t, legacy.Launch(spin, driver.Grid(1), driver.Block(1), scratch, int32(0), int32(1), spinCycles/5))
+	}
 	const n = 32 << 20 // 128 MiB of float32: long enough to see an early return
 	a, err := driver.Alloc[float32](e.ctx, n)
 	require.NoError(t, err)
@@ -102,19 +113,23 @@ func TestFix13_SyncCopiesCompleteBeforeReturn(t *testing.T) {
 			src[i] = v
 		}
 		require.NoError(t, a.MemsetFloat32(-1))
+		busy()
 		require.NoError(t, a.CopyFromHost(src))
 		bad, first := wrong(readBack(), v)
 		assert.Zero(t, bad, "round %d: CopyFromHost returned before the copy reached the device (first at %d)", round, first)
 
+		busy()
 		require.NoError(t, a.MemsetFloat32(v+100))
 		bad, first = wrong(readBack(), v+100)
 		assert.Zero(t, bad, "round %d: MemsetFloat32 returned before the memset ran (first at %d)", round, first)
 
+		busy()
 		require.NoError(t, a.Memset8(0))
 		bad, first = wrong(readBack(), 0)
 		assert.Zero(t, bad, "round %d: Memset8 returned before the memset ran (first at %d)", round, first)
 
 		require.NoError(t, other.MemsetFloat32(v+200))
+		busy()
 		require.NoError(t, a.CopyFrom(other))
 		bad, first = wrong(readBack(), v+200)
 		assert.Zero(t, bad, "round %d: CopyFrom returned before the copy ran (first at %d)", round, first)

@@ -2,8 +2,11 @@ package lifetime
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/ebitengine/purego"
 )
@@ -109,8 +112,8 @@ func Invoke(id uintptr) {
 func run(fn func(), sink PanicSink) {
 	w := getWorker()
 	w.fn = fn
-	w.start <- struct{}{}
-	<-w.done
+	w.post()
+	w.wait()
 	p, stack, exited := w.p, w.stack, w.exited
 	w.fn, w.p, w.stack = nil, nil, nil
 	if !exited {
@@ -128,8 +131,8 @@ func run(fn func(), sink PanicSink) {
 	}
 }
 
-// report hands a contained panic to sink; a panic in the sink itself is
-// dropped, since nothing may escape into C.
+// report hands a panic to sink; a panic in the sink is dropped, since it
+// would otherwise escape into C.
 func report(sink PanicSink, p any, stack []byte) {
 	defer func() { _ = recover() }()
 	sink.CallbackPanicked(p, stack)
@@ -139,14 +142,38 @@ func report(sink PanicSink, p any, stack []byte) {
 // runtime.Goexit in one ends that goroutine instead of aborting the process
 // (Goexit on a thread CUDA created is fatal). A worker whose callback
 // called Goexit reports it and is not reused.
+//
+// Handing a callback to a worker and waiting for it must cost little: a
+// host function's whole round trip is a few microseconds, and parking and
+// waking a goroutine costs a futex call on each side. So both sides spin
+// briefly before they park. state says where a worker is:
+const (
+	wIdle       = iota // waiting for a job (spinning)
+	wParked            // waiting for a job, parked on wake
+	wPosted            // a job is posted; the caller spins for the result
+	wPostedPark        // a job is posted; the caller is parked on done
+	wDone              // the job is done: results are in the worker
+	wQuit              // the pool is full: the worker ends
+)
+
 type worker struct {
-	start  chan struct{}
-	done   chan struct{}
+	state  atomic.Uint32
+	wake   chan struct{} // wakes a parked worker (buffered)
+	done   chan struct{} // wakes a parked caller (buffered)
 	fn     func()
 	p      any
 	stack  []byte
 	exited bool
 }
+
+// Spinning is bounded: a caller spins for callerSpins atomic loads (tens
+// of microseconds), an idle worker yields for up to workerSpin before it
+// parks. Neither spins when the process has a single P, where spinning
+// would hold off the other side.
+const (
+	callerSpins = 20000
+	workerSpin  = 100 * time.Microsecond
+)
 
 var idle = make(chan *worker, 64)
 
@@ -156,16 +183,88 @@ func getWorker() *worker {
 		return w
 	default:
 	}
-	w := &worker{start: make(chan struct{}), done: make(chan struct{})}
+	w := &worker{wake: make(chan struct{}, 1), done: make(chan struct{}, 1)}
 	go w.loop()
 	return w
 }
 
+// putWorker returns w, whose result the caller has read, to the pool.
 func putWorker(w *worker) {
+	w.state.Store(wIdle)
 	select {
 	case idle <- w:
 	default:
-		close(w.start) // enough idle workers: let this one end
+		w.quit() // enough idle workers: let this one end
+	}
+}
+
+// post hands the job in w.fn to w.
+func (w *worker) post() {
+	if w.state.CompareAndSwap(wIdle, wPosted) {
+		return // the worker is spinning and will see it
+	}
+	w.state.Store(wPosted) // it was parked (wParked): wake it
+	w.wake <- struct{}{}
+}
+
+// quit tells an idle worker to end.
+func (w *worker) quit() {
+	if w.state.CompareAndSwap(wIdle, wQuit) {
+		return
+	}
+	w.state.Store(wQuit)
+	w.wake <- struct{}{}
+}
+
+// wait waits until the posted job is done.
+func (w *worker) wait() {
+	if runtime.GOMAXPROCS(0) > 1 {
+		for i := 0; i < callerSpins; i++ {
+			if w.state.Load() == wDone {
+				return
+			}
+		}
+	}
+	if w.state.CompareAndSwap(wPosted, wPostedPark) {
+		<-w.done
+	}
+	// else it is done already
+}
+
+// finish publishes the job's result and wakes the caller if it parked.
+func (w *worker) finish() {
+	if w.state.Swap(wDone) == wPostedPark {
+		w.done <- struct{}{}
+	}
+}
+
+// next waits for the next job; false means end.
+func (w *worker) next() bool {
+	spin := runtime.GOMAXPROCS(0) > 1
+	var since time.Time
+	for i := 0; ; i++ {
+		switch w.state.Load() {
+		case wPosted, wPostedPark:
+			return true
+		case wQuit:
+			return false
+		case wDone:
+			// The caller has not read the result yet: wait for it.
+			runtime.Gosched()
+			continue
+		}
+		if spin {
+			if i == 0 {
+				since = time.Now()
+			}
+			if i&15 != 0 || time.Since(since) < workerSpin {
+				runtime.Gosched()
+				continue
+			}
+		}
+		if w.state.CompareAndSwap(wIdle, wParked) {
+			<-w.wake
+		}
 	}
 }
 
@@ -175,12 +274,12 @@ func (w *worker) loop() {
 		if !finished { // the callback called runtime.Goexit
 			w.exited = true
 			w.stack = debug.Stack() // still shows where Goexit was called
-			w.done <- struct{}{}
+			w.finish()
 		}
 	}()
-	for range w.start {
+	for w.next() {
 		w.run()
-		w.done <- struct{}{}
+		w.finish()
 	}
 	finished = true
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/purecuda/cuda/internal/errs"
 	"github.com/purecuda/cuda/internal/rtc"
 )
 
@@ -165,17 +166,18 @@ func (o Options) Args() ([]string, error) {
 	out = append(out, o.Extra...)
 	for _, a := range out {
 		if strings.IndexByte(a, 0) >= 0 {
-			return nil, fmt.Errorf("%w: option %q contains a NUL byte", ErrBadOptions, a)
+			return nil, fmt.Errorf("%w: option %q contains a NUL byte (%w)", ErrBadOptions, a, errs.InvalidArgument)
 		}
 	}
 	return out, nil
 }
 
-// noNUL refuses strings that C would cut short at an embedded NUL byte.
+// noNUL refuses strings that C would cut short at an embedded NUL byte;
+// the error matches ErrBadOptions and driver.ErrInvalidArgument.
 func noNUL(what string, ss ...string) error {
 	for _, s := range ss {
 		if strings.IndexByte(s, 0) >= 0 {
-			return fmt.Errorf("%w: %s %.40q contains a NUL byte", ErrBadOptions, what, s)
+			return fmt.Errorf("%w: %s %.40q contains a NUL byte (%w)", ErrBadOptions, what, s, errs.InvalidArgument)
 		}
 	}
 	return nil
