@@ -451,3 +451,27 @@ func newParamsPool() *sync.Pool {
 		return p
 	}}
 }
+
+// UsableIn reports, as an error matching ErrInvalidArgument, whether work
+// in context c may use the Args: a module kernel must belong to c, and
+// every buffer argument to c or a peer of it. Stream.LaunchArgs checks the
+// same; graph nodes made from Args call it.
+func (a *Args) UsableIn(c *Context) error {
+	const op = "Args.UsableIn"
+	if err := a.acquire(op); err != nil {
+		return err
+	}
+	defer a.release()
+	if c == nil {
+		return invalid(op, "nil context")
+	}
+	if a.fctx != nil && !a.fctx.Same(c) {
+		return invalid(op, "kernel %s belongs to another context", a.f.name)
+	}
+	for _, al := range a.hold.allocs {
+		if !c.canUse(al.ctx) {
+			return invalid(op, "a buffer argument belongs to another context (enable peer access first)")
+		}
+	}
+	return nil
+}

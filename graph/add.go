@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"reflect"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/purecuda/cuda/driver"
@@ -134,8 +135,8 @@ func (b Builder) KernelArgs(a *driver.Args, cfg driver.LaunchConfig) (Node, erro
 		return Node{}, err
 	}
 	fn := a.Function()
-	if c := fn.Context(); c != nil && !c.Same(b.g.ctx) {
-		return Node{}, invalid(op, "the kernel belongs to another context than the graph")
+	if err := a.UsableIn(b.g.ctx); err != nil {
+		return Node{}, err
 	}
 	ref, err := a.Hold()
 	if err != nil {
@@ -231,16 +232,15 @@ func (b Builder) HostFunc(f func()) (Node, error) {
 func (b Builder) Memset(dst Operand, value uint32, elemSize int) (Node, error) {
 	const op = "Graph.Memset"
 	if err := b.check(op); err != nil {
+		dst.discard()
 		return Node{}, err
-	}
-	if elemSize != 1 && elemSize != 2 && elemSize != 4 {
-		return Node{}, invalid(op, "element size %d (want 1, 2 or 4)", elemSize)
-	}
-	if elemSize < 4 && value >= 1<<(8*elemSize) {
-		return Node{}, invalid(op, "value %#x does not fit %d bytes", value, elemSize)
 	}
 	o, err := dst.resolve(op)
 	if err != nil {
+		return Node{}, err
+	}
+	if err := checkMemset(op, value, elemSize); err != nil {
+		o.release()
 		return Node{}, err
 	}
 	if o.host {
@@ -259,6 +259,16 @@ func (b Builder) Memset(dst Operand, value uint32, elemSize int) (Node, error) {
 	})
 }
 
+func checkMemset(op string, value uint32, elemSize int) error {
+	if elemSize != 1 && elemSize != 2 && elemSize != 4 {
+		return invalid(op, "element size %d (want 1, 2 or 4)", elemSize)
+	}
+	if elemSize < 4 && value >= 1<<(8*elemSize) {
+		return invalid(op, "value %#x does not fit %d bytes", value, elemSize)
+	}
+	return nil
+}
+
 // Memcpy adds a memcpy node (cuGraphAddMemcpyNode) that copies all of src
 // into the start of dst. Each side may be device memory, pinned host memory
 // or a Go slice; both are held (a Go slice pinned) for as long as the node
@@ -266,10 +276,13 @@ func (b Builder) Memset(dst Operand, value uint32, elemSize int) (Node, error) {
 func (b Builder) Memcpy(dst, src Operand) (Node, error) {
 	const op = "Graph.Memcpy"
 	if err := b.check(op); err != nil {
+		dst.discard()
+		src.discard()
 		return Node{}, err
 	}
 	d, err := dst.resolve(op)
 	if err != nil {
+		src.discard()
 		return Node{}, err
 	}
 	s, err := src.resolve(op)
@@ -383,17 +396,21 @@ func (b Builder) Child(child *Graph) (Node, error) {
 	if !child.ctx.Same(g.ctx) {
 		return Node{}, invalid(op, "the child graph belongs to another context")
 	}
-	// The copy embedded in the node uses what child's tables hold: g takes
-	// its own reference on each of child's user objects.
-	child.mu.Lock()
-	uos := append([]cu.CUuserObject(nil), child.uos...)
-	child.shared()
-	child.mu.Unlock()
 	if child.root != nil {
 		return Node{}, invalid(op, "a body graph belongs to its node and cannot be a child")
 	}
+	if child.mu == g.mu {
+		return Node{}, invalid(op, "a graph cannot be a child of one of its own bodies")
+	}
 	t := g.top() // a body's root holds the user objects
-	return g.add(op, b.deps, nil, func(d *cu.CUgraphNode, n uintptr) error {
+	// The copy embedded in the node uses what child's tables hold: g takes
+	// its own reference on each of child's user objects. child's lock is
+	// held from the snapshot until the driver has copied it, so no node
+	// added to child meanwhile can escape the snapshot.
+	var uos []cu.CUuserObject
+	return g.addWith(op, b.deps, nil, child.mu, func(d *cu.CUgraphNode, n uintptr) error {
+		uos = append(uos[:0], child.uos...)
+		child.shared()
 		for i, uo := range uos {
 			if err := cu.GraphRetainUserObject(t.h, uo, 1, 0); err != nil {
 				for _, r := range uos[:i] {
@@ -408,11 +425,7 @@ func (b Builder) Child(child *Graph) (Node, error) {
 			}
 			return err
 		}
-		if t != g {
-			t.mu.Lock()
-			defer t.mu.Unlock()
-		}
-		t.uos = append(t.uos, uos...)
+		t.uos = append(t.uos, uos...) // t.mu is g.mu, held
 		return nil
 	})
 }
@@ -466,7 +479,7 @@ type Operand struct {
 	bytes  int
 	isHost bool
 	pin    bool
-	owner  lifetime.Owner
+	owner  *rawOwner // Raw's owner, handed over once (or nil)
 	err    error
 }
 
@@ -510,9 +523,42 @@ func Slice[T any](s []T) Operand {
 // then released (the graph takes it, also when the add fails).
 func Raw(addr uintptr, bytes int, host bool, owner lifetime.Owner) Operand {
 	if addr == 0 || bytes <= 0 {
-		return Operand{err: fmt.Errorf("raw operand at %#x of %d bytes: %w", addr, bytes, driver.ErrInvalidArgument), owner: owner}
+		return Operand{err: fmt.Errorf("raw operand at %#x of %d bytes: %w", addr, bytes, driver.ErrInvalidArgument), owner: oneShot(owner)}
 	}
-	return Operand{ptr: *(*unsafe.Pointer)(unsafe.Pointer(&addr)), bytes: bytes, isHost: host, owner: owner}
+	return Operand{ptr: *(*unsafe.Pointer)(unsafe.Pointer(&addr)), bytes: bytes, isHost: host, owner: oneShot(owner)}
+}
+
+// oneShot wraps a Raw operand's owner so that it is handed over once: an
+// Operand is a value and may be copied, but its owner must be released
+// exactly once. A second use of the operand is refused.
+func oneShot(o lifetime.Owner) *rawOwner {
+	if o == nil {
+		return nil
+	}
+	return &rawOwner{o: o}
+}
+
+type rawOwner struct {
+	taken atomic.Bool
+	o     lifetime.Owner
+}
+
+// take hands the owner over, once.
+func (r *rawOwner) take() (lifetime.Owner, bool) {
+	if r.taken.Swap(true) {
+		return nil, false
+	}
+	return r.o, true
+}
+
+// discard releases the owner of a Raw operand that a refused call never
+// used (nothing for other operands).
+func (o Operand) discard() {
+	if o.owner != nil {
+		if own, ok := o.owner.take(); ok {
+			_ = own.Release()
+		}
+	}
 }
 
 // resolved is an Operand with its memory held: owner must be released
@@ -547,9 +593,7 @@ func (o resolved) side() (cu.CUmemorytype, unsafe.Pointer, cu.CUdeviceptr) {
 // resolve holds the operand's memory and reads its address.
 func (o Operand) resolve(op string) (resolved, error) {
 	if o.err != nil {
-		if o.owner != nil {
-			_ = o.owner.Release()
-		}
+		o.discard()
 		return resolved{}, fmt.Errorf("graph: %s: %w", op, o.err)
 	}
 	switch {
@@ -573,5 +617,13 @@ func (o Operand) resolve(op string) (resolved, error) {
 	case o.pin:
 		return resolved{ptr: o.ptr, bytes: o.bytes, host: true, owner: lifetime.Pin(o.ptr)}, nil
 	}
-	return resolved{ptr: o.ptr, bytes: o.bytes, host: o.isHost, owner: o.owner}, nil
+	var owner lifetime.Owner
+	if o.owner != nil {
+		own, ok := o.owner.take()
+		if !ok {
+			return resolved{}, invalid(op, "a Raw operand with an owner can be used once: its owner was handed over already")
+		}
+		owner = own
+	}
+	return resolved{ptr: o.ptr, bytes: o.bytes, host: o.isHost, owner: owner}, nil
 }

@@ -483,7 +483,9 @@ func begin(op string, s *driver.Stream, mode CaptureMode, target *Graph, deps []
 // the target had, so that an abort can remove what the capture added.
 func (st *captureState) beginInto(op string, deps []Node) error {
 	g := st.target
-	g.mu.Lock()
+	if err := g.lock(op); err != nil {
+		return err
+	}
 	defer g.mu.Unlock()
 	hs := make([]cu.CUgraphNode, 0, len(deps))
 	for _, n := range deps {

@@ -266,7 +266,9 @@ func (g *Graph) wrapBodies(op string, node Node, hs []cu.CUgraph) ([]*Graph, err
 		return nil, err
 	}
 	defer g.release()
-	g.mu.Lock()
+	if err := g.lock(op); err != nil {
+		return nil, err
+	}
 	defer g.mu.Unlock()
 	if err := g.node(op, node); err != nil { // destroyed meanwhile, through Nodes
 		return nil, err
@@ -286,14 +288,12 @@ func (g *Graph) wrapBodies(op string, node Node, hs []cu.CUgraph) ([]*Graph, err
 		}
 		out[i] = b
 	}
-	if t := g.top(); t != g {
-		t.mu.Lock()
+	if t := g.top(); t != g { // t.mu is g.mu, held
 		for k, list := range t.bodies {
 			if k != node.h && slices.Contains(list, g) {
 				t.bodies[k] = append(list, out...)
 			}
 		}
-		t.mu.Unlock()
 	}
 	return out, nil
 }

@@ -1,8 +1,10 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
@@ -85,11 +87,13 @@ type Exec struct {
 	sink   *sink
 	src    *Graph // the graph it was instantiated from: per-node updates name its nodes
 
-	mu      sync.Mutex
-	last    *driver.Stream // the stream of the latest launch, tracked already
-	streams []tracked      // streams launched on: retired owners wait for their work
-	own     map[cu.CUgraphNode][]lifetime.Owner
-	held    []lifetime.Owner // user objects of graphs given to Update
+	mu            sync.Mutex
+	last          *driver.Stream // the stream of the latest launch, tracked already
+	streams       []tracked      // streams launched on: retired owners wait for their work
+	own           map[cu.CUgraphNode][]lifetime.Owner
+	held          []lifetime.Owner // user objects of graphs given to Update
+	retiring      []retireBatch    // retired owners waiting for launches, in order
+	retireRunning bool             // a retire worker is draining retiring
 }
 
 // tracked is a stream an Exec was launched on, held so that events can be
@@ -181,10 +185,15 @@ func (e *Exec) destroy() error {
 }
 
 // retire releases owners once every launch of e enqueued so far has
-// finished: it records an event on each stream e was launched on and hands
-// the owners to a goroutine that waits for those events. Owners of an
-// executable never launched are released at once (through the release
-// queue). e.mu is held.
+// finished: it records an event on each stream e was launched on and queues
+// the owners behind those events for e's retire worker, one goroutine that
+// waits for the batches in order (so pending retires hold no more than one
+// OS thread). Owners of an executable never launched are released at once
+// (through the release queue). When an event cannot be recorded or waited
+// for — a stream being captured refuses both — the owners are never
+// released early: the worker waits for the whole context, and if even that
+// fails with an error that is not sticky, it keeps them (a leak, counted in
+// lifetime.Errors, never a use after free). e.mu is held.
 func (e *Exec) retire(os []lifetime.Owner) {
 	if len(os) == 0 {
 		return
@@ -199,41 +208,144 @@ func (e *Exec) retire(os []lifetime.Owner) {
 	if !ok { // cannot happen while e holds its context; never free early
 		return
 	}
-	var evs []cu.CUevent
-	whole := false // an event could not be recorded: wait for the whole context
+	b := retireBatch{owners: os, ctx: e.ctx, ctxRef: ref}
 	_ = e.ctx.Raw(func(uintptr) error {
 		for _, t := range e.streams {
+			if isCapturing(t.s) {
+				// An event recorded now would join the capture: wait for
+				// the stream once the capture is over instead.
+				if r, ok := t.ref.Clone(); ok {
+					b.later = append(b.later, tracked{t.s, r})
+					continue
+				}
+				b.whole = true
+				continue
+			}
 			var ev cu.CUevent
 			if cu.EventCreate(&ev, uint32(cu.CU_EVENT_DISABLE_TIMING)) != nil {
-				whole = true
+				b.whole = true
 				continue
 			}
 			if cu.EventRecord(ev, cu.CUstream(t.s.Handle())) != nil {
 				_ = cu.EventDestroy(ev)
-				whole = true
+				b.whole = true
 				continue
 			}
-			evs = append(evs, ev)
+			b.events = append(b.events, ev)
 		}
 		return nil
 	})
-	ctx := e.ctx
-	go func() {
-		_ = ctx.Raw(func(uintptr) error {
-			for _, ev := range evs {
-				_ = cu.EventSynchronize(ev) // an error (sticky) means nothing more runs
-				_ = cu.EventDestroy(ev)
+	e.retiring = append(e.retiring, b)
+	if !e.retireRunning {
+		e.retireRunning = true
+		go e.retireWorker()
+	}
+}
+
+// retireBatch is owners waiting for the launches enqueued before they were
+// retired.
+type retireBatch struct {
+	owners []lifetime.Owner
+	events []cu.CUevent
+	later  []tracked // streams being captured at the retire: waited for after the capture
+	whole  bool      // wait for the whole context instead
+	ctx    *driver.Context
+	ctxRef lifetime.Ref
+}
+
+// retireWorker releases retired batches in order, each once its launches
+// are done; it ends when none is left.
+func (e *Exec) retireWorker() {
+	for {
+		e.mu.Lock()
+		if len(e.retiring) == 0 {
+			e.retireRunning = false
+			e.mu.Unlock()
+			return
+		}
+		b := e.retiring[0]
+		e.retiring = e.retiring[1:]
+		e.mu.Unlock()
+		b.wait()
+	}
+}
+
+func (b *retireBatch) wait() {
+	safe := true
+	_ = b.ctx.Raw(func(uintptr) error {
+		for _, ev := range b.events {
+			if err := cu.EventSynchronize(ev); err != nil && !sticky(err) {
+				b.whole = true
 			}
-			if whole {
-				_ = cu.CtxSynchronize_v2000()
+			_ = cu.EventDestroy(ev)
+		}
+		for _, t := range b.later {
+			for isCapturing(t.s) {
+				time.Sleep(time.Millisecond)
 			}
-			return nil
-		})
-		for _, o := range os {
+			if err := cu.StreamSynchronize(cu.CUstream(t.s.Handle())); err != nil && !sticky(err) {
+				safe = false
+			}
+		}
+		if b.whole {
+			if err := cu.CtxSynchronize_v2000(); err != nil && !sticky(err) {
+				safe = false
+			}
+		}
+		return nil
+	})
+	for _, t := range b.later {
+		_ = t.ref.Release()
+	}
+	if safe {
+		for _, o := range b.owners {
 			_ = o.Release()
 		}
-		_ = ref.Release()
-	}()
+	} else {
+		// Cannot tell that the launches finished: keep their owners, for
+		// good, and say so.
+		keepForGood(b.owners)
+		lifetime.Defer(lifetime.OwnerFunc(func() error {
+			return fmt.Errorf("graph: %d owners of an executable kept for good: its launches could not be waited for", len(b.owners))
+		}))
+	}
+	_ = b.ctxRef.Release()
+}
+
+// kept holds owners that could never be released safely (see retire and
+// Graph.unadd): a leak, never a use after free.
+var (
+	keptMu sync.Mutex
+	kept   []lifetime.Owner
+)
+
+func keepForGood(os []lifetime.Owner) {
+	keptMu.Lock()
+	kept = append(kept, os...)
+	keptMu.Unlock()
+}
+
+// sticky reports whether err leaves the context unusable, so that nothing
+// queued runs any more (and what it named may be released).
+func sticky(err error) bool {
+	var e *driver.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case driver.ErrIllegalAddress, driver.ErrLaunchFailed, driver.ErrAssert, driver.ErrHardwareStackError,
+		driver.ErrIllegalInstruction, driver.ErrMisalignedAddress, driver.ErrInvalidAddressSpace,
+		driver.ErrInvalidPc, driver.ErrLaunchTimeout, driver.ErrEccUncorrectable, driver.ErrContextIsDestroyed:
+		return true
+	}
+	return false
+}
+
+// isCapturing reports whether s is being captured: an event recorded there
+// would become part of the capture instead of marking e's launches.
+func isCapturing(s *driver.Stream) bool {
+	st := new(cu.CUstreamCaptureStatus)
+	return cu.StreamIsCapturing(cu.CUstream(s.Handle()), st) != nil || *st != cu.CU_STREAM_CAPTURE_STATUS_NONE
 }
 
 func (e *Exec) acquire(op string) error {
@@ -278,7 +390,7 @@ func (e *Exec) onStream(op string, s *driver.Stream, call func(cu.CUgraphExec, c
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.last != s {
-		e.track(s)
+		e.track(s, ref)
 	}
 	if s.IsLegacy() {
 		err = s.Raw(func(h uintptr) error { return call(e.h, cu.CUstream(h)) })
@@ -299,15 +411,18 @@ func (e *Exec) onStream(op string, s *driver.Stream, call func(cu.CUgraphExec, c
 }
 
 // track remembers s (held) as a stream e runs on. e.mu is held.
-func (e *Exec) track(s *driver.Stream) {
-	e.last = s
+// The reference is cloned from the call's own (held), so tracking works
+// even when the stream was closed since the call took it.
+func (e *Exec) track(s *driver.Stream, held lifetime.Ref) {
 	for _, t := range e.streams {
 		if t.s == s {
+			e.last = s
 			return
 		}
 	}
-	if r, err := s.Hold(); err == nil {
+	if r, ok := held.Clone(); ok {
 		e.streams = append(e.streams, tracked{s, r})
+		e.last = s
 	}
 }
 

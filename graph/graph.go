@@ -66,7 +66,7 @@ type Graph struct {
 	// and are held alive by, the root's tables.
 	root *Graph
 
-	mu     sync.Mutex
+	mu     *sync.Mutex                 // one per tree: a body shares its root's
 	table  *lifetime.Table             // owners of the nodes added since the graph was last shared
 	bodies map[cu.CUgraphNode][]*Graph // body graphs owned by a node (of g or its bodies), in the root
 	uos    []cu.CUuserObject           // user objects this graph holds: its tables' and its children's
@@ -114,7 +114,7 @@ func New(ctx *driver.Context) (*Graph, error) {
 }
 
 func newGraph(ctx *driver.Context, ref lifetime.Ref, s *sink) *Graph {
-	return &Graph{ctx: ctx, ctxRef: ref, sink: s, scr: &scratch{}}
+	return &Graph{ctx: ctx, ctxRef: ref, sink: s, scr: &scratch{}, mu: new(sync.Mutex)}
 }
 
 // destroy is the graph's destroy: cuGraphDestroy drops the graph's
@@ -181,6 +181,17 @@ func (g *Graph) release() {
 	}
 }
 
+// lock takes the tree's mutex for a call on g, and fails when g is a body
+// graph whose node was destroyed meanwhile (its CUDA graph is gone).
+func (g *Graph) lock(op string) error {
+	g.mu.Lock()
+	if g.root != nil && g.obj.Closed() {
+		g.mu.Unlock()
+		return closed(op, "body graph (its conditional node was destroyed)")
+	}
+	return nil
+}
+
 // top is the graph whose tables and user objects hold g's owners: g, or
 // its root when g is a body graph.
 func (g *Graph) top() *Graph {
@@ -201,12 +212,8 @@ func (g *Graph) newBody(body cu.CUgraph, owner cu.CUgraphNode) (*Graph, error) {
 		return nil, closed("body graph", "graph's context")
 	}
 	b := newGraph(g.ctx, ref, t.sink)
-	b.h, b.root = body, t
+	b.h, b.root, b.mu = body, t, t.mu                      // one mutex for the whole tree
 	b.obj.Init(func() error { return b.ctxRef.Release() }) // the node owns the CUDA graph
-	if t != g {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-	}
 	if t.bodies == nil {
 		t.bodies = map[cu.CUgraphNode][]*Graph{}
 	}
@@ -218,10 +225,6 @@ func (g *Graph) newBody(body cu.CUgraph, owner cu.CUgraphNode) (*Graph, error) {
 // destroyed. g.mu is held.
 func (g *Graph) dropBodies(h cu.CUgraphNode) {
 	t := g.top()
-	if t != g {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-	}
 	for _, b := range t.bodies[h] {
 		_ = b.obj.Close()
 	}
@@ -284,9 +287,7 @@ func (g *Graph) Batch(f func() error) (err error) {
 // held and the context bound.
 func (g *Graph) ownerTable() (*lifetime.Table, error) {
 	if g.root != nil {
-		g.root.mu.Lock()
-		defer g.root.mu.Unlock()
-		return g.root.ownerTable()
+		return g.root.ownerTable() // the same mutex, held
 	}
 	if g.table != nil {
 		return g.table, nil
@@ -334,24 +335,12 @@ func attach(h cu.CUgraph, t *lifetime.Table, scr *scratch) (cu.CUuserObject, err
 // shared marks the current owner table as shared with a clone, an
 // executable or a parent graph: nodes added from now on go to a new table,
 // and destroying an older node no longer releases its owners early.
-func (g *Graph) shared() {
-	if g.root != nil {
-		g.root.mu.Lock()
-		g.root.table = nil
-		g.root.mu.Unlock()
-		return
-	}
-	g.table = nil
-}
+func (g *Graph) shared() { g.top().table = nil }
 
 // dropOwners releases node h's owners if the current table holds them
 // (nothing shared it since the node was added). g.mu is held.
 func (g *Graph) dropOwners(h cu.CUgraphNode) error {
 	t := g.top()
-	if t != g {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-	}
 	if t.table == nil {
 		return nil
 	}
@@ -385,6 +374,13 @@ var testRecordHook func() error
 // any failure each is released, and a node the driver added is removed
 // again, so nothing is left half-built.
 func (g *Graph) add(op string, deps []Node, owners []lifetime.Owner, addFn func(deps *cu.CUgraphNode, n uintptr) error) (Node, error) {
+	return g.addWith(op, deps, owners, nil, addFn)
+}
+
+// addWith is add with a second graph tree's mutex, other, held too (taken
+// in a fixed order, so two adds that lock each other's trees cannot
+// deadlock): Child reads the child graph while the driver copies it.
+func (g *Graph) addWith(op string, deps []Node, owners []lifetime.Owner, other *sync.Mutex, addFn func(deps *cu.CUgraphNode, n uintptr) error) (Node, error) {
 	fail := func(err error) (Node, error) {
 		for _, o := range owners {
 			_ = o.Release()
@@ -395,8 +391,21 @@ func (g *Graph) add(op string, deps []Node, owners []lifetime.Owner, addFn func(
 		return fail(err)
 	}
 	defer g.release()
-	g.mu.Lock()
+	if other == g.mu {
+		other = nil
+	}
+	if other != nil && uintptr(unsafe.Pointer(other)) < uintptr(unsafe.Pointer(g.mu)) {
+		other.Lock()
+		defer other.Unlock()
+	}
+	if err := g.lock(op); err != nil {
+		return fail(err)
+	}
 	defer g.mu.Unlock()
+	if other != nil && uintptr(unsafe.Pointer(other)) > uintptr(unsafe.Pointer(g.mu)) {
+		other.Lock()
+		defer other.Unlock()
+	}
 	d := g.scr.deps[:0]
 	for _, n := range deps {
 		if err := g.node(op, n); err != nil {
@@ -421,13 +430,23 @@ func (g *Graph) add(op string, deps []Node, owners []lifetime.Owner, addFn func(
 		h = g.scr.node
 		if testRecordHook != nil {
 			if err := testRecordHook(); err != nil {
-				return g.unadd(h, err)
+				removed, err := g.unadd(h, err)
+				if !removed {
+					keepForGood(owners)
+					owners = nil
+				}
+				return err
 			}
 		}
 		for i, o := range owners {
 			if err := t.Add(uintptr(h), o); err != nil {
 				owners = owners[i:] // the rest are still ours; Drop releases those recorded
-				return g.unadd(h, err)
+				removed, err := g.unadd(h, err)
+				if !removed {
+					keepForGood(owners)
+					owners = nil
+				}
+				return err
 			}
 		}
 		owners = nil
@@ -444,12 +463,17 @@ func (g *Graph) add(op string, deps []Node, owners []lifetime.Owner, addFn func(
 
 // unadd removes node h after its owners could not be recorded, releasing
 // those that were; it returns err. The context is bound and g.mu held.
-func (g *Graph) unadd(h cu.CUgraphNode, err error) error {
-	_ = g.dropOwners(h)
+//
+// The node goes first: if CUDA refuses (it does in graphs with memory
+// nodes), the owners recorded so far stay with it, and the caller keeps the
+// rest for good (keepForGood) — never a node naming released memory — and
+// the error says the node is still there.
+func (g *Graph) unadd(h cu.CUgraphNode, err error) (bool, error) {
 	if derr := cu.GraphDestroyNode(h); derr != nil {
-		return errors.Join(err, derr)
+		return false, errors.Join(err, fmt.Errorf("graph: the node could not be removed again and keeps what it names: %w", derr))
 	}
-	return err
+	_ = g.dropOwners(h)
+	return true, err
 }
 
 // Nodes returns every node of the graph (cuGraphGetNodes).
@@ -468,7 +492,9 @@ func (g *Graph) list(op string, q func(*cu.CUgraphNode, *uintptr) error) ([]Node
 		return nil, err
 	}
 	defer g.release()
-	g.mu.Lock()
+	if err := g.lock(op); err != nil {
+		return nil, err
+	}
 	defer g.mu.Unlock()
 	var hs []cu.CUgraphNode
 	err := g.bind(func() error {
@@ -523,7 +549,9 @@ func (g *Graph) Edges() ([]Edge, error) {
 		return nil, err
 	}
 	defer g.release()
-	g.mu.Lock()
+	if err := g.lock(op); err != nil {
+		return nil, err
+	}
 	defer g.mu.Unlock()
 	var from, to []cu.CUgraphNode
 	err := g.bind(func() error {
@@ -575,7 +603,9 @@ func (g *Graph) edge(op string, from, to Node, add bool) error {
 		return err
 	}
 	defer g.release()
-	g.mu.Lock()
+	if err := g.lock(op); err != nil {
+		return err
+	}
 	defer g.mu.Unlock()
 	if err := g.node(op, from); err != nil {
 		return err
@@ -663,7 +693,9 @@ func (g *Graph) WriteDOT(w io.Writer, flags DOTFlags) error {
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "graph.dot")
 	cpath := append([]byte(path), 0)
-	g.mu.Lock()
+	if err := g.lock(op); err != nil {
+		return err
+	}
 	err = g.bind(func() error { return cu.GraphDebugDotPrint(g.h, &cpath[0], uint32(flags)) })
 	g.mu.Unlock()
 	if err != nil {

@@ -64,7 +64,9 @@ func (n Node) use(op string, f func() error) error {
 		return err
 	}
 	defer g.release()
-	g.mu.Lock()
+	if err := g.lock(op); err != nil {
+		return err
+	}
 	defer g.mu.Unlock()
 	if err := g.node(op, n); err != nil {
 		return err

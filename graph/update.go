@@ -91,19 +91,24 @@ func (e *Exec) Update(g *Graph) error {
 	var held []lifetime.Owner
 	updated := false
 	err := g.bind(func() error {
+		// Retain g's user objects first, so that nothing has changed when
+		// that fails.
+		for _, uo := range g.uos {
+			if err := cu.UserObjectRetain(uo, 1); err != nil {
+				return err
+			}
+			held = append(held, uoOwner(uo))
+		}
 		if err := cu.GraphExecUpdate(e.h, g.h, info); err != nil {
 			return err
 		}
 		updated = true
-		for _, uo := range g.uos {
-			if err := cu.UserObjectRetain(uo, 1); err != nil {
-				return err // the update happened: keep what was retained so far
-			}
-			held = append(held, uoOwner(uo))
-		}
 		return nil
 	})
 	if !updated {
+		for _, o := range held {
+			_ = o.Release()
+		}
 		ue := &UpdateError{Err: err, Result: UpdateResult(info.Result)}
 		if info.ErrorNode != 0 {
 			ue.Node = Node{g: g, h: info.ErrorNode}
@@ -114,8 +119,7 @@ func (e *Exec) Update(g *Graph) error {
 		return ue
 	}
 	// The executable now runs g's parameters: what earlier updates gave it
-	// is replaced. (If retaining one of g's user objects failed, err says
-	// so; the others are held.)
+	// is replaced.
 	var old []lifetime.Owner
 	for _, o := range e.own {
 		old = append(old, o...)
@@ -156,10 +160,11 @@ func (e *Exec) setNode(op string, n Node, owners []lifetime.Owner, replace bool,
 	defer g.release()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	g.mu.Lock()
-	err := g.node(op, n)
-	g.mu.Unlock()
-	if err != nil {
+	if err := g.lock(op); err != nil {
+		return release(err)
+	}
+	defer g.mu.Unlock() // held across the call: n cannot be destroyed under it
+	if err := g.node(op, n); err != nil {
 		return release(err)
 	}
 	if err := e.ctx.Raw(func(uintptr) error { return call() }); err != nil {
@@ -217,16 +222,15 @@ func (e *Exec) SetKernel(n Node, fn *driver.Function, cfg driver.LaunchConfig, a
 func (e *Exec) SetMemset(n Node, dst Operand, value uint32, elemSize int) error {
 	const op = "Exec.SetMemset"
 	if e == nil {
+		dst.discard()
 		return invalid(op, "nil executable graph")
-	}
-	if elemSize != 1 && elemSize != 2 && elemSize != 4 {
-		return invalid(op, "element size %d (want 1, 2 or 4)", elemSize)
-	}
-	if elemSize < 4 && value >= 1<<(8*elemSize) {
-		return invalid(op, "value %#x does not fit %d bytes", value, elemSize)
 	}
 	o, err := dst.resolve(op)
 	if err != nil {
+		return err
+	}
+	if err := checkMemset(op, value, elemSize); err != nil {
+		o.release()
 		return err
 	}
 	if o.host || o.bytes == 0 || o.bytes%elemSize != 0 {
@@ -246,10 +250,13 @@ func (e *Exec) SetMemset(n Node, dst Operand, value uint32, elemSize int) error 
 func (e *Exec) SetMemcpy(n Node, dst, src Operand) error {
 	const op = "Exec.SetMemcpy"
 	if e == nil {
+		dst.discard()
+		src.discard()
 		return invalid(op, "nil executable graph")
 	}
 	d, err := dst.resolve(op)
 	if err != nil {
+		src.discard()
 		return err
 	}
 	s, err := src.resolve(op)
@@ -334,25 +341,34 @@ func (e *Exec) SetChild(n Node, child *Graph) error {
 	if child.root != nil {
 		return invalid(op, "a body graph cannot be a child")
 	}
-	child.mu.Lock()
-	defer child.mu.Unlock()
+	// Take references on child's user objects and mark its table shared
+	// under child's lock, then let it go: setNode takes e.mu and the
+	// source graph's lock, and child may be that graph.
 	var owners []lifetime.Owner
-	for _, uo := range child.uos {
-		if err := cu.UserObjectRetain(uo, 1); err != nil {
-			for _, o := range owners {
-				_ = o.Release()
+	child.mu.Lock()
+	err := child.bind(func() error {
+		for _, uo := range child.uos {
+			if err := cu.UserObjectRetain(uo, 1); err != nil {
+				return err
 			}
-			return err
+			owners = append(owners, uoOwner(uo))
 		}
-		owners = append(owners, uoOwner(uo))
+		return nil
+	})
+	if err == nil {
+		child.shared()
 	}
-	if err := e.setNode(op, n, owners, true, func() error {
-		return cu.GraphExecChildGraphNodeSetParams(e.h, n.h, child.h)
-	}); err != nil {
+	h := child.h
+	child.mu.Unlock()
+	if err != nil {
+		for _, o := range owners {
+			_ = o.Release()
+		}
 		return err
 	}
-	child.shared()
-	return nil
+	return e.setNode(op, n, owners, true, func() error {
+		return cu.GraphExecChildGraphNodeSetParams(e.h, n.h, h)
+	})
 }
 
 // SetEnabled enables or disables node n of the executable

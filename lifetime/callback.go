@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/ebitengine/purego"
 )
@@ -145,8 +144,8 @@ func report(sink PanicSink, p any, stack []byte) {
 //
 // Handing a callback to a worker and waiting for it must cost little: a
 // host function's whole round trip is a few microseconds, and parking and
-// waking a goroutine costs a futex call on each side. So both sides spin
-// briefly before they park. state says where a worker is:
+// waking a goroutine costs a futex call on each side. So the caller spins
+// briefly for the result before it parks. state says where a worker is:
 const (
 	wIdle       = iota // waiting for a job (spinning)
 	wParked            // waiting for a job, parked on wake
@@ -166,14 +165,10 @@ type worker struct {
 	exited bool
 }
 
-// Spinning is bounded: a caller spins for callerSpins atomic loads (tens
-// of microseconds), an idle worker yields for up to workerSpin before it
-// parks. Neither spins when the process has a single P, where spinning
-// would hold off the other side.
-const (
-	callerSpins = 20000
-	workerSpin  = 100 * time.Microsecond
-)
+// A caller spins for callerSpins atomic loads (tens of microseconds)
+// before it parks, and not at all when the process has a single P, where
+// spinning would hold off the worker.
+const callerSpins = 20000
 
 var idle = make(chan *worker, 64)
 
@@ -238,11 +233,11 @@ func (w *worker) finish() {
 	}
 }
 
-// next waits for the next job; false means end.
+// next waits for the next job, parked; false means end. (An idle worker
+// does not spin: spinning goroutines fight the CUDA thread that will post
+// the next job for the scheduler's attention.)
 func (w *worker) next() bool {
-	spin := runtime.GOMAXPROCS(0) > 1
-	var since time.Time
-	for i := 0; ; i++ {
+	for {
 		switch w.state.Load() {
 		case wPosted, wPostedPark:
 			return true
@@ -252,15 +247,6 @@ func (w *worker) next() bool {
 			// The caller has not read the result yet: wait for it.
 			runtime.Gosched()
 			continue
-		}
-		if spin {
-			if i == 0 {
-				since = time.Now()
-			}
-			if i&15 != 0 || time.Since(since) < workerSpin {
-				runtime.Gosched()
-				continue
-			}
 		}
 		if w.state.CompareAndSwap(wIdle, wParked) {
 			<-w.wake

@@ -499,13 +499,13 @@ func stressOps() []stressOp {
 					w.anyStream(r).LaunchArgs(a, g11[0], g11[1]))
 				return errors.Join(err, a.Close())
 			}, allow: isAny(driver.ErrInvalidArgument)}, // a library kernel's buffer of another context than the stream's
-		{covers: []string{"Args.Hold", "Args.Raw", "Args.Function"}, do: func(w *stressWorld, r *rand.Rand) error {
+		{covers: []string{"Args.Hold", "Args.Raw", "Args.Function", "Args.UsableIn"}, do: func(w *stressWorld, r *rand.Rand) error {
 			// Not SetArg: it must not race launches of the same Args (its
 			// doc says so); the op above calls it on Args of its own.
 			a := pick(r, w.args, w.largs)
 			_ = a.Function()
-			return errors.Join(releaseRef(a.Hold()), a.Raw(func(uintptr, unsafePointer) error { return nil }))
-		}},
+			return errors.Join(releaseRef(a.Hold()), a.Raw(func(uintptr, unsafePointer) error { return nil }), a.UsableIn(w.ctx))
+		}, allow: isAny(driver.ErrInvalidArgument)}, // UsableIn in another context than the Args' buffers
 		{covers: []string{"Function.Marshal", "KernelParams.Function", "KernelParams.Pointer", "KernelParams.TakeRefs", "KernelParams.Free"},
 			do: func(w *stressWorld, r *rand.Rand) error {
 				p, err := pick(r, w.fill, w.lfill).Marshal(w.ctx, w.anyBuf(r), int32(8), int32(stressN/4))
