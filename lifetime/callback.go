@@ -2,10 +2,8 @@ package lifetime
 
 import (
 	"fmt"
-	"runtime"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 
 	"github.com/ebitengine/purego"
 )
@@ -111,8 +109,8 @@ func Invoke(id uintptr) {
 func run(fn func(), sink PanicSink) {
 	w := getWorker()
 	w.fn = fn
-	w.post()
-	w.wait()
+	w.start <- struct{}{}
+	<-w.done
 	p, stack, exited := w.p, w.stack, w.exited
 	w.fn, w.p, w.stack = nil, nil, nil
 	if !exited {
@@ -130,8 +128,8 @@ func run(fn func(), sink PanicSink) {
 	}
 }
 
-// report hands a panic to sink; a panic in the sink is dropped, since it
-// would otherwise escape into C.
+// report hands a contained panic to sink; a panic in the sink itself is
+// dropped, since nothing may escape into C.
 func report(sink PanicSink, p any, stack []byte) {
 	defer func() { _ = recover() }()
 	sink.CallbackPanicked(p, stack)
@@ -141,34 +139,14 @@ func report(sink PanicSink, p any, stack []byte) {
 // runtime.Goexit in one ends that goroutine instead of aborting the process
 // (Goexit on a thread CUDA created is fatal). A worker whose callback
 // called Goexit reports it and is not reused.
-//
-// Handing a callback to a worker and waiting for it must cost little: a
-// host function's whole round trip is a few microseconds, and parking and
-// waking a goroutine costs a futex call on each side. So the caller spins
-// briefly for the result before it parks. state says where a worker is:
-const (
-	wIdle       = iota // waiting for a job (spinning)
-	wParked            // waiting for a job, parked on wake
-	wPosted            // a job is posted; the caller spins for the result
-	wPostedPark        // a job is posted; the caller is parked on done
-	wDone              // the job is done: results are in the worker
-	wQuit              // the pool is full: the worker ends
-)
-
 type worker struct {
-	state  atomic.Uint32
-	wake   chan struct{} // wakes a parked worker (buffered)
-	done   chan struct{} // wakes a parked caller (buffered)
+	start  chan struct{}
+	done   chan struct{}
 	fn     func()
 	p      any
 	stack  []byte
 	exited bool
 }
-
-// A caller spins for callerSpins atomic loads (tens of microseconds)
-// before it parks, and not at all when the process has a single P, where
-// spinning would hold off the worker.
-const callerSpins = 20000
 
 var idle = make(chan *worker, 64)
 
@@ -178,79 +156,16 @@ func getWorker() *worker {
 		return w
 	default:
 	}
-	w := &worker{wake: make(chan struct{}, 1), done: make(chan struct{}, 1)}
+	w := &worker{start: make(chan struct{}), done: make(chan struct{})}
 	go w.loop()
 	return w
 }
 
-// putWorker returns w, whose result the caller has read, to the pool.
 func putWorker(w *worker) {
-	w.state.Store(wIdle)
 	select {
 	case idle <- w:
 	default:
-		w.quit() // enough idle workers: let this one end
-	}
-}
-
-// post hands the job in w.fn to w.
-func (w *worker) post() {
-	if w.state.CompareAndSwap(wIdle, wPosted) {
-		return // the worker is spinning and will see it
-	}
-	w.state.Store(wPosted) // it was parked (wParked): wake it
-	w.wake <- struct{}{}
-}
-
-// quit tells an idle worker to end.
-func (w *worker) quit() {
-	if w.state.CompareAndSwap(wIdle, wQuit) {
-		return
-	}
-	w.state.Store(wQuit)
-	w.wake <- struct{}{}
-}
-
-// wait waits until the posted job is done.
-func (w *worker) wait() {
-	if runtime.GOMAXPROCS(0) > 1 {
-		for i := 0; i < callerSpins; i++ {
-			if w.state.Load() == wDone {
-				return
-			}
-		}
-	}
-	if w.state.CompareAndSwap(wPosted, wPostedPark) {
-		<-w.done
-	}
-	// else it is done already
-}
-
-// finish publishes the job's result and wakes the caller if it parked.
-func (w *worker) finish() {
-	if w.state.Swap(wDone) == wPostedPark {
-		w.done <- struct{}{}
-	}
-}
-
-// next waits for the next job, parked; false means end. (An idle worker
-// does not spin: spinning goroutines fight the CUDA thread that will post
-// the next job for the scheduler's attention.)
-func (w *worker) next() bool {
-	for {
-		switch w.state.Load() {
-		case wPosted, wPostedPark:
-			return true
-		case wQuit:
-			return false
-		case wDone:
-			// The caller has not read the result yet: wait for it.
-			runtime.Gosched()
-			continue
-		}
-		if w.state.CompareAndSwap(wIdle, wParked) {
-			<-w.wake
-		}
+		close(w.start) // enough idle workers: let this one end
 	}
 }
 
@@ -260,12 +175,12 @@ func (w *worker) loop() {
 		if !finished { // the callback called runtime.Goexit
 			w.exited = true
 			w.stack = debug.Stack() // still shows where Goexit was called
-			w.finish()
+			w.done <- struct{}{}
 		}
 	}()
-	for w.next() {
+	for range w.start {
 		w.run()
-		w.finish()
+		w.done <- struct{}{}
 	}
 	finished = true
 }
