@@ -47,6 +47,25 @@
 // Dependencies, Dependents and the per-kind parameter readers look at a
 // graph; WriteDOT draws it.
 //
+// # Executable update
+//
+// Exec.SetKernel, SetMemset, SetMemcpy, SetHostFunc, SetEventRecord,
+// SetEventWait, SetChild and SetEnabled change one node of an executable
+// without instantiating again; Exec.Update takes the parameters of a whole
+// graph of the same topology. What an update introduces is held until the
+// executable is closed and its launches have finished; what it replaces is
+// released once the launches enqueued before the change have finished.
+//
+// # Stream capture
+//
+// Capture (or BeginCapture with Fork, Join and End) records the work that
+// purecuda calls queue on a stream into a new graph, or into an existing
+// graph or conditional body. Everything those calls name — buffers,
+// kernels' modules, Args, pinned Go slices, host functions — is held by the
+// resulting graph as if its nodes had been added explicitly. An error, a
+// panic or runtime.Goexit between begin and end still ends the capture and
+// destroys the partial graph: no stream is left capturing.
+//
 // # Contexts and threads
 //
 // Adding a node needs the graph's context current on the calling thread
