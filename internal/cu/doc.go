@@ -24,12 +24,17 @@
 //
 // # Calls
 //
-// Calls go through purego.SyscallN, which allocates nothing. Pointer arguments
-// are converted in the call expression, so the objects they point at stay
-// alive and in place for the call (and are moved to the heap by the compiler).
-// Functions that take a float by value (three deprecated ones) are bound with
-// purego.RegisterFunc on first use; the two that take a 64-byte IPC handle by
-// value go through syscallStructArg, which follows each platform's ABI.
+// Calls fill a pooled call frame (internal/ccall) and run it: on
+// linux/amd64 through a small assembly trampoline under runtime.cgocall,
+// elsewhere through purego.SyscallN with a slice of the frame; neither
+// allocates. Pointer arguments pass through ccall.Escape first, so the
+// objects they point at live on the heap, and runtime.KeepAlive after the
+// call keeps them alive until C returns. The hot calls (cuLaunchKernel,
+// cuGraphLaunch) also get XxxFrame variants that run in a frame the caller
+// keeps. Functions that take a float by value (three deprecated ones) are
+// bound with purego.RegisterFunc on first use; the two that take a 64-byte
+// IPC handle by value go through syscallStructArg, which follows each
+// platform's ABI.
 package cu
 
 //go:generate go run ../gen -root ../..
