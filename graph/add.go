@@ -309,8 +309,10 @@ func (b Builder) Memcpy(dst, src Operand) (Node, error) {
 
 // MemAllocOptions are the options of a memory-alloc node.
 type MemAllocOptions struct {
+	// Device is where the memory lives; nil means the graph's device.
+	Device *driver.Device
 	// AccessFrom are other devices given read-write access to the memory
-	// (the graph's own device always has it).
+	// (the device it lives on always has it).
 	AccessFrom []*driver.Device
 }
 
@@ -331,6 +333,12 @@ func (b Builder) MemAlloc(bytes int, o MemAllocOptions) (Node, driver.DevicePtr,
 		return Node{}, 0, invalid(op, "%d peer devices (at most %d)", len(o.AccessFrom), maxPeers)
 	}
 	dev := b.g.ctx.Device()
+	if o.Device != nil {
+		if o.Device.Ordinal() < 0 {
+			return Node{}, 0, invalid(op, "zero Device")
+		}
+		dev = o.Device
+	}
 	for _, p := range o.AccessFrom {
 		if p.Ordinal() < 0 {
 			return Node{}, 0, invalid(op, "nil or zero peer device")

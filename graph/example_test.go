@@ -135,8 +135,8 @@ func ExampleBuilder_MemAlloc() {
 	fmt.Println(out)
 }
 
-// A child graph and event nodes; the child runs as part of its parent even
-// after the child itself is closed.
+// A child graph and event record and wait nodes; the child runs as part of
+// its parent even after the child itself is closed.
 func ExampleBuilder_Child() {
 	ctx, s, mod := exampleSetup()
 	defer ctx.Close()
@@ -155,7 +155,11 @@ func ExampleBuilder_Child() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := parent.After(c).EventRecord(ev); err != nil {
+	rec, err := parent.After(c).EventRecord(ev)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := parent.After(rec).EventWait(ev); err != nil { // an event-wait node
 		log.Fatal(err)
 	}
 	child.Close()

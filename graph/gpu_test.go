@@ -391,7 +391,7 @@ func TestMemAllocNodes(t *testing.T) {
 	require.NoError(t, err)
 	defer g.Close()
 	const n = 512
-	an, ptr, err := g.MemAlloc(n*4, MemAllocOptions{})
+	an, ptr, err := g.MemAlloc(n*4, MemAllocOptions{Device: e.dev})
 	require.NoError(t, err)
 	k, err := g.After(an).Kernel(e.fn["fill"], cfg(n), ptr, int32(-3), int32(n))
 	require.NoError(t, err)
