@@ -76,6 +76,9 @@ func (e *InstantiateError) Unwrap() error { return e.Err }
 // made from and keeps everything that graph's nodes held alive until it is
 // closed and its launched work has finished.
 //
+// An Exec holds the streams it was launched on (at most 16 at a time) until
+// what an update retired has been released, or a checkpoint lets them go.
+//
 // An Exec is safe for concurrent use: CUDA's executable graphs are not
 // internally synchronised, so purecuda serialises the calls on one Exec
 // (launches on different streams still run concurrently on the device).
@@ -175,7 +178,7 @@ func (e *Exec) destroy() error {
 	e.own = nil
 	os = append(os, e.held...)
 	e.held = nil
-	e.retire(os)
+	e.retire(os) // lets the tracked streams go, after recording on them
 	for _, t := range e.streams {
 		_ = t.ref.Release()
 	}
@@ -198,14 +201,26 @@ func (e *Exec) retire(os []lifetime.Owner) {
 	if len(os) == 0 {
 		return
 	}
-	if len(e.streams) == 0 {
+	if len(e.streams) == 0 && !e.retireRunning {
+		// Nothing launched since the last batch, and every earlier batch
+		// is done: nothing in flight can use os.
 		for _, o := range os {
 			lifetime.Defer(o)
 		}
 		return
 	}
+	e.checkpoint(os)
+}
+
+// checkpoint queues a batch of owners (none, for a plain checkpoint) behind
+// the launches on every stream tracked so far, then lets those streams go:
+// batches are released in order, so any later batch also waits for these
+// launches. It keeps an executable launched on many streams from holding
+// them all until it is closed. e.mu is held.
+func (e *Exec) checkpoint(os []lifetime.Owner) {
 	ref, ok := e.ctxRef.Clone()
 	if !ok { // cannot happen while e holds its context; never free early
+		keepForGood(os)
 		return
 	}
 	b := retireBatch{owners: os, ctx: e.ctx, ctxRef: ref}
@@ -235,12 +250,20 @@ func (e *Exec) retire(os []lifetime.Owner) {
 		}
 		return nil
 	})
+	for _, t := range e.streams {
+		_ = t.ref.Release()
+	}
+	e.streams, e.last = e.streams[:0], nil
 	e.retiring = append(e.retiring, b)
 	if !e.retireRunning {
 		e.retireRunning = true
 		go e.retireWorker()
 	}
 }
+
+// maxTracked is how many streams an Exec tracks before a checkpoint lets
+// them go.
+const maxTracked = 16
 
 // retireBatch is owners waiting for the launches enqueued before they were
 // retired.
@@ -419,6 +442,9 @@ func (e *Exec) track(s *driver.Stream, held lifetime.Ref) {
 			e.last = s
 			return
 		}
+	}
+	if len(e.streams) >= maxTracked {
+		e.checkpoint(nil)
 	}
 	if r, ok := held.Clone(); ok {
 		e.streams = append(e.streams, tracked{s, r})

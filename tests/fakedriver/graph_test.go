@@ -290,3 +290,30 @@ func setupGraph(t *testing.T) *fixture {
 	fcall(t, "fake_reset_counters")
 	return f
 }
+
+// An executable launched on many short-lived streams lets them go: it
+// holds at most a few at a time, not every stream it ever ran on.
+func TestFakeExecDoesNotHoldEveryStream(t *testing.T) {
+	f := setupGraph(t)
+	buf, err := driver.Alloc[int32](f.ctx, 8)
+	require.NoError(t, err)
+	defer buf.Close()
+	g, err := graph.New(f.ctx)
+	require.NoError(t, err)
+	defer g.Close()
+	_, err = g.Kernel(f.fill, graphCfg, buf, int32(1), int32(8))
+	require.NoError(t, err)
+	exe, err := g.Instantiate()
+	require.NoError(t, err)
+	defer exe.Close()
+	streams0 := counter(t, "fake_live_streams")
+	for i := 0; i < 64; i++ {
+		s, err := f.ctx.NewStream(driver.StreamNonBlocking)
+		require.NoError(t, err)
+		require.NoError(t, exe.Launch(s))
+		require.NoError(t, s.Close())
+	}
+	require.NoError(t, f.ctx.Synchronize())
+	settle(t, func() bool { return counter(t, "fake_live_streams") <= streams0+17 }, "closed streams destroyed while the executable lives")
+	noBadUses(t)
+}
