@@ -335,6 +335,7 @@ func (s *Stream) enqueueHost(op string, cb lifetime.Callback) error {
 	}
 	defer s.release()
 	id := lifetime.Register(cb)
+	lifetime.Expect()
 	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), idPointer(id)) }); err != nil {
 		lifetime.Cancel(id) // it will never run
 		return s.ctx.sawError(err)
@@ -504,14 +505,6 @@ func (s *Stream) enqueueCapturedHost(h *captureHook, f func()) error {
 		lifetime.Unregister(id)
 		return s.ctx.sawError(err)
 	}
-	h.sink.Keep(s, []lifetime.Owner{hostFuncOwner(id)})
-	return nil
-}
-
-// hostFuncOwner unregisters a captured host function when released.
-type hostFuncOwner uintptr
-
-func (o hostFuncOwner) Release() error {
-	lifetime.Unregister(uintptr(o))
+	h.sink.Keep(s, []lifetime.Owner{lifetime.CallbackOwner(id)})
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/purecuda/cuda/internal/ccall"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/gputest"
+	"github.com/purecuda/cuda/lifetime"
 	"github.com/purecuda/cuda/nvrtc"
 )
 
@@ -234,6 +235,21 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 				}
 				return s.Synchronize()
 			}, false)},
+			{"HostFuncRoundTrip/portable", func(n int) error {
+				// The same with polling off: every call enters Go through
+				// purego and hands over to a worker goroutine.
+				old := lifetime.SetPollWindow(0)
+				defer lifetime.SetPollWindow(old)
+				for i := 0; i < n; i++ {
+					if err := s.LaunchHostFunc(hostNop); err != nil {
+						return err
+					}
+					if err := s.Synchronize(); err != nil {
+						return err
+					}
+				}
+				return nil
+			}},
 		},
 		{
 			{"H2D4Bytes/C", cloop("loop_h2d", uintptr(dptr), uintptr(unsafe.Pointer(&src[0])))},

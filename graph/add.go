@@ -193,14 +193,6 @@ func checkConfig(op string, cfg driver.LaunchConfig) error {
 	return nil
 }
 
-// callbackOwner unregisters a host node's callback when released.
-type callbackOwner uintptr
-
-func (c callbackOwner) Release() error {
-	lifetime.Unregister(uintptr(c))
-	return nil
-}
-
 // HostFunc adds a host node (cuGraphAddHostNode) that runs f every time the
 // graph runs, on a goroutine of purecuda's while a CUDA thread waits. f is
 // held for as long as the graph or anything made from it may run it. It
@@ -220,7 +212,8 @@ func (b Builder) HostFunc(f func()) (Node, error) {
 	}
 	g := b.g
 	id := lifetime.Register(lifetime.Callback{Fn: f, Sink: g.sink})
-	return g.add(op, b.deps, []lifetime.Owner{callbackOwner(id)}, func(d *cu.CUgraphNode, n uintptr) error {
+	return g.add(op, b.deps, []lifetime.Owner{lifetime.CallbackOwner(id)}, func(d *cu.CUgraphNode, n uintptr) error {
+		g.sink.hosts.Store(true)
 		g.scr.host = cu.CUDA_HOST_NODE_PARAMS_v1{Fn: cu.CUhostFn(tramp), UserData: idPointer(id)}
 		return cu.GraphAddHostNode(&g.scr.node, g.h, d, n, &g.scr.host)
 	})
@@ -417,6 +410,9 @@ func (b Builder) Child(child *Graph) (Node, error) {
 	// added to child meanwhile can escape the snapshot.
 	var uos []cu.CUuserObject
 	return g.addWith(op, b.deps, nil, child.mu, func(d *cu.CUgraphNode, n uintptr) error {
+		if child.sink.hosts.Load() {
+			g.sink.hosts.Store(true)
+		}
 		uos = append(uos[:0], child.uos...)
 		child.shared()
 		for i, uo := range uos {

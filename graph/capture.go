@@ -676,6 +676,9 @@ func (st *captureState) Keep(s *driver.Stream, owners []lifetime.Owner) {
 	}
 	for _, o := range owners {
 		st.kept = append(st.kept, keptOwner{node, o})
+		if _, ok := o.(lifetime.CallbackOwner); ok { // a captured host function
+			st.psink.hosts.Store(true)
+		}
 	}
 	st.mu.Unlock()
 }

@@ -385,6 +385,9 @@ func (e *Exec) acquire(op string) error {
 // stream of the graph's context; nil is an error. The executable and the
 // stream are held for the call.
 func (e *Exec) Launch(s *driver.Stream) error {
+	if e != nil && e.sink != nil && e.sink.hosts.Load() {
+		lifetime.Expect() // its host nodes are served without entering Go
+	}
 	return e.onStream("Exec.Launch", s, cu.GraphLaunch)
 }
 

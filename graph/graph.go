@@ -780,6 +780,9 @@ func (g *Graph) Find(orig Node) (Node, error) {
 type sink struct {
 	mu   sync.Mutex
 	errs []error
+	// hosts is set once a graph reporting here has a host node: launching
+	// its executables then tells the host-function server (lifetime.Expect).
+	hosts atomic.Bool
 }
 
 // CallbackPanicked implements lifetime.PanicSink.

@@ -77,6 +77,9 @@ func (e *Exec) Update(g *Graph) error {
 		return err
 	}
 	defer g.release()
+	if g.sink.hosts.Load() {
+		e.sink.hosts.Store(true)
+	}
 	if g.root != nil {
 		return invalid(op, "a body graph cannot be the update")
 	}
@@ -292,8 +295,11 @@ func (e *Exec) SetHostFunc(n Node, f func()) error {
 		return err
 	}
 	id := lifetime.Register(lifetime.Callback{Fn: f, Sink: e.sink})
+	if e.sink != nil {
+		e.sink.hosts.Store(true)
+	}
 	p := &cu.CUDA_HOST_NODE_PARAMS_v1{Fn: cu.CUhostFn(tramp), UserData: idPointer(id)}
-	return e.setNode(op, n, []lifetime.Owner{callbackOwner(id)}, true, func() error {
+	return e.setNode(op, n, []lifetime.Owner{lifetime.CallbackOwner(id)}, true, func() error {
 		return cu.GraphExecHostNodeSetParams(e.h, n.h, p)
 	})
 }
@@ -338,6 +344,9 @@ func (e *Exec) SetChild(n Node, child *Graph) error {
 		return err
 	}
 	defer child.release()
+	if child.sink.hosts.Load() && e.sink != nil {
+		e.sink.hosts.Store(true)
+	}
 	if child.root != nil {
 		return invalid(op, "a body graph cannot be a child")
 	}

@@ -88,6 +88,18 @@ func Cancel(id uintptr) bool {
 
 func takeOnce(cb *Callback) bool { return cb.Once }
 
+// CallbackOwner is the Owner of a registered callback that runs more than
+// once (a graph's host node): its Release unregisters the callback. A
+// graph's owner table holds one for each host node, and a graph layer can
+// tell from it that a graph runs host functions (see Expect).
+type CallbackOwner uintptr
+
+// Release unregisters the callback. It never fails.
+func (c CallbackOwner) Release() error {
+	Unregister(uintptr(c))
+	return nil
+}
+
 // Invoke runs callback id as the trampoline does: an unknown id runs
 // nothing; a panic or Goexit in the callback is contained (I6). A Once
 // callback is removed before it runs, so it runs once even when invoked
@@ -200,14 +212,23 @@ var hostFn = sync.OnceValues(func() (fn uintptr, err error) {
 			err = fmt.Errorf("lifetime: cannot create the host-function callback: %v", p)
 		}
 	}()
-	return purego.NewCallback(func(userData uintptr) uintptr {
-		Invoke(userData)
-		return 0
-	}), nil
+	cold := purego.NewCallback(coldInvoke)
+	if !fastSupported {
+		return cold, nil
+	}
+	fastCold = cold // read by the fast trampoline, which is not yet handed out
+	return fastTrampoline(), nil
 })
 
 // HostFn returns the C function pointer of the one trampoline for CUhostFn
 // (void (*)(void *userData)), made once per process (I7). Stream host
 // functions and user-object destructors both use it, with the id of a
 // registered Callback as userData.
+//
+// On linux/amd64 the trampoline is written in assembly and hands the
+// callback to a polling goroutine of ours without entering Go (see Expect
+// and SetPollWindow); when none polls, and on other platforms, it enters Go
+// through purego and hands the callback to a worker goroutine. Either way
+// the callback runs on a goroutine the Go runtime created, while the
+// calling thread waits.
 func HostFn() (uintptr, error) { return hostFn() }

@@ -31,6 +31,8 @@ type Stats struct {
 	Pinned         int64 // Go objects pinned now
 	Tables         int64 // owner tables not yet released
 	Callbacks      int   // callbacks registered now (the handle map's size)
+	HostFnFast     int64 // HostFn calls served by the polling goroutine (no Go entry on the C thread)
+	HostFnPortable int64 // HostFn calls that entered Go through purego
 }
 
 // ReadStats returns the counters. Each is read atomically, but not all at
@@ -51,6 +53,8 @@ func ReadStats() Stats {
 		Pinned:         stats.pinned.Load(),
 		Tables:         stats.tables.Load(),
 		Callbacks:      callbacks.Len(),
+		HostFnFast:     fast.served.Load(),
+		HostFnPortable: fast.portable.Load(),
 	}
 }
 
