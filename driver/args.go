@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"runtime"
 	"slices"
@@ -119,33 +120,11 @@ func (s *spill) reset() { s.cur, s.off = 0, 0 }
 // stream-ordered buffers used on another stream. A buffer argument is held
 // until reset.
 func (b *argBlock) marshal(op string, i int, v any, ctx *Context, s *Stream) error {
+	if bits, size, ok := scalarBits(v); ok {
+		putBits(b.slot(uintptr(size)), bits, size)
+		return nil
+	}
 	switch x := v.(type) {
-	case int8:
-		*(*int8)(b.slot(1)) = x
-	case uint8:
-		*(*uint8)(b.slot(1)) = x
-	case bool:
-		*(*bool)(b.slot(1)) = x
-	case int16:
-		*(*int16)(b.slot(2)) = x
-	case uint16:
-		*(*uint16)(b.slot(2)) = x
-	case int32:
-		*(*int32)(b.slot(4)) = x
-	case uint32:
-		*(*uint32)(b.slot(4)) = x
-	case float32:
-		*(*float32)(b.slot(4)) = x
-	case int64:
-		*(*int64)(b.slot(8)) = x
-	case uint64:
-		*(*uint64)(b.slot(8)) = x
-	case float64:
-		*(*float64)(b.slot(8)) = x
-	case uintptr:
-		*(*uintptr)(b.slot(8)) = x
-	case DevicePtr:
-		*(*DevicePtr)(b.slot(8)) = x
 	case devicePointer:
 		al, ptr, err := x.arg(op)
 		if err != nil {
@@ -174,6 +153,158 @@ func (b *argBlock) marshal(op string, i int, v any, ctx *Context, s *Stream) err
 		b.add(cp.UnsafePointer(), t.Size())
 	}
 	return nil
+}
+
+// scalarBits returns the bits and size in bytes of a sized scalar argument
+// (an integer, float, bool, uintptr or DevicePtr); ok is false for any
+// other value.
+func scalarBits(v any) (bits uint64, size uint8, ok bool) {
+	switch x := v.(type) {
+	case int8:
+		return uint64(uint8(x)), 1, true
+	case uint8:
+		return uint64(x), 1, true
+	case bool:
+		if x {
+			return 1, 1, true
+		}
+		return 0, 1, true
+	case int16:
+		return uint64(uint16(x)), 2, true
+	case uint16:
+		return uint64(x), 2, true
+	case int32:
+		return uint64(uint32(x)), 4, true
+	case uint32:
+		return uint64(x), 4, true
+	case float32:
+		return uint64(math.Float32bits(x)), 4, true
+	case int64:
+		return uint64(x), 8, true
+	case uint64:
+		return x, 8, true
+	case float64:
+		return math.Float64bits(x), 8, true
+	case uintptr:
+		return uint64(x), 8, true
+	case DevicePtr:
+		return uint64(x), 8, true
+	}
+	return 0, 0, false
+}
+
+// putBits stores the low size bytes of bits at p as a value of that size,
+// so in the machine's byte order.
+func putBits(p unsafe.Pointer, bits uint64, size uint8) {
+	switch size {
+	case 1:
+		*(*uint8)(p) = uint8(bits)
+	case 2:
+		*(*uint16)(p) = uint16(bits)
+	case 4:
+		*(*uint32)(p) = uint32(bits)
+	default:
+		*(*uint64)(p) = bits
+	}
+}
+
+// The small block's capacity: the common launch fits it.
+const (
+	smallArgs = 8 // arguments, each of up to 8 bytes
+	smallBufs = 4 // of them buffers
+)
+
+// smallBlock holds the arguments of one Stream.Launch on the launching
+// goroutine's stack, so that a launch takes no shared block and touches few
+// cache lines (libcuda's launch evicts the caller's data, and each line a
+// launch touches afterwards is a miss). Scalars and buffers fit; anything
+// else, or more of them, takes the general path (argBlock). The buffers are
+// held until release. The parameter array, apart on the same stack (a block
+// pointing into itself would have to live on the heap), points into vals:
+// it is handed to cuLaunchKernel through a frame on that stack too, and the
+// stack cannot move during the call.
+type smallBlock struct {
+	vals   [smallArgs]uint64
+	allocs [smallBufs]*allocation
+	sizes  [smallArgs]uint8
+	n, nb  int
+}
+
+// fill marshals args for a launch of f on s. It reports false when an
+// argument does not fit the block or is not usable (the general path then
+// says why); what it held so far is released by release either way.
+//
+// A buffer argument whose type is the one f last saw (f.bufType) is read
+// without a type assertion, whose lookups miss the CPU caches after a
+// launch: every Buffer[T] has the layout of Buffer[byte] (no field depends
+// on T), and only *Buffer[T] implements devicePointer.
+func (b *smallBlock) fill(op string, f *Function, args []any, s *Stream) bool {
+	bt := f.bufType.Load()
+	for i := range args {
+		typ, data := efaceWords(&args[i])
+		var al *allocation
+		var ptr cu.CUdeviceptr
+		var err error
+		switch {
+		case typ == bt && bt != 0 && b.nb < smallBufs:
+			al, ptr, err = (*Buffer[byte])(data).arg(op) // a static call: no itab
+		default:
+			if bits, size, ok := scalarBits(args[i]); ok {
+				putBits(unsafe.Pointer(&b.vals[b.n]), bits, size)
+				b.sizes[b.n] = size
+				b.n++
+				continue
+			}
+			dp, ok := args[i].(devicePointer)
+			if !ok || b.nb == smallBufs {
+				return false
+			}
+			f.bufType.Store(typ)
+			al, ptr, err = dp.arg(op)
+		}
+		if err != nil {
+			return false
+		}
+		b.allocs[b.nb] = al
+		b.nb++
+		if !s.ctx.canUse(al.ctx) {
+			return false
+		}
+		if al.stream != nil {
+			al.usedOn(s)
+		}
+		b.vals[b.n] = uint64(ptr)
+		b.sizes[b.n] = 8
+		b.n++
+	}
+	return true
+}
+
+// efaceWords returns the type word and data word of *v.
+func efaceWords(v *any) (typ uintptr, data unsafe.Pointer) {
+	w := (*[2]unsafe.Pointer)(unsafe.Pointer(v))
+	return uintptr(w[0]), w[1]
+}
+
+// matches reports whether the arguments have the sizes of f's parameters
+// (f's shape is shapeSmall).
+func (b *smallBlock) matches(f *Function) bool {
+	if int(f.nsmall) != b.n {
+		return false
+	}
+	for i := range b.n {
+		if f.small[i] != b.sizes[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// release drops the buffers fill held.
+func (b *smallBlock) release() {
+	for _, a := range b.allocs[:b.nb] {
+		_ = a.Release()
+	}
 }
 
 // check compares the arguments with the kernel's parameters. c is the
@@ -216,7 +347,6 @@ type Args struct {
 	fctx    *Context
 	kparams *unsafe.Pointer
 	hold    *argsHold
-	frame   hotFrame
 	checks  uint8 // argsCheckContexts, argsStreamOrdered, argsLibrary
 
 	f       *Function
@@ -285,7 +415,7 @@ func (f *Function) newArgs(op string, args []any) (*Args, error) {
 		a.blk.reset()
 		return nil, err
 	}
-	if err := a.frame.ready(); err != nil {
+	if _, err := cu.LaunchKernelProc(); err != nil { // no launch without it
 		a.blk.reset()
 		return nil, err
 	}
@@ -428,6 +558,12 @@ func Grid(x int, yz ...int) Dim3 { return dim(x, yz) }
 func Block(x int, yz ...int) Dim3 { return dim(x, yz) }
 
 func checkDims(op string, d *dimLimits, grid, block Dim3) error {
+	// Every device CUDA 13 supports allows at least this much: checking it
+	// reads nothing (a launch's data is out of the CPU caches by the next).
+	if uint(grid.X-1) < 1<<31-1 && uint(grid.Y-1) < 65535 && uint(grid.Z-1) < 65535 &&
+		uint(block.X-1) < 1024 && uint(block.Y-1) < 1024 && uint(block.Z-1) < 64 && block.X*block.Y*block.Z <= 1024 {
+		return nil
+	}
 	for i, v := range [3]int{grid.X, grid.Y, grid.Z} {
 		if v < 1 || v > int(d.maxGrid[i]) {
 			return invalid(op, "grid dimension %c = %d, the device allows 1 to %d", "xyz"[i], v, d.maxGrid[i])

@@ -14,20 +14,36 @@ import (
 // (launchable in any context).
 type Function struct {
 	// What Launch reads comes first, within one cache line.
-	h          cu.CUfunction
-	ld         *lifetime.Object // the module's or library's lifetime
-	ctx        *Context         // nil for library kernels
-	params     []paramInfo      // nil when the driver cannot say (before 12.4)
-	paramsDone atomic.Bool      // params were read
+	h      cu.CUfunction
+	ld     *lifetime.Object // the module's or library's lifetime
+	ctx    *Context         // nil for library kernels
+	shape  atomic.Uint32    // shapeUnread until params were read
+	nsmall uint8            // with shapeSmall: the parameter count …
+	small  [smallArgs]uint8 // … and their sizes
+	// bufType is the type word of the *Buffer[T] last passed to Launch
+	// with f, so that the next such argument is known without a type
+	// assertion (see smallBlock.fill).
+	bufType atomic.Uintptr
 
-	paramsMu sync.Mutex  // held while reading params
-	kernel   cu.CUkernel // library kernels only
-	mod      *Module
-	lib      *Library
-	name     string
+	params     []paramInfo // nil when the driver cannot say (before 12.4)
+	paramsDone atomic.Bool // params were read
+	paramsMu   sync.Mutex  // held while reading params
+	kernel     cu.CUkernel // library kernels only
+	mod        *Module
+	lib        *Library
+	name       string
 }
 
 type paramInfo struct{ offset, size uintptr }
+
+// A kernel's shape says whether Launch can marshal its arguments into a
+// small block on the stack (see smallBlock), and how to check them there.
+const (
+	shapeUnread  = iota // parameters not read yet: the general path reads them
+	shapeUnknown        // the driver cannot say (before 12.4): nothing to check
+	shapeSmall          // up to smallArgs parameters of up to 8 bytes: nsmall, small
+	shapeLarge          // more or larger parameters: the general path
+)
 
 // Name is the kernel's name as looked up ("" for a nil Function).
 func (f *Function) Name() string {
@@ -138,10 +154,24 @@ func (f *Function) readParams(c *Context) ([]paramInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	shape := uint32(shapeUnknown)
 	if known {
 		f.params = ps
+		shape = shapeSmall
+		if len(ps) > smallArgs {
+			shape = shapeLarge
+		}
+		for i, p := range ps {
+			if p.size > 8 || shape == shapeLarge {
+				shape = shapeLarge
+				break
+			}
+			f.small[i] = uint8(p.size)
+		}
+		f.nsmall = uint8(min(len(ps), smallArgs))
 	}
 	f.paramsDone.Store(true)
+	f.shape.Store(shape) // after nsmall and small: Launch reads them once it sees it
 	return f.params, nil
 }
 

@@ -1,10 +1,8 @@
 package driver
 
 import (
-	"sync/atomic"
 	"unsafe"
 
-	"github.com/purecuda/cuda/internal/ccall"
 	"github.com/purecuda/cuda/internal/cu"
 )
 
@@ -56,24 +54,51 @@ func (s *Stream) launchHeld(op string, f *Function, cfg LaunchConfig, args []any
 		f.lib.launchedIn(s.ctx)
 	}
 	var err error
-	if cf := s.frame.take(); cf != nil {
-		err = s.marshalAndLaunch(op, f, cfg, &s.blk, cf, args)
-		s.blk.reset()
-		s.frame.give()
-	} else {
-		blk := blockPool.Get().(*argBlock)
-		err = s.marshalAndLaunch(op, f, cfg, blk, nil, args)
-		blk.reset()
-		blockPool.Put(blk)
+	if sh := f.shape.Load(); (sh == shapeSmall || sh == shapeUnknown) && !s.special && cfg.Cluster == (Dim3{}) && !cfg.Cooperative {
+		var ok bool
+		if ok, err = s.launchSmall(op, f, cfg, sh, args); ok {
+			f.release()
+			return s.ctx.sawError(err)
+		}
 	}
+	blk := blockPool.Get().(*argBlock)
+	err = s.marshalAndLaunch(op, f, cfg, blk, args)
+	blk.reset()
+	blockPool.Put(blk)
 	f.release()
 	return s.ctx.sawError(err)
 }
 
+// launchSmall launches through a small block on the stack when the
+// arguments fit it and pass its checks (a plain launch on a stream of
+// ours: the caller checked); it reports false, having launched
+// nothing and released what it held, when they do not, and the caller
+// takes the general path, which explains what is wrong.
+func (s *Stream) launchSmall(op string, f *Function, cfg LaunchConfig, shape uint32, args []any) (bool, error) {
+	var blk smallBlock
+	if len(args) > smallArgs || !blk.fill(op, f, args, s) || (shape == shapeSmall && !blk.matches(f)) {
+		blk.release()
+		return false, nil
+	}
+	var ptrs [smallArgs]unsafe.Pointer
+	var params *unsafe.Pointer
+	if blk.n > 0 {
+		for i := range blk.n {
+			ptrs[i] = unsafe.Pointer(&blk.vals[i])
+		}
+		params = &ptrs[0]
+	}
+	err := launchKernel(s.launchFn, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params)
+	if h := s.capture.Load(); h != nil && err == nil {
+		h.keepLaunch(s, f, blk.allocs[:blk.nb]) // captured: the graph holds them
+	}
+	blk.release()
+	return true, err
+}
+
 // marshalAndLaunch marshals args into blk (holding their buffers until the
-// caller resets blk) and launches through cf, or a pooled frame when cf is
-// nil.
-func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk *argBlock, cf *ccall.Frame, args []any) error {
+// caller resets blk) and launches.
+func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk *argBlock, args []any) error {
 	for i, v := range args {
 		if err := blk.marshal(op, i, v, s.ctx, s); err != nil {
 			return err
@@ -82,7 +107,7 @@ func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk 
 	if err := blk.check(op, f, s.ctx); err != nil {
 		return err
 	}
-	err := s.launch(op, f, cfg, blk.finish(), cf)
+	err := s.launch(op, f, cfg, blk.finish())
 	if h := s.capture.Load(); h != nil && err == nil {
 		h.keepLaunch(s, f, blk.allocs) // captured: the graph holds them
 	}
@@ -125,58 +150,25 @@ func (s *Stream) launchArgs(op string, a *Args, grid, block Dim3) error {
 		}
 	}
 	if s.special {
-		return s.ctx.sawError(bound(s.ctx, func() error { return a.frame.launch(a.fh, grid, block, 0, s.h, a.kparams) }))
+		return s.ctx.sawError(bound(s.ctx, func() error { return launchKernel(s.launchFn, a.fh, grid, block, 0, s.h, a.kparams) }))
 	}
-	err := a.frame.launch(a.fh, grid, block, 0, s.h, a.kparams)
+	err := launchKernel(s.launchFn, a.fh, grid, block, 0, s.h, a.kparams)
 	if h := s.capture.Load(); h != nil && err == nil {
 		h.keep(s, &a.hold.obj) // captured: the graph holds the Args
 	}
 	return s.ctx.sawError(err)
 }
 
-// hotFrame is a call frame that a stream or Args keeps for one launch at a
-// time, so that the launch path reads no pooled frame: libcuda's launch
-// evicts the caller's data from the CPU caches, and every dependent load a
-// launch makes afterwards is a cache miss. A launch that finds the frame in
-// use, or not readied, takes a pooled one.
-type hotFrame struct {
-	busy atomic.Bool
-	f    ccall.Frame // f.Fn is cuLaunchKernel once readied
-}
-
-// ready resolves cuLaunchKernel into the frame.
-func (h *hotFrame) ready() error { return cu.PrepareLaunchKernelFrame(&h.f) }
-
-// take returns the frame, or nil when it is in use or not readied; give
-// hands a taken frame back.
-func (h *hotFrame) take() *ccall.Frame {
-	if h.f.Fn == 0 || !h.busy.CompareAndSwap(false, true) {
-		return nil
-	}
-	return &h.f
-}
-
-func (h *hotFrame) give() { h.busy.Store(false) }
-
-// launch calls cuLaunchKernel through the frame, or a pooled one.
-func (h *hotFrame) launch(fh cu.CUfunction, grid, block Dim3, shmem int, st cu.CUstream, params *unsafe.Pointer) error {
-	cf := h.take()
-	err := launchKernelIn(cf, fh, grid, block, shmem, st, params)
-	if cf != nil {
-		h.give()
-	}
-	return err
-}
-
-// launchKernelIn calls cuLaunchKernel through cf, a frame taken from a
-// hotFrame, or through a pooled frame when cf is nil.
-func launchKernelIn(cf *ccall.Frame, fh cu.CUfunction, grid, block Dim3, shmem int, st cu.CUstream, params *unsafe.Pointer) error {
+// launchKernel calls cuLaunchKernel, resolved into fn (a Stream's
+// launchFn), through a frame on the stack; with fn 0 it resolves it, and
+// reports why it cannot.
+func launchKernel(fn uintptr, fh cu.CUfunction, grid, block Dim3, shmem int, st cu.CUstream, params *unsafe.Pointer) error {
 	gx, gy, gz := uint32(grid.X), uint32(grid.Y), uint32(grid.Z)
 	bx, by, bz := uint32(block.X), uint32(block.Y), uint32(block.Z)
-	if cf == nil {
+	if fn == 0 {
 		return cu.LaunchKernel(fh, gx, gy, gz, bx, by, bz, uint32(shmem), st, params, nil)
 	}
-	return cu.LaunchKernelFrame(cf, fh, gx, gy, gz, bx, by, bz, uint32(shmem), st, params, nil)
+	return cu.LaunchKernelShort(fn, fh, gx, gy, gz, bx, by, bz, uint32(shmem), st, params, nil)
 }
 
 // checkTarget checks that a kernel f of context fctx (nil for a library
@@ -209,12 +201,12 @@ func (s *Stream) launchCheck(op string, f *Function, cfg LaunchConfig) error {
 	return nil
 }
 
-func (s *Stream) launch(op string, f *Function, cfg LaunchConfig, params *unsafe.Pointer, cf *ccall.Frame) error {
+func (s *Stream) launch(op string, f *Function, cfg LaunchConfig, params *unsafe.Pointer) error {
 	if cfg.Cluster == (Dim3{}) && !cfg.Cooperative {
 		if s.special {
-			return bound(s.ctx, func() error { return launchKernelIn(cf, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params) })
+			return bound(s.ctx, func() error { return launchKernel(s.launchFn, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params) })
 		}
-		return launchKernelIn(cf, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params)
+		return launchKernel(s.launchFn, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params)
 	}
 	var attrs [2]cu.CUlaunchAttribute
 	n := 0

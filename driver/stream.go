@@ -35,17 +35,20 @@ const (
 type Stream struct {
 	// The fields a launch reads come first, together; capture is set while
 	// package graph captures s (SetCaptureSink).
-	h       cu.CUstream
-	ctx     *Context
-	capture atomic.Pointer[captureHook]
-	obj     lifetime.Object // owner + calls in flight + stream-ordered buffers
-	special bool            // the legacy default stream: needs its context current
-	lim     dimLimits       // the device's, copied
-	frame   hotFrame        // for Launch
-	blk     argBlock        // Launch's argument block while it holds frame
+	h        cu.CUstream
+	ctx      *Context
+	capture  atomic.Pointer[captureHook]
+	launchFn uintptr         // cuLaunchKernel; 0 if it could not be resolved
+	special  bool            // the legacy default stream: needs its context current
+	obj      lifetime.Object // owner + calls in flight + stream-ordered buffers (its count within the first 64 bytes)
+	lim      dimLimits       // the device's, copied (read when a launch exceeds what every device allows)
 
 	errMu sync.Mutex
 	errs  []error // host-function panics, returned by the next Synchronize
+
+	// The padding makes a Stream 192 bytes: in that allocation size class
+	// objects start on a 64-byte line, so the fields above obj share one.
+	_ [32]byte
 }
 
 // NewStream creates a stream (cuStreamCreate).
@@ -82,10 +85,9 @@ func (c *Context) newStream(op string, create func(*cu.CUstream) error) (*Stream
 // caller, obj initialised by it) or the legacy default stream.
 func newStreamFor(c *Context, h cu.CUstream, special bool) *Stream {
 	s := &Stream{h: h, ctx: c, special: special, lim: c.dev.lim}
-	s.blk.init()
-	// Without cuLaunchKernel the frame stays unready and launches take the
-	// pooled path, which reports the missing symbol.
-	_ = s.frame.ready()
+	// Without cuLaunchKernel launches take the path that resolves it, and
+	// report the missing symbol.
+	s.launchFn, _ = cu.LaunchKernelProc()
 	return s
 }
 

@@ -34,3 +34,13 @@ func (f *Frame) Call(n int) uintptr {
 	runtime_cgocall(callFrameABI0, unsafe.Pointer(f))
 	return f.R1
 }
+
+// Call calls f.Fn with f's arguments and returns its integer result. It
+// runs through the direct path; the stack cannot move during the C call (a
+// goroutine in a system call keeps its stack), so f may be on the stack.
+//
+//go:nosplit
+func (f *Short) Call() uintptr {
+	runtime_cgocall(callFrameABI0, unsafe.Pointer(f))
+	return f.R1
+}

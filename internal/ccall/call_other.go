@@ -11,3 +11,14 @@ func (f *Frame) Call(n int) uintptr {
 	r1, _, _ := purego.SyscallN(f.Fn, f.Args[:n]...)
 	return r1
 }
+
+// Call calls f.Fn with f's arguments and returns its integer result. Here
+// it copies them into a pooled Frame first, so that purego.SyscallN reads
+// them from the heap and allocates nothing.
+func (f *Short) Call() uintptr {
+	p := Get(f.Fn)
+	copy(p.Args[:ShortArgs], f.Args[:])
+	r1 := p.Call(ShortArgs)
+	Put(p)
+	return r1
+}

@@ -57,3 +57,24 @@ func Escape(p unsafe.Pointer) {
 		sink.p = p
 	}
 }
+
+// ShortArgs is how many arguments a Short frame holds: the most the direct
+// call path passes.
+const ShortArgs = 12
+
+// Short is a call frame small enough to live on the caller's stack, for hot
+// calls of up to ShortArgs arguments (a kernel launch): a frame there
+// needs no pool and no flag saying whose it is, and it is in the caller's
+// cache lines. Its layout is Frame's up to Args[ShortArgs-1], so the same
+// trampoline calls it.
+//
+// A Short frame's arguments must not point into a goroutine stack unless
+// no function that may grow the stack runs between their conversion to
+// uintptr and the call (Call itself never does): a moved stack would leave
+// them stale. Pointers to the heap are safe while the caller keeps the
+// objects alive (runtime.KeepAlive).
+type Short struct {
+	Fn   uintptr
+	R1   uintptr
+	Args [ShortArgs]uintptr
+}

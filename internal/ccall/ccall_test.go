@@ -90,4 +90,39 @@ func TestFrameLayout(t *testing.T) {
 	assert.Equal(t, uintptr(0), unsafe.Offsetof(f.Fn))
 	assert.Equal(t, uintptr(8), unsafe.Offsetof(f.R1))
 	assert.Equal(t, uintptr(16), unsafe.Offsetof(f.Args))
+	var sh ccall.Short
+	assert.Equal(t, uintptr(0), unsafe.Offsetof(sh.Fn))
+	assert.Equal(t, uintptr(8), unsafe.Offsetof(sh.R1))
+	assert.Equal(t, uintptr(16), unsafe.Offsetof(sh.Args))
+}
+
+// shortSnprintf formats twelve arguments through a Short frame on the
+// stack, as a launch does.
+func shortSnprintf(fn uintptr, buf, format []byte) uintptr {
+	var f ccall.Short
+	f.Fn = fn
+	f.Args[0] = uintptr(unsafe.Pointer(&buf[0]))
+	f.Args[1] = uintptr(len(buf))
+	f.Args[2] = uintptr(unsafe.Pointer(&format[0]))
+	for i := 3; i < ccall.ShortArgs; i++ {
+		f.Args[i] = uintptr(i - 2)
+	}
+	r := f.Call()
+	runtime.KeepAlive(buf)
+	runtime.KeepAlive(format)
+	return r
+}
+
+// A Short frame passes all twelve arguments (six in registers, six on the
+// stack on amd64), and a call through it allocates nothing.
+func TestShortFrame(t *testing.T) {
+	snprintf := libc(t, "snprintf")
+	buf := make([]byte, 128)
+	format := []byte("%d %d %d %d %d %d %d %d %d\x00")
+	r := shortSnprintf(snprintf, buf, format)
+	assert.Equal(t, "1 2 3 4 5 6 7 8 9", string(buf[:r]))
+	if gputest.RaceEnabled {
+		return // allocation counts mean nothing under the race detector
+	}
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { shortSnprintf(snprintf, buf, format) }))
 }

@@ -3504,30 +3504,22 @@ func GraphLaunch(hGraph CUgraphExec, hStream CUstream) error {
 	if err != nil {
 		return err
 	}
-	cf := ccall.Get(fn)
-	err = GraphLaunchFrame(cf, hGraph, hStream)
-	ccall.Put(cf)
-	return err
+	return GraphLaunchShort(fn, hGraph, hStream)
 }
 
-// PrepareGraphLaunchFrame readies a frame that a caller keeps for GraphLaunchFrame:
-// it resolves cuGraphLaunch into cf.Fn.
-func PrepareGraphLaunchFrame(cf *ccall.Frame) error {
-	fn, err := procGraphLaunch.find()
-	if err != nil {
-		return err
-	}
+// GraphLaunchProc resolves cuGraphLaunch, for GraphLaunchShort.
+func GraphLaunchProc() (uintptr, error) { return procGraphLaunch.find() }
+
+// GraphLaunchShort calls cuGraphLaunch, resolved by GraphLaunchProc into fn, through
+// a frame on the stack (ccall.Short). Pointer arguments may point into the
+// caller's stack: nothing between their conversion here and the call can
+// move it.
+func GraphLaunchShort(fn uintptr, hGraph CUgraphExec, hStream CUstream) error {
+	var cf ccall.Short
 	cf.Fn = fn
-	return nil
-}
-
-// GraphLaunchFrame calls cuGraphLaunch through cf, a frame the caller keeps and
-// readied with PrepareGraphLaunchFrame, so that a hot path touches neither the
-// frame pool nor the entry-point table. cf must not serve two calls at once.
-func GraphLaunchFrame(cf *ccall.Frame, hGraph CUgraphExec, hStream CUstream) error {
 	cf.Args[0] = uintptr(hGraph)
 	cf.Args[1] = uintptr(hStream)
-	r1 := cf.Call(2)
+	r1 := cf.Call()
 	return procGraphLaunch.check(r1)
 }
 
@@ -4474,29 +4466,19 @@ func LaunchKernel(f CUfunction, gridDimX uint32, gridDimY uint32, gridDimZ uint3
 	if err != nil {
 		return err
 	}
-	cf := ccall.Get(fn)
-	err = LaunchKernelFrame(cf, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra)
-	ccall.Put(cf)
-	return err
+	return LaunchKernelShort(fn, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra)
 }
 
-// PrepareLaunchKernelFrame readies a frame that a caller keeps for LaunchKernelFrame:
-// it resolves cuLaunchKernel into cf.Fn.
-func PrepareLaunchKernelFrame(cf *ccall.Frame) error {
-	fn, err := procLaunchKernel.find()
-	if err != nil {
-		return err
-	}
+// LaunchKernelProc resolves cuLaunchKernel, for LaunchKernelShort.
+func LaunchKernelProc() (uintptr, error) { return procLaunchKernel.find() }
+
+// LaunchKernelShort calls cuLaunchKernel, resolved by LaunchKernelProc into fn, through
+// a frame on the stack (ccall.Short). Pointer arguments may point into the
+// caller's stack: nothing between their conversion here and the call can
+// move it.
+func LaunchKernelShort(fn uintptr, f CUfunction, gridDimX uint32, gridDimY uint32, gridDimZ uint32, blockDimX uint32, blockDimY uint32, blockDimZ uint32, sharedMemBytes uint32, hStream CUstream, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) error {
+	var cf ccall.Short
 	cf.Fn = fn
-	return nil
-}
-
-// LaunchKernelFrame calls cuLaunchKernel through cf, a frame the caller keeps and
-// readied with PrepareLaunchKernelFrame, so that a hot path touches neither the
-// frame pool nor the entry-point table. cf must not serve two calls at once.
-func LaunchKernelFrame(cf *ccall.Frame, f CUfunction, gridDimX uint32, gridDimY uint32, gridDimZ uint32, blockDimX uint32, blockDimY uint32, blockDimZ uint32, sharedMemBytes uint32, hStream CUstream, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) error {
-	ccall.Escape(unsafe.Pointer(kernelParams))
-	ccall.Escape(unsafe.Pointer(extra))
 	cf.Args[0] = uintptr(f)
 	cf.Args[1] = uintptr(gridDimX)
 	cf.Args[2] = uintptr(gridDimY)
@@ -4508,7 +4490,7 @@ func LaunchKernelFrame(cf *ccall.Frame, f CUfunction, gridDimX uint32, gridDimY 
 	cf.Args[8] = uintptr(hStream)
 	cf.Args[9] = uintptr(unsafe.Pointer(kernelParams))
 	cf.Args[10] = uintptr(unsafe.Pointer(extra))
-	r1 := cf.Call(11)
+	r1 := cf.Call()
 	runtime.KeepAlive(kernelParams)
 	runtime.KeepAlive(extra)
 	return procLaunchKernel.check(r1)

@@ -8,10 +8,11 @@ import (
 	"github.com/purecuda/cuda/internal/gen/cheader"
 )
 
-// hotFuncs are called on launch hot paths. Each also gets XxxFrame, which
-// calls through a frame the caller keeps (readied by PrepareXxxFrame), so the
-// hot path touches neither the frame pool nor the entry-point table; Xxx
-// calls XxxFrame with a pooled frame.
+// hotFuncs are called on launch hot paths. Each also gets XxxShort, which
+// calls through a frame on the stack (ccall.Short) with the entry point the
+// caller resolved once (XxxProc), so the hot path touches neither the frame
+// pool nor the entry-point table, and takes no frame another call could
+// want; Xxx resolves the entry point and calls XxxShort.
 var hotFuncs = map[string]bool{"cuLaunchKernel": true, "cuGraphLaunch": true}
 
 // locals used by generated function bodies; parameters with these names are renamed.
@@ -109,21 +110,44 @@ func (e *emitter) frameCall(w *bytes.Buffer, ps []param, get bool) {
 	}
 }
 
-// frameFunctions ends a hot function's body with a call of its XxxFrame
-// through a pooled frame, and emits XxxFrame and PrepareXxxFrame.
-func (e *emitter) frameFunctions(w *bytes.Buffer, b binding, ps []param, sig []string) {
+// shortFunctions ends a hot function's body with a call of its XxxShort,
+// and emits XxxShort and XxxProc.
+func (e *emitter) shortFunctions(w *bytes.Buffer, b binding, ps []param, sig []string) error {
+	if len(ps) > 12 { // ccall.ShortArgs
+		return fmt.Errorf("%s: %d arguments do not fit a short frame", b.CName, len(ps))
+	}
 	procName := "proc" + b.GoName
-	var names []string
+	names := []string{"fn"}
 	for _, p := range ps {
 		names = append(names, p.name)
 	}
-	fmt.Fprintf(w, "\tcf := ccall.Get(fn)\n\terr = %sFrame(cf, %s)\n\tccall.Put(cf)\n\treturn err\n}\n\n", b.GoName, strings.Join(names, ", "))
-	fmt.Fprintf(w, "// Prepare%sFrame readies a frame that a caller keeps for %sFrame:\n// it resolves %s into cf.Fn.\n", b.GoName, b.GoName, b.CName)
-	fmt.Fprintf(w, "func Prepare%sFrame(cf *ccall.Frame) error {\n\tfn, err := %s.find()\n\tif err != nil {\n\t\treturn err\n\t}\n\tcf.Fn = fn\n\treturn nil\n}\n\n", b.GoName, procName)
-	fmt.Fprintf(w, "// %sFrame calls %s through cf, a frame the caller keeps and\n// readied with Prepare%sFrame, so that a hot path touches neither the\n// frame pool nor the entry-point table. cf must not serve two calls at once.\n", b.GoName, b.CName, b.GoName)
-	fmt.Fprintf(w, "func %sFrame(cf *ccall.Frame, %s) error {\n", b.GoName, strings.Join(sig, ", "))
-	e.frameCall(w, ps, false)
+	fmt.Fprintf(w, "\treturn %sShort(%s)\n}\n\n", b.GoName, strings.Join(names, ", "))
+	fmt.Fprintf(w, "// %sProc resolves %s, for %sShort.\n", b.GoName, b.CName, b.GoName)
+	fmt.Fprintf(w, "func %sProc() (uintptr, error) { return %s.find() }\n\n", b.GoName, procName)
+	fmt.Fprintf(w, "// %sShort calls %s, resolved by %sProc into fn, through\n", b.GoName, b.CName, b.GoName)
+	fmt.Fprintf(w, "// a frame on the stack (ccall.Short). Pointer arguments may point into the\n")
+	fmt.Fprintf(w, "// caller's stack: nothing between their conversion here and the call can\n// move it.\n")
+	fmt.Fprintf(w, "func %sShort(fn uintptr, %s) error {\n\tvar cf ccall.Short\n\tcf.Fn = fn\n", b.GoName, strings.Join(sig, ", "))
+	var keep []string
+	for i, p := range ps {
+		arg := p.arg
+		if p.goType == "unsafe.Pointer" {
+			arg = "uintptr(" + p.name + ")"
+		}
+		if strings.HasPrefix(p.goType, "*") || p.goType == "unsafe.Pointer" {
+			keep = append(keep, p.name)
+		}
+		fmt.Fprintf(w, "\tcf.Args[%d] = %s\n", i, arg)
+	}
+	fmt.Fprintf(w, "\tr1 := cf.Call()\n")
+	if len(keep) > 0 {
+		e.imports["runtime"] = true
+		for _, k := range keep {
+			fmt.Fprintf(w, "\truntime.KeepAlive(%s)\n", k)
+		}
+	}
 	fmt.Fprintf(w, "\treturn %s.check(r1)\n}\n\n", procName)
+	return nil
 }
 
 // function emits the Go function for one binding.
@@ -216,8 +240,7 @@ func (e *emitter) function(w *bytes.Buffer, b binding) error {
 		}
 		e.imports["github.com/purecuda/cuda/internal/ccall"] = true
 		if hotFuncs[b.CName] && resultIsStatus {
-			e.frameFunctions(w, b, ps, sig)
-			return nil
+			return e.shortFunctions(w, b, ps, sig)
 		}
 		e.frameCall(w, ps, true)
 	}

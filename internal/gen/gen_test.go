@@ -110,10 +110,11 @@ func TestGeneratedShape(t *testing.T) {
 		"func Nested(p *CUnested, names **byte) error",
 		"ccall.Escape(unsafe.Pointer(p)) ccall.Escape(unsafe.Pointer(names)) cf := ccall.Get(fn) cf.Args[0] = uintptr(unsafe.Pointer(p)) cf.Args[1] = uintptr(unsafe.Pointer(names)) r1 := cf.Call(2) ccall.Put(cf) runtime.KeepAlive(p) runtime.KeepAlive(names)",
 		"func LaunchHostFunc(hStream CUstream, fn_ CUhostFn, userData unsafe.Pointer) error",
-		// A hot function calls through a frame; its Frame variant takes the caller's.
-		"cf := ccall.Get(fn) err = GraphLaunchFrame(cf, hGraph, hStream) ccall.Put(cf) return err",
-		"func PrepareGraphLaunchFrame(cf *ccall.Frame) error { fn, err := procGraphLaunch.find() if err != nil { return err } cf.Fn = fn return nil }",
-		"func GraphLaunchFrame(cf *ccall.Frame, hGraph CUgraphExec, hStream CUstream) error { cf.Args[0] = uintptr(hGraph) cf.Args[1] = uintptr(hStream) r1 := cf.Call(2) return procGraphLaunch.check(r1) }",
+		// A hot function calls through a frame on the stack, with an entry
+		// point its caller may resolve once.
+		"return GraphLaunchShort(fn, hGraph, hStream) }",
+		"func GraphLaunchProc() (uintptr, error) { return procGraphLaunch.find() }",
+		"func GraphLaunchShort(fn uintptr, hGraph CUgraphExec, hStream CUstream) error { var cf ccall.Short cf.Fn = fn cf.Args[0] = uintptr(hGraph) cf.Args[1] = uintptr(hStream) r1 := cf.Call() return procGraphLaunch.check(r1) }",
 	} {
 		assert.Contains(t, fn, want)
 	}
