@@ -25,8 +25,9 @@ func (*Goexited) Error() string {
 
 // Callback is a Go function registered for C to call through HostFn.
 type Callback struct {
-	// Fn is the function to run. It runs on a goroutine of ours while the
-	// CUDA thread that called waits; it must not call CUDA.
+	// Fn is the function to run. It runs on a goroutine of ours (the
+	// host-function server, or a worker) while the CUDA thread that called
+	// waits; it must not call CUDA.
 	Fn func()
 	// Once removes the entry before its first run (stream host functions,
 	// user-object destructors). Otherwise it stays until Unregister (graph
@@ -34,9 +35,9 @@ type Callback struct {
 	Once bool
 	// Sink, if set, receives a panic or Goexit of Fn (or of OnCancel).
 	// Without it they are only counted (Stats.CallbackPanics). It is called
-	// on the thread that invoked the callback, which may be a CUDA thread:
-	// it must return promptly, must not call CUDA and must not call
-	// runtime.Goexit (a panic in it is recovered and dropped).
+	// on a goroutine of its own while a CUDA thread may wait for it: it
+	// must return promptly and must not call CUDA. A panic in it is
+	// recovered and dropped; a runtime.Goexit in it ends only its goroutine.
 	Sink PanicSink
 	// OnCancel, if set, is run by Cancel instead of Fn: it releases what
 	// the callback holds when CUDA will never call it (a host function
@@ -140,11 +141,19 @@ func run(fn func(), sink PanicSink) {
 	}
 }
 
-// report hands a contained panic to sink; a panic in the sink itself is
-// dropped, since nothing may escape into C.
+// report hands a contained panic to sink, on a goroutine of its own, and
+// waits for it: a panic in the sink is dropped, and a runtime.Goexit in it
+// (a test's t.Fatal) ends only that goroutine, since nothing may escape
+// into C and the thread that reports may be CUDA's or the host-function
+// server. Panics are rare: the goroutine costs nothing in the steady state.
 func report(sink PanicSink, p any, stack []byte) {
-	defer func() { _ = recover() }()
-	sink.CallbackPanicked(p, stack)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { _ = recover() }()
+		sink.CallbackPanicked(p, stack)
+	}()
+	<-done
 }
 
 // A worker runs callbacks on a goroutine the Go runtime created, so that a
@@ -226,9 +235,12 @@ var hostFn = sync.OnceValues(func() (fn uintptr, err error) {
 // registered Callback as userData.
 //
 // On linux/amd64 the trampoline is written in assembly and hands the
-// callback to a polling goroutine of ours without entering Go (see Expect
-// and SetPollWindow); when none polls, and on other platforms, it enters Go
-// through purego and hands the callback to a worker goroutine. Either way
-// the callback runs on a goroutine the Go runtime created, while the
-// calling thread waits.
+// callback to the host-function server, a goroutine of ours that polls for
+// a short window after Expect, without entering Go (see Expect and
+// SetPollWindow). It enters Go through purego and hands the callback to a
+// worker goroutine instead when the server sleeps, when it does not take
+// the callback within a few tens of microseconds (it is running a long
+// one), when eight callbacks are posted already, and on other platforms.
+// Either way the callback runs on a goroutine the Go runtime created, while
+// the calling thread waits.
 func HostFn() (uintptr, error) { return hostFn() }

@@ -31,11 +31,11 @@ import (
 // that waited long for a taken slot sleeps on it (futex): TAKEN → WAITING,
 // and the server wakes it when it stores DONE over WAITING.
 //
-// The server says whether it is awake in fastServer. Before it sleeps it stores
-// serverAsleep and then looks at the slots once more; a trampoline stores
-// POSTED and then looks at fastServer. Both are sequentially consistent,
-// so at least one of them sees the other: the server takes the slot, or the
-// trampoline takes it back.
+// The server says whether it is awake in fastServer. Before it sleeps it
+// stores serverAsleep and then looks at the slots once more; a trampoline
+// stores POSTED and then looks at fastServer. Both are sequentially
+// consistent, so at least one of them sees the other: the server takes the
+// slot, or the trampoline sees it asleep and takes the slot back at once.
 
 const (
 	slotFree    = 0
@@ -49,8 +49,8 @@ const (
 	serverPolling = 1
 	serverBusy    = 2
 
-	// fastSlots is how many callbacks can be posted at once; more take the
-	// portable path. The assembly knows this number and the slot size.
+	// numFastSlots is how many callbacks can be posted at once; more take
+	// the portable path. The assembly knows this number and the slot size.
 	numFastSlots = 8
 )
 
@@ -97,9 +97,11 @@ func now() int64 { return int64(time.Since(fast.epoch)) }
 // function was queued (Expect) or run, and returns the previous window. The
 // server keeps a CPU busy while it polls; in exchange a host function
 // costs about what it costs in C instead of a few more thread wake-ups.
-// A window of 0 turns polling off: every host function then takes the
-// portable path. Where there is no fast path (platforms other than
-// linux/amd64) the window is kept but has no effect.
+// A window of 0 turns polling off within microseconds (an Expect racing
+// with the call may still start one last window): host functions then
+// take the portable path. Where there is no fast path (platforms other
+// than linux/amd64) the window is kept but has no effect; with GOMAXPROCS
+// at 1 the server is not woken.
 func SetPollWindow(d time.Duration) time.Duration {
 	if d < 0 {
 		d = 0
@@ -129,10 +131,22 @@ func Expect() {
 		return
 	}
 	t := now() + w
-	if fast.until.Load() < t {
-		fast.until.Store(t)
+	for {
+		u := fast.until.Load()
+		if u >= t || fast.until.CompareAndSwap(u, t) {
+			break
+		}
 	}
-	if atomic.LoadUint32(&fastServer) == serverAsleep && atomic.CompareAndSwapUint32(&fastServer, serverAsleep, serverPolling) {
+	if atomic.LoadUint32(&fastServer) != serverAsleep {
+		return
+	}
+	// Waking the server: not when polling was just turned off, and not with
+	// one P, which the goroutine waiting in C for the host function (in
+	// cuStreamSynchronize) holds: the server could not run in time.
+	if fast.window.Load() == 0 || runtime.GOMAXPROCS(0) == 1 {
+		return
+	}
+	if atomic.CompareAndSwapUint32(&fastServer, serverAsleep, serverPolling) {
 		// Awake from now on: a trampoline that posts before the server
 		// runs waits a little for it, instead of entering Go.
 		fast.start.Do(func() { go serve() })
@@ -154,8 +168,8 @@ func serve() {
 		if cur < 0 {
 			return
 		}
-		// The callback called runtime.Goexit: report it, let the trampoline
-		// go, and hand over to a new server.
+		// The callback called runtime.Goexit: report it (report contains
+		// the sink), let the trampoline go, and hand over to a new server.
 		stats.callbackPanics.Add(1)
 		if cb.Sink != nil {
 			report(cb.Sink, &Goexited{}, debug.Stack())

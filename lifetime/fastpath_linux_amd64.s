@@ -33,8 +33,8 @@ DATA ·fastHostFnABI0(SB)/8, $purecuda_fastHostFn(SB)
 // the slot in time (it is running a long callback), it calls the portable
 // trampoline (fastCold) instead. It uses only registers the
 // C convention lets a callee clobber, besides BP, which the prologue saves.
-// The frame (16 bytes, the saved BP and the return address) keeps SP
-// 16-byte aligned at the CALL.
+// The frame (16 bytes of locals, plus the saved BP and the return address)
+// keeps SP 16-byte aligned at the CALL.
 TEXT purecuda_fastHostFn(SB), NOSPLIT, $16
 	MOVQ DI, 0(SP)
 	MOVL ·fastServer(SB), AX
