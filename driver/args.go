@@ -237,7 +237,9 @@ type smallBlock struct {
 // A buffer argument whose type is the one f last saw (f.bufType) is read
 // without a type assertion, whose lookups miss the CPU caches after a
 // launch: every Buffer[T] has the layout of Buffer[byte] (no field depends
-// on T), and only *Buffer[T] implements devicePointer.
+// on T). A type is remembered only when its value's data word is the
+// Buffer itself (a *Buffer[T], or a pointer to a struct whose first field
+// is a Buffer): values of types that embed one elsewhere are not Buffers.
 func (b *smallBlock) fill(op string, f *Function, args []any, s *Stream) bool {
 	bt := f.bufType.Load()
 	for i := range args {
@@ -259,7 +261,9 @@ func (b *smallBlock) fill(op string, f *Function, args []any, s *Stream) bool {
 			if !ok || b.nb == smallBufs {
 				return false
 			}
-			f.bufType.Store(typ)
+			if dp.self() == data { // the value is a Buffer, not a type embedding one
+				f.bufType.Store(typ)
+			}
 			al, ptr, err = dp.arg(op)
 		}
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/purecuda/cuda/internal/ccall"
 	"github.com/purecuda/cuda/internal/cu"
 )
 
@@ -25,6 +26,12 @@ type LaunchConfig struct {
 // 12.4+), the count and size of the arguments are checked against the kernel
 // first. For hot loops without allocations see Function.NewArgs and
 // LaunchArgs.
+//
+// On linux/amd64, up to 8 arguments of up to 8 bytes are marshalled on the
+// calling goroutine's stack, which cannot move while cuLaunchKernel runs,
+// unless Go code runs on the same thread inside it: a program that
+// registers a Go function as a driver API callback (CUPTI, through purego)
+// must launch with LaunchArgs, whose arguments live on the heap.
 func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 	return s.LaunchWith(f, LaunchConfig{Grid: grid, Block: block}, args...)
 }
@@ -58,7 +65,7 @@ func (s *Stream) launchHeld(op string, f *Function, cfg LaunchConfig, args []any
 		f.lib.launchedIn(s.ctx)
 	}
 	var err error
-	if sh := f.shape.Load(); (sh == shapeSmall || sh == shapeUnknown) && !s.special && cfg.Cluster == (Dim3{}) && !cfg.Cooperative {
+	if sh := f.shape.Load(); ccall.StackFrames && (sh == shapeSmall || sh == shapeUnknown) && !s.special && cfg.Cluster == (Dim3{}) && !cfg.Cooperative {
 		var ok bool
 		if ok, err = s.launchSmall(op, f, cfg, sh, args); ok {
 			f.release()

@@ -445,10 +445,15 @@ func (b *Buffer[T]) HostSlice() ([]T, error) {
 }
 
 // devicePointer lets buffers of any element type be kernel arguments: arg
-// holds the memory, like use, and returns the address to pass.
+// holds the memory, like use, and returns the address to pass. self is the
+// Buffer's own address: a type that embeds a *Buffer (or a Buffer, not
+// first) implements devicePointer too, and its values are not Buffers.
 type devicePointer interface {
 	arg(op string) (*allocation, cu.CUdeviceptr, error)
+	self() unsafe.Pointer
 }
+
+func (b *Buffer[T]) self() unsafe.Pointer { return unsafe.Pointer(b) }
 
 func (b *Buffer[T]) arg(op string) (*allocation, cu.CUdeviceptr, error) {
 	a, err := b.use(op)

@@ -35,9 +35,18 @@ func (f *Frame) Call(n int) uintptr {
 	return f.R1
 }
 
+// StackFrames reports that a Short call cannot move the caller's stack
+// between its setup and the C call: Call is nosplit and enters C directly.
+const StackFrames = true
+
+// EscapeShort does nothing here: pointers into the stack are safe in a
+// Short call (see StackFrames).
+func EscapeShort(unsafe.Pointer) {}
+
 // Call calls f.Fn with f's arguments and returns its integer result. It
 // runs through the direct path; the stack cannot move during the C call (a
-// goroutine in a system call keeps its stack), so f may be on the stack.
+// goroutine in a system call keeps its stack, unless C calls back into Go
+// on it), so f may be on the stack.
 //
 //go:nosplit
 func (f *Short) Call() uintptr {

@@ -2,7 +2,19 @@
 
 package ccall
 
-import "github.com/ebitengine/purego"
+import (
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// StackFrames reports that here a Short call may grow (move) the caller's
+// stack before the C call: pointer arguments must escape (EscapeShort).
+const StackFrames = false
+
+// EscapeShort makes p escape to the heap, as Escape does, since Call may
+// move the stack here.
+func EscapeShort(p unsafe.Pointer) { Escape(p) }
 
 // Call calls f.Fn with the first n arguments and returns its integer result.
 // Here it passes a slice of the frame to purego.SyscallN, which allocates

@@ -70,9 +70,14 @@ const ShortArgs = 12
 //
 // A Short frame's arguments must not point into a goroutine stack unless
 // no function that may grow the stack runs between their conversion to
-// uintptr and the call (Call itself never does): a moved stack would leave
-// them stale. Pointers to the heap are safe while the caller keeps the
-// objects alive (runtime.KeepAlive).
+// uintptr and the call: a moved stack would leave them stale. Where
+// StackFrames is true, Call itself never grows the stack; elsewhere it
+// may, and pointer arguments must be passed through EscapeShort first.
+// Pointers to the heap are safe while the caller keeps the objects alive
+// (runtime.KeepAlive). Go code that C calls back during the call (a
+// driver API callback written in Go) would run on the caller's stack and
+// could move it: a call that may call back into Go must not take pointers
+// into the stack.
 type Short struct {
 	Fn   uintptr
 	R1   uintptr

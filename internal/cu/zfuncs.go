@@ -3511,9 +3511,9 @@ func GraphLaunch(hGraph CUgraphExec, hStream CUstream) error {
 func GraphLaunchProc() (uintptr, error) { return procGraphLaunch.find() }
 
 // GraphLaunchShort calls cuGraphLaunch, resolved by GraphLaunchProc into fn, through
-// a frame on the stack (ccall.Short). Pointer arguments may point into the
-// caller's stack: nothing between their conversion here and the call can
-// move it.
+// a frame on the stack (ccall.Short). Where ccall.StackFrames is true,
+// pointer arguments may point into the caller's stack: nothing between
+// their conversion here and the call can move it.
 func GraphLaunchShort(fn uintptr, hGraph CUgraphExec, hStream CUstream) error {
 	var cf ccall.Short
 	cf.Fn = fn
@@ -4473,10 +4473,12 @@ func LaunchKernel(f CUfunction, gridDimX uint32, gridDimY uint32, gridDimZ uint3
 func LaunchKernelProc() (uintptr, error) { return procLaunchKernel.find() }
 
 // LaunchKernelShort calls cuLaunchKernel, resolved by LaunchKernelProc into fn, through
-// a frame on the stack (ccall.Short). Pointer arguments may point into the
-// caller's stack: nothing between their conversion here and the call can
-// move it.
+// a frame on the stack (ccall.Short). Where ccall.StackFrames is true,
+// pointer arguments may point into the caller's stack: nothing between
+// their conversion here and the call can move it.
 func LaunchKernelShort(fn uintptr, f CUfunction, gridDimX uint32, gridDimY uint32, gridDimZ uint32, blockDimX uint32, blockDimY uint32, blockDimZ uint32, sharedMemBytes uint32, hStream CUstream, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) error {
+	ccall.EscapeShort(unsafe.Pointer(kernelParams))
+	ccall.EscapeShort(unsafe.Pointer(extra))
 	var cf ccall.Short
 	cf.Fn = fn
 	cf.Args[0] = uintptr(f)

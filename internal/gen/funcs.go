@@ -125,17 +125,26 @@ func (e *emitter) shortFunctions(w *bytes.Buffer, b binding, ps []param, sig []s
 	fmt.Fprintf(w, "// %sProc resolves %s, for %sShort.\n", b.GoName, b.CName, b.GoName)
 	fmt.Fprintf(w, "func %sProc() (uintptr, error) { return %s.find() }\n\n", b.GoName, procName)
 	fmt.Fprintf(w, "// %sShort calls %s, resolved by %sProc into fn, through\n", b.GoName, b.CName, b.GoName)
-	fmt.Fprintf(w, "// a frame on the stack (ccall.Short). Pointer arguments may point into the\n")
-	fmt.Fprintf(w, "// caller's stack: nothing between their conversion here and the call can\n// move it.\n")
-	fmt.Fprintf(w, "func %sShort(fn uintptr, %s) error {\n\tvar cf ccall.Short\n\tcf.Fn = fn\n", b.GoName, strings.Join(sig, ", "))
+	fmt.Fprintf(w, "// a frame on the stack (ccall.Short). Where ccall.StackFrames is true,\n")
+	fmt.Fprintf(w, "// pointer arguments may point into the caller's stack: nothing between\n")
+	fmt.Fprintf(w, "// their conversion here and the call can move it.\n")
+	fmt.Fprintf(w, "func %sShort(fn uintptr, %s) error {\n", b.GoName, strings.Join(sig, ", "))
 	var keep []string
+	for _, p := range ps {
+		if strings.HasPrefix(p.goType, "*") || p.goType == "unsafe.Pointer" {
+			conv := p.name
+			if p.goType != "unsafe.Pointer" {
+				conv = "unsafe.Pointer(" + p.name + ")"
+			}
+			fmt.Fprintf(w, "\tccall.EscapeShort(%s)\n", conv)
+			keep = append(keep, p.name)
+		}
+	}
+	fmt.Fprintf(w, "\tvar cf ccall.Short\n\tcf.Fn = fn\n")
 	for i, p := range ps {
 		arg := p.arg
 		if p.goType == "unsafe.Pointer" {
 			arg = "uintptr(" + p.name + ")"
-		}
-		if strings.HasPrefix(p.goType, "*") || p.goType == "unsafe.Pointer" {
-			keep = append(keep, p.name)
 		}
 		fmt.Fprintf(w, "\tcf.Args[%d] = %s\n", i, arg)
 	}
