@@ -337,14 +337,17 @@ func attach(h cu.CUgraph, t *lifetime.Table, scr *scratch) (cu.CUuserObject, err
 // and destroying an older node no longer releases its owners early.
 func (g *Graph) shared() { g.top().table = nil }
 
-// dropOwners releases node h's owners if the current table holds them
-// (nothing shared it since the node was added). g.mu is held.
-func (g *Graph) dropOwners(h cu.CUgraphNode) error {
+// takeOwners removes node h's owners from the current table, if it holds
+// them (nothing shared it since the node was added), for the caller to
+// release with lifetime.ReleaseAll once it has let go of g.mu: an owner's
+// Release (a Raw operand's, written by the user) may call back into the
+// graph. g.mu is held.
+func (g *Graph) takeOwners(h cu.CUgraphNode) []lifetime.Owner {
 	t := g.top()
 	if t.table == nil {
 		return nil
 	}
-	return t.table.Drop(uintptr(h))
+	return t.table.Take(uintptr(h))
 }
 
 // idPointer passes an integer id where C takes void* userData.
@@ -381,11 +384,21 @@ func (g *Graph) add(op string, deps []Node, owners []lifetime.Owner, addFn func(
 // in a fixed order, so two adds that lock each other's trees cannot
 // deadlock): Child reads the child graph while the driver copies it.
 func (g *Graph) addWith(op string, deps []Node, owners []lifetime.Owner, other *sync.Mutex, addFn func(deps *cu.CUgraphNode, n uintptr) error) (Node, error) {
-	fail := func(err error) (Node, error) {
-		for _, o := range owners {
-			_ = o.Release()
-		}
-		return Node{}, err
+	n, left, err := g.addHeld(op, deps, owners, other, addFn)
+	// What the add did not keep is released with every lock let go: an
+	// owner's Release (a Raw operand's) may call back into the graph.
+	if rerr := lifetime.ReleaseAll(left); rerr != nil && err != nil {
+		err = errors.Join(err, rerr)
+	}
+	return n, err
+}
+
+// addHeld is addWith's body, under the locks; it returns the owners that
+// are still the caller's to release (none on success).
+func (g *Graph) addHeld(op string, deps []Node, owners []lifetime.Owner, other *sync.Mutex, addFn func(deps *cu.CUgraphNode, n uintptr) error) (Node, []lifetime.Owner, error) {
+	var left []lifetime.Owner // taken back from the table after a failed record
+	fail := func(err error) (Node, []lifetime.Owner, error) {
+		return Node{}, append(left, owners...), err
 	}
 	if err := g.acquire(op); err != nil {
 		return fail(err)
@@ -430,7 +443,8 @@ func (g *Graph) addWith(op string, deps []Node, owners []lifetime.Owner, other *
 		h = g.scr.node
 		if testRecordHook != nil {
 			if err := testRecordHook(); err != nil {
-				removed, err := g.unadd(h, err)
+				removed, recorded, err := g.unadd(h, err)
+				left = recorded
 				if !removed {
 					keepForGood(owners)
 					owners = nil
@@ -440,8 +454,9 @@ func (g *Graph) addWith(op string, deps []Node, owners []lifetime.Owner, other *
 		}
 		for i, o := range owners {
 			if err := t.Add(uintptr(h), o); err != nil {
-				owners = owners[i:] // the rest are still ours; Drop releases those recorded
-				removed, err := g.unadd(h, err)
+				owners = owners[i:] // the rest are still ours; those recorded come back from unadd
+				removed, recorded, err := g.unadd(h, err)
+				left = recorded
 				if !removed {
 					keepForGood(owners)
 					owners = nil
@@ -458,7 +473,7 @@ func (g *Graph) addWith(op string, deps []Node, owners []lifetime.Owner, other *
 	if len(g.dead) > 0 {
 		delete(g.dead, h)
 	}
-	return Node{g: g, h: h}, nil
+	return Node{g: g, h: h}, nil, nil
 }
 
 // unadd removes node h after its owners could not be recorded, releasing
@@ -468,12 +483,11 @@ func (g *Graph) addWith(op string, deps []Node, owners []lifetime.Owner, other *
 // nodes), the owners recorded so far stay with it, and the caller keeps the
 // rest for good (keepForGood) — never a node naming released memory — and
 // the error says the node is still there.
-func (g *Graph) unadd(h cu.CUgraphNode, err error) (bool, error) {
+func (g *Graph) unadd(h cu.CUgraphNode, err error) (bool, []lifetime.Owner, error) {
 	if derr := cu.GraphDestroyNode(h); derr != nil {
-		return false, errors.Join(err, fmt.Errorf("graph: the node could not be removed again and keeps what it names: %w", derr))
+		return false, nil, errors.Join(err, fmt.Errorf("graph: the node could not be removed again and keeps what it names: %w", derr))
 	}
-	_ = g.dropOwners(h)
-	return true, err
+	return true, g.takeOwners(h), err
 }
 
 // Nodes returns every node of the graph (cuGraphGetNodes).

@@ -5,6 +5,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 // Node is a node of a Graph (CUgraphNode). It is a small value; the zero
@@ -116,7 +117,8 @@ func (n Node) Dependents() ([]Node, error) {
 // ErrDestroyedNode. CUDA refuses to destroy nodes of graphs that have
 // memory alloc or free nodes.
 func (n Node) Destroy() error {
-	return n.use("Node.Destroy", func() error {
+	var owners []lifetime.Owner
+	err := n.use("Node.Destroy", func() error {
 		g := n.g
 		if err := cu.GraphDestroyNode(n.h); err != nil {
 			return err
@@ -126,8 +128,15 @@ func (n Node) Destroy() error {
 		}
 		g.dead[n.h] = true
 		g.dropBodies(n.h)
-		return g.dropOwners(n.h)
+		owners = g.takeOwners(n.h)
+		return nil
 	})
+	// Released with the graph's lock let go: an owner's Release (a Raw
+	// operand's) may call back into the graph.
+	if rerr := lifetime.ReleaseAll(owners); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // KernelInfo is a kernel node's parameters as the driver reports them.

@@ -97,11 +97,11 @@ func now() int64 { return int64(time.Since(fast.epoch)) }
 // function was queued (Expect) or run, and returns the previous window. The
 // server keeps a CPU busy while it polls; in exchange a host function
 // costs about what it costs in C instead of a few more thread wake-ups.
-// A window of 0 turns polling off within microseconds (an Expect racing
-// with the call may still start one last window): host functions then
-// take the portable path. Where there is no fast path (platforms other
-// than linux/amd64) the window is kept but has no effect; with GOMAXPROCS
-// at 1 the server is not woken.
+// A window of 0 turns polling off: host functions queued after the call
+// take the portable path (but for one that an Expect racing with the call
+// may let the server take within microseconds). Where there is no fast
+// path (platforms other than linux/amd64) the window is kept but has no
+// effect; with GOMAXPROCS at 1 the server is not woken.
 func SetPollWindow(d time.Duration) time.Duration {
 	if d < 0 {
 		d = 0
@@ -113,6 +113,16 @@ func SetPollWindow(d time.Duration) time.Duration {
 		u := fast.until.Load()
 		if u <= t || fast.until.CompareAndSwap(u, t) {
 			break
+		}
+	}
+	if d == 0 && fastSupported {
+		// Trampolines see the server asleep from now on and take the
+		// portable path; the server finds out at its next look and sleeps.
+		for {
+			st := atomic.LoadUint32(&fastServer)
+			if st == serverAsleep || atomic.CompareAndSwapUint32(&fastServer, st, serverAsleep) {
+				break
+			}
 		}
 	}
 	return old
@@ -188,17 +198,21 @@ func serve() {
 		for spins := 1; ; spins++ {
 			if i := takeSlot(); i >= 0 {
 				cur = i
-				atomic.StoreUint32(&fastServer, serverBusy)
+				// Not over serverAsleep, which SetPollWindow(0) may have
+				// stored: the taken callback runs, then the server sleeps.
+				atomic.CompareAndSwapUint32(&fastServer, serverPolling, serverBusy)
 				runSlot(i, &cb)
 				cb = Callback{}
 				cur = -1
-				atomic.StoreUint32(&fastServer, serverPolling)
+				if !atomic.CompareAndSwapUint32(&fastServer, serverBusy, serverPolling) {
+					break
+				}
 				last = now()
 				continue
 			}
 			if spins%64 == 0 {
 				t := now()
-				if t-last > fast.window.Load() && t > fast.until.Load() {
+				if t-last > fast.window.Load() && t > fast.until.Load() || atomic.LoadUint32(&fastServer) != serverPolling {
 					break
 				}
 				runtime.Gosched()

@@ -60,7 +60,14 @@ func (t *Table) Add(node uintptr, o Owner) error {
 // first release error (as Release does). Dropping a node with no owners,
 // or dropping from a released table, does nothing. It is for node destruction, where no clone or
 // executable can still use what the node named: the caller decides that.
-func (t *Table) Drop(node uintptr) error {
+func (t *Table) Drop(node uintptr) error { return releaseAll(t.Take(node)) }
+
+// Take removes node's owners from the table and returns them without
+// releasing them, for a caller that must release them later: after it lets
+// go of a lock that an owner's Release may need (a graph's, when a node is
+// destroyed). The caller releases each exactly once, with ReleaseAll, so
+// that the counters stay right. Taking from a released table returns nil.
+func (t *Table) Take(node uintptr) []Owner {
 	var mine []Owner
 	t.mu.Lock()
 	kept := t.entries[:0]
@@ -74,8 +81,13 @@ func (t *Table) Drop(node uintptr) error {
 	clear(t.entries[len(kept):])
 	t.entries = kept
 	t.mu.Unlock()
-	return releaseAll(mine)
+	return mine
 }
+
+// ReleaseAll releases each owner Take returned, once, counts it released
+// (Stats), and returns the first error. A panic in one release is
+// recovered and reported like a failed release; the rest still run.
+func ReleaseAll(owners []Owner) error { return releaseAll(owners) }
 
 // Owners is the number of owners recorded for node.
 func (t *Table) Owners(node uintptr) int {

@@ -285,3 +285,36 @@ func TestTableAddAllocs_I9(t *testing.T) {
 	assert.Zero(t, allocs)
 	assert.Equal(t, 1001, tab.Len())
 }
+
+// Invariants I9, I11: Take removes a node's owners without releasing them
+// (the caller releases them later, outside its locks); ReleaseAll releases
+// each once, counts it, and returns the first error, also when one panics.
+// Taking from a released table, or a node without owners, gives nothing.
+func TestTableTakeThenReleaseAll_I9_I11(t *testing.T) {
+	before := settle()
+	tab := lifetime.NewTable()
+	a, b, other := &counted{}, &counted{err: errors.New("b failed")}, &counted{}
+	require.NoError(t, tab.Add(1, a))
+	require.NoError(t, tab.Add(1, b))
+	require.NoError(t, tab.Add(2, other))
+	assert.Empty(t, tab.Take(3))
+	taken := tab.Take(1)
+	assert.Len(t, taken, 2)
+	assert.Zero(t, a.n.Load()+b.n.Load(), "Take releases nothing")
+	assert.Zero(t, tab.Owners(1))
+	assert.Equal(t, 1, tab.Owners(2))
+	assert.Equal(t, before.Live+3, lifetime.ReadStats().Live, "taken owners still count as live")
+	panicky := lifetime.OwnerFunc(func() error { panic("release failed") })
+	require.NoError(t, tab.Add(4, panicky))
+	taken = append(taken, tab.Take(4)...)
+	err := lifetime.ReleaseAll(taken)
+	assert.EqualError(t, err, "b failed")
+	assert.EqualValues(t, 1, a.n.Load())
+	assert.EqualValues(t, 1, b.n.Load())
+	assert.Equal(t, before.Live+1, lifetime.ReadStats().Live, "only node 2's owner is left")
+	require.NoError(t, tab.Release())
+	assert.Nil(t, tab.Take(2), "a released table has nothing to take")
+	assert.EqualValues(t, 1, other.n.Load())
+	assert.Equal(t, before.Live, lifetime.ReadStats().Live)
+	_ = lifetime.Errors() // the panic was reported there
+}

@@ -317,3 +317,67 @@ func TestFakeExecDoesNotHoldEveryStream(t *testing.T) {
 	settle(t, func() bool { return counter(t, "fake_live_streams") <= streams0+17 }, "closed streams destroyed while the executable lives")
 	noBadUses(t)
 }
+
+// A Raw operand's owner is the user's code: its Release may call back into
+// the graph. Releases that a node's destruction or a failed add makes run
+// with the graph's lock let go, so such an owner neither deadlocks nor
+// finds the graph locked; it is released exactly once each time.
+func TestFakeGraphOwnerReleaseCallsBack(t *testing.T) {
+	f := setupGraph(t)
+	g, err := graph.New(f.ctx)
+	require.NoError(t, err)
+	defer g.Close()
+	buf, err := driver.Alloc[int32](f.ctx, 8)
+	require.NoError(t, err)
+	defer buf.Close()
+	addr := uintptr(buf.Ptr())
+	var released atomic.Int32
+	var seen []int
+	owner := lifetime.OwnerFunc(func() error {
+		released.Add(1)
+		nodes, err := g.Nodes() // needs the graph's lock
+		if err != nil {
+			return err
+		}
+		seen = append(seen, len(nodes))
+		return nil
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n, err := g.Memset(graph.Raw(addr, 32, false, owner), 7, 4)
+		if !assert.NoError(t, err) {
+			return
+		}
+		assert.NoError(t, n.Destroy())
+		assert.EqualValues(t, 1, released.Load(), "released when its node was destroyed")
+
+		// A failed add (a dependency of another graph) releases the owner
+		// it was given, also with the lock let go.
+		other, err := graph.New(f.ctx)
+		if !assert.NoError(t, err) {
+			return
+		}
+		defer other.Close()
+		foreign, err := other.Empty()
+		if !assert.NoError(t, err) {
+			return
+		}
+		_, err = g.After(foreign).Memset(graph.Raw(addr, 32, false, owner), 7, 4)
+		assert.ErrorIs(t, err, graph.ErrForeignNode)
+		assert.EqualValues(t, 2, released.Load(), "released when the add failed")
+
+		// A node the driver refuses releases its owner the same way.
+		failNext(t, "cuGraphAddMemsetNode", 1)
+		_, err = g.Memset(graph.Raw(addr, 32, false, owner), 7, 4)
+		assert.Error(t, err)
+		assert.EqualValues(t, 3, released.Load(), "released when the driver refused the node")
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("deadlock: an owner's Release called back into the graph while it was locked")
+	}
+	assert.Equal(t, []int{0, 0, 0}, seen, "each release saw the graph without the node")
+	noBadUses(t)
+}
