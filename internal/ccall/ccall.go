@@ -1,5 +1,6 @@
 // Package ccall makes generated C calls free of allocations and lean: a
-// pooled call frame, a direct call path, and Escape.
+// pooled call frame, a direct call path, Escape, and the Short frame that
+// hot calls keep on their own stack.
 //
 // purego.SyscallN is variadic and marked go:uintptrescapes, so a call written
 // as SyscallN(fn, a, b, c) heap-allocates its argument slice every time (seen

@@ -30,8 +30,10 @@
 // allocates. Pointer arguments pass through ccall.Escape first, so the
 // objects they point at live on the heap, and runtime.KeepAlive after the
 // call keeps them alive until C returns. The hot calls (cuLaunchKernel,
-// cuGraphLaunch) also get XxxFrame variants that run in a frame the caller
-// keeps. Functions that take a float by value (three deprecated ones) are
+// cuGraphLaunch) also get XxxShort variants that run in a frame on the
+// caller's stack (ccall.Short) with an entry point the caller resolved once
+// (XxxProc); on linux/amd64 their pointer arguments may point into that
+// stack, which cannot move before or during the call. Functions that take a float by value (three deprecated ones) are
 // bound with purego.RegisterFunc on first use; the two that take a 64-byte
 // IPC handle by value go through syscallStructArg, which follows each
 // platform's ABI.
