@@ -73,10 +73,18 @@ func (e *emitter) params(b binding) ([]param, error) {
 	return ps, nil
 }
 
-// frameCall emits the body of a call through the frame cf: the argument
-// stores, the call, and the KeepAlive of pointer arguments. With get, cf
-// comes from the pool and goes back to it.
-func (e *emitter) frameCall(w *bytes.Buffer, ps []param, get bool) {
+// frameCall emits the body of a call through a pooled frame cf: the
+// argument stores, the call, the frame's return to the pool, and the
+// KeepAlive of pointer arguments.
+func (e *emitter) frameCall(w *bytes.Buffer, ps []param) {
+	e.callBody(w, ps, "ccall.Escape", "\tcf := ccall.Get(fn)\n", fmt.Sprintf("cf.Call(%d)", len(ps)))
+}
+
+// callBody emits a call through the frame cf: each pointer argument passed
+// through escape, setup (which makes cf, if it needs making), the
+// argument stores, r1 := call, the pool's Put for a pooled frame, and
+// the KeepAlive of pointer arguments.
+func (e *emitter) callBody(w *bytes.Buffer, ps []param, escape, setup, call string) {
 	var keep []string
 	for _, p := range ps {
 		if strings.HasPrefix(p.goType, "*") || p.goType == "unsafe.Pointer" {
@@ -84,13 +92,11 @@ func (e *emitter) frameCall(w *bytes.Buffer, ps []param, get bool) {
 			if p.goType != "unsafe.Pointer" {
 				conv = "unsafe.Pointer(" + p.name + ")"
 			}
-			fmt.Fprintf(w, "\tccall.Escape(%s)\n", conv)
+			fmt.Fprintf(w, "\t%s(%s)\n", escape, conv)
 			keep = append(keep, p.name)
 		}
 	}
-	if get {
-		fmt.Fprintf(w, "\tcf := ccall.Get(fn)\n")
-	}
+	fmt.Fprint(w, setup)
 	for i, p := range ps {
 		arg := p.arg
 		if p.goType == "unsafe.Pointer" {
@@ -98,8 +104,8 @@ func (e *emitter) frameCall(w *bytes.Buffer, ps []param, get bool) {
 		}
 		fmt.Fprintf(w, "\tcf.Args[%d] = %s\n", i, arg)
 	}
-	fmt.Fprintf(w, "\tr1 := cf.Call(%d)\n", len(ps))
-	if get {
+	fmt.Fprintf(w, "\tr1 := %s\n", call)
+	if strings.Contains(setup, "ccall.Get") {
 		fmt.Fprintf(w, "\tccall.Put(cf)\n")
 	}
 	if len(keep) > 0 {
@@ -129,32 +135,7 @@ func (e *emitter) shortFunctions(w *bytes.Buffer, b binding, ps []param, sig []s
 	fmt.Fprintf(w, "// pointer arguments may point into the caller's stack: nothing between\n")
 	fmt.Fprintf(w, "// their conversion here and the call can move it.\n")
 	fmt.Fprintf(w, "func %sShort(fn uintptr, %s) error {\n", b.GoName, strings.Join(sig, ", "))
-	var keep []string
-	for _, p := range ps {
-		if strings.HasPrefix(p.goType, "*") || p.goType == "unsafe.Pointer" {
-			conv := p.name
-			if p.goType != "unsafe.Pointer" {
-				conv = "unsafe.Pointer(" + p.name + ")"
-			}
-			fmt.Fprintf(w, "\tccall.EscapeShort(%s)\n", conv)
-			keep = append(keep, p.name)
-		}
-	}
-	fmt.Fprintf(w, "\tvar cf ccall.Short\n\tcf.Fn = fn\n")
-	for i, p := range ps {
-		arg := p.arg
-		if p.goType == "unsafe.Pointer" {
-			arg = "uintptr(" + p.name + ")"
-		}
-		fmt.Fprintf(w, "\tcf.Args[%d] = %s\n", i, arg)
-	}
-	fmt.Fprintf(w, "\tr1 := cf.Call()\n")
-	if len(keep) > 0 {
-		e.imports["runtime"] = true
-		for _, k := range keep {
-			fmt.Fprintf(w, "\truntime.KeepAlive(%s)\n", k)
-		}
-	}
+	e.callBody(w, ps, "ccall.EscapeShort", "\tvar cf ccall.Short\n\tcf.Fn = fn\n", "cf.Call()")
 	fmt.Fprintf(w, "\treturn %s.check(r1)\n}\n\n", procName)
 	return nil
 }
@@ -251,7 +232,7 @@ func (e *emitter) function(w *bytes.Buffer, b binding) error {
 		if hotFuncs[b.CName] && resultIsStatus {
 			return e.shortFunctions(w, b, ps, sig)
 		}
-		e.frameCall(w, ps, true)
+		e.frameCall(w, ps)
 	}
 	if call != "" {
 		fmt.Fprintf(w, "\tr1, _, _ := %s\n", call)
