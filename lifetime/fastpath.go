@@ -74,6 +74,10 @@ var (
 // host function, short enough to cost little CPU.
 const DefaultPollWindow = 100 * time.Microsecond
 
+// MaxPollWindow is the longest window SetPollWindow sets; longer ones are
+// cut to it.
+const MaxPollWindow = time.Second
+
 var fast struct {
 	window   atomic.Int64 // poll window in ns; 0 turns the fast path off
 	until    atomic.Int64 // nanoseconds since epoch until which to poll
@@ -94,7 +98,8 @@ func init() {
 func now() int64 { return int64(time.Since(fast.epoch)) }
 
 // SetPollWindow sets how long the host-function server polls after a host
-// function was queued (Expect) or run, and returns the previous window. The
+// function was queued (Expect) or run, and returns the previous window (a
+// negative one counts as 0, one over MaxPollWindow as MaxPollWindow). The
 // server keeps a CPU busy while it polls; in exchange a host function
 // costs about what it costs in C instead of a few more thread wake-ups.
 // A window of 0 turns polling off: host functions queued after the call
@@ -103,9 +108,7 @@ func now() int64 { return int64(time.Since(fast.epoch)) }
 // path (platforms other than linux/amd64) the window is kept but has no
 // effect; with GOMAXPROCS at 1 the server is not woken.
 func SetPollWindow(d time.Duration) time.Duration {
-	if d < 0 {
-		d = 0
-	}
+	d = min(max(d, 0), MaxPollWindow)
 	old := time.Duration(fast.window.Swap(int64(d)))
 	// A shorter window applies to the polling in progress too.
 	t := now() + int64(d)

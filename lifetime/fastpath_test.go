@@ -203,5 +203,6 @@ func TestSetPollWindow(t *testing.T) {
 	defer lifetime.SetPollWindow(old)
 	assert.Equal(t, lifetime.DefaultPollWindow, old)
 	assert.Equal(t, time.Duration(0), lifetime.SetPollWindow(time.Millisecond))
-	assert.Equal(t, time.Millisecond, lifetime.SetPollWindow(old))
+	assert.Equal(t, time.Millisecond, lifetime.SetPollWindow(time.Duration(1<<63-1)))
+	assert.Equal(t, lifetime.MaxPollWindow, lifetime.SetPollWindow(old), "no overflow of the deadline")
 }
