@@ -43,9 +43,6 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 // or free any of them before the kernel is queued.
 func (s *Stream) LaunchWith(f *Function, cfg LaunchConfig, args ...any) error {
 	const op = "Stream.Launch"
-	if s != nil && f != nil {
-		prewarm(s, f, args)
-	}
 	if err := s.acquire(op); err != nil {
 		return err
 	}
@@ -174,35 +171,6 @@ func (s *Stream) launchArgs(op string, a *Args, grid, block Dim3) error {
 		h.keep(s, &a.hold.obj) // captured: the graph holds the Args
 	}
 	return s.ctx.sawError(err)
-}
-
-// prewarm reads what a launch is about to lock and check, a few
-// independent reads at a time: the stream's and the kernel's lines, then the
-// module's count and the buffers of the type the kernel last saw, then their
-// allocations' counts. The previous launch evicted all of them from the CPU
-// caches; read this way their misses overlap, where the launch itself meets
-// them one after another, each behind a locked instruction. It reads only
-// fields that never change after the objects are made, and counts.
-func prewarm(s *Stream, f *Function, args []any) {
-	w := s.obj.Refs() + int64(f.shape.Load())
-	bt := f.bufType.Load()
-	if ld := f.ld; ld != nil {
-		w += ld.Refs()
-	}
-	var als [smallBufs]*allocation
-	n := 0
-	for i := range args {
-		if typ, data := efaceWords(&args[i]); typ == bt && bt != 0 && data != nil && n < smallBufs {
-			als[n] = (*Buffer[byte])(data).a
-			n++
-		}
-	}
-	for _, a := range als[:n] {
-		if a != nil {
-			w += a.obj.Refs()
-		}
-	}
-	warmed(w)
 }
 
 // warmed takes the sum of the reference counts a launch reads right after
