@@ -1100,6 +1100,10 @@ func TestModelUserObjects(t *testing.T) {
 	s := mStream(t)
 	p := mAlloc(t, 4096)
 	buf := make([]byte, 4096)
+	// What other tests left to collect, release or destroy goes first: its
+	// destructors would count here.
+	gcAll()
+	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 5000))
 	uobjs, ran := fcall(t, "fake_live_user_objects"), fcall(t, "fake_destructors_run")
 	var o cu.CUuserObject
 	require.NoError(t, cu.UserObjectCreate(&o, mPtr(uintptr(12)), mHostFn(t, "fake_count_fn"), 1,
