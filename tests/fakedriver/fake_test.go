@@ -83,6 +83,14 @@ type fixture struct {
 func setup(t testing.TB) *fixture {
 	t.Helper()
 	need(t)
+	// Objects earlier tests forgot are freed by cleanups at some GC: let
+	// that happen now, and their queued work run, so that it does not move
+	// the fake's live counters under this test (go test -shuffle puts any
+	// test after any other).
+	gcAll()
+	if fcall(t, "fake_quiesce", 5000) != 1 {
+		t.Fatal("fakecuda's queues did not drain")
+	}
 	dev, err := driver.DeviceByOrdinal(0)
 	require.NoError(t, err)
 	ctx, err := dev.PrimaryContext()
