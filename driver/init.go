@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/errs"
@@ -116,6 +115,3 @@ func bound(c *Context, f func() error) (err error) {
 	}()
 	return f()
 }
-
-// idPointer passes an integer id where C takes void* userData.
-func idPointer(id uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&id)) }

@@ -632,7 +632,7 @@ func (s *Stream) keepSlice(data unsafe.Pointer, queue func() error) error {
 	unpin := func() { _ = pin.Release() } // no CUDA call: fine on a CUDA thread
 	id := lifetime.Register(lifetime.Callback{Fn: unpin, Once: true, OnCancel: unpin})
 	lifetime.Expect()
-	if err := cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), idPointer(id)); err != nil {
+	if err := cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id); err != nil {
 		// The work is queued but its keep-alive is not: wait for the work.
 		serr := cu.StreamSynchronize(s.h)
 		lifetime.Cancel(id)

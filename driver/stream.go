@@ -338,7 +338,7 @@ func (s *Stream) enqueueHost(op string, cb lifetime.Callback) error {
 	defer s.release()
 	id := lifetime.Register(cb)
 	lifetime.Expect()
-	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), idPointer(id)) }); err != nil {
+	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id) }); err != nil {
 		lifetime.Cancel(id) // it will never run
 		return s.ctx.sawError(err)
 	}
@@ -503,7 +503,7 @@ func (s *Stream) enqueueCapturedHost(h *captureHook, f func()) error {
 	}
 	defer s.release()
 	id := lifetime.Register(lifetime.Callback{Fn: f, Sink: h.sink})
-	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), idPointer(id)) }); err != nil {
+	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id) }); err != nil {
 		lifetime.Unregister(id)
 		return s.ctx.sawError(err)
 	}

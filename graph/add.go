@@ -214,7 +214,7 @@ func (b Builder) HostFunc(f func()) (Node, error) {
 	id := lifetime.Register(lifetime.Callback{Fn: f, Sink: g.sink})
 	return g.add(op, b.deps, []lifetime.Owner{lifetime.CallbackOwner(id)}, func(d *cu.CUgraphNode, n uintptr) error {
 		g.sink.hosts.Store(true)
-		g.scr.host = cu.CUDA_HOST_NODE_PARAMS_v1{Fn: cu.CUhostFn(tramp), UserData: idPointer(id)}
+		g.scr.host = cu.CUDA_HOST_NODE_PARAMS_v1{Fn: cu.CUhostFn(tramp), UserData: id}
 		return cu.GraphAddHostNode(&g.scr.node, g.h, d, n, &g.scr.host)
 	})
 }

@@ -317,7 +317,7 @@ func attach(h cu.CUgraph, t *lifetime.Table, scr *scratch) (cu.CUuserObject, err
 		_ = t.Release()
 		return 0, err
 	}
-	if err := cu.UserObjectCreate(&scr.uo, idPointer(id), cu.CUhostFn(fn), 1, uint32(cu.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)); err != nil {
+	if err := cu.UserObjectCreate(&scr.uo, id, cu.CUhostFn(fn), 1, uint32(cu.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)); err != nil {
 		t.CancelDestructor()
 		_ = t.Release()
 		return 0, err
@@ -349,9 +349,6 @@ func (g *Graph) takeOwners(h cu.CUgraphNode) []lifetime.Owner {
 	}
 	return t.table.Take(uintptr(h))
 }
-
-// idPointer passes an integer id where C takes void* userData.
-func idPointer(id uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&id)) }
 
 // node checks that n is a live node of g; g.mu is held.
 func (g *Graph) node(op string, n Node) error {

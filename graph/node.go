@@ -261,7 +261,7 @@ func (n Node) EventHandle() (uintptr, error) {
 func (n Node) HostCallbackID() (uintptr, error) {
 	p := new(cu.CUDA_HOST_NODE_PARAMS_v1)
 	err := n.use("Node.HostCallbackID", func() error { return cu.GraphHostNodeGetParams(n.h, p) })
-	return uintptr(p.UserData), err
+	return p.UserData, err
 }
 
 // ChildGraphHandle reads the CUgraph embedded in a child-graph node

@@ -298,7 +298,7 @@ func (e *Exec) SetHostFunc(n Node, f func()) error {
 	if e.sink != nil {
 		e.sink.hosts.Store(true)
 	}
-	p := &cu.CUDA_HOST_NODE_PARAMS_v1{Fn: cu.CUhostFn(tramp), UserData: idPointer(id)}
+	p := &cu.CUDA_HOST_NODE_PARAMS_v1{Fn: cu.CUhostFn(tramp), UserData: id}
 	return e.setNode(op, n, []lifetime.Owner{lifetime.CallbackOwner(id)}, true, func() error {
 		return cu.GraphExecHostNodeSetParams(e.h, n.h, p)
 	})

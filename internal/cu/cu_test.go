@@ -3,7 +3,9 @@ package cu_test
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -95,5 +97,35 @@ func TestWithoutDriver(t *testing.T) {
 	assert.Len(t, res, 459)
 	for _, r := range res {
 		assert.ErrorIs(t, r.Err, loader.ErrNotFound)
+	}
+}
+
+// purecuda passes handle-map ids where C takes a callback's void* user
+// data. Held in a Go pointer, an id would be followed by the garbage
+// collector, and an id can look like a heap address: a race-enabled stress
+// once died with "found pointer to free object" when a slot's generation
+// reached 0xc0 (ids 0xc0_0000_00xx point into the race heap at
+// 0xc000000000). So every such parameter and field is a uintptr.
+func TestUserDataIsNeverAGoPointer(t *testing.T) {
+	u := reflect.TypeFor[uintptr]()
+	for name, fn := range map[string]any{
+		"LaunchHostFunc": cu.LaunchHostFunc, "StreamAddCallback": cu.StreamAddCallback,
+		"LogsRegisterCallback": cu.LogsRegisterCallback, "DeviceRegisterAsyncNotification": cu.DeviceRegisterAsyncNotification,
+	} {
+		ft := reflect.TypeOf(fn)
+		found := false
+		for i := range ft.NumIn() {
+			if ft.In(i) == u {
+				found = true
+			}
+			assert.NotEqual(t, reflect.TypeFor[unsafe.Pointer](), ft.In(i), "%s parameter %d", name, i)
+		}
+		assert.True(t, found, "%s takes its user data as uintptr", name)
+	}
+	assert.Equal(t, u, reflect.TypeOf(cu.UserObjectCreate).In(1), "UserObjectCreate's ptr")
+	for _, st := range []reflect.Type{reflect.TypeFor[cu.CUDA_HOST_NODE_PARAMS_v1](), reflect.TypeFor[cu.CUDA_HOST_NODE_PARAMS_v2]()} {
+		f, ok := st.FieldByName("UserData")
+		require.True(t, ok, st.Name())
+		assert.Equal(t, u, f.Type, "%s.UserData", st.Name())
 	}
 }

@@ -1574,12 +1574,11 @@ var procDeviceRegisterAsyncNotification = proc{name: "cuDeviceRegisterAsyncNotif
 
 // DeviceRegisterAsyncNotification calls the C function cuDeviceRegisterAsyncNotification at ABI version 12040.
 // A status other than success is returned as *Error.
-func DeviceRegisterAsyncNotification(device CUdevice, callbackFunc CUasyncCallback, userData unsafe.Pointer, callback *CUasyncCallbackHandle) error {
+func DeviceRegisterAsyncNotification(device CUdevice, callbackFunc CUasyncCallback, userData uintptr, callback *CUasyncCallbackHandle) error {
 	fn, err := procDeviceRegisterAsyncNotification.find()
 	if err != nil {
 		return err
 	}
-	ccall.Escape(userData)
 	ccall.Escape(unsafe.Pointer(callback))
 	cf := ccall.Get(fn)
 	cf.Args[0] = uintptr(device)
@@ -1588,7 +1587,6 @@ func DeviceRegisterAsyncNotification(device CUdevice, callbackFunc CUasyncCallba
 	cf.Args[3] = uintptr(unsafe.Pointer(callback))
 	r1 := cf.Call(4)
 	ccall.Put(cf)
-	runtime.KeepAlive(userData)
 	runtime.KeepAlive(callback)
 	return procDeviceRegisterAsyncNotification.check(r1)
 }
@@ -4441,19 +4439,17 @@ var procLaunchHostFunc = proc{name: "cuLaunchHostFunc", abi: 10000, export: "cuL
 
 // LaunchHostFunc calls the C function cuLaunchHostFunc at ABI version 10000.
 // A status other than success is returned as *Error.
-func LaunchHostFunc(hStream CUstream, fn_ CUhostFn, userData unsafe.Pointer) error {
+func LaunchHostFunc(hStream CUstream, fn_ CUhostFn, userData uintptr) error {
 	fn, err := procLaunchHostFunc.find()
 	if err != nil {
 		return err
 	}
-	ccall.Escape(userData)
 	cf := ccall.Get(fn)
 	cf.Args[0] = uintptr(hStream)
 	cf.Args[1] = uintptr(fn_)
 	cf.Args[2] = uintptr(userData)
 	r1 := cf.Call(3)
 	ccall.Put(cf)
-	runtime.KeepAlive(userData)
 	return procLaunchHostFunc.check(r1)
 }
 
@@ -4952,12 +4948,11 @@ var procLogsRegisterCallback = proc{name: "cuLogsRegisterCallback", abi: 12090, 
 
 // LogsRegisterCallback calls the C function cuLogsRegisterCallback at ABI version 12090.
 // A status other than success is returned as *Error.
-func LogsRegisterCallback(callbackFunc CUlogsCallback, userData unsafe.Pointer, callback *CUlogsCallbackHandle) error {
+func LogsRegisterCallback(callbackFunc CUlogsCallback, userData uintptr, callback *CUlogsCallbackHandle) error {
 	fn, err := procLogsRegisterCallback.find()
 	if err != nil {
 		return err
 	}
-	ccall.Escape(userData)
 	ccall.Escape(unsafe.Pointer(callback))
 	cf := ccall.Get(fn)
 	cf.Args[0] = uintptr(callbackFunc)
@@ -4965,7 +4960,6 @@ func LogsRegisterCallback(callbackFunc CUlogsCallback, userData unsafe.Pointer, 
 	cf.Args[2] = uintptr(unsafe.Pointer(callback))
 	r1 := cf.Call(3)
 	ccall.Put(cf)
-	runtime.KeepAlive(userData)
 	runtime.KeepAlive(callback)
 	return procLogsRegisterCallback.check(r1)
 }
@@ -7759,12 +7753,11 @@ var procStreamAddCallback = proc{name: "cuStreamAddCallback", abi: 5000, export:
 
 // StreamAddCallback calls the C function cuStreamAddCallback at ABI version 5000.
 // A status other than success is returned as *Error.
-func StreamAddCallback(hStream CUstream, callback CUstreamCallback, userData unsafe.Pointer, flags uint32) error {
+func StreamAddCallback(hStream CUstream, callback CUstreamCallback, userData uintptr, flags uint32) error {
 	fn, err := procStreamAddCallback.find()
 	if err != nil {
 		return err
 	}
-	ccall.Escape(userData)
 	cf := ccall.Get(fn)
 	cf.Args[0] = uintptr(hStream)
 	cf.Args[1] = uintptr(callback)
@@ -7772,7 +7765,6 @@ func StreamAddCallback(hStream CUstream, callback CUstreamCallback, userData uns
 	cf.Args[3] = uintptr(flags)
 	r1 := cf.Call(4)
 	ccall.Put(cf)
-	runtime.KeepAlive(userData)
 	return procStreamAddCallback.check(r1)
 }
 
@@ -9264,13 +9256,12 @@ var procUserObjectCreate = proc{name: "cuUserObjectCreate", abi: 11030, export: 
 
 // UserObjectCreate calls the C function cuUserObjectCreate at ABI version 11030.
 // A status other than success is returned as *Error.
-func UserObjectCreate(object_out *CUuserObject, ptr unsafe.Pointer, destroy CUhostFn, initialRefcount uint32, flags uint32) error {
+func UserObjectCreate(object_out *CUuserObject, ptr uintptr, destroy CUhostFn, initialRefcount uint32, flags uint32) error {
 	fn, err := procUserObjectCreate.find()
 	if err != nil {
 		return err
 	}
 	ccall.Escape(unsafe.Pointer(object_out))
-	ccall.Escape(ptr)
 	cf := ccall.Get(fn)
 	cf.Args[0] = uintptr(unsafe.Pointer(object_out))
 	cf.Args[1] = uintptr(ptr)
@@ -9280,7 +9271,6 @@ func UserObjectCreate(object_out *CUuserObject, ptr unsafe.Pointer, destroy CUho
 	r1 := cf.Call(5)
 	ccall.Put(cf)
 	runtime.KeepAlive(object_out)
-	runtime.KeepAlive(ptr)
 	return procUserObjectCreate.check(r1)
 }
 

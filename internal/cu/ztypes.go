@@ -4613,13 +4613,13 @@ type CUDA_MEMSET_NODE_PARAMS_v2 struct {
 // CUDA_HOST_NODE_PARAMS_v1 is the C struct CUDA_HOST_NODE_PARAMS_v1 (16 bytes).
 type CUDA_HOST_NODE_PARAMS_v1 struct {
 	Fn       CUhostFn
-	UserData unsafe.Pointer
+	UserData uintptr
 }
 
 // CUDA_HOST_NODE_PARAMS_v2 is the C struct CUDA_HOST_NODE_PARAMS_v2 (16 bytes).
 type CUDA_HOST_NODE_PARAMS_v2 struct {
 	Fn       CUhostFn
-	UserData unsafe.Pointer
+	UserData uintptr
 }
 
 // CUDA_CONDITIONAL_NODE_PARAMS is the C struct CUDA_CONDITIONAL_NODE_PARAMS (32 bytes).

@@ -41,6 +41,19 @@ var goKeywords = map[string]bool{
 }
 
 // goType is the Go spelling of a C type.
+// opaqueUserData reports whether a void* parameter or field named name (of
+// C function fn, or of a struct when fn is "") carries the caller's own
+// data back to a callback. Go passes integers there (handle-map ids), so
+// it is bound as uintptr: held in a Go pointer, an id would be followed by
+// the garbage collector, and an id can look like a heap address.
+func opaqueUserData(fn, name string, t *cheader.Type) bool {
+	rt := t.Resolve()
+	if rt.Kind != cheader.Pointer || rt.Elem.Resolve().Kind != cheader.Void {
+		return false
+	}
+	return name == "userData" || (fn == "cuUserObjectCreate" && name == "ptr")
+}
+
 func (e *emitter) goType(t *cheader.Type) (string, error) {
 	switch t.Kind {
 	case cheader.Named:
@@ -259,6 +272,9 @@ func (e *emitter) record(w *bytes.Buffer, r *cheader.Rec) error {
 		gt, err := e.goType(fl.Type)
 		if err != nil {
 			return fmt.Errorf("%s.%s: %w", r.Name, fl.Name, err)
+		}
+		if opaqueUserData("", fl.Name, fl.Type) {
+			gt = "uintptr"
 		}
 		name := capitalize(fl.Name)
 		cField := fl.Name

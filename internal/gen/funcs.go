@@ -39,6 +39,9 @@ func (e *emitter) params(b binding) ([]param, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s parameter %s: %w", b.CName, name, err)
 		}
+		if opaqueUserData(b.CName, p.Name, p.Type) {
+			gt = "uintptr"
+		}
 		pr := param{name: name, goType: gt, kind: "int"}
 		rt := p.Type.Resolve()
 		switch {

@@ -109,7 +109,7 @@ func TestGeneratedShape(t *testing.T) {
 		"var fnTexRefSetBias func(CUtexref, float32) CUresult",
 		"func Nested(p *CUnested, names **byte) error",
 		"ccall.Escape(unsafe.Pointer(p)) ccall.Escape(unsafe.Pointer(names)) cf := ccall.Get(fn) cf.Args[0] = uintptr(unsafe.Pointer(p)) cf.Args[1] = uintptr(unsafe.Pointer(names)) r1 := cf.Call(2) ccall.Put(cf) runtime.KeepAlive(p) runtime.KeepAlive(names)",
-		"func LaunchHostFunc(hStream CUstream, fn_ CUhostFn, userData unsafe.Pointer) error",
+		"func LaunchHostFunc(hStream CUstream, fn_ CUhostFn, userData uintptr) error", // userData is an integer to Go, never a pointer
 		// A hot function calls through a frame on the stack, with an entry
 		// point its caller may resolve once.
 		"return GraphLaunchShort(fn, hGraph, hStream) }",

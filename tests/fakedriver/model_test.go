@@ -306,11 +306,11 @@ func TestModelStreamsRunLateAndInOrder(t *testing.T) {
 	src[0] = 2 // after the call, before the copy runs
 	assert.ErrorIs(t, cu.StreamQuery(s), cu.CUDA_ERROR_NOT_READY)
 	assert.Positive(t, fcall(t, "fake_queued_ops"))
-	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_log_fn"), mPtr(uintptr(1))))
+	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_log_fn"), uintptr(1)))
 	require.NoError(t, mLaunchFill(fs["fill"], s, mFill(p+4, 50, 15)))
 	out := make([]int32, 16)
 	require.NoError(t, cu.MemcpyDtoHAsync(unsafe.Pointer(&out[0]), p, 64, s))
-	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_log_fn"), mPtr(uintptr(2))))
+	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_log_fn"), uintptr(2)))
 	require.NoError(t, cu.StreamSynchronize(s))
 	require.NoError(t, cu.StreamQuery(s))
 	assert.Equal(t, append([]int32{2}, mSeq(50, 15)...), out, "the copy read the slice when it ran, and wrote out then")
@@ -535,10 +535,10 @@ func TestModelEvents(t *testing.T) {
 
 	// s2 waits for c, recorded on s after a slow copy and a host function.
 	require.NoError(t, cu.MemcpyHtoDAsync(p, unsafe.Pointer(&buf[0]), 64, s))
-	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_log_fn"), mPtr(uintptr(1))))
+	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_log_fn"), uintptr(1)))
 	require.NoError(t, cu.EventRecord(c, s))
 	require.NoError(t, cu.StreamWaitEvent(s2, c, 0))
-	require.NoError(t, cu.LaunchHostFunc(s2, mHostFn(t, "fake_log_fn"), mPtr(uintptr(2))))
+	require.NoError(t, cu.LaunchHostFunc(s2, mHostFn(t, "fake_log_fn"), uintptr(2)))
 	require.NoError(t, cu.StreamSynchronize(s2))
 	require.EqualValues(t, 2, fcall(t, "fake_log_len"))
 	assert.EqualValues(t, []int64{1, 2}, []int64{fcall(t, "fake_log_at", 0), fcall(t, "fake_log_at", 1)})
@@ -554,8 +554,8 @@ func TestModelFailureInjection(t *testing.T) {
 	s := mStream(t)
 	count := mHostFn(t, "fake_count_fn")
 	model.failNext("cuLaunchHostFunc", int32(cu.CUDA_ERROR_OUT_OF_MEMORY))
-	assert.ErrorIs(t, cu.LaunchHostFunc(s, count, mPtr(uintptr(3))), cu.CUDA_ERROR_OUT_OF_MEMORY)
-	require.NoError(t, cu.LaunchHostFunc(s, count, mPtr(uintptr(3))), "only the next call fails")
+	assert.ErrorIs(t, cu.LaunchHostFunc(s, count, uintptr(3)), cu.CUDA_ERROR_OUT_OF_MEMORY)
+	require.NoError(t, cu.LaunchHostFunc(s, count, uintptr(3)), "only the next call fails")
 	require.NoError(t, cu.StreamSynchronize(s))
 	assert.EqualValues(t, 1, fcall(t, "fake_count", 3))
 
@@ -573,11 +573,11 @@ func TestModelFailureInjection(t *testing.T) {
 	buf := make([]byte, 64)
 	fcall(t, "fake_set_copy_delay_us", 50000)
 	require.NoError(t, cu.MemcpyHtoDAsync(p, unsafe.Pointer(&buf[0]), 64, s))
-	require.NoError(t, cu.LaunchHostFunc(s, count, mPtr(uintptr(4))))
+	require.NoError(t, cu.LaunchHostFunc(s, count, uintptr(4)))
 	fcall(t, "fake_set_sticky_error", uintptr(cu.CUDA_ERROR_ILLEGAL_ADDRESS))
 	assert.ErrorIs(t, cu.StreamSynchronize(s), cu.CUDA_ERROR_ILLEGAL_ADDRESS)
 	assert.ErrorIs(t, cu.CtxSynchronize_v2000(), cu.CUDA_ERROR_ILLEGAL_ADDRESS)
-	assert.ErrorIs(t, cu.LaunchHostFunc(s, count, mPtr(uintptr(4))), cu.CUDA_ERROR_ILLEGAL_ADDRESS)
+	assert.ErrorIs(t, cu.LaunchHostFunc(s, count, uintptr(4)), cu.CUDA_ERROR_ILLEGAL_ADDRESS)
 	assert.ErrorIs(t, cu.MemcpyHtoDAsync(p, unsafe.Pointer(&buf[0]), 64, s), cu.CUDA_ERROR_ILLEGAL_ADDRESS)
 	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 2000))
 	assert.Zero(t, fcall(t, "fake_count", 4), "the queued host function never ran")
@@ -591,7 +591,7 @@ func TestModelFailureInjection(t *testing.T) {
 func TestModelCallbacksMayNotCallCUDA(t *testing.T) {
 	modelCtx(t)
 	s := mStream(t)
-	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_cuda_fn"), nil))
+	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_cuda_fn"), 0))
 	require.NoError(t, cu.StreamSynchronize(s))
 	assert.EqualValues(t, 1, fcall(t, "fake_callback_cuda_calls"))
 	assert.Contains(t, model.lastBad(), "cuCtxSynchronize")
@@ -607,7 +607,7 @@ func TestModelStreamDestroyLetsWorkFinish(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		require.NoError(t, cu.MemcpyHtoDAsync(p, unsafe.Pointer(&buf[0]), 64, s))
 	}
-	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_count_fn"), mPtr(uintptr(5))))
+	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_count_fn"), uintptr(5)))
 	require.NoError(t, cu.StreamDestroy(s))
 	assert.Equal(t, streams, fcall(t, "fake_live_streams"), "the handle is dead at once")
 	assert.ErrorIs(t, cu.StreamQuery(s), cu.CUDA_ERROR_INVALID_HANDLE)
@@ -777,7 +777,7 @@ func TestModelConcurrentStreams(t *testing.T) {
 					err = cu.MemFreeAsync(p, s)
 				}
 				if err == nil {
-					err = cu.LaunchHostFunc(s, count, mPtr(uintptr(10)))
+					err = cu.LaunchHostFunc(s, count, uintptr(10))
 				}
 				if err == nil {
 					err = cu.StreamSynchronize(s)
@@ -845,7 +845,7 @@ func mCopy(src, dst unsafe.Pointer, srcDev, dstDev cu.CUdeviceptr, n uintptr) cu
 func mHostNode(t *testing.T, g cu.CUgraph, fn string, data uintptr, after ...cu.CUgraphNode) cu.CUgraphNode {
 	t.Helper()
 	var n cu.CUgraphNode
-	hp := cu.CUDA_HOST_NODE_PARAMS_v1{Fn: mHostFn(t, fn), UserData: mPtr(data)}
+	hp := cu.CUDA_HOST_NODE_PARAMS_v1{Fn: mHostFn(t, fn), UserData: data}
 	d, nd := mDeps(after...)
 	require.NoError(t, cu.GraphAddHostNode(&n, g, d, nd, &hp))
 	return n
@@ -1106,7 +1106,7 @@ func TestModelUserObjects(t *testing.T) {
 	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 5000))
 	uobjs, ran := fcall(t, "fake_live_user_objects"), fcall(t, "fake_destructors_run")
 	var o cu.CUuserObject
-	require.NoError(t, cu.UserObjectCreate(&o, mPtr(uintptr(12)), mHostFn(t, "fake_count_fn"), 1,
+	require.NoError(t, cu.UserObjectCreate(&o, uintptr(12), mHostFn(t, "fake_count_fn"), 1,
 		uint32(cu.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)))
 	assert.Equal(t, uobjs+1, fcall(t, "fake_live_user_objects"))
 	g := mGraph(t)
@@ -1137,7 +1137,7 @@ func TestModelUserObjects(t *testing.T) {
 
 	// Caller references; over-release; graph release; a Go destructor.
 	mGoDestroyed.Store(0)
-	require.NoError(t, cu.UserObjectCreate(&o, mPtr(uintptr(5)), cu.CUhostFn(mGoDestructor()), 1,
+	require.NoError(t, cu.UserObjectCreate(&o, uintptr(5), cu.CUhostFn(mGoDestructor()), 1,
 		uint32(cu.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)))
 	require.NoError(t, cu.UserObjectRetain(o, 2))
 	assert.ErrorIs(t, cu.UserObjectRelease(o, 4), cu.CUDA_ERROR_INVALID_VALUE)
@@ -1385,7 +1385,7 @@ func TestModelStreamCapture(t *testing.T) {
 	require.NoError(t, cu.EventRecord(ev, s))
 	require.NoError(t, cu.StreamWaitEvent(s2, ev, 0)) // fork
 	assert.Equal(t, cu.CU_STREAM_CAPTURE_STATUS_ACTIVE, mCaptureStatus(t, s2))
-	require.NoError(t, cu.LaunchHostFunc(s2, mHostFn(t, "fake_log_fn"), mPtr(uintptr(1))))
+	require.NoError(t, cu.LaunchHostFunc(s2, mHostFn(t, "fake_log_fn"), uintptr(1)))
 	var st cu.CUstreamCaptureStatus
 	var id uint64
 	var cg cu.CUgraph
@@ -1524,7 +1524,7 @@ func TestModelCaptureToGraph(t *testing.T) {
 	require.NoError(t, cu.MemFreeAsync(d, s))
 	// A node with no dependencies: reset the stream's.
 	require.NoError(t, cu.StreamUpdateCaptureDependencies(s, nil, nil, 0, uint32(cu.CU_STREAM_SET_CAPTURE_DEPENDENCIES)))
-	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_count_fn"), mPtr(uintptr(20))))
+	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_count_fn"), uintptr(20)))
 	var got cu.CUgraph
 	require.NoError(t, cu.StreamEndCapture(s, &got))
 	assert.Equal(t, g, got, "the graph captured into")
