@@ -246,7 +246,7 @@ func (b Builder) Memset(dst Operand, value uint32, elemSize int) (Node, error) {
 	}
 	g := b.g
 	return g.add(op, b.deps, o.owners(), func(d *cu.CUgraphNode, n uintptr) error {
-		g.scr.set = cu.CUDA_MEMSET_NODE_PARAMS_v1{Dst: cu.CUdeviceptr(uintptr(o.ptr)), Value: value, ElementSize: uint32(elemSize),
+		g.scr.set = cu.CUDA_MEMSET_NODE_PARAMS_v1{Dst: cu.CUdeviceptr(o.dev), Value: value, ElementSize: uint32(elemSize),
 			Width: uintptr(o.bytes / elemSize), Height: 1}
 		return cu.GraphAddMemsetNode(&g.scr.node, g.h, d, n, &g.scr.set, cu.CUcontext(g.ctx.Handle()))
 	})
@@ -479,7 +479,8 @@ type DeviceMemory interface {
 type Operand struct {
 	dev    DeviceMemory
 	host   hostMemory
-	ptr    unsafe.Pointer // Slice: the Go array, pinned at add; Raw: the address
+	ptr    unsafe.Pointer // Slice: the Go array, pinned at add
+	addr   uintptr        // Raw: the address, never held as a Go pointer (a device address can look like one)
 	bytes  int
 	isHost bool
 	pin    bool
@@ -529,7 +530,7 @@ func Raw(addr uintptr, bytes int, host bool, owner lifetime.Owner) Operand {
 	if addr == 0 || bytes <= 0 {
 		return Operand{err: fmt.Errorf("raw operand at %#x of %d bytes: %w", addr, bytes, driver.ErrInvalidArgument), owner: oneShot(owner)}
 	}
-	return Operand{ptr: *(*unsafe.Pointer)(unsafe.Pointer(&addr)), bytes: bytes, isHost: host, owner: oneShot(owner)}
+	return Operand{addr: addr, bytes: bytes, isHost: host, owner: oneShot(owner)}
 }
 
 // oneShot wraps a Raw operand's owner so that it is handed over once: an
@@ -568,7 +569,8 @@ func (o Operand) discard() {
 // resolved is an Operand with its memory held: owner must be released
 // unless handed to an add.
 type resolved struct {
-	ptr   unsafe.Pointer
+	ptr   unsafe.Pointer // host memory
+	dev   uintptr        // device memory: an address, not a Go pointer
 	bytes int
 	host  bool
 	owner lifetime.Owner
@@ -591,7 +593,7 @@ func (o resolved) side() (cu.CUmemorytype, unsafe.Pointer, cu.CUdeviceptr) {
 	if o.host {
 		return cu.CU_MEMORYTYPE_HOST, o.ptr, 0
 	}
-	return cu.CU_MEMORYTYPE_DEVICE, nil, cu.CUdeviceptr(uintptr(o.ptr))
+	return cu.CU_MEMORYTYPE_DEVICE, nil, cu.CUdeviceptr(o.dev)
 }
 
 // resolve holds the operand's memory and reads its address.
@@ -611,7 +613,7 @@ func (o Operand) resolve(op string) (resolved, error) {
 			_ = ref.Release()
 			return resolved{}, closed(op, "device memory")
 		}
-		return resolved{ptr: *(*unsafe.Pointer)(unsafe.Pointer(&p)), bytes: o.dev.Size(), owner: ref}, nil
+		return resolved{dev: p, bytes: o.dev.Size(), owner: ref}, nil
 	case o.host != nil:
 		ref, err := o.host.Hold()
 		if err != nil {
@@ -629,5 +631,10 @@ func (o Operand) resolve(op string) (resolved, error) {
 		}
 		owner = own
 	}
-	return resolved{ptr: o.ptr, bytes: o.bytes, host: o.isHost, owner: owner}, nil
+	if !o.isHost {
+		return resolved{dev: o.addr, bytes: o.bytes, owner: owner}, nil
+	}
+	// Raw host memory: C's, or Go memory its owner keeps; CUDA's copy
+	// parameters take it as a pointer.
+	return resolved{ptr: *(*unsafe.Pointer)(unsafe.Pointer(&o.addr)), bytes: o.bytes, host: true, owner: owner}, nil
 }

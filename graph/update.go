@@ -240,7 +240,7 @@ func (e *Exec) SetMemset(n Node, dst Operand, value uint32, elemSize int) error 
 		o.release()
 		return invalid(op, "memset of %d bytes of %s memory in %d-byte elements", o.bytes, map[bool]string{true: "host", false: "device"}[o.host], elemSize)
 	}
-	p := &cu.CUDA_MEMSET_NODE_PARAMS_v1{Dst: cu.CUdeviceptr(uintptr(o.ptr)), Value: value, ElementSize: uint32(elemSize),
+	p := &cu.CUDA_MEMSET_NODE_PARAMS_v1{Dst: cu.CUdeviceptr(o.dev), Value: value, ElementSize: uint32(elemSize),
 		Width: uintptr(o.bytes / elemSize), Height: 1}
 	return e.setNode(op, n, o.owners(), true, func() error {
 		return cu.GraphExecMemsetNodeSetParams(e.h, n.h, p, cu.CUcontext(e.ctx.Handle()))
