@@ -139,7 +139,11 @@ func Open(spec Spec, getenv func(string) string) (*Library, error) {
 		h, err := open(c)
 		if err != nil {
 			// dlerror's text starts with the name again: "libcuda.so.1: libcuda.so.1: cannot open …"
-			nf.Tried = append(nf.Tried, Attempt{c, strings.TrimPrefix(err.Error(), c+": ")})
+			reason := strings.TrimPrefix(err.Error(), c+": ")
+			if strings.TrimSpace(reason) == "" {
+				reason = "cannot be opened (the dynamic loader gave no reason)"
+			}
+			nf.Tried = append(nf.Tried, Attempt{c, reason})
 			continue
 		}
 		if addr, err := lookup(h, spec.Probe); err != nil || addr == 0 {
