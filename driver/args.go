@@ -131,11 +131,8 @@ func (b *argBlock) marshal(op string, i int, v any, ctx *Context, s *Stream) err
 			return fmt.Errorf("argument %d: %w", i, err)
 		}
 		b.allocs = append(b.allocs, al) // held: released by reset
-		if ctx != nil && !ctx.canUse(al.ctx) {
+		if !al.launchableIn(ctx, s) {
 			return invalid(op, "argument %d: the buffer belongs to another context (enable peer access first)", i)
-		}
-		if s != nil && al.stream != nil {
-			al.usedOn(s)
 		}
 		*(*cu.CUdeviceptr)(b.slot(8)) = ptr // a view's address, inside al
 	case int, uint:
@@ -271,15 +268,26 @@ func (b *smallBlock) fill(op string, f *Function, args []any, s *Stream) bool {
 		}
 		b.allocs[b.nb] = al
 		b.nb++
-		if !s.ctx.canUse(al.ctx) {
+		if !al.launchableIn(s.ctx, s) {
 			return false
-		}
-		if al.stream != nil {
-			al.usedOn(s)
 		}
 		b.vals[b.n] = uint64(ptr)
 		b.sizes[b.n] = 8
 		b.n++
+	}
+	return true
+}
+
+// launchableIn reports whether a buffer argument's memory may be used by a
+// launch in context ctx (nil: unknown, not checked), and notes stream s
+// (when not nil) as one that used stream-ordered memory, so its free waits
+// for s.
+func (a *allocation) launchableIn(ctx *Context, s *Stream) bool {
+	if ctx != nil && !ctx.canUse(a.ctx) {
+		return false
+	}
+	if s != nil && a.stream != nil {
+		a.usedOn(s)
 	}
 	return true
 }

@@ -111,13 +111,7 @@ func SetPollWindow(d time.Duration) time.Duration {
 	d = min(max(d, 0), MaxPollWindow)
 	old := time.Duration(fast.window.Swap(int64(d)))
 	// A shorter window applies to the polling in progress too.
-	t := now() + int64(d)
-	for {
-		u := fast.until.Load()
-		if u <= t || fast.until.CompareAndSwap(u, t) {
-			break
-		}
-	}
+	moveUntil(now()+int64(d), func(u, t int64) bool { return u <= t })
 	if d == 0 && fastSupported {
 		// Trampolines see the server asleep from now on and take the
 		// portable path; the server finds out at its next look and sleeps.
@@ -129,6 +123,18 @@ func SetPollWindow(d time.Duration) time.Duration {
 		}
 	}
 	return old
+}
+
+// moveUntil sets the poll deadline to t unless keep(current, t) says the
+// current one stands (SetPollWindow only moves it earlier, Expect only
+// later).
+func moveUntil(t int64, keep func(u, t int64) bool) {
+	for {
+		u := fast.until.Load()
+		if keep(u, t) || fast.until.CompareAndSwap(u, t) {
+			return
+		}
+	}
 }
 
 // Expect tells the host-function server that a callback of HostFn is about
@@ -143,13 +149,7 @@ func Expect() {
 	if w == 0 {
 		return
 	}
-	t := now() + w
-	for {
-		u := fast.until.Load()
-		if u >= t || fast.until.CompareAndSwap(u, t) {
-			break
-		}
-	}
+	moveUntil(now()+w, func(u, t int64) bool { return u >= t })
 	if atomic.LoadUint32(&fastServer) != serverAsleep {
 		return
 	}
@@ -175,9 +175,9 @@ func Expect() {
 // runtime.Goexit, this goroutine ends (that is what contains it) and a new
 // server takes over.
 func serve() {
-	cur := -1 // the slot whose callback runs now
-	var cb Callback
+	sv := server{cur: -1}
 	defer func() {
+		cur, cb := sv.cur, sv.cb
 		if cur < 0 {
 			return
 		}
@@ -200,13 +200,10 @@ func serve() {
 		last := now()
 		for spins := 1; ; spins++ {
 			if i := takeSlot(); i >= 0 {
-				cur = i
 				// Not over serverAsleep, which SetPollWindow(0) may have
 				// stored: the taken callback runs, then the server sleeps.
 				atomic.CompareAndSwapUint32(&fastServer, serverPolling, serverBusy)
-				runSlot(i, &cb)
-				cb = Callback{}
-				cur = -1
+				sv.run(i)
 				if !atomic.CompareAndSwapUint32(&fastServer, serverBusy, serverPolling) {
 					break
 				}
@@ -229,19 +226,26 @@ func serve() {
 		}
 		// A trampoline that posted before it could see serverAsleep is
 		// served here; one that posts later sees it and takes its slot back.
-		for {
-			i := takeSlot()
-			if i < 0 {
-				break
-			}
-			cur = i
-			runSlot(i, &cb)
-			cb = Callback{}
-			cur = -1
+		for i := takeSlot(); i >= 0; i = takeSlot() {
+			sv.run(i)
 		}
 		<-fast.wake
 		atomic.StoreUint32(&fastServer, serverPolling) // Expect did too, mostly
 	}
+}
+
+// server is what serve's Goexit handler needs to know: the slot whose
+// callback runs now (-1 when none) and that callback.
+type server struct {
+	cur int
+	cb  Callback
+}
+
+// run runs the callback posted in slot i, which the server took.
+func (sv *server) run(i int) {
+	sv.cur = i
+	runSlot(i, &sv.cb)
+	sv.cb, sv.cur = Callback{}, -1
 }
 
 // takeSlot claims a posted slot for the server and returns its index, or
