@@ -434,7 +434,7 @@ func (f *Function) newArgs(op string, args []any) (*Args, error) {
 	a.kparams = a.blk.finish()
 	// The held allocations move to the hold (a copy: the block's own slice
 	// points into a, and the cleanup's argument must not keep a reachable).
-	h := &argsHold{allocs: slices.Clone(a.blk.allocs), ld: lifetime.RefOf(f.ld)}
+	h := &argsHold{allocs: slices.Clone(a.blk.allocs), ld: lifetime.RefOf(&f.obj)}
 	clear(a.blk.allocs)
 	a.blk.allocs = a.blk.allocs[:0]
 	if f.ctx == nil {

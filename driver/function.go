@@ -11,11 +11,13 @@ import (
 )
 
 // Function is a kernel: from a Module (bound to its context) or a Library
-// (launchable in any context).
+// (launchable in any context). A module or library hands out one Function
+// per name; the Function holds its module or library loaded until that is
+// closed and nothing holds the Function any more.
 type Function struct {
-	// What Launch reads comes first, within one cache line.
+	// What Launch reads comes first, within one cache line: the Function
+	// is 192 bytes, a size class whose objects start on a line.
 	h      cu.CUfunction
-	ld     *lifetime.Object // the module's or library's lifetime
 	ctx    *Context         // nil for library kernels
 	shape  atomic.Uint32    // shapeUnread until params were read
 	nsmall uint8            // with shapeSmall: the parameter count …
@@ -24,6 +26,11 @@ type Function struct {
 	// with f, so that the next such argument is known without a type
 	// assertion (see smallBlock.fill).
 	bufType atomic.Uintptr
+	// obj is the Function's own lifetime: owner (its module or library,
+	// which closes it on Close) + calls in flight + holders (Args, graph
+	// nodes). Its destroy drops the Function's reference on the module or
+	// library, so a launch counts on f's line alone.
+	obj lifetime.Object
 
 	params     []paramInfo // nil when the driver cannot say (before 12.4)
 	paramsDone atomic.Bool // params were read
@@ -32,6 +39,7 @@ type Function struct {
 	mod        *Module
 	lib        *Library
 	name       string
+	_          [24]byte // to 192 bytes (TestLaunchLayout)
 }
 
 type paramInfo struct{ offset, size uintptr }
@@ -58,13 +66,13 @@ func (f *Function) acquire(op string) error {
 	if f == nil {
 		return invalid(op, "nil function")
 	}
-	if f.ld == nil || !f.ld.Acquire() {
+	if !f.obj.Acquire() {
 		return notOpen(op, "function's module or library")
 	}
 	return nil
 }
 
-func (f *Function) release() { _ = f.ld.Release() }
+func (f *Function) release() { _ = f.obj.Release() }
 
 // Raw calls fn with the CUfunction handle, for use with other CUDA
 // libraries. The module or library stays loaded while fn runs; the handle
@@ -86,7 +94,7 @@ func (f *Function) Hold() (lifetime.Ref, error) {
 	if err := f.acquire("Function.Hold"); err != nil {
 		return lifetime.Ref{}, err
 	}
-	return lifetime.RefOf(f.ld), nil
+	return lifetime.RefOf(&f.obj), nil
 }
 
 // Context is the context of a module kernel, nil for a library kernel

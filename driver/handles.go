@@ -77,7 +77,7 @@ func (f *Function) Marshal(c *Context, args ...any) (*KernelParams, error) {
 		c = f.ctx
 	}
 	p := paramsPool.Get().(*KernelParams)
-	p.f, p.fref = f, lifetime.RefOf(f.ld)
+	p.f, p.fref = f, lifetime.RefOf(&f.obj)
 	for i, v := range args {
 		if err := p.blk.marshal(op, i, v, c, nil); err != nil {
 			p.Free()

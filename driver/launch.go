@@ -97,7 +97,7 @@ func (s *Stream) launchSmall(op string, f *Function, cfg LaunchConfig, shape uin
 		params = &ptrs[0]
 	}
 	err := launchKernel(s.launchFn, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params)
-	w := s.obj.Refs() + f.ld.Refs()
+	w := s.obj.Refs() + f.obj.Refs()
 	for _, a := range blk.allocs[:blk.nb] {
 		w += a.obj.Refs()
 	}

@@ -7,10 +7,11 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// What a launch reads of a Stream and a Function (the handles, the
-// context, the entry point, the reference count; the kernel's parameter
-// shape) lies in one 64-byte cache line of each: both sizes fall in
-// allocation size classes whose objects start on a line.
+// What a launch reads of a Stream, a Function, a Buffer argument and its
+// allocation (the handles, the context, the entry point, the reference
+// counts; the kernel's parameter shape; the address) lies in one 64-byte
+// cache line of each: their sizes fall in allocation size classes whose
+// objects start on a line (a Buffer's, on a line or half-way along one).
 func TestLaunchLayout(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("the layout is tuned for 64-bit platforms")
@@ -19,9 +20,18 @@ func TestLaunchLayout(t *testing.T) {
 	assert.Equal(t, uintptr(192), unsafe.Sizeof(s), "a Stream fills the 192-byte size class")
 	assert.LessOrEqual(t, unsafe.Offsetof(s.obj)+16, uintptr(64), "the stream's count and closed flag in the first line")
 	var f Function
-	assert.LessOrEqual(t, unsafe.Sizeof(f), uintptr(128), "a Function fits the 128-byte size class")
-	assert.Greater(t, unsafe.Sizeof(f), uintptr(112))
+	assert.Equal(t, uintptr(192), unsafe.Sizeof(f), "a Function fills the 192-byte size class")
 	assert.LessOrEqual(t, unsafe.Offsetof(f.small)+smallArgs, uintptr(64), "the kernel's shape in the first line")
+	assert.LessOrEqual(t, unsafe.Offsetof(f.bufType)+8, uintptr(64), "the last buffer type in the first line")
+	assert.LessOrEqual(t, unsafe.Offsetof(f.obj)+16, uintptr(64), "the function's count and closed flag in the first line")
+	var a allocation
+	assert.Equal(t, uintptr(128), unsafe.Sizeof(a), "an allocation fills the 128-byte size class")
+	assert.LessOrEqual(t, unsafe.Offsetof(a.obj)+16, uintptr(64), "the allocation's count in the first line")
+	assert.Less(t, unsafe.Offsetof(a.stream), uintptr(64), "its address, context and stream in the first line")
+	var b Buffer[byte]
+	assert.Equal(t, uintptr(96), unsafe.Sizeof(b), "a Buffer fills the 96-byte size class")
+	assert.LessOrEqual(t, unsafe.Offsetof(b.off)+8, uintptr(32), "what a launch reads of a Buffer within half a line")
+	assert.Less(t, unsafe.Offsetof(b.closed), uintptr(32))
 }
 
 // smallBlock.fill reads any *Buffer[T] as a *Buffer[byte]: no field of

@@ -24,11 +24,14 @@ type DevicePtr uint64
 // allocation holds, so it is never destroyed first), after every other
 // stream that used the memory has finished with it.
 type allocation struct {
-	obj     lifetime.Object
-	base    cu.CUdeviceptr // the start; a Buffer's data is at Buffer.at (views start inside)
+	// What a launch reads comes first, within one cache line: an
+	// allocation is 128 bytes, a size class whose objects start on a line.
+	base   cu.CUdeviceptr  // the start; a Buffer's data is at Buffer.at (views start inside)
+	ctx    *Context        // held
+	stream *Stream         // stream-ordered memory: held until the free is queued
+	obj    lifetime.Object // its count and closed flag in its first 16 bytes
+
 	bytes   uintptr
-	ctx     *Context // held
-	stream  *Stream  // stream-ordered memory: held until the free is queued
 	pool    *MemPool // held, for AllocFromPool
 	managed bool
 
@@ -161,11 +164,14 @@ func deferRelease(a *allocation) { lifetime.Defer(a) }
 // close the buffer it came from. Every method of a view, and a view passed
 // to a kernel, works on the view's elements only.
 type Buffer[T any] struct {
+	// What a launch reads (a, closed, off) lies within the first 24 bytes:
+	// a Buffer is 96 bytes, a size class whose objects start on a line or
+	// half-way along one.
 	a         *allocation
-	n         int
-	off       uintptr // where the elements start in the allocation, in bytes (a view's offset)
-	size      uintptr // n elements, in bytes
 	closed    atomic.Bool
+	off       uintptr // where the elements start in the allocation, in bytes (a view's offset)
+	n         int
+	size      uintptr      // n elements, in bytes
 	retains   atomic.Int64 // references taken with Retain, not yet released
 	closeOnce sync.Once
 	closeErr  error

@@ -39,10 +39,11 @@ func (e *ModuleError) Unwrap() error { return e.Err }
 
 // Module is code loaded into a context: PTX, CUBIN or a fatbin.
 type Module struct {
-	obj     lifetime.Object // owner + calls in flight + functions' holders (Args, graphs)
+	obj     lifetime.Object // owner + calls in flight + its Functions
 	h       cu.CUmodule
 	ctx     *Context
 	infoLog string
+	funcs   kernels
 }
 
 const jitLogSize = 16 << 10
@@ -181,11 +182,12 @@ func (m *Module) Close() error {
 	if m.ctx == nil {
 		return nil
 	}
-	return m.obj.Close()
+	return closeWithKernels(&m.funcs, &m.obj)
 }
 
-// Function looks up a kernel by name (cuModuleGetFunction). A name that is
-// not in the module is an error matching ErrNotFound.
+// Function looks up a kernel by name (cuModuleGetFunction); every call with
+// the same name returns the same Function. A name that is not in the
+// module is an error matching ErrNotFound.
 func (m *Module) Function(name string) (*Function, error) {
 	const op = "Module.Function"
 	if err := m.acquire(op); err != nil {
@@ -196,15 +198,72 @@ func (m *Module) Function(name string) (*Function, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Function{mod: m, ld: &m.obj, name: name, ctx: m.ctx}
-	err = bound(m.ctx, func() error { return cu.ModuleGetFunction(&f.h, m.h, cname) })
-	if err != nil {
+	return m.funcs.get(op, "module", name, &m.obj, func(f *Function) error {
+		f.mod, f.ctx = m, m.ctx
+		err := bound(m.ctx, func() error { return cu.ModuleGetFunction(&f.h, m.h, cname) })
 		if errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("driver: kernel %q is not in the module: %w", name, err)
+			return fmt.Errorf("driver: kernel %q is not in the module: %w", name, err)
 		}
+		return err
+	})
+}
+
+// kernels is the Functions a module or library handed out, one per name.
+// Each holds a reference on its module or library until it is destroyed;
+// the module's or library's Close closes them.
+type kernels struct {
+	mu     sync.Mutex
+	closed bool
+	byName map[string]*Function
+}
+
+// get returns the Function named name, looked up by find (which sets the
+// handle and what else it knows) on first use. parent is the module's or
+// library's lifetime, which the caller holds; what names it in errors.
+func (k *kernels) get(op, what, name string, parent *lifetime.Object, find func(*Function) error) (*Function, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return nil, notOpen(op, what)
+	}
+	if f := k.byName[name]; f != nil {
+		return f, nil
+	}
+	f := &Function{name: name}
+	if err := find(f); err != nil {
 		return nil, err
 	}
+	if !parent.Hold() { // cannot fail: the caller holds parent
+		return nil, notOpen(op, what)
+	}
+	f.obj.Init(parent.Release)
+	if k.byName == nil {
+		k.byName = make(map[string]*Function)
+	}
+	k.byName[name] = f
 	return f, nil
+}
+
+// closeWithKernels closes a module's or library's Functions and then its
+// own lifetime obj, and returns the first error (the unload's, when it ran).
+// A Function still held (by an Args, a graph or a launch in flight) keeps
+// obj loaded until it is released.
+func closeWithKernels(k *kernels, obj *lifetime.Object) error {
+	k.mu.Lock()
+	k.closed = true
+	fs := k.byName
+	k.byName = nil
+	k.mu.Unlock()
+	var first error
+	for _, f := range fs {
+		if err := f.obj.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := obj.Close(); err != nil {
+		return err
+	}
+	return first
 }
 
 // Global returns the address and size in bytes of a module-scope
@@ -231,8 +290,9 @@ func (m *Module) Global(name string) (DevicePtr, int, error) {
 // Library is context-independent code (cuLibraryLoadData): its kernels can
 // be launched on any context's streams.
 type Library struct {
-	obj lifetime.Object // owner + calls in flight + functions' holders
-	h   cu.CUlibrary
+	obj   lifetime.Object // owner + calls in flight + its Functions
+	h     cu.CUlibrary
+	funcs kernels
 
 	// The contexts its kernels were launched in: cuLibraryUnload does not
 	// wait for kernels still queued or running, so the unload first waits
@@ -331,11 +391,12 @@ func (l *Library) Close() error {
 	if l.h == 0 {
 		return nil
 	}
-	return l.obj.Close()
+	return closeWithKernels(&l.funcs, &l.obj)
 }
 
-// Function looks up a kernel by name (cuLibraryGetKernel). The kernel can
-// be launched on a stream of any context.
+// Function looks up a kernel by name (cuLibraryGetKernel); every call with
+// the same name returns the same Function. The kernel can be launched on a
+// stream of any context.
 func (l *Library) Function(name string) (*Function, error) {
 	const op = "Library.Function"
 	if err := l.acquire(op); err != nil {
@@ -346,13 +407,15 @@ func (l *Library) Function(name string) (*Function, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Function{lib: l, ld: &l.obj, name: name}
-	if err := cu.LibraryGetKernel(&f.kernel, l.h, cname); err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("driver: kernel %q is not in the library: %w", name, err)
+	return l.funcs.get(op, "library", name, &l.obj, func(f *Function) error {
+		f.lib = l
+		if err := cu.LibraryGetKernel(&f.kernel, l.h, cname); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("driver: kernel %q is not in the library: %w", name, err)
+			}
+			return err
 		}
-		return nil, err
-	}
-	f.h = cu.CUfunction(f.kernel) // cuLaunchKernel accepts a CUkernel as a CUfunction
-	return f, nil
+		f.h = cu.CUfunction(f.kernel) // cuLaunchKernel accepts a CUkernel as a CUfunction
+		return nil
+	})
 }

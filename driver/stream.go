@@ -48,7 +48,7 @@ type Stream struct {
 
 	// The padding makes a Stream 192 bytes: in that allocation size class
 	// objects start on a 64-byte line, so the fields above obj share one.
-	_ [32]byte
+	_ [40]byte
 }
 
 // NewStream creates a stream (cuStreamCreate).
@@ -478,8 +478,8 @@ func (h *captureHook) keep(s *Stream, objs ...*lifetime.Object) {
 // library and on each buffer among its arguments.
 func (h *captureHook) keepLaunch(s *Stream, f *Function, allocs []*allocation) {
 	owners := make([]lifetime.Owner, 0, 1+len(allocs))
-	if f.ld.Hold() {
-		owners = append(owners, lifetime.RefOf(f.ld))
+	if f.obj.Hold() {
+		owners = append(owners, lifetime.RefOf(&f.obj))
 	}
 	for _, a := range allocs {
 		if a.obj.Hold() {

@@ -36,11 +36,13 @@ type Owner interface {
 // The zero Object is not usable: call Init first. An Object must not be
 // copied after Init.
 type Object struct {
-	refs    atomic.Int64 // owner + calls in flight + dependents; 0 once destroyed
-	closed  atomic.Bool
-	destroy func() error
-
+	// refs and closed, all that Acquire and Release read, come first and
+	// lie within 16 bytes, so that a type embedding an Object can keep
+	// them in the cache line its hot path reads; the whole is 48 bytes.
+	refs      atomic.Int64 // owner + calls in flight + dependents; 0 once destroyed
+	closed    atomic.Bool
 	closeOnce sync.Once
+	destroy   func() error
 	closeErr  error
 }
 
