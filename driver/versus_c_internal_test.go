@@ -4,7 +4,9 @@ package driver
 
 import (
 	"fmt"
+	"os"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -203,6 +205,8 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 		{
 			{"Launch4Args/C", cloop("loop_launch", uintptr(add4.h), uintptr(s.h), uintptr(unsafe.Pointer(&raw4[0])))},
 			{"Launch4Args/raw", goloop(func() error { return cu.LaunchKernel(add4.h, 1, 1, 1, 1, 1, 1, 0, s.h, &raw4[0], nil) }, true)},
+			{"Launch4Args/short-heap", goloop(func() error { return launchKernel(s.launchFn, add4.h, g, blk, 0, s.h, &raw4[0]) }, true)},
+			{"Launch4Args/short-stack", goloop(func() error { return launchStackParams(s, add4.h, dptr) }, true)},
 			{"Launch4Args/LaunchArgs", goloop(func() error { return s.LaunchArgs(add4Args, g, blk) }, true)},
 			{"Launch4Args/Launch", goloop(func() error { return s.Launch(add4, g, blk, out, uint32(1), uint32(2), uint32(3)) }, true)},
 		},
@@ -257,8 +261,12 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 		},
 	}
 	const rounds, n = 21, 20000
+	only := os.Getenv("PURECUDA_VERSUS") // a group's name prefix: time only that group
 	for b.Loop() {
 		for _, group := range groups {
+			if only != "" && !strings.HasPrefix(group[0].name, only) {
+				continue
+			}
 			times := make([][]float64, len(group))
 			inside := make([][]float64, len(group))
 			for r := 0; r < rounds; r++ {
@@ -289,6 +297,19 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 			}
 		}
 	}
+}
+
+// launchStackParams launches add4(dptr, 1, 2, 3) with its parameters on
+// the goroutine's stack, as Launch's small block has them, through the same
+// call as the short-heap variant, whose parameters are on the heap.
+func launchStackParams(s *Stream, fh cu.CUfunction, dptr cu.CUdeviceptr) error {
+	var vals [4]uint64
+	var ptrs [4]unsafe.Pointer
+	vals[0], vals[1], vals[2], vals[3] = uint64(dptr), 1, 2, 3
+	for i := range ptrs {
+		ptrs[i] = unsafe.Pointer(&vals[i])
+	}
+	return launchKernel(s.launchFn, fh, Grid(1), Block(1), 0, s.h, &ptrs[0])
 }
 
 var hostHits atomic.Int64
