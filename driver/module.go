@@ -136,20 +136,30 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 		return nil, &ModuleError{Err: err, Log: errLog}
 	}
 	m.infoLog = info
-	m.obj.Init(func() error {
-		// cuModuleUnload does not wait for kernels of the module that are
-		// still queued or running: let the context's work finish first.
-		err := bound(c, func() error {
-			serr := c.sync()
-			if err := cu.ModuleUnload(m.h); err != nil {
-				return err
-			}
-			return serr
-		})
-		c.release()
-		return err
-	})
+	m.obj.Init(m.unload)
 	return m, nil
+}
+
+// unload unloads m once its last reference is gone. cuModuleUnload does
+// not wait for kernels of the module that are still queued or running, so
+// the context's work finishes first; while a stream of the context is
+// being captured, that synchronisation would fail and invalidate the
+// capture, so the unload waits for the capture to end.
+func (m *Module) unload() error {
+	c := m.ctx
+	if h := captureIn(c); h != nil {
+		h.sink.AfterCapture(lifetime.OwnerFunc(m.unload))
+		return nil
+	}
+	err := bound(c, func() error {
+		serr := c.sync()
+		if err := cu.ModuleUnload(m.h); err != nil {
+			return err
+		}
+		return serr
+	})
+	c.release()
+	return err
 }
 
 // InfoLog is the JIT's information log from loading ("" for a nil Module).
@@ -215,6 +225,9 @@ type kernels struct {
 	mu     sync.Mutex
 	closed bool
 	byName map[string]*Function
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // get returns the Function named name, looked up by find (which sets the
@@ -236,7 +249,9 @@ func (k *kernels) get(op, what, name string, parent *lifetime.Object, find func(
 	if !parent.Hold() { // cannot fail: the caller holds parent
 		return nil, notOpen(op, what)
 	}
-	f.obj.Init(parent.Release)
+	// A failed unload is counted by parent's Release: passing it on must
+	// not count it again.
+	f.obj.Init(func() error { return lifetime.Counted(parent.Release()) })
 	if k.byName == nil {
 		k.byName = make(map[string]*Function)
 	}
@@ -245,25 +260,28 @@ func (k *kernels) get(op, what, name string, parent *lifetime.Object, find func(
 }
 
 // closeWithKernels closes a module's or library's Functions and then its
-// own lifetime obj, and returns the first error (the unload's, when it ran).
-// A Function still held (by an Args, a graph or a launch in flight) keeps
-// obj loaded until it is released.
+// own lifetime obj, once, and returns the first error (the unload's, when
+// it ran) to every call. A Function still held (by an Args, a graph or a
+// launch in flight) keeps obj loaded until it is released.
 func closeWithKernels(k *kernels, obj *lifetime.Object) error {
-	k.mu.Lock()
-	k.closed = true
-	fs := k.byName
-	k.byName = nil
-	k.mu.Unlock()
-	var first error
-	for _, f := range fs {
-		if err := f.obj.Close(); err != nil && first == nil {
+	k.closeOnce.Do(func() {
+		k.mu.Lock()
+		k.closed = true
+		fs := k.byName
+		k.byName = nil
+		k.mu.Unlock()
+		var first error
+		for _, f := range fs {
+			if err := f.obj.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+		if err := obj.Close(); err != nil {
 			first = err
 		}
-	}
-	if err := obj.Close(); err != nil {
-		return err
-	}
-	return first
+		k.closeErr = first
+	})
+	return k.closeErr
 }
 
 // Global returns the address and size in bytes of a module-scope
@@ -318,9 +336,18 @@ func (l *Library) launchedIn(c *Context) {
 
 // unload waits for the work of every context l's kernels were launched in
 // that is not yet destroyed (a destroyed context's work is gone with it),
-// then unloads l.
+// then unloads l. While a stream of one of them is being captured, that
+// synchronisation would fail and invalidate the capture: the unload waits
+// for the capture to end.
 func (l *Library) unload() error {
 	l.usedMu.Lock()
+	for _, c := range l.used {
+		if h := captureIn(c); h != nil {
+			l.usedMu.Unlock()
+			h.sink.AfterCapture(lifetime.OwnerFunc(l.unload))
+			return nil
+		}
+	}
 	used := l.used
 	l.used = nil
 	l.usedMu.Unlock()

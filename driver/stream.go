@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -288,6 +289,7 @@ func (s *Stream) WaitEvent(e *Event) error {
 	defer e.release()
 	err := s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
 	if h := e.capture.Load(); h != nil && err == nil && !s.special && s.capture.CompareAndSwap(nil, h) {
+		noteCapturing(s)
 		h.sink.Joined(s) // s waits for captured work: it joined the capture
 	}
 	return err
@@ -431,6 +433,7 @@ func (s *Stream) SetCaptureSink(sink CaptureSink) error {
 	if !s.capture.CompareAndSwap(nil, &captureHook{sink: sink}) {
 		return invalid(op, "another capture sink is installed: the stream is being captured")
 	}
+	noteCapturing(s)
 	return nil
 }
 
@@ -446,9 +449,59 @@ func (s *Stream) ClearCaptureSink(sink CaptureSink) bool {
 			return false
 		}
 		if s.capture.CompareAndSwap(h, nil) {
+			forgetCapturing(s)
 			return true
 		}
 	}
+}
+
+// captures records, per CUDA context, the streams that have a capture sink
+// installed: synchronising the context while one of them is captured (a
+// module's or library's unload does) would fail and invalidate the
+// capture. Keyed by handle, since two Context values may share one.
+var captures struct {
+	mu    sync.Mutex
+	byCtx map[cu.CUcontext][]*Stream
+}
+
+// noteCapturing records s, which has just had a sink installed.
+func noteCapturing(s *Stream) {
+	captures.mu.Lock()
+	defer captures.mu.Unlock()
+	k := s.ctx.h
+	if !slices.Contains(captures.byCtx[k], s) {
+		if captures.byCtx == nil {
+			captures.byCtx = make(map[cu.CUcontext][]*Stream)
+		}
+		captures.byCtx[k] = append(captures.byCtx[k], s)
+	}
+}
+
+// forgetCapturing removes s, whose sink was removed, unless it has one
+// again.
+func forgetCapturing(s *Stream) {
+	captures.mu.Lock()
+	defer captures.mu.Unlock()
+	k := s.ctx.h
+	ss := slices.DeleteFunc(captures.byCtx[k], func(x *Stream) bool { return x == s && x.capture.Load() == nil })
+	if len(ss) == 0 {
+		delete(captures.byCtx, k)
+	} else {
+		captures.byCtx[k] = ss
+	}
+}
+
+// captureIn returns the hook of a stream of context c that is being
+// captured, or nil.
+func captureIn(c *Context) *captureHook {
+	captures.mu.Lock()
+	defer captures.mu.Unlock()
+	for _, s := range captures.byCtx[c.h] {
+		if h := s.capture.Load(); h != nil {
+			return h
+		}
+	}
+	return nil
 }
 
 // InstalledCaptureSink is the sink installed on s, or nil.

@@ -66,6 +66,9 @@ var recent struct {
 }
 
 func noteError(err error) {
+	if _, ok := err.(*countedError); ok {
+		return
+	}
 	stats.releaseErrors.Add(1)
 	recent.Lock()
 	if len(recent.errs) == keptErrors {
@@ -86,3 +89,23 @@ func Errors() []error {
 	recent.errs = nil
 	return e
 }
+
+// Counted marks err as counted already, by the Object or OwnerFunc whose
+// release returned it, so that a destroy function or OwnerFunc passing it
+// on (one object's destroy that releases another) does not count or report
+// it a second time. The result reads like err, and errors.Is and errors.As
+// see through it; Counted(nil) is nil.
+func Counted(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(*countedError); ok {
+		return err
+	}
+	return &countedError{err}
+}
+
+type countedError struct{ err error }
+
+func (e *countedError) Error() string { return e.err.Error() }
+func (e *countedError) Unwrap() error { return e.err }

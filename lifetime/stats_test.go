@@ -74,3 +74,33 @@ func TestStatsReturnToStart_I11(t *testing.T) {
 	assert.Equal(t, before.CallbackPanics+1, after.CallbackPanics)
 	assert.Len(t, lifetime.Errors(), 1)
 }
+
+// Invariant I11: a failure is counted once. An object whose destroy
+// releases another object passes that one's error on through Counted: the
+// caller sees it (errors.Is works), ReleaseErrors grows by one, and Errors
+// reports it once.
+func TestCountedErrorCountedOnce_I11(t *testing.T) {
+	drainErrors()
+	assert.NoError(t, lifetime.Counted(nil))
+	boom := errors.New("unload failed")
+	var parent, child lifetime.Object
+	parent.Init(func() error { return boom })
+	require.True(t, parent.Hold())
+	child.Init(func() error { return lifetime.Counted(parent.Release()) })
+	require.NoError(t, parent.Close(), "the child still holds the parent")
+	before := lifetime.ReadStats().ReleaseErrors
+	err := child.Close()
+	require.ErrorIs(t, err, boom)
+	assert.Equal(t, boom.Error(), err.Error())
+	assert.Equal(t, int64(1), lifetime.ReadStats().ReleaseErrors-before)
+	errs := lifetime.Errors()
+	require.Len(t, errs, 1)
+	assert.ErrorIs(t, errs[0], boom)
+	assert.Same(t, err, lifetime.Counted(err), "marking twice changes nothing")
+
+	// An OwnerFunc passing a counted error on does not count it either.
+	before = lifetime.ReadStats().ReleaseErrors
+	assert.ErrorIs(t, lifetime.OwnerFunc(func() error { return err }).Release(), boom)
+	assert.Equal(t, before, lifetime.ReadStats().ReleaseErrors)
+	assert.Empty(t, lifetime.Errors())
+}
