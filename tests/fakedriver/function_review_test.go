@@ -318,7 +318,7 @@ func TestFunctionReviewGraphsRaceClose(t *testing.T) {
 // it waits until the capture ends and then runs. Nothing of the module is
 // in the capture.
 func TestFunctionReviewCloseDuringUnrelatedCapture(t *testing.T) {
-	f := setup(t)
+	f := ltSetup(t)
 	defer func() { _ = lifetime.Errors() }()
 	mods, libs := counter(t, "fake_live_modules"), counter(t, "fake_live_libraries")
 	for _, lib := range []bool{false, true} {
