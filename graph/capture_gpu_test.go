@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sort"
@@ -652,4 +653,66 @@ func BenchmarkCapture100(b *testing.B) {
 			g.Close()
 		}
 	})
+}
+
+// A module or library closed while another stream of its context is being
+// captured, in every mode: its unload synchronises the context, which the
+// capture forbids, so it waits for the capture to end. The capture goes
+// on, the graph it made runs, and the unload happens after (the lifetime
+// counts return to where they were, and no release failed).
+func TestCloseModuleDuringCapture(t *testing.T) {
+	e, s := setup(t)
+	buf, err := driver.Alloc[int32](e.ctx, 4)
+	require.NoError(t, err)
+	defer buf.Close()
+	g1, b4 := driver.Grid(1), driver.Block(4)
+	for _, mode := range modes {
+		for _, lib := range []bool{false, true} {
+			msg := fmt.Sprintf("%v, library %v", mode, lib)
+			_ = lifetime.Errors()
+			collect()
+			st0 := lifetime.ReadStats()
+			var closeFn func() error
+			var fill *driver.Function
+			if lib {
+				l, err := driver.LoadLibrary(e.ptx)
+				require.NoError(t, err, msg)
+				fill, err = l.Function("fill")
+				require.NoError(t, err, msg)
+				closeFn = l.Close
+			} else {
+				m, err := e.ctx.LoadModule(e.ptx)
+				require.NoError(t, err, msg)
+				fill, err = m.Function("fill")
+				require.NoError(t, err, msg)
+				closeFn = m.Close
+			}
+			require.NoError(t, s.Launch(fill, g1, b4, buf, int32(1), int32(4)), msg) // used in e.ctx
+			require.NoError(t, s.Synchronize(), msg)
+
+			s2, err := e.ctx.NewStream(driver.StreamNonBlocking)
+			require.NoError(t, err, msg)
+			c, err := BeginCapture(s2, mode)
+			require.NoError(t, err, msg)
+			require.NoError(t, closeFn(), msg+": Close during another stream's capture")
+			require.NoError(t, s2.Launch(e.fn["fill"], g1, b4, buf, int32(40), int32(4)), msg+": the capture goes on")
+			g, err := c.End()
+			require.NoError(t, err, msg+": the capture ends")
+			x, err := g.Instantiate()
+			require.NoError(t, err, msg)
+			require.NoError(t, x.Launch(s2), msg)
+			require.NoError(t, s2.Synchronize(), msg)
+			got, err := buf.ToHost()
+			require.NoError(t, err, msg)
+			assert.Equal(t, []int32{40, 41, 42, 43}, got, msg)
+			require.NoError(t, errors.Join(x.Close(), g.Close(), s2.Close()), msg)
+			lifetime.Flush()
+			settled(t, st0, msg+": the unload ran after the capture")
+			eventually(t, func() bool { return lifetime.ReadStats().Objects <= st0.Objects }, msg+": every object destroyed")
+			assert.Empty(t, lifetime.Errors(), msg+": no release failed")
+			_, err = fill.Hold()
+			assert.ErrorIs(t, err, driver.ErrClosed, msg)
+		}
+	}
+	requireIdle(t, e, s, "after")
 }
