@@ -89,8 +89,9 @@ func buildCLoops(b *testing.B) map[string]uintptr {
 // BenchmarkVersusC times each hot call three ways in one process, on the
 // same context, stream and kernel: a C loop ("C"), the raw table ("raw") and
 // the driver API ("LaunchArgs", "Launch", "driver"). Run with
-// -test.benchtime=1x: it makes 21 interleaved rounds of 20000 calls per
-// variant, rotating the order each round. Per variant it reports the median
+// -test.benchtime=1x: it makes 105 interleaved rounds of 4000 calls per
+// variant (PURECUDA_VERSUS_ROUNDS=ROUNDSxCALLS changes that), rotating the
+// order each round. Per variant it reports the median
 // ns per call and ("-xC") the median over rounds of the ratio to the C loop
 // of the same round, so that drift on the machine cancels out.
 //
@@ -260,7 +261,12 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 			{"H2D4Bytes/driver", goloop(func() error { return out.CopyFromHost(src) }, false)},
 		},
 	}
-	const rounds, n = 21, 20000
+	rounds, n := 105, 4000
+	if v := os.Getenv("PURECUDA_VERSUS_ROUNDS"); v != "" { // ROUNDSxCALLS, e.g. 105x4000
+		if _, err := fmt.Sscanf(v, "%dx%d", &rounds, &n); err != nil || rounds < 1 || n < 1 {
+			b.Fatalf("PURECUDA_VERSUS_ROUNDS=%q: want ROUNDSxCALLS", v)
+		}
+	}
 	only := os.Getenv("PURECUDA_VERSUS") // a group's name prefix: time only that group
 	for b.Loop() {
 		for _, group := range groups {
@@ -278,8 +284,8 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 					if err := v.run(n); err != nil {
 						b.Fatalf("%s: %v", v.name, err)
 					}
-					times[i] = append(times[i], float64(time.Since(start).Nanoseconds())/n)
-					inside[i] = append(inside[i], float64(takeInside(c))/n)
+					times[i] = append(times[i], float64(time.Since(start).Nanoseconds())/float64(n))
+					inside[i] = append(inside[i], float64(takeInside(c))/float64(n))
 				}
 			}
 			for k, v := range group {

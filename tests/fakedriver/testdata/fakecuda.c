@@ -3146,17 +3146,29 @@ CUresult cuKernelSetAttribute(int attr, int v, void *h, int dev) {
 
 /* FAKE_EVICT_KB, when set, makes each launch write that many KiB of memory
    of its own, evicting the caller's data from the CPU caches as libcuda's
-   launch does: for studying the cost of the code around a launch. */
+   launch does; FAKE_EVICT_CODE=1 (x86-64) makes it also run 64 KiB of
+   code, evicting the caller's code from the instruction cache: for
+   studying the cost of the code around a launch. */
 static char *evict_buf;
 static size_t evict_len;
+static int evict_code_on;
 static pthread_once_t evict_once = PTHREAD_ONCE_INIT;
 static void evict_init(void) {
     const char *e = getenv("FAKE_EVICT_KB");
     if (e && atol(e) > 0) { evict_len = (size_t)atol(e) << 10; evict_buf = malloc(evict_len); }
+    e = getenv("FAKE_EVICT_CODE");
+    evict_code_on = e && atoi(e) > 0;
+}
+static void evict_code(void) {
+#if defined(__x86_64__)
+    /* 8192 eight-byte NOPs: 64 KiB of straight-line code. */
+    __asm__ volatile(".rept 8192\n\t.byte 0x0f,0x1f,0x84,0x00,0x00,0x00,0x00,0x00\n\t.endr" ::: "memory");
+#endif
 }
 static void evict(void) {
     pthread_once(&evict_once, evict_init);
     for (size_t i = 0; i < evict_len; i += 64) evict_buf[i]++;
+    if (evict_code_on) evict_code();
 }
 
 static CUresult launch(const char *fn, void *fh, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
