@@ -393,7 +393,7 @@ func (h *argsHold) free() error {
 		}
 	}
 	_ = h.ld.Release()
-	return err
+	return lifetime.Counted(err) // the allocation's Release counted it
 }
 
 func deferArgs(h *argsHold) { lifetime.Defer(h) }

@@ -147,7 +147,10 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 // capture, so the unload waits for the capture to end.
 func (m *Module) unload() error {
 	c := m.ctx
+	g := captureGate(c.h)
+	g.RLock()
 	if h := captureIn(c); h != nil {
+		g.RUnlock()
 		h.sink.AfterCapture(lifetime.OwnerFunc(m.unload))
 		return nil
 	}
@@ -158,6 +161,7 @@ func (m *Module) unload() error {
 		}
 		return serr
 	})
+	g.RUnlock()
 	c.release()
 	return err
 }
@@ -312,56 +316,61 @@ type Library struct {
 	h     cu.CUlibrary
 	funcs kernels
 
-	// The contexts its kernels were launched in: cuLibraryUnload does not
-	// wait for kernels still queued or running, so the unload first waits
-	// for the work of each of them that is still alive.
+	// The contexts its kernels were launched in, each held until the
+	// unload: cuLibraryUnload does not wait for kernels still queued or
+	// running, so the unload first waits for the work of each of them.
+	// (Held, because a Context value may be closed while the CUDA context
+	// lives on through another value of the same primary context.)
 	last   atomic.Pointer[Context] // the latest, to skip the lock on repeated launches
 	usedMu sync.Mutex
 	used   []*Context
 }
 
 // launchedIn records that a kernel of l is being launched in c; the
-// caller holds l.
+// caller holds l and c.
 func (l *Library) launchedIn(c *Context) {
 	if l.last.Load() == c {
 		return
 	}
 	l.usedMu.Lock()
-	if !slices.Contains(l.used, c) {
+	if !slices.Contains(l.used, c) && c.obj.Hold() {
 		l.used = append(l.used, c)
 	}
 	l.usedMu.Unlock()
 	l.last.Store(c)
 }
 
-// unload waits for the work of every context l's kernels were launched in
-// that is not yet destroyed (a destroyed context's work is gone with it),
-// then unloads l. While a stream of one of them is being captured, that
-// synchronisation would fail and invalidate the capture: the unload waits
-// for the capture to end.
+// unload waits for the work of every context l's kernels were launched
+// in, then unloads l and lets the contexts go. While a stream of one of
+// them is being captured, that synchronisation would fail and invalidate
+// the capture: the unload waits for the capture to end, and starts again.
 func (l *Library) unload() error {
 	l.usedMu.Lock()
-	for _, c := range l.used {
+	used := slices.Clone(l.used)
+	l.usedMu.Unlock()
+	var serr error
+	for _, c := range used {
+		g := captureGate(c.h)
+		g.RLock()
 		if h := captureIn(c); h != nil {
-			l.usedMu.Unlock()
+			g.RUnlock()
 			h.sink.AfterCapture(lifetime.OwnerFunc(l.unload))
 			return nil
 		}
+		if err := c.sync(); err != nil && serr == nil {
+			serr = err
+		}
+		g.RUnlock()
 	}
-	used := l.used
+	l.usedMu.Lock()
 	l.used = nil
 	l.usedMu.Unlock()
 	l.last.Store(nil)
-	var serr error
+	err := cu.LibraryUnload(l.h)
 	for _, c := range used {
-		if c.obj.Hold() {
-			if err := c.sync(); err != nil && serr == nil {
-				serr = err
-			}
-			c.release()
-		}
+		c.release()
 	}
-	if err := cu.LibraryUnload(l.h); err != nil {
+	if err != nil {
 		return err
 	}
 	return serr

@@ -307,7 +307,9 @@ func (s *Stream) Priority() (int, error) {
 // LaunchHostFunc queues f to run once the work before it on s has run
 // (cuLaunchHostFunc). f runs exactly once, on a goroutine of purecuda's
 // while a CUDA thread waits for it, and is then released. f must not call
-// CUDA. A panic in f, or a runtime.Goexit (t.FailNow), is contained: the
+// CUDA, nor a purecuda method that does: closing or releasing the last
+// reference of a module or buffer unloads or frees it, which waits for the
+// device and so for f (hand such releases to lifetime.Defer). A panic in f, or a runtime.Goexit (t.FailNow), is contained: the
 // process and the stream go on, and the next Synchronize returns it as an
 // error. If a sticky error stops the context, f never runs and is
 // released when the error is seen.
@@ -462,10 +464,34 @@ func (s *Stream) ClearCaptureSink(sink CaptureSink) bool {
 var captures struct {
 	mu    sync.Mutex
 	byCtx map[cu.CUcontext][]*Stream
+	gates map[cu.CUcontext]*sync.RWMutex
 }
 
-// noteCapturing records s, which has just had a sink installed.
+// captureGate is context h's gate between captures and synchronisations:
+// an unload holds it shared from its look for a capture (captureIn) until
+// its synchronisation is done, and a stream is recorded as captured with
+// it held exclusively, before its capture begins. So no capture begins
+// between an unload's look and its synchronisation.
+func captureGate(h cu.CUcontext) *sync.RWMutex {
+	captures.mu.Lock()
+	defer captures.mu.Unlock()
+	g := captures.gates[h]
+	if g == nil {
+		if captures.gates == nil {
+			captures.gates = make(map[cu.CUcontext]*sync.RWMutex)
+		}
+		g = new(sync.RWMutex)
+		captures.gates[h] = g
+	}
+	return g
+}
+
+// noteCapturing records s, which has just had a sink installed; it waits
+// for a synchronisation of s's context in progress (captureGate).
 func noteCapturing(s *Stream) {
+	g := captureGate(s.ctx.h)
+	g.Lock()
+	defer g.Unlock()
 	captures.mu.Lock()
 	defer captures.mu.Unlock()
 	k := s.ctx.h
@@ -492,7 +518,7 @@ func forgetCapturing(s *Stream) {
 }
 
 // captureIn returns the hook of a stream of context c that is being
-// captured, or nil.
+// captured, or nil. The caller holds c's captureGate shared.
 func captureIn(c *Context) *captureHook {
 	captures.mu.Lock()
 	defer captures.mu.Unlock()

@@ -470,10 +470,23 @@ func begin(op string, s *driver.Stream, mode CaptureMode, target *Graph, deps []
 	}
 	if err != nil {
 		s.ClearCaptureSink(st)
-		st.streams = nil
+		st.mu.Lock()
+		st.done = true // what is handed over from now on is released at once
+		kept, after := st.kept, st.after
+		st.kept, st.after, st.streams = nil, nil, nil
+		st.mu.Unlock()
 		if st.thread != nil {
 			st.thread.stop()
 		}
+		if len(kept) > 0 { // work queued meanwhile ran uncaptured: release once it has
+			_ = s.Synchronize()
+			for _, k := range kept {
+				_ = k.o.Release()
+			}
+		}
+		// Stream-ordered frees and unloads that found the sink installed
+		// and were held back for a capture that never began.
+		releaseOwners(after)
 		return nil, err
 	}
 	return st, nil

@@ -212,8 +212,8 @@ func (g *Graph) newBody(body cu.CUgraph, owner cu.CUgraphNode) (*Graph, error) {
 		return nil, closed("body graph", "graph's context")
 	}
 	b := newGraph(g.ctx, ref, t.sink)
-	b.h, b.root, b.mu = body, t, t.mu                      // one mutex for the whole tree
-	b.obj.Init(func() error { return b.ctxRef.Release() }) // the node owns the CUDA graph
+	b.h, b.root, b.mu = body, t, t.mu                                        // one mutex for the whole tree
+	b.obj.Init(func() error { return lifetime.Counted(b.ctxRef.Release()) }) // the node owns the CUDA graph
 	if t.bodies == nil {
 		t.bodies = map[cu.CUgraphNode][]*Graph{}
 	}
