@@ -307,9 +307,10 @@ func (s *Stream) Priority() (int, error) {
 // LaunchHostFunc queues f to run once the work before it on s has run
 // (cuLaunchHostFunc). f runs exactly once, on a goroutine of purecuda's
 // while a CUDA thread waits for it, and is then released. f must not call
-// CUDA, nor a purecuda method that does: closing or releasing the last
-// reference of a module or buffer unloads or frees it, which waits for the
-// device and so for f (hand such releases to lifetime.Defer). A panic in f, or a runtime.Goexit (t.FailNow), is contained: the
+// CUDA, nor a purecuda method that waits for the device (Synchronize, a
+// synchronous copy): the device waits for f. Closing objects in f is safe:
+// what the last reference frees or unloads is queued and done after f
+// returns (lifetime.InCallback). A panic in f, or a runtime.Goexit (t.FailNow), is contained: the
 // process and the stream go on, and the next Synchronize returns it as an
 // error. If a sticky error stops the context, f never runs and is
 // released when the error is seen.

@@ -150,6 +150,8 @@ func report(sink PanicSink, p any, stack []byte) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer callbackGoroutine()()
+		defer inCallback()()
 		defer func() { _ = recover() }()
 		sink.CallbackPanicked(p, stack)
 	}()
@@ -191,6 +193,7 @@ func putWorker(w *worker) {
 }
 
 func (w *worker) loop() {
+	defer callbackGoroutine()()
 	finished := false
 	defer func() {
 		if !finished { // the callback called runtime.Goexit
@@ -207,6 +210,7 @@ func (w *worker) loop() {
 }
 
 func (w *worker) run() {
+	defer inCallback()()
 	defer func() {
 		if p := recover(); p != nil {
 			w.p, w.stack = p, debug.Stack()

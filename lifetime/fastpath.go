@@ -175,6 +175,7 @@ func Expect() {
 // runtime.Goexit, this goroutine ends (that is what contains it) and a new
 // server takes over.
 func serve() {
+	defer callbackGoroutine()()
 	sv := server{cur: -1}
 	defer func() {
 		cur, cb := sv.cur, sv.cb
@@ -281,6 +282,7 @@ func runSlot(i int, cb *Callback) {
 
 // runHere runs fn on the calling goroutine and returns a recovered panic.
 func runHere(fn func()) (p any, stack []byte) {
+	defer inCallback()()
 	defer func() {
 		if r := recover(); r != nil {
 			p, stack = r, debug.Stack()

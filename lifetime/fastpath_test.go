@@ -206,3 +206,20 @@ func TestSetPollWindow(t *testing.T) {
 	assert.Equal(t, time.Millisecond, lifetime.SetPollWindow(time.Duration(1<<63-1)))
 	assert.Equal(t, lifetime.MaxPollWindow, lifetime.SetPollWindow(old), "no overflow of the deadline")
 }
+
+// Invariant I8 on the fast path: a callback the server runs is in a
+// callback (InCallback), so a last release there is queued.
+func TestFastPathInCallback_I8(t *testing.T) {
+	skipOneP(t)
+	withWindow(t, 2*time.Second)
+	eventually(t, 5*time.Second, func() bool {
+		before := lifetime.ReadStats()
+		lifetime.Expect()
+		var in atomic.Bool
+		id := lifetime.Register(lifetime.Callback{Fn: func() { in.Store(lifetime.InCallback()) }, Once: true})
+		callC(t, id)
+		require.True(t, in.Load(), "InCallback in a callback, on either path")
+		return lifetime.ReadStats().HostFnFast > before.HostFnFast
+	}, "a callback served by the polling goroutine")
+	assert.False(t, lifetime.InCallback())
+}

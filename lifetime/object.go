@@ -82,7 +82,7 @@ func (o *Object) acquireLive() bool {
 }
 
 // Release drops a reference; the last one runs the destroy function and
-// returns its error (I2). Releasing more than was taken returns
+// returns its error (I2), or, in a callback (InCallback), queues it (I8). Releasing more than was taken returns
 // ErrOverRelease and destroys nothing.
 func (o *Object) Release() error {
 	n := o.refs.Add(-1)
@@ -97,6 +97,12 @@ func (o *Object) Release() error {
 	if o.destroy == nil {
 		return nil
 	}
+	if InCallback() {
+		// Not here: the destroy calls CUDA, and may wait for the device,
+		// which waits for this callback (I8).
+		Defer(OwnerFunc(o.destroy))
+		return nil
+	}
 	err := o.destroy()
 	if err != nil {
 		noteError(err)
@@ -107,7 +113,8 @@ func (o *Object) Release() error {
 // Close marks the object closed and drops the owner's reference, once (I3).
 // It returns the destroy function's error when the object was destroyed at
 // once; when calls or dependents still hold it, the last of them destroys
-// it and Close returns nil. Later calls return the first call's result (a
+// it and Close returns nil (so does a Close in a callback, whose destroy is
+// queued: I8). Later calls return the first call's result (a
 // Close concurrent with the first waits for it to finish).
 func (o *Object) Close() error {
 	o.closeOnce.Do(func() {

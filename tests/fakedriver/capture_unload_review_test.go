@@ -18,6 +18,7 @@ package fakedriver_test
 //   - TestCaptureUnloadReviewRegistryKeepsNoStream
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -478,4 +479,56 @@ func TestCaptureUnloadReviewRegistryKeepsNoStream(t *testing.T) {
 		assert.True(t, curWait(2*time.Second, func() bool { return w.Value() == nil }), "%s: the Stream is still reachable", p.name)
 	}
 	_ = lifetime.Errors()
+}
+
+// A host function that closes the last reference of a module or a buffer
+// (a natural "free it when the kernel is done"): the unload and the free
+// wait for the device, which waits for the host function, so they must
+// not run in it (lifetime I8: its last release hands them to the release
+// queue). Before, this deadlocked; the watchdog turns the hang into a
+// panic that ends the test binary.
+func TestCloseInHostFunctionDoesNotDeadlock(t *testing.T) {
+	f := ltSetup(t)
+	mods, allocs := counter(t, "fake_live_modules"), counter(t, "fake_live_allocations")
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			m, err := f.ctx.LoadModule([]byte("FAKE module"))
+			if err != nil {
+				return err
+			}
+			fn, err := m.Function("fill")
+			if err != nil {
+				return err
+			}
+			buf, err := driver.Alloc[int32](f.ctx, 4)
+			if err != nil {
+				return err
+			}
+			if err := f.s.Launch(fn, g1b1[0], g1b1[1], buf, int32(1), int32(4)); err != nil {
+				return err
+			}
+			var closeErrs [2]error
+			if err := f.s.LaunchHostFunc(func() { closeErrs = [2]error{m.Close(), buf.Close()} }); err != nil {
+				return err
+			}
+			if err := f.s.Synchronize(); err != nil {
+				return err
+			}
+			return errors.Join(closeErrs[0], closeErrs[1])
+		}()
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		// Not t.Fatal: its cleanups would wait on the deadlocked fake.
+		panic("Close in a host function deadlocked")
+	}
+	lifetime.Flush()
+	settle(t, func() bool {
+		return counter(t, "fake_live_modules") == mods && counter(t, "fake_live_allocations") == allocs
+	}, "the module unloaded and the buffer freed once the host function returned")
+	assert.Empty(t, lifetime.Errors())
+	ltNoBadUses(t)
 }
