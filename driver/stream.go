@@ -308,9 +308,12 @@ func (s *Stream) Priority() (int, error) {
 // (cuLaunchHostFunc). f runs exactly once, on a goroutine of purecuda's
 // while a CUDA thread waits for it, and is then released. f must not call
 // CUDA, nor a purecuda method that waits for the device (Synchronize, a
-// synchronous copy): the device waits for f. Closing objects in f is safe:
-// what the last reference frees or unloads is queued and done after f
-// returns (lifetime.InCallback). A panic in f, or a runtime.Goexit (t.FailNow), is contained: the
+// synchronous copy): the device waits for f. Closing objects in f itself
+// is safe: what the last reference frees or unloads is queued and done
+// after f returns (lifetime.InCallback). That holds on f's goroutine only,
+// not on one f starts and waits for, and not when another goroutine is
+// closing the same object at that moment (f's Close waits for that one,
+// which may wait for f). A panic in f, or a runtime.Goexit (t.FailNow), is contained: the
 // process and the stream go on, and the next Synchronize returns it as an
 // error. If a sticky error stops the context, f never runs and is
 // released when the error is seen.

@@ -31,7 +31,8 @@ type Owner interface {
 // a buffer) takes one for as long as it depends on the object. Close marks
 // the object closed, so Acquire fails from then on, and drops the owner's
 // reference. The destroy function runs exactly once, when the last reference
-// is dropped, on the goroutine that drops it.
+// is dropped, on the goroutine that drops it (queued instead when that
+// goroutine runs a callback: I8).
 //
 // The zero Object is not usable: call Init first. An Object must not be
 // copied after Init.

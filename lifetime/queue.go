@@ -104,7 +104,8 @@ func releaseOne(o Owner) (err error) {
 // Flush waits until every release queued before it has run (releases
 // queued meanwhile do not delay it). Tests and leak checks use it; nothing
 // in purecuda waits on the queue. It must not be called from a queued
-// release, which would wait for itself.
+// release, which would wait for itself, nor from a callback, whose queued
+// destroys may wait for the device that waits for the callback.
 func Flush() {
 	queue.mu.Lock()
 	target := queue.added
