@@ -147,22 +147,18 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 // capture, so the unload waits for the capture to end.
 func (m *Module) unload() error {
 	c := m.ctx
-	g := captureGate(c.h)
-	g.RLock()
-	if h := captureIn(c); h != nil {
-		g.RUnlock()
-		h.sink.AfterCapture(lifetime.OwnerFunc(m.unload))
-		return nil
-	}
-	err := bound(c, func() error {
-		serr := c.sync()
-		if err := cu.ModuleUnload(m.h); err != nil {
-			return err
-		}
-		return serr
+	ran, err := unlessCaptured(c, m.unload, func() error {
+		return bound(c, func() error {
+			serr := c.sync()
+			if err := cu.ModuleUnload(m.h); err != nil {
+				return err
+			}
+			return serr
+		})
 	})
-	g.RUnlock()
-	c.release()
+	if ran {
+		c.release()
+	}
 	return err
 }
 
@@ -350,17 +346,13 @@ func (l *Library) unload() error {
 	l.usedMu.Unlock()
 	var serr error
 	for _, c := range used {
-		g := captureGate(c.h)
-		g.RLock()
-		if h := captureIn(c); h != nil {
-			g.RUnlock()
-			h.sink.AfterCapture(lifetime.OwnerFunc(l.unload))
+		ran, err := unlessCaptured(c, l.unload, c.sync) // not ran: l.unload starts again after the capture
+		if !ran {
 			return nil
 		}
-		if err := c.sync(); err != nil && serr == nil {
+		if err != nil && serr == nil {
 			serr = err
 		}
-		g.RUnlock()
 	}
 	l.usedMu.Lock()
 	l.used = nil

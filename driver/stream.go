@@ -472,7 +472,7 @@ var captures struct {
 }
 
 // captureGate is context h's gate between captures and synchronisations:
-// an unload holds it shared from its look for a capture (captureIn) until
+// an unload holds it shared from its look for a capture (unlessCaptured) until
 // its synchronisation is done, and a stream is recorded as captured with
 // it held exclusively, before its capture begins. So no capture begins
 // between an unload's look and its synchronisation.
@@ -521,9 +521,27 @@ func forgetCapturing(s *Stream) {
 	}
 }
 
-// captureIn returns the hook of a stream of context c that is being
-// captured, or nil. The caller holds c's captureGate shared.
-func captureIn(c *Context) *captureHook {
+// unlessCaptured runs f, which synchronises context c (an unload), with
+// c's captureGate held shared, so that no capture in c begins meanwhile.
+// While a stream of c is being captured it runs nothing, hands retry to the
+// capture's AfterCapture instead (the synchronisation would fail and
+// invalidate the capture) and reports false.
+func unlessCaptured(c *Context, retry func() error, f func() error) (ran bool, err error) {
+	g := captureGate(c.h)
+	g.RLock()
+	if h := capturing(c); h != nil {
+		g.RUnlock()
+		h.sink.AfterCapture(lifetime.OwnerFunc(retry))
+		return false, nil
+	}
+	err = f()
+	g.RUnlock()
+	return true, err
+}
+
+// capturing returns the hook of a stream of context c that is being
+// captured, or nil.
+func capturing(c *Context) *captureHook {
 	captures.mu.Lock()
 	defer captures.mu.Unlock()
 	for _, s := range captures.byCtx[c.h] {
