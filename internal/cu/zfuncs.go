@@ -3508,6 +3508,10 @@ func GraphLaunch(hGraph CUgraphExec, hStream CUstream) error {
 // GraphLaunchProc resolves cuGraphLaunch, for GraphLaunchShort.
 func GraphLaunchProc() (uintptr, error) { return procGraphLaunch.find() }
 
+// GraphLaunchStatus is the error for status r of cuGraphLaunch called through
+// a ccall.Short frame of the caller's own (nil for success).
+func GraphLaunchStatus(r uintptr) error { return procGraphLaunch.check(r) }
+
 // GraphLaunchShort calls cuGraphLaunch, resolved by GraphLaunchProc into fn, through
 // a frame on the stack (ccall.Short). Where ccall.StackFrames is true,
 // pointer arguments may point into the caller's stack: nothing between
@@ -4467,6 +4471,10 @@ func LaunchKernel(f CUfunction, gridDimX uint32, gridDimY uint32, gridDimZ uint3
 
 // LaunchKernelProc resolves cuLaunchKernel, for LaunchKernelShort.
 func LaunchKernelProc() (uintptr, error) { return procLaunchKernel.find() }
+
+// LaunchKernelStatus is the error for status r of cuLaunchKernel called through
+// a ccall.Short frame of the caller's own (nil for success).
+func LaunchKernelStatus(r uintptr) error { return procLaunchKernel.check(r) }
 
 // LaunchKernelShort calls cuLaunchKernel, resolved by LaunchKernelProc into fn, through
 // a frame on the stack (ccall.Short). Where ccall.StackFrames is true,
