@@ -86,10 +86,17 @@ func (o *Object) acquireLive() bool {
 // returns its error (I2), or, in a callback (InCallback), queues it (I8). Releasing more than was taken returns
 // ErrOverRelease and destroys nothing.
 func (o *Object) Release() error {
+	// Small enough to be inlined: a release that is not the last is one
+	// atomic add in the caller's code.
 	n := o.refs.Add(-1)
 	if n > 0 {
 		return nil
 	}
+	return o.released(n)
+}
+
+// released is the rest of Release once the count fell to n <= 0.
+func (o *Object) released(n int64) error {
 	if n < 0 {
 		o.refs.Add(1)
 		return ErrOverRelease
