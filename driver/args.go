@@ -190,6 +190,49 @@ func scalarBits(v any) (bits uint64, size uint8, ok bool) {
 	return 0, 0, false
 }
 
+// quickTypes are the type words of the scalar argument types, the common
+// ones first, with their sizes: quickScalar finds a type among them without
+// reading its type descriptor (a type switch reads its hash).
+var quickTypes = [...]struct {
+	typ  uintptr
+	size uint8
+}{
+	{typeWord(uint32(0)), 4}, {typeWord(int32(0)), 4}, {typeWord(float32(0)), 4},
+	{typeWord(uint64(0)), 8}, {typeWord(int64(0)), 8}, {typeWord(float64(0)), 8},
+	{typeWord(DevicePtr(0)), 8}, {typeWord(uintptr(0)), 8}, {typeWord(false), 1},
+	{typeWord(uint8(0)), 1}, {typeWord(int8(0)), 1}, {typeWord(uint16(0)), 2},
+	{typeWord(int16(0)), 2},
+}
+
+// typeWord is the type word of v's dynamic type.
+func typeWord(v any) uintptr {
+	t, _ := efaceWords(&v)
+	return t
+}
+
+// quickScalar returns, for a value of type word typ with data word data,
+// the value's bits zero-extended and its size, if it is one of the scalar
+// argument types (as scalarBits takes them), or size 0. Values of these
+// types are stored in an interface indirectly: data points to them.
+func quickScalar(typ uintptr, data unsafe.Pointer) (uint64, uint8) {
+	for i := range quickTypes { // by index: a range over the array's value copies it
+		q := &quickTypes[i]
+		if q.typ != typ {
+			continue
+		}
+		switch q.size {
+		case 1:
+			return uint64(*(*uint8)(data)), 1
+		case 2:
+			return uint64(*(*uint16)(data)), 2
+		case 4:
+			return uint64(*(*uint32)(data)), 4
+		}
+		return *(*uint64)(data), 8
+	}
+	return 0, 0
+}
+
 // putBits stores the low size bytes of bits at p as a value of that size,
 // so in the machine's byte order.
 func putBits(p unsafe.Pointer, bits uint64, size uint8) {
@@ -572,8 +615,7 @@ func Block(x int, yz ...int) Dim3 { return dim(x, yz) }
 func checkDims(op string, d *dimLimits, grid, block Dim3) error {
 	// Every device CUDA 13 supports allows at least this much: checking it
 	// reads nothing (a launch's data is out of the CPU caches by the next).
-	if uint(grid.X-1) < 1<<31-1 && uint(grid.Y-1) < 65535 && uint(grid.Z-1) < 65535 &&
-		uint(block.X-1) < 1024 && uint(block.Y-1) < 1024 && uint(block.Z-1) < 64 && block.X*block.Y*block.Z <= 1024 {
+	if quickDims(grid, block) {
 		return nil
 	}
 	for i, v := range [3]int{grid.X, grid.Y, grid.Z} {

@@ -20,6 +20,7 @@ type Function struct {
 	h      cu.CUfunction
 	ctx    *Context         // nil for library kernels
 	shape  atomic.Uint32    // shapeUnread until params were read
+	quickN atomic.Int32     // with shapeSmall: nsmall+1, for Launch's quick path; else 0
 	nsmall uint8            // with shapeSmall: the parameter count …
 	small  [smallArgs]uint8 // … and their sizes
 	// bufType is the type word of the *Buffer[T] last passed to Launch
@@ -39,7 +40,7 @@ type Function struct {
 	mod        *Module
 	lib        *Library
 	name       string
-	_          [24]byte // to 192 bytes (TestLaunchLayout)
+	_          [16]byte // to 192 bytes (TestLaunchLayout)
 }
 
 type paramInfo struct{ offset, size uintptr }
@@ -180,6 +181,9 @@ func (f *Function) readParams(c *Context) ([]paramInfo, error) {
 	}
 	f.paramsDone.Store(true)
 	f.shape.Store(shape) // after nsmall and small: Launch reads them once it sees it
+	if shape == shapeSmall {
+		f.quickN.Store(int32(f.nsmall) + 1) // the same for launchQuick
+	}
 	return f.params, nil
 }
 

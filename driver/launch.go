@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -33,7 +34,116 @@ type LaunchConfig struct {
 // registers a Go function as a driver API callback (CUPTI, through purego)
 // must launch with LaunchArgs, whose arguments live on the heap.
 func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
+	// The common case is written out here, in one function: a module
+	// kernel of known small shape, on a stream of ours in its context,
+	// with scalar arguments and buffers of the type the kernel last saw,
+	// and grid and block sizes every device allows. libcuda's launch
+	// evicts the caller's code from the CPU caches, and each function a
+	// launch runs costs misses of its own; this runs few. Anything unusual
+	// takes launchSlow, having launched nothing and holding nothing: the
+	// general path does the same work, or says what is wrong. Few
+	// branches: each may miss in the branch predictor, which libcuda's
+	// launch has evicted too.
+	if !ccall.StackFrames || s == nil || f == nil || s.quickFn == 0 || f.ctx != s.ctx ||
+		uint(f.quickN.Load()) != uint(len(args))+1 || !quickDims(grid, block) || !s.obj.Acquire() {
+		return s.launchSlow(f, grid, block, args)
+	}
+	if !f.obj.Acquire() {
+		_ = s.obj.Release()
+		return s.launchSlow(f, grid, block, args)
+	}
+	// The call's frame is filled first, so that the sizes need no
+	// registers while the arguments are marshalled.
+	var cf ccall.Short
+	cf.Fn = s.quickFn
+	cf.Args[0] = uintptr(f.h)
+	cf.Args[1], cf.Args[2], cf.Args[3] = uintptr(uint32(grid.X)), uintptr(uint32(grid.Y)), uintptr(uint32(grid.Z))
+	cf.Args[4], cf.Args[5], cf.Args[6] = uintptr(uint32(block.X)), uintptr(uint32(block.Y)), uintptr(uint32(block.Z))
+	cf.Args[8] = uintptr(s.h)
+	var vals [smallArgs]uint64
+	var ptrs [smallArgs]unsafe.Pointer
+	var allocs [smallBufs]*allocation
+	var err error
+	var params *unsafe.Pointer
+	nb := 0
+	bt := f.bufType.Load()
+	for i := range args {
+		typ, data := efaceWords(&args[i])
+		ptrs[i] = unsafe.Pointer(&vals[i])
+		if typ == bt && bt != 0 {
+			b := (*Buffer[byte])(data)
+			if b == nil || nb == smallBufs || f.small[i] != 8 {
+				goto bail
+			}
+			a := b.a
+			if a == nil || b.closed.Load() || a.ctx != s.ctx || !a.obj.Hold() {
+				goto bail
+			}
+			allocs[nb] = a
+			nb++
+			vals[i] = uint64(b.at(a))
+			continue
+		}
+		v, size := quickScalar(typ, data)
+		if size == 0 || size != f.small[i] {
+			goto bail
+		}
+		vals[i] = v // the value's bytes at the start of its slot (little-endian)
+	}
+	for _, a := range allocs[:nb] {
+		if a.stream != nil {
+			a.usedOn(s)
+		}
+	}
+	if len(args) > 0 {
+		params = &ptrs[0]
+	}
+	// Pointers into this stack become integers here, and nothing between
+	// here and the C call can move the stack (ccall.StackFrames).
+	cf.Args[9] = uintptr(unsafe.Pointer(params))
+	err = cu.LaunchKernelStatus(cf.Call())
+	{
+		w := s.obj.Refs() + f.obj.Refs()
+		for _, a := range allocs[:nb] {
+			w += a.obj.Refs()
+		}
+		warmed(w)
+	}
+	if h := s.capture.Load(); h != nil && err == nil {
+		h.keepLaunch(s, f, allocs[:nb]) // captured: the graph holds them
+	}
+	for _, a := range allocs[:nb] {
+		_ = a.obj.Release()
+	}
+	_ = f.obj.Release()
+	if err != nil {
+		err = s.ctx.sawError(err)
+	}
+	_ = s.obj.Release()
+	return err
+
+bail: // launched nothing: let go of what was held
+	for _, a := range allocs[:nb] {
+		_ = a.obj.Release()
+	}
+	_ = f.obj.Release()
+	_ = s.obj.Release()
+	return s.launchSlow(f, grid, block, args)
+}
+
+// launchSlow is Launch's general path.
+//
+//go:noinline
+func (s *Stream) launchSlow(f *Function, grid, block Dim3, args []any) error {
 	return s.LaunchWith(f, LaunchConfig{Grid: grid, Block: block}, args...)
+}
+
+// quickDims reports whether grid × block is within what every device CUDA
+// 13 supports allows, in few branches: it takes grid y and z up to 32768
+// only, not 65535 (checkDims checks the rest).
+func quickDims(grid, block Dim3) bool {
+	return uint(grid.X-1) < 1<<31-1 && uint(grid.Y-1)|uint(grid.Z-1) < 1<<15 &&
+		uint(block.X-1)|uint(block.Y-1) < 1024 && uint(block.Z-1) < 64 && block.X*block.Y*block.Z <= 1024
 }
 
 // LaunchWith is Launch with shared memory, clusters or cooperative launch
@@ -131,6 +241,39 @@ func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk 
 // allocates nothing, and reads only s and a: everything it needs from the
 // kernel was copied into a by NewArgs, and a keeps the kernel loaded.
 func (s *Stream) LaunchArgs(a *Args, grid, block Dim3) error {
+	// The common case in one function (see launchQuick): a module kernel
+	// of the stream's context, nothing to check per launch.
+	if s != nil && a != nil && s.quickFn != 0 && a.checks == 0 && a.fctx == s.ctx && a.hold != nil && quickDims(grid, block) {
+		if h := a.hold; h.obj.Acquire() {
+			if s.obj.Acquire() {
+				var cf ccall.Short
+				cf.Fn = s.quickFn
+				cf.Args[0] = uintptr(a.fh)
+				cf.Args[1], cf.Args[2], cf.Args[3] = uintptr(uint32(grid.X)), uintptr(uint32(grid.Y)), uintptr(uint32(grid.Z))
+				cf.Args[4], cf.Args[5], cf.Args[6] = uintptr(uint32(block.X)), uintptr(uint32(block.Y)), uintptr(uint32(block.Z))
+				cf.Args[8] = uintptr(s.h)
+				cf.Args[9] = uintptr(unsafe.Pointer(a.kparams)) // on the heap, held by a
+				err := cu.LaunchKernelStatus(cf.Call())
+				runtime.KeepAlive(a) // and so the parameters, read by the call
+				warmed(s.obj.Refs() + h.obj.Refs())
+				if c := s.capture.Load(); c != nil && err == nil {
+					c.keep(s, &h.obj) // captured: the graph holds the Args
+				}
+				if err != nil {
+					err = s.ctx.sawError(err)
+				}
+				_ = s.obj.Release()
+				_ = h.obj.Release()
+				return err
+			}
+			_ = h.obj.Release()
+		}
+	}
+	return s.launchArgsHeld(a, grid, block)
+}
+
+// launchArgsHeld is LaunchArgs in general: it holds a and s for the launch.
+func (s *Stream) launchArgsHeld(a *Args, grid, block Dim3) error {
 	const op = "Stream.LaunchArgs"
 	if err := a.acquire(op); err != nil {
 		return err

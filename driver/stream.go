@@ -40,6 +40,7 @@ type Stream struct {
 	ctx      *Context
 	capture  atomic.Pointer[captureHook]
 	launchFn uintptr         // cuLaunchKernel; 0 if it could not be resolved
+	quickFn  uintptr         // launchFn for the launch fast paths; 0 on a special stream
 	special  bool            // the legacy default stream: needs its context current
 	obj      lifetime.Object // owner + calls in flight + stream-ordered buffers (its count within the first 64 bytes)
 	lim      dimLimits       // the device's, copied (read when a launch exceeds what every device allows)
@@ -49,7 +50,7 @@ type Stream struct {
 
 	// The padding makes a Stream 192 bytes: in that allocation size class
 	// objects start on a 64-byte line, so the fields above obj share one.
-	_ [40]byte
+	_ [32]byte
 }
 
 // NewStream creates a stream (cuStreamCreate).
@@ -89,6 +90,9 @@ func newStreamFor(c *Context, h cu.CUstream, special bool) *Stream {
 	// Without cuLaunchKernel launches take the path that resolves it, and
 	// report the missing symbol.
 	s.launchFn, _ = cu.LaunchKernelProc()
+	if !special {
+		s.quickFn = s.launchFn
+	}
 	return s
 }
 

@@ -136,6 +136,7 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 	defer ev.Close()
 	x, y, z := uint32(1), uint32(2), uint32(3)
 	dptr := out.at(out.a)
+	var dptrArg any = DevicePtr(dptr)
 	raw4 := []unsafe.Pointer{unsafe.Pointer(&dptr), unsafe.Pointer(&x), unsafe.Pointer(&y), unsafe.Pointer(&z)}
 	emptyArgs, _ := empty.NewArgs()
 	defer emptyArgs.Close()
@@ -210,6 +211,10 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 			{"Launch4Args/short-stack", goloop(func() error { return launchStackParams(s, add4.h, dptr) }, true)},
 			{"Launch4Args/LaunchArgs", goloop(func() error { return s.LaunchArgs(add4Args, g, blk) }, true)},
 			{"Launch4Args/Launch", goloop(func() error { return s.Launch(add4, g, blk, out, uint32(1), uint32(2), uint32(3)) }, true)},
+			// The same with the buffer passed as a DevicePtr (made once: a
+			// conversion per call would allocate): Launch's cost for the
+			// buffer argument is the difference.
+			{"Launch4Args/Launch-ptr", goloop(func() error { return s.Launch(add4, g, blk, dptrArg, uint32(1), uint32(2), uint32(3)) }, true)},
 		},
 		{
 			{"LaunchSync/C", cloop("loop_launch_sync", uintptr(empty.h), uintptr(s.h))},

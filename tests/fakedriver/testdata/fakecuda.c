@@ -64,7 +64,9 @@
  *
  * Kernels: empty(), add4(unsigned*, unsigned, unsigned, unsigned) storing
  * a+b+c (like gputest's PTX), fill(int*, int v, int n): out[i] = v + i, and
- * copyi(int *dst, const int *src, int n), in every module ("FAKE..." images)
+ * copyi(int *dst, const int *src, int n), pack(unsigned *out, unsigned char a,
+ * unsigned short b, unsigned char c) storing a | b << 8 | c << 24 (parameters
+ * of 1 and 2 bytes), in every module ("FAKE..." images)
  * and library, with parameter sizes for cuFuncGetParamInfo/
  * cuKernelGetParamInfo. A function outlives its module only as a dead
  * handle.
@@ -569,11 +571,11 @@ static void event_done(struct event *e, long long gen) {
 
 /* ---- modules, libraries, functions ---- */
 
-enum { KD_EMPTY, KD_ADD4, KD_FILL, KD_COPYI };
+enum { KD_EMPTY, KD_ADD4, KD_FILL, KD_COPYI, KD_PACK };
 struct kdef { const char *name; int id, nparams; size_t sizes[4]; };
 static const struct kdef kdefs[] = {
     {"empty", KD_EMPTY, 0, {0}}, {"add4", KD_ADD4, 4, {8, 4, 4, 4}}, {"fill", KD_FILL, 3, {8, 4, 4}},
-    {"copyi", KD_COPYI, 3, {8, 8, 4}},
+    {"copyi", KD_COPYI, 3, {8, 8, 4}}, {"pack", KD_PACK, 4, {8, 1, 2, 1}},
 };
 #define NK ((int)(sizeof kdefs / sizeof kdefs[0]))
 struct module;
@@ -644,7 +646,7 @@ static CUresult kcall_args(const char *fn, struct kcall *k, void **params, void 
 static CUresult kernel_check(const char *fn, struct kcall *k, int callside) {
     int id = k->f->k->id;
     CUresult r = OK;
-    if (id == KD_ADD4) r = check_range(fn, k->a[0], 4, callside, k->ctx, NULL);
+    if (id == KD_ADD4 || id == KD_PACK) r = check_range(fn, k->a[0], 4, callside, k->ctx, NULL);
     else if (id == KD_FILL) {
         int cnt = (int)(uint32_t)k->a[2];
         if (cnt > 0) r = check_range(fn, k->a[0], (size_t)cnt * 4, callside, k->ctx, NULL);
@@ -674,6 +676,8 @@ static CUresult kernel_exec(const char *fn, struct kcall *k, int callside, int m
     } else if (id == KD_FILL) {
         int *out = (int *)(uintptr_t)k->a[0], v = (int)(uint32_t)k->a[1], cnt = (int)(uint32_t)k->a[2];
         for (int i = 0; i < cnt; i++) out[i] = v + i;
+    } else if (id == KD_PACK) {
+        *(unsigned *)(uintptr_t)k->a[0] = (unsigned)(uint8_t)k->a[1] | (unsigned)(uint16_t)k->a[2] << 8 | (unsigned)(uint8_t)k->a[3] << 24;
     } else if (id == KD_COPYI) {
         int cnt = (int)(uint32_t)k->a[2];
         if (cnt > 0) memmove((void *)(uintptr_t)k->a[0], (void *)(uintptr_t)k->a[1], (size_t)cnt * 4);
@@ -3296,7 +3300,7 @@ static CUresult prep_kernel(const char *fn, const kernel_params_t *kp, struct np
     p->ctx = c;
     /* a pointer argument must name memory that exists when the node is made */
     int id = f->k->id, cnt = (int)(uint32_t)k->a[2];
-    if (id == KD_ADD4) r = node_range(fn, k->a[0], 4);
+    if (id == KD_ADD4 || id == KD_PACK) r = node_range(fn, k->a[0], 4);
     else if (id == KD_FILL && cnt > 0) r = node_range(fn, k->a[0], (size_t)cnt * 4);
     else if (id == KD_COPYI && cnt > 0) {
         r = node_range(fn, k->a[0], (size_t)cnt * 4);
