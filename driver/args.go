@@ -126,6 +126,11 @@ func (b *argBlock) marshal(op string, i int, v any, ctx *Context, s *Stream) err
 	}
 	switch x := v.(type) {
 	case devicePointer:
+		if _, data := efaceWords(&v); data == nil {
+			// A nil pointer: to a Buffer, or to a type embedding one,
+			// whose promoted methods would dereference it.
+			return invalid(op, "argument %d: nil buffer (%T)", i, v)
+		}
 		al, ptr, err := x.arg(op)
 		if err != nil {
 			return fmt.Errorf("argument %d: %w", i, err)
@@ -199,10 +204,13 @@ var quickTypes = [...]struct {
 }{
 	{typeWord(uint32(0)), 4}, {typeWord(int32(0)), 4}, {typeWord(float32(0)), 4},
 	{typeWord(uint64(0)), 8}, {typeWord(int64(0)), 8}, {typeWord(float64(0)), 8},
-	{typeWord(DevicePtr(0)), 8}, {typeWord(uintptr(0)), 8}, {typeWord(false), 1},
+	{typeWord(DevicePtr(0)), 8}, {typeWord(uintptr(0)), 8}, quickBool: {typeWord(false), 1},
 	{typeWord(uint8(0)), 1}, {typeWord(int8(0)), 1}, {typeWord(uint16(0)), 2},
 	{typeWord(int16(0)), 2},
 }
+
+// quickBool is bool's index in quickTypes.
+const quickBool = 8
 
 // typeWord is the type word of v's dynamic type.
 func typeWord(v any) uintptr {
@@ -222,6 +230,9 @@ func quickScalar(typ uintptr, data unsafe.Pointer) (uint64, uint8) {
 		}
 		switch q.size {
 		case 1:
+			if typ == quickTypes[quickBool].typ && *(*uint8)(data) != 0 {
+				return 1, 1 // as scalarBits: a bool's byte may be other than 0 or 1 (unsafe, or memory from the device)
+			}
 			return uint64(*(*uint8)(data)), 1
 		case 2:
 			return uint64(*(*uint16)(data)), 2
@@ -298,7 +309,7 @@ func (b *smallBlock) fill(op string, f *Function, args []any, s *Stream) bool {
 				continue
 			}
 			dp, ok := args[i].(devicePointer)
-			if !ok || b.nb == smallBufs {
+			if !ok || b.nb == smallBufs || data == nil { // nil: the general path says so
 				return false
 			}
 			if dp.self() == data { // the value is a Buffer, not a type embedding one

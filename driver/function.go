@@ -182,7 +182,7 @@ func (f *Function) readParams(c *Context) ([]paramInfo, error) {
 	f.paramsDone.Store(true)
 	f.shape.Store(shape) // after nsmall and small: Launch reads them once it sees it
 	if shape == shapeSmall {
-		f.quickN.Store(int32(f.nsmall) + 1) // the same for launchQuick
+		f.quickN.Store(int32(f.nsmall) + 1) // the same for Launch's quick path
 	}
 	return f.params, nil
 }

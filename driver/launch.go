@@ -241,7 +241,7 @@ func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk 
 // allocates nothing, and reads only s and a: everything it needs from the
 // kernel was copied into a by NewArgs, and a keeps the kernel loaded.
 func (s *Stream) LaunchArgs(a *Args, grid, block Dim3) error {
-	// The common case in one function (see launchQuick): a module kernel
+	// The common case in one function (see Launch): a module kernel
 	// of the stream's context, nothing to check per launch.
 	if s != nil && a != nil && s.quickFn != 0 && a.checks == 0 && a.fctx == s.ctx && a.hold != nil && quickDims(grid, block) {
 		if h := a.hold; h.obj.Acquire() {

@@ -135,8 +135,15 @@ func (a *allocation) usedOn(s *Stream) {
 			return
 		}
 	}
-	if r, err := s.Hold(); err == nil {
-		a.foreign = append(a.foreign, foreignUse{s, r})
+	// Not s.Hold, which refuses a stream marked closed: a Close racing the
+	// caller's use may mark s closed after the caller took its reference,
+	// and the work the caller queues on s must still hold back the free.
+	o := &s.obj
+	if s.special {
+		o = &s.ctx.obj
+	}
+	if o.Hold() {
+		a.foreign = append(a.foreign, foreignUse{s, lifetime.RefOf(o)})
 	}
 }
 
