@@ -55,11 +55,7 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 	// The call's frame is filled first, so that the sizes need no
 	// registers while the arguments are marshalled.
 	var cf ccall.Short
-	cf.Fn = s.quickFn
-	cf.Args[0] = uintptr(f.h)
-	cf.Args[1], cf.Args[2], cf.Args[3] = uintptr(uint32(grid.X)), uintptr(uint32(grid.Y)), uintptr(uint32(grid.Z))
-	cf.Args[4], cf.Args[5], cf.Args[6] = uintptr(uint32(block.X)), uintptr(uint32(block.Y)), uintptr(uint32(block.Z))
-	cf.Args[8] = uintptr(s.h)
+	s.launchFrame(&cf, f.h, grid, block)
 	var vals [smallArgs]uint64
 	var ptrs [smallArgs]unsafe.Pointer
 	var allocs [smallBufs]*allocation
@@ -129,6 +125,17 @@ bail: // launched nothing: let go of what was held
 	_ = f.obj.Release()
 	_ = s.obj.Release()
 	return s.launchSlow(f, grid, block, args)
+}
+
+// launchFrame fills cf, a zero frame, for a cuLaunchKernel (s.quickFn) of
+// kernel fh on s over grid × block, without dynamic shared memory; the
+// caller sets the parameters (Args[9]).
+func (s *Stream) launchFrame(cf *ccall.Short, fh cu.CUfunction, grid, block Dim3) {
+	cf.Fn = s.quickFn
+	cf.Args[0] = uintptr(fh)
+	cf.Args[1], cf.Args[2], cf.Args[3] = uintptr(uint32(grid.X)), uintptr(uint32(grid.Y)), uintptr(uint32(grid.Z))
+	cf.Args[4], cf.Args[5], cf.Args[6] = uintptr(uint32(block.X)), uintptr(uint32(block.Y)), uintptr(uint32(block.Z))
+	cf.Args[8] = uintptr(s.h)
 }
 
 // launchSlow is Launch's general path.
@@ -247,11 +254,7 @@ func (s *Stream) LaunchArgs(a *Args, grid, block Dim3) error {
 		if h := a.hold; h.obj.Acquire() {
 			if s.obj.Acquire() {
 				var cf ccall.Short
-				cf.Fn = s.quickFn
-				cf.Args[0] = uintptr(a.fh)
-				cf.Args[1], cf.Args[2], cf.Args[3] = uintptr(uint32(grid.X)), uintptr(uint32(grid.Y)), uintptr(uint32(grid.Z))
-				cf.Args[4], cf.Args[5], cf.Args[6] = uintptr(uint32(block.X)), uintptr(uint32(block.Y)), uintptr(uint32(block.Z))
-				cf.Args[8] = uintptr(s.h)
+				s.launchFrame(&cf, a.fh, grid, block)
 				cf.Args[9] = uintptr(unsafe.Pointer(a.kparams)) // on the heap, held by a
 				err := cu.LaunchKernelStatus(cf.Call())
 				runtime.KeepAlive(a) // and so the parameters, read by the call
