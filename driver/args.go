@@ -2,7 +2,6 @@ package driver
 
 import (
 	"fmt"
-	"math"
 	"reflect"
 	"runtime"
 	"slices"
@@ -158,46 +157,17 @@ func (b *argBlock) marshal(op string, i int, v any, ctx *Context, s *Stream) err
 }
 
 // scalarBits returns the bits and size in bytes of a sized scalar argument
-// (an integer, float, bool, uintptr or DevicePtr); ok is false for any
-// other value.
+// (an integer, float, bool, uintptr or DevicePtr; not a named type of
+// one); ok is false for any other value.
 func scalarBits(v any) (bits uint64, size uint8, ok bool) {
-	switch x := v.(type) {
-	case int8:
-		return uint64(uint8(x)), 1, true
-	case uint8:
-		return uint64(x), 1, true
-	case bool:
-		if x {
-			return 1, 1, true
-		}
-		return 0, 1, true
-	case int16:
-		return uint64(uint16(x)), 2, true
-	case uint16:
-		return uint64(x), 2, true
-	case int32:
-		return uint64(uint32(x)), 4, true
-	case uint32:
-		return uint64(x), 4, true
-	case float32:
-		return uint64(math.Float32bits(x)), 4, true
-	case int64:
-		return uint64(x), 8, true
-	case uint64:
-		return x, 8, true
-	case float64:
-		return math.Float64bits(x), 8, true
-	case uintptr:
-		return uint64(x), 8, true
-	case DevicePtr:
-		return uint64(x), 8, true
-	}
-	return 0, 0, false
+	bits, size = quickScalar(efaceWords(&v))
+	return bits, size, size != 0
 }
 
 // quickTypes are the type words of the scalar argument types, the common
 // ones first, with their sizes: quickScalar finds a type among them without
-// reading its type descriptor (a type switch reads its hash).
+// reading its type descriptor (a type switch reads its hash). This is the
+// one list of the scalar types a kernel argument may have.
 var quickTypes = [...]struct {
 	typ  uintptr
 	size uint8
@@ -220,7 +190,7 @@ func typeWord(v any) uintptr {
 
 // quickScalar returns, for a value of type word typ with data word data,
 // the value's bits zero-extended and its size, if it is one of the scalar
-// argument types (as scalarBits takes them), or size 0. Values of these
+// argument types, or size 0. Values of these
 // types are stored in an interface indirectly: data points to them.
 func quickScalar(typ uintptr, data unsafe.Pointer) (uint64, uint8) {
 	for i := range quickTypes { // by index: a range over the array's value copies it
@@ -231,7 +201,7 @@ func quickScalar(typ uintptr, data unsafe.Pointer) (uint64, uint8) {
 		switch q.size {
 		case 1:
 			if typ == quickTypes[quickBool].typ && *(*uint8)(data) != 0 {
-				return 1, 1 // as scalarBits: a bool's byte may be other than 0 or 1 (unsafe, or memory from the device)
+				return 1, 1 // a bool's byte may be other than 0 or 1 (unsafe, or memory from the device)
 			}
 			return uint64(*(*uint8)(data)), 1
 		case 2:
@@ -302,7 +272,7 @@ func (b *smallBlock) fill(op string, f *Function, args []any, s *Stream) bool {
 		case typ == bt && bt != 0 && b.nb < smallBufs:
 			al, ptr, err = (*Buffer[byte])(data).arg(op) // a static call: no itab
 		default:
-			if bits, size, ok := scalarBits(args[i]); ok {
+			if bits, size := quickScalar(typ, data); size != 0 {
 				putBits(unsafe.Pointer(&b.vals[b.n]), bits, size)
 				b.sizes[b.n] = size
 				b.n++

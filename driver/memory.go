@@ -138,11 +138,7 @@ func (a *allocation) usedOn(s *Stream) {
 	// Not s.Hold, which refuses a stream marked closed: a Close racing the
 	// caller's use may mark s closed after the caller took its reference,
 	// and the work the caller queues on s must still hold back the free.
-	o := &s.obj
-	if s.special {
-		o = &s.ctx.obj
-	}
-	if o.Hold() {
+	if o := s.lifetimeObj(); o.Hold() {
 		a.foreign = append(a.foreign, foreignUse{s, lifetime.RefOf(o)})
 	}
 }

@@ -190,15 +190,20 @@ func (s *Stream) Hold() (lifetime.Ref, error) {
 	if s == nil {
 		return lifetime.Ref{}, fmt.Errorf("driver: %s: %w", op, ErrNilStream)
 	}
-	o := &s.obj
-	if s.special {
-		o = &s.ctx.obj
-	}
-	r, ok := o.Ref()
+	r, ok := s.lifetimeObj().Ref()
 	if !ok {
 		return lifetime.Ref{}, notOpen(op, "stream")
 	}
 	return r, nil
+}
+
+// lifetimeObj is what a reference on s counts on: its own Object, or, for
+// the legacy stream, which has none, its context's.
+func (s *Stream) lifetimeObj() *lifetime.Object {
+	if s.special {
+		return &s.ctx.obj
+	}
+	return &s.obj
 }
 
 // Close destroys the stream (cuStreamDestroy) once no call is using it and
@@ -317,9 +322,9 @@ func (s *Stream) Priority() (int, error) {
 // after f returns (lifetime.InCallback). That holds on f's goroutine only,
 // not on one f starts and waits for, and not when another goroutine is
 // closing the same object at that moment (f's Close waits for that one,
-// which may wait for f). A panic in f, or a runtime.Goexit (t.FailNow), is contained: the
-// process and the stream go on, and the next Synchronize returns it as an
-// error. If a sticky error stops the context, f never runs and is
+// which may wait for f). A panic in f, or a runtime.Goexit (t.FailNow),
+// is contained: the process and the stream go on, and the next
+// Synchronize returns it as an error. If a sticky error stops the context, f never runs and is
 // released when the error is seen.
 //
 // While s is being captured into a graph (see CaptureSink), f becomes a

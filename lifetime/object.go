@@ -83,8 +83,9 @@ func (o *Object) acquireLive() bool {
 }
 
 // Release drops a reference; the last one runs the destroy function and
-// returns its error (I2), or, in a callback (InCallback), queues it (I8). Releasing more than was taken returns
-// ErrOverRelease and destroys nothing.
+// returns its error (I2), or, in a callback (InCallback), queues it (I8).
+// Releasing more than was taken returns ErrOverRelease and destroys
+// nothing.
 func (o *Object) Release() error {
 	// Small enough to be inlined: a release that is not the last is one
 	// atomic add in the caller's code.
