@@ -83,6 +83,19 @@
  * current context (the real driver crashes without one: they count
  * fake_no_ctx_graph_calls and fail instead).
  *
+ * Concurrent graph calls: graphs and executables are not internally
+ * synchronised (the real driver crashes when, e.g., instantiate or clone of
+ * g races an exec destroy of an executable of g). Every call that touches a
+ * graph or an executable (resolving it, a node of it, or adding captured
+ * work to it; an exec destroy touches its source graph too; a launch only
+ * its executable) marks it in use until it returns; one that finds it in
+ * use by another thread's call counts fake_concurrent_graph_calls and
+ * proceeds as before. Marks live outside the global lock, a thread's nested
+ * calls do not count, captured work from two threads into one capture does
+ * not count; FAKE_GRAPH_CALL_DELAY_US / fake_set_graph_call_delay_us makes
+ * each marking call sleep before it returns, holding its marks but not the
+ * lock, so races are seen (details at use_mark).
+ *
  * Stream capture: work queued on a captured stream becomes graph nodes;
  * events fork and join streams into a capture; ending checks joins, thread
  * and invalidation; syncs and unsafe calls are refused as the capture modes
@@ -307,7 +320,86 @@ static CUresult enter(const char *fn) {
     if (ATOMIC_GET(fail_armed)) return check_fail(fn);
     return OK;
 }
-#define ENTER(fn) do { CUresult e_ = enter(fn); if (e_) return e_; } while (0)
+/* ---- concurrent calls on one graph or executable ----
+ *
+ * CUDA's graphs (CUgraph) and executables (CUgraphExec) are not internally
+ * synchronised: calls that touch one must be serialised by the caller, and
+ * the real driver crashes when some are not (instantiate or clone racing an
+ * exec destroy of the same graph, instantiate racing clone). Every fake call
+ * runs in a frame (ENTER declares it; it ends when the call returns); a call
+ * that resolves a graph, a graph node or an executable marks that object in
+ * use by its frame until it returns. Marking one that another thread's call
+ * has in use counts a concurrent graph call. The marker is separate from the
+ * global lock: its own small mutex (use_mu, a leaf: never held while taking
+ * mu) guards a count of the calls in the object and the names of up to four
+ * of them. A thread's nested call finds the mark in its own chain of frames
+ * and does not count. With fake_set_graph_call_delay_us, a call that marked
+ * something sleeps that long before it returns, holding its marks but not
+ * the global lock, which widens the window in which races are seen. Nodes
+ * that stream capture adds mark the capture's graph as "captured": captured
+ * work from two threads into one capture is the driver's own business and
+ * does not count, captured work against any other call on that graph does. */
+struct marker { int users, caps; const char *fn[4]; int cap[4]; }; /* guarded by use_mu */
+struct umark { struct marker *m; int slot, cap; };
+struct frame { struct frame *prev; const char *fn; int n; struct umark v[6]; };
+static pthread_mutex_t use_mu = PTHREAD_MUTEX_INITIALIZER;
+static __thread struct frame *cur_frame; /* the innermost fake call on this thread */
+static long concurrent_graph_calls, graph_call_delay_us;
+static void sleep_us(long us);
+
+/* use_mark marks m (a graph's or an executable's, kind and h describe it)
+   in use by the calling thread's current call until the call returns, and
+   counts a concurrent call if another thread's call has it in use. Lock
+   held (the description goes to fake_last_bad_use). */
+static void use_mark(struct marker *m, const char *kind, const void *h, int cap) {
+    struct frame *f = cur_frame;
+    if (!f) return;
+    for (struct frame *x = f; x; x = x->prev)
+        for (int i = 0; i < x->n; i++)
+            if (x->v[i].m == m) return; /* this thread's: a nested call */
+    if (f->n == (int)(sizeof f->v / sizeof f->v[0])) return;
+    const char *other = NULL;
+    int slot = -1;
+    pthread_mutex_lock(&use_mu);
+    int busy = cap ? m->users > 0 : m->users + m->caps > 0;
+    for (int i = 0; i < 4; i++) {
+        if (m->fn[i] && !other && (!cap || !m->cap[i])) other = m->fn[i];
+        if (!m->fn[i] && slot < 0) slot = i;
+    }
+    if (slot >= 0) { m->fn[slot] = f->fn; m->cap[slot] = cap; }
+    if (cap) m->caps++; else m->users++;
+    pthread_mutex_unlock(&use_mu);
+    f->v[f->n].m = m; f->v[f->n].slot = slot; f->v[f->n].cap = cap;
+    f->n++;
+    if (busy) {
+        char d[200];
+        INC(concurrent_graph_calls);
+        snprintf(d, sizeof d, "%s %p %sin use by %s on another thread", kind, h, cap ? "(capturing) " : "",
+                 other ? other : "another call");
+        note_bad("concurrent graph call", f->fn, d);
+    }
+}
+/* frame_end ends a fake call: after the delay, if it marked anything, its
+   marks go (the global lock is not held here). */
+static void frame_end(struct frame *f) {
+    cur_frame = f->prev;
+    if (!f->n) return;
+    sleep_us(ATOMIC_GET(graph_call_delay_us));
+    pthread_mutex_lock(&use_mu);
+    for (int i = 0; i < f->n; i++) {
+        struct marker *m = f->v[i].m;
+        if (f->v[i].cap) m->caps--; else m->users--;
+        if (f->v[i].slot >= 0) m->fn[f->v[i].slot] = NULL;
+    }
+    pthread_mutex_unlock(&use_mu);
+}
+
+/* ENTER opens the call's frame (it ends when the function returns) and
+   refuses calls from callbacks and injected failures. */
+#define ENTER(name)                                                                              \
+    struct frame frame_ __attribute__((cleanup(frame_end))) = {cur_frame, (name), 0, {{0, 0, 0}}}; \
+    cur_frame = &frame_;                                                                         \
+    do { CUresult e_ = enter(frame_.fn); if (e_) return e_; } while (0)
 
 /* ---- the handle registry: every handle ever made, never freed ---- */
 
@@ -1159,6 +1251,7 @@ struct graph {
     struct node **nodes;
     int n, cap;
     struct uoset uo;
+    struct marker use; /* calls in progress on it (the root graph's, for embedded ones) */
 };
 struct xnode {
     struct nparams p;
@@ -1173,6 +1266,8 @@ struct exec {
     struct graph *memsrc; /* graphs with memory nodes allow one executable at a time */
     unsigned long long flags;
     long inflight;
+    struct graph *src;    /* the graph it was instantiated from */
+    struct marker use;    /* calls in progress on it */
 };
 
 static CUresult graph_ctx_check(void) {
@@ -1182,19 +1277,35 @@ static CUresult graph_ctx_check(void) {
 }
 #define GRAPH_CTX() do { CUresult g_ = graph_ctx_check(); if (g_) return g_; } while (0)
 
+/* use_graph marks g in use by this call: the graph that owns it, for a
+   graph embedded in a child node (lock held). */
+static void use_graph(struct graph *g, int cap) {
+    while (g->embedded && g->owner && g->owner->h.alive && g->owner->g) g = g->owner->g;
+    use_mark(&g->use, "graph", g, cap);
+}
+/* get_graph resolves a live graph and marks it in use by this call. */
 static CUresult get_graph(const char *fn, void *h, struct graph **out) {
     *out = NULL;
     struct graph *g = reg_get(h, K_GRAPH);
     if (!g || !g->h.alive) return bad_handle(fn, h, "graph", INVALID_HANDLE);
+    use_graph(g, 0);
     *out = g;
     return OK;
 }
-static CUresult get_node(const char *fn, void *h, struct node **out) {
+/* find_node resolves a live graph node; get_node also marks its graph in
+   use by this call (find_node is for calls that name a node of an
+   executable's graph without touching that graph). */
+static CUresult find_node(const char *fn, void *h, struct node **out) {
     *out = NULL;
     struct node *n = reg_get(h, K_NODE);
     if (!n || !n->h.alive) return bad_handle(fn, h, "graph node", INVALID_VALUE);
     *out = n;
     return OK;
+}
+static CUresult get_node(const char *fn, void *h, struct node **out) {
+    CUresult r = find_node(fn, h, out);
+    if (!r) use_graph((*out)->g, 0);
+    return r;
 }
 
 static void edge_push(struct edge **v, int *n, int *cap, struct node *x, edge_data_t d) {
@@ -1530,6 +1641,7 @@ static CUresult capture_add(struct stream *s, struct nparams *p, struct node **o
     struct capture *c = s->cap;
     if (c->status != 1) return CAPTURE_INVALIDATED;
     if (!c->g->h.alive) { capture_invalidate(c); return CAPTURE_INVALIDATED; }
+    use_graph(c->g, 1);
     struct node *n = graph_new_node(c->g, p);
     edge_data_t zero;
     memset(&zero, 0, sizeof zero);
@@ -1573,6 +1685,7 @@ long fake_bad_ptr_uses(void) { return ATOMIC_GET(bad_ptr_uses); }
 long fake_bad_handle_uses(void) { return ATOMIC_GET(bad_handle_uses); }
 long fake_no_ctx_graph_calls(void) { return ATOMIC_GET(no_ctx_graph_calls); }
 long fake_callback_cuda_calls(void) { return ATOMIC_GET(callback_cuda_calls); }
+long fake_concurrent_graph_calls(void) { return ATOMIC_GET(concurrent_graph_calls); }
 long fake_live_bytes(void) { LOCK(); long n = (long)live_bytes; UNLOCK(); return n; }
 
 /* fake_last_bad_use describes the latest bad use ("" if none since reset). */
@@ -1590,12 +1703,17 @@ void fake_reset_counters(void) {
     __atomic_store_n(&no_ctx_graph_calls, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&callback_cuda_calls, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&dropped_ops, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&concurrent_graph_calls, 0, __ATOMIC_SEQ_CST);
     last_bad[0] = 0;
     UNLOCK();
 }
 
 void fake_set_copy_delay_us(long us) { __atomic_store_n(&copy_delay_us, us, __ATOMIC_SEQ_CST); }
 void fake_set_kernel_delay_us(long us) { __atomic_store_n(&kernel_delay_us, us, __ATOMIC_SEQ_CST); }
+/* fake_set_graph_call_delay_us: every call that marks a graph or an
+   executable in use sleeps this long before it returns, holding the mark
+   but not the global lock, so that concurrent calls are seen. */
+void fake_set_graph_call_delay_us(long us) { __atomic_store_n(&graph_call_delay_us, us, __ATOMIC_SEQ_CST); }
 
 /* fake_fail_calls makes calls of fn (its base name, "cuMemFree_v2" and
    "cuMemFree" alike) return code without doing anything: after skip calls
@@ -1677,6 +1795,7 @@ __attribute__((constructor)) static void fake_init(void) {
     const char *e;
     if ((e = getenv("FAKE_COPY_DELAY_US"))) copy_delay_us = atol(e);
     if ((e = getenv("FAKE_KERNEL_DELAY_US"))) kernel_delay_us = atol(e);
+    if ((e = getenv("FAKE_GRAPH_CALL_DELAY_US"))) graph_call_delay_us = atol(e);
     verbose = getenv("FAKE_VERBOSE") != NULL;
     arena_init();
     primary = new_obj(sizeof *primary, K_CTX, NULL);
@@ -3912,6 +4031,7 @@ static CUresult get_exec(const char *fn, void *h, struct exec **out) {
     *out = NULL;
     struct exec *x = reg_get(h, K_EXEC);
     if (!x || !x->h.alive) return bad_handle(fn, h, "graph exec", INVALID_HANDLE);
+    use_mark(&x->use, "graph exec", x, 0);
     *out = x;
     return OK;
 }
@@ -3934,6 +4054,7 @@ static CUresult instantiate(const char *fn, void **out, void *hg, unsigned long 
     struct exec *x = new_obj(sizeof *x, K_EXEC, current);
     x->pl = pl;
     x->flags = flags;
+    x->src = g;
     if (g->memnodes) { x->memsrc = g; g->nexecs++; }
     INC(live_execs);
     *out = x;
@@ -3964,6 +4085,7 @@ CUresult cuGraphExecDestroy(void *h) {
     LOCK();
     struct exec *x;
     CUresult r = get_exec("cuGraphExecDestroy", h, &x);
+    if (!r && x->src->h.alive) use_graph(x->src, 0); /* the driver touches the source graph too */
     if (!r) {
         x->h.alive = 0;
         DEC(live_execs);
@@ -4082,7 +4204,7 @@ static CUresult exec_set(const char *fn, void *hx, void *hn, struct nparams *p) 
     struct exec *x;
     struct node *n;
     CUresult r = get_exec(fn, hx, &x);
-    if (!r) r = get_node(fn, hn, &n);
+    if (!r) r = find_node(fn, hn, &n);
     if (r) return r;
     int i = 0;
     while (i < x->pl->n && x->pl->x[i].src != n) i++;
@@ -4290,7 +4412,7 @@ CUresult cuDeviceGraphMemTrim(int dev) { ENTER("cuDeviceGraphMemTrim"); return d
 static CUresult exec_node_at(const char *fn, void *hx, void *hn, struct exec **x, int *at) {
     struct node *n;
     CUresult r = get_exec(fn, hx, x);
-    if (!r) r = get_node(fn, hn, &n);
+    if (!r) r = find_node(fn, hn, &n);
     if (r) return r;
     for (*at = 0; *at < (*x)->pl->n; (*at)++)
         if ((*x)->pl->x[*at].src == n) return OK;
@@ -4338,7 +4460,7 @@ CUresult cuGraphExecChildGraphNodeSetParams(void *hx, void *hn, void *hc) {
     struct node *n;
     struct graph *child;
     CUresult r = get_exec(fn, hx, &x);
-    if (!r) r = get_node(fn, hn, &n);
+    if (!r) r = find_node(fn, hn, &n);
     if (!r) r = get_graph(fn, hc, &child);
     if (!r && (n->p.type != NT_GRAPH || child->memnodes)) r = INVALID_VALUE;
     struct plan *np = r ? NULL : make_plan(child);
@@ -4367,6 +4489,10 @@ CUresult cuGraphExecChildGraphNodeSetParams(void *hx, void *hn, void *hc) {
 }
 CUresult cuGraphConditionalHandleCreate(unsigned long long *h, void *g, void *ctx, unsigned dflt, unsigned flags) {
     ENTER("cuGraphConditionalHandleCreate");
+    LOCK();
+    struct graph *gr = reg_get(g, K_GRAPH);
+    if (gr && gr->h.alive) use_graph(gr, 0); /* a use of the graph, even though it fails */
+    UNLOCK();
     return NOT_SUPPORTED; /* conditional nodes are not modelled */
 }
 
@@ -4492,7 +4618,7 @@ static CUresult update_capture_deps(void *hs, void **deps, size_t n, unsigned fl
     if (flags > 1 || (n && !deps)) return INVALID_VALUE;
     for (size_t i = 0; i < n; i++) {
         struct node *d;
-        if ((r = get_node("cuStreamUpdateCaptureDependencies", deps[i], &d))) return r;
+        if ((r = find_node("cuStreamUpdateCaptureDependencies", deps[i], &d))) return r;
         if (d->g != s->cap->g) return INVALID_VALUE;
     }
     if (flags == 1) sdeps_set(s, (struct node *const *)deps, (int)n); /* CU_STREAM_SET_CAPTURE_DEPENDENCIES */
