@@ -128,7 +128,8 @@ func TestModelConcurrentGraphSerialisedCallsAreNotCounted(t *testing.T) {
 	require.NoError(t, cu.GraphDestroy(g))
 }
 
-// (c) Calls on two unrelated graphs at once are fine.
+// (c) Calls on two unrelated graphs at once are fine (each graph's own
+// calls are serialised).
 func TestModelConcurrentGraphUnrelatedGraphsAreNotCounted(t *testing.T) {
 	ctx := modelCtx(t)
 	g1, g2 := mGraph(t), mGraph(t)
@@ -136,8 +137,9 @@ func TestModelConcurrentGraphUnrelatedGraphsAreNotCounted(t *testing.T) {
 	mEmptyNode(t, g2)
 	mcDelay(t, 200)
 	var stop atomic.Bool
-	m1, d1 := mcInstantiateAndDestroy(ctx, g1, 30, &stop, nil)
-	m2, d2 := mcInstantiateAndDestroy(ctx, g2, 30, &stop, nil)
+	var mu1, mu2 sync.Mutex // each graph's calls serialised, the two graphs' not
+	m1, d1 := mcInstantiateAndDestroy(ctx, g1, 30, &stop, &mu1)
+	m2, d2 := mcInstantiateAndDestroy(ctx, g2, 30, &stop, &mu2)
 	for _, done := range []<-chan error{m1, d1, m2, d2} {
 		require.NoError(t, <-done)
 	}
