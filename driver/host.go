@@ -138,9 +138,10 @@ func (b *Buffer[T]) CopyFromPinnedAsync(s *Stream, src *HostBuffer[T]) error {
 	defer src.obj.Release()
 	bytes := uintptr(src.n) * elemSize[T]()
 	return b.onStream(op, s, src.n, false, func(a *allocation) error {
+		gen := s.capGen.Load()
 		err := cu.MemcpyHtoDAsync(b.at(a), src.p, bytes, s.h)
-		if h := s.capture.Load(); h != nil && err == nil {
-			h.keep(s, &src.obj)
+		if err == nil && s.maybeCaptured(gen) {
+			s.keepObjs(gen, &src.obj)
 		}
 		return err
 	})
@@ -156,9 +157,10 @@ func (b *Buffer[T]) CopyToPinnedAsync(s *Stream, dst *HostBuffer[T]) error {
 	defer dst.obj.Release()
 	bytes := uintptr(dst.n) * elemSize[T]()
 	return b.onStream(op, s, dst.n, false, func(a *allocation) error {
+		gen := s.capGen.Load()
 		err := cu.MemcpyDtoHAsync(dst.p, b.at(a), bytes, s.h)
-		if h := s.capture.Load(); h != nil && err == nil {
-			h.keep(s, &dst.obj)
+		if err == nil && s.maybeCaptured(gen) {
+			s.keepObjs(gen, &dst.obj)
 		}
 		return err
 	})

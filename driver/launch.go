@@ -61,6 +61,7 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 	var allocs [smallBufs]*allocation
 	var err error
 	var params *unsafe.Pointer
+	var gen uint64
 	nb := 0
 	bt := f.bufType.Load()
 	for i := range args {
@@ -94,6 +95,7 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 	if len(args) > 0 {
 		params = &ptrs[0]
 	}
+	gen = s.capGen.Load() // before the call: see capture.go
 	// Pointers into this stack become integers here, and nothing between
 	// here and the C call can move the stack (ccall.StackFrames).
 	cf.Args[9] = uintptr(unsafe.Pointer(params))
@@ -105,8 +107,8 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 		}
 		warmed(w)
 	}
-	if h := s.capture.Load(); h != nil && err == nil {
-		h.keepLaunch(s, f, allocs[:nb]) // captured: the graph holds them
+	if err == nil && s.maybeCaptured(gen) {
+		s.keepLaunch(gen, f, allocs[:nb]) // captured: the graph holds them
 	}
 	for _, a := range allocs[:nb] {
 		_ = a.obj.Release()
@@ -213,14 +215,15 @@ func (s *Stream) launchSmall(op string, f *Function, cfg LaunchConfig, shape uin
 		}
 		params = &ptrs[0]
 	}
+	gen := s.capGen.Load()
 	err := launchKernel(s.launchFn, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params)
 	w := s.obj.Refs() + f.obj.Refs()
 	for _, a := range blk.allocs[:blk.nb] {
 		w += a.obj.Refs()
 	}
 	warmed(w)
-	if h := s.capture.Load(); h != nil && err == nil {
-		h.keepLaunch(s, f, blk.allocs[:blk.nb]) // captured: the graph holds them
+	if err == nil && s.maybeCaptured(gen) {
+		s.keepLaunch(gen, f, blk.allocs[:blk.nb]) // captured: the graph holds them
 	}
 	blk.release()
 	return true, err
@@ -237,9 +240,10 @@ func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk 
 	if err := blk.check(op, f, s.ctx); err != nil {
 		return err
 	}
+	gen := s.capGen.Load()
 	err := s.launch(op, f, cfg, blk.finish())
-	if h := s.capture.Load(); h != nil && err == nil {
-		h.keepLaunch(s, f, blk.allocs) // captured: the graph holds them
+	if err == nil && s.maybeCaptured(gen) {
+		s.keepLaunch(gen, f, blk.allocs) // captured: the graph holds them
 	}
 	return err
 }
@@ -256,11 +260,12 @@ func (s *Stream) LaunchArgs(a *Args, grid, block Dim3) error {
 				var cf ccall.Short
 				s.launchFrame(&cf, a.fh, grid, block)
 				cf.Args[9] = uintptr(unsafe.Pointer(a.kparams)) // on the heap, held by a
+				gen := s.capGen.Load()
 				err := cu.LaunchKernelStatus(cf.Call())
 				runtime.KeepAlive(a) // and so the parameters, read by the call
 				warmed(s.obj.Refs() + h.obj.Refs())
-				if c := s.capture.Load(); c != nil && err == nil {
-					c.keep(s, &h.obj) // captured: the graph holds the Args
+				if err == nil && s.maybeCaptured(gen) {
+					s.keepObjs(gen, &h.obj) // captured: the graph holds the Args
 				}
 				if err != nil {
 					err = s.ctx.sawError(err)
@@ -311,10 +316,11 @@ func (s *Stream) launchArgs(op string, a *Args, grid, block Dim3) error {
 	if s.special {
 		return s.ctx.sawError(bound(s.ctx, func() error { return launchKernel(s.launchFn, a.fh, grid, block, 0, s.h, a.kparams) }))
 	}
+	gen := s.capGen.Load()
 	err := launchKernel(s.launchFn, a.fh, grid, block, 0, s.h, a.kparams)
 	warmed(s.obj.Refs() + a.hold.obj.Refs())
-	if h := s.capture.Load(); h != nil && err == nil {
-		h.keep(s, &a.hold.obj) // captured: the graph holds the Args
+	if err == nil && s.maybeCaptured(gen) {
+		s.keepObjs(gen, &a.hold.obj) // captured: the graph holds the Args
 	}
 	return s.ctx.sawError(err)
 }

@@ -56,24 +56,37 @@ func (a *allocation) start() { a.obj.Init(a.free) }
 func (a *allocation) free() error {
 	var err error
 	if a.stream != nil {
-		if h := a.captured(); h != nil {
-			// Queued now, the free would be captured into the graph
-			// instead of running: it waits for the capture to end.
-			h.sink.AfterCapture(lifetime.OwnerFunc(a.free))
+		// Queued while a capture runs on its stream, or on a stream that
+		// used it, the free would be captured into the graph instead of
+		// running: it waits for the capture to end. No capture can begin
+		// on those streams while uncaptured runs.
+		a.fmu.Lock()
+		streams := make([]*Stream, 0, 1+len(a.foreign))
+		streams = append(streams, a.stream)
+		for _, f := range a.foreign {
+			streams = append(streams, f.s)
+		}
+		a.fmu.Unlock()
+		var fs []foreignUse
+		sink, ferr := uncaptured(streams, func() error {
+			a.fmu.Lock()
+			fs = a.foreign
+			a.foreign = nil
+			a.fmu.Unlock()
+			return bound(a.ctx, func() error {
+				for _, f := range fs {
+					if err := waitFor(a.stream, f.s); err != nil {
+						return err
+					}
+				}
+				return cu.MemFreeAsync(a.base, a.stream.h)
+			})
+		})
+		if sink != nil {
+			sink.AfterCapture(lifetime.OwnerFunc(a.free))
 			return nil
 		}
-		a.fmu.Lock()
-		fs := a.foreign
-		a.foreign = nil
-		a.fmu.Unlock()
-		err = bound(a.ctx, func() error {
-			for _, f := range fs {
-				if err := waitFor(a.stream, f.s); err != nil {
-					return err
-				}
-			}
-			return cu.MemFreeAsync(a.base, a.stream.h)
-		})
+		err = ferr
 		for _, f := range fs {
 			_ = f.ref.Release()
 		}
@@ -86,23 +99,6 @@ func (a *allocation) free() error {
 	}
 	a.ctx.release()
 	return err
-}
-
-// captured returns the capture hook of a stream that freeing stream-ordered
-// memory queues work on (its own, or one that used it) while that stream
-// is being captured; nil if none is.
-func (a *allocation) captured() *captureHook {
-	if h := a.stream.capture.Load(); h != nil {
-		return h
-	}
-	a.fmu.Lock()
-	defer a.fmu.Unlock()
-	for _, f := range a.foreign {
-		if h := f.s.capture.Load(); h != nil {
-			return h
-		}
-	}
-	return nil
 }
 
 // waitFor makes later work on s wait for the work queued on other so far,
@@ -290,13 +286,6 @@ func allocAsync[T any](op string, s *Stream, p *MemPool, n int) (*Buffer[T], err
 		}
 		return nil, err
 	}
-	if s.capture.Load() != nil {
-		s.release()
-		if p != nil {
-			p.release()
-		}
-		return nil, invalid(op, "the stream is being captured into a graph: allocate graph memory with a memory-alloc node instead")
-	}
 	c := s.ctx
 	if err := c.hold(op); err != nil {
 		s.release()
@@ -306,12 +295,18 @@ func allocAsync[T any](op string, s *Stream, p *MemPool, n int) (*Buffer[T], err
 		return nil, err
 	}
 	a := &allocation{bytes: bytes, ctx: c, stream: s, pool: p}
-	err = bound(c, func() error {
-		if p != nil {
-			return cu.MemAllocFromPoolAsync(&a.base, bytes, p.h, s.h)
-		}
-		return cu.MemAllocAsync(&a.base, bytes, s.h)
+	// Never captured: no capture begins on s while uncaptured runs.
+	sink, err := uncaptured([]*Stream{s}, func() error {
+		return bound(c, func() error {
+			if p != nil {
+				return cu.MemAllocFromPoolAsync(&a.base, bytes, p.h, s.h)
+			}
+			return cu.MemAllocAsync(&a.base, bytes, s.h)
+		})
 	})
+	if sink != nil {
+		err = invalid(op, "the stream is being captured into a graph: allocate graph memory with a memory-alloc node instead")
+	}
 	if err != nil {
 		c.release()
 		s.release()
@@ -571,13 +566,14 @@ func (b *Buffer[T]) onStream(op string, s *Stream, n int, bind bool, f func(a *a
 		return invalid(op, "the buffer belongs to another context than the stream")
 	}
 	a.usedOn(s)
+	gen := s.capGen.Load()
 	if bind || s.special {
 		err = bound(s.ctx, func() error { return f(a) })
 	} else {
 		err = f(a)
 	}
-	if h := s.capture.Load(); h != nil && err == nil {
-		h.keep(s, &a.obj) // captured: the graph holds the memory
+	if err == nil && s.maybeCaptured(gen) {
+		s.keepObjs(gen, &a.obj) // captured: the graph holds the memory
 	}
 	return s.ctx.sawError(err)
 }
@@ -630,18 +626,35 @@ func (s *Stream) keepSlice(data unsafe.Pointer, queue func() error) error {
 		_ = pin.Release()
 		return err
 	}
+	gen := s.capGen.Load()
 	if err := queue(); err != nil {
 		_ = pin.Release()
 		return err
 	}
-	if h := s.capture.Load(); h != nil {
-		h.sink.Keep(s, []lifetime.Owner{pin}) // captured: the graph holds the pin
+	unpin := func() { _ = pin.Release() } // no CUDA call: fine on a CUDA thread
+	var id uintptr
+	var captured bool
+	if s.cap == nil { // the legacy stream: never captured
+		id = lifetime.Register(lifetime.Callback{Fn: unpin, Once: true, OnCancel: unpin})
+		lifetime.Expect()
+		err = cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id)
+	} else {
+		// Unless the copy may have been captured, the unpin is queued with
+		// no capture able to begin meanwhile (it would be captured too).
+		s.cap.mu.Lock()
+		captured = s.maybeCaptured(gen)
+		if !captured {
+			id = lifetime.Register(lifetime.Callback{Fn: unpin, Once: true, OnCancel: unpin})
+			lifetime.Expect()
+			err = cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id)
+		}
+		s.cap.mu.Unlock()
+	}
+	if captured {
+		s.keepCaptured(gen, []lifetime.Owner{pin}) // the graph holds the pin, or a wait for s does
 		return nil
 	}
-	unpin := func() { _ = pin.Release() } // no CUDA call: fine on a CUDA thread
-	id := lifetime.Register(lifetime.Callback{Fn: unpin, Once: true, OnCancel: unpin})
-	lifetime.Expect()
-	if err := cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id); err != nil {
+	if err != nil {
 		// The work is queued but its keep-alive is not: wait for the work.
 		serr := cu.StreamSynchronize(s.h)
 		lifetime.Cancel(id)
@@ -664,9 +677,10 @@ func (b *Buffer[T]) CopyFromAsync(s *Stream, src *Buffer[T]) error {
 	}
 	return b.onStream(op, s, src.n, false, func(a *allocation) error {
 		sa.usedOn(s)
+		gen := s.capGen.Load()
 		err := cu.MemcpyDtoDAsync(b.at(a), src.at(sa), src.size, s.h)
-		if h := s.capture.Load(); h != nil && err == nil {
-			h.keep(s, &sa.obj)
+		if err == nil && s.maybeCaptured(gen) {
+			s.keepObjs(gen, &sa.obj)
 		}
 		return err
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,22 +34,25 @@ const (
 // last stream-ordered buffer allocated on it, are done.
 type Stream struct {
 	// The fields a launch reads come first, together; capture is set while
-	// package graph captures s (SetCaptureSink).
+	// package graph captures s, and capGen moves around captures (see
+	// capture.go).
 	h        cu.CUstream
 	ctx      *Context
 	capture  atomic.Pointer[captureHook]
-	launchFn uintptr         // cuLaunchKernel; 0 if it could not be resolved
+	capGen   atomic.Uint64
 	quickFn  uintptr         // launchFn for the launch fast paths; 0 on a special stream
-	special  bool            // the legacy default stream: needs its context current
 	obj      lifetime.Object // owner + calls in flight + stream-ordered buffers (its count within the first 64 bytes)
+	launchFn uintptr         // cuLaunchKernel; 0 if it could not be resolved
+	special  bool            // the legacy default stream: needs its context current
 	lim      dimLimits       // the device's, copied (read when a launch exceeds what every device allows)
 
 	errMu sync.Mutex
-	errs  []error // host-function panics, returned by the next Synchronize
+	errs  []error   // host-function panics, returned by the next Synchronize
+	cap   *capState // capture bookkeeping; nil for the legacy stream
 
 	// The padding makes a Stream 192 bytes: in that allocation size class
 	// objects start on a 64-byte line, so the fields above obj share one.
-	_ [32]byte
+	_ [24]byte
 }
 
 // NewStream creates a stream (cuStreamCreate).
@@ -92,6 +94,7 @@ func newStreamFor(c *Context, h cu.CUstream, special bool) *Stream {
 	s.launchFn, _ = cu.LaunchKernelProc()
 	if !special {
 		s.quickFn = s.launchFn
+		s.cap = new(capState)
 	}
 	return s
 }
@@ -289,17 +292,34 @@ func (s *Stream) SynchronizeContext(ctx context.Context) error {
 	}
 }
 
-// WaitEvent makes later work on s wait for e (cuStreamWaitEvent).
+// WaitEvent makes later work on s wait for e (cuStreamWaitEvent). If e
+// was last recorded on a stream being captured, s joins that capture: the
+// work queued on it from now on is captured too, until the capture ends.
 func (s *Stream) WaitEvent(e *Event) error {
 	const op = "Stream.WaitEvent"
 	if err := e.acquire(op); err != nil {
 		return err
 	}
 	defer e.release()
+	if err := s.acquire(op); err != nil {
+		return err
+	}
+	defer s.release()
+	var joined *captureHook
+	if h := e.capture.Load(); h != nil && s.cap != nil && s.capture.Load() == nil {
+		// Join before the wait, so that a call on s that the capture
+		// sees after the wait finds the sink installed.
+		if o := &s.obj; o.Hold() {
+			if h.sink.Join(s, lifetime.RefOf(o)) {
+				joined = h
+			} else {
+				_ = o.Release()
+			}
+		}
+	}
 	err := s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
-	if h := e.capture.Load(); h != nil && err == nil && !s.special && s.capture.CompareAndSwap(nil, h) {
-		noteCapturing(s)
-		h.sink.Joined(s) // s waits for captured work: it joined the capture
+	if joined != nil && err == nil {
+		s.mark(joined.sink, false)
 	}
 	return err
 }
@@ -327,19 +347,43 @@ func (s *Stream) Priority() (int, error) {
 // Synchronize returns it as an error. If a sticky error stops the context, f never runs and is
 // released when the error is seen.
 //
-// While s is being captured into a graph (see CaptureSink), f becomes a
+// While s is being captured into a graph (package graph), f becomes a
 // host node instead: it runs at every launch of the graph, is held for as
 // long as the graph may run it, and its panics go to the capture's sink.
 func (s *Stream) LaunchHostFunc(f func()) error {
+	const op = "Stream.LaunchHostFunc"
 	if f == nil {
-		return invalid("Stream.LaunchHostFunc", "nil function")
+		return invalid(op, "nil function")
 	}
-	if s != nil {
-		if h := s.capture.Load(); h != nil {
-			return s.enqueueCapturedHost(h, f)
-		}
+	if s == nil || s.cap == nil {
+		return s.enqueueHost(op, lifetime.Callback{Fn: f, Once: true, Sink: s})
 	}
-	return s.enqueueHost("Stream.LaunchHostFunc", lifetime.Callback{Fn: f, Once: true, Sink: s})
+	tramp, err := lifetime.HostFn()
+	if err != nil {
+		return err
+	}
+	if err := s.acquire(op); err != nil {
+		return err
+	}
+	defer s.release()
+	c := s.cap
+	c.mu.Lock()
+	if h := s.capture.Load(); h != nil {
+		gen := s.capGen.Load()
+		c.mu.Unlock()
+		return s.enqueueCapturedHost(h, gen, f)
+	}
+	// No capture can begin on s while c.mu is held: f runs on s, once.
+	id := lifetime.Register(lifetime.Callback{Fn: f, Once: true, Sink: s})
+	lifetime.Expect()
+	err = bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id) })
+	c.mu.Unlock()
+	if err != nil {
+		lifetime.Cancel(id) // it will never run
+		return s.ctx.sawError(err)
+	}
+	s.ctx.addPending(id)
+	return nil
 }
 
 // enqueueHost queues a registered callback on s. When CUDA refuses it, the
@@ -378,245 +422,4 @@ func (s *Stream) CallbackPanicked(p any, stack []byte) {
 	s.errMu.Lock()
 	s.errs = append(s.errs, err)
 	s.errMu.Unlock()
-}
-
-// CaptureSink is told what the work queued on a stream names while the
-// stream is being captured into a CUDA graph, so that the graph made from
-// the capture can hold it. Package graph installs one with SetCaptureSink
-// before cuStreamBeginCapture and removes it after cuStreamEndCapture; a
-// stream that waits (WaitEvent) for an event recorded on a stream with a
-// sink gets the sink too, as it joins the capture.
-//
-// While a sink is installed, each call of this package that queues work on
-// the stream — Launch, LaunchWith, LaunchArgs, the asynchronous copies and
-// memsets of Buffer, LaunchHostFunc — hands it, after the work was queued,
-// a reference on every buffer, Args, module or library, pinned host buffer,
-// pinned Go slice and host function the work names. Two things change
-// meanwhile: a host function stays registered for as long as the sink
-// keeps it (the graph runs it at every launch), and the pin of a Go slice
-// copied asynchronously goes to the sink instead of to a host function
-// queued after the copy (which would become a node of the graph).
-// AllocAsync and MemPool allocations on the stream are refused; a
-// stream-ordered free that would be queued on the stream waits until the
-// capture is over (AfterCapture). Work queued through Raw is not seen.
-// Without a sink, these calls cost one pointer load more.
-//
-// The methods are called on the goroutine making the call, which holds the
-// stream. A sink must be comparable (a pointer, typically).
-type CaptureSink interface {
-	// Keep takes owners, named by the work just queued on s. They are the
-	// sink's from the call on: it releases each exactly once — when the
-	// graph made from the capture is gone, when the capture fails, or at
-	// once if the work turns out not to have been captured (after it ran).
-	Keep(s *Stream, owners []lifetime.Owner)
-	// Joined tells the sink that s joined the capture: it waited for an
-	// event last recorded on a stream the sink is installed on, and now has
-	// the sink installed too. The sink removes it (ClearCaptureSink) when
-	// the capture ends.
-	Joined(s *Stream)
-	// AfterCapture takes a release that must wait until the capture is
-	// over: the stream-ordered free of a buffer whose stream is being
-	// captured, which would otherwise be captured into the graph. The sink
-	// releases o once the sink is removed from its streams.
-	AfterCapture(o lifetime.Owner)
-	// CallbackPanicked receives the panics and Goexits of host functions
-	// launched on the stream during the capture, at any later launch of
-	// the graph.
-	lifetime.PanicSink
-}
-
-// captureHook is a CaptureSink installed on streams. An Event recorded on a
-// stream with a hook keeps it, so that a stream waiting for the event joins
-// the capture.
-type captureHook struct{ sink CaptureSink }
-
-// SetCaptureSink installs sink on s (see CaptureSink). It fails for a nil
-// sink, a nil or closed stream, the legacy default stream (which CUDA does
-// not capture), or a stream that has a sink installed already.
-func (s *Stream) SetCaptureSink(sink CaptureSink) error {
-	const op = "Stream.SetCaptureSink"
-	if sink == nil {
-		return invalid(op, "nil sink")
-	}
-	if err := s.acquire(op); err != nil {
-		return err
-	}
-	defer s.release()
-	if s.special {
-		return invalid(op, "the legacy default stream cannot be captured")
-	}
-	if !s.capture.CompareAndSwap(nil, &captureHook{sink: sink}) {
-		return invalid(op, "another capture sink is installed: the stream is being captured")
-	}
-	noteCapturing(s)
-	return nil
-}
-
-// ClearCaptureSink removes sink from s if it is the sink installed, and
-// reports whether it was. It works on a closed stream.
-func (s *Stream) ClearCaptureSink(sink CaptureSink) bool {
-	if s == nil || sink == nil {
-		return false
-	}
-	for {
-		h := s.capture.Load()
-		if h == nil || h.sink != sink {
-			return false
-		}
-		if s.capture.CompareAndSwap(h, nil) {
-			forgetCapturing(s)
-			return true
-		}
-	}
-}
-
-// captures records, per CUDA context, the streams that have a capture sink
-// installed: synchronising the context while one of them is captured (a
-// module's or library's unload does) would fail and invalidate the
-// capture. Keyed by handle, since two Context values may share one.
-var captures struct {
-	mu    sync.Mutex
-	byCtx map[cu.CUcontext][]*Stream
-	gates map[cu.CUcontext]*sync.RWMutex
-}
-
-// captureGate is context h's gate between captures and synchronisations:
-// an unload holds it shared from its look for a capture (unlessCaptured) until
-// its synchronisation is done, and a stream is recorded as captured with
-// it held exclusively, before its capture begins. So no capture begins
-// between an unload's look and its synchronisation.
-func captureGate(h cu.CUcontext) *sync.RWMutex {
-	captures.mu.Lock()
-	defer captures.mu.Unlock()
-	g := captures.gates[h]
-	if g == nil {
-		if captures.gates == nil {
-			captures.gates = make(map[cu.CUcontext]*sync.RWMutex)
-		}
-		g = new(sync.RWMutex)
-		captures.gates[h] = g
-	}
-	return g
-}
-
-// noteCapturing records s, which has just had a sink installed; it waits
-// for a synchronisation of s's context in progress (captureGate).
-func noteCapturing(s *Stream) {
-	g := captureGate(s.ctx.h)
-	g.Lock()
-	defer g.Unlock()
-	captures.mu.Lock()
-	defer captures.mu.Unlock()
-	k := s.ctx.h
-	if !slices.Contains(captures.byCtx[k], s) {
-		if captures.byCtx == nil {
-			captures.byCtx = make(map[cu.CUcontext][]*Stream)
-		}
-		captures.byCtx[k] = append(captures.byCtx[k], s)
-	}
-}
-
-// forgetCapturing removes s, whose sink was removed, unless it has one
-// again.
-func forgetCapturing(s *Stream) {
-	captures.mu.Lock()
-	defer captures.mu.Unlock()
-	k := s.ctx.h
-	ss := slices.DeleteFunc(captures.byCtx[k], func(x *Stream) bool { return x == s && x.capture.Load() == nil })
-	if len(ss) == 0 {
-		delete(captures.byCtx, k)
-	} else {
-		captures.byCtx[k] = ss
-	}
-}
-
-// unlessCaptured runs f, which synchronises context c (an unload), with
-// c's captureGate held shared, so that no capture in c begins meanwhile.
-// While a stream of c is being captured it runs nothing, hands retry to the
-// capture's AfterCapture instead (the synchronisation would fail and
-// invalidate the capture) and reports false.
-func unlessCaptured(c *Context, retry func() error, f func() error) (ran bool, err error) {
-	g := captureGate(c.h)
-	g.RLock()
-	if h := capturing(c); h != nil {
-		g.RUnlock()
-		h.sink.AfterCapture(lifetime.OwnerFunc(retry))
-		return false, nil
-	}
-	err = f()
-	g.RUnlock()
-	return true, err
-}
-
-// capturing returns the hook of a stream of context c that is being
-// captured, or nil.
-func capturing(c *Context) *captureHook {
-	captures.mu.Lock()
-	defer captures.mu.Unlock()
-	for _, s := range captures.byCtx[c.h] {
-		if h := s.capture.Load(); h != nil {
-			return h
-		}
-	}
-	return nil
-}
-
-// InstalledCaptureSink is the sink installed on s, or nil.
-func (s *Stream) InstalledCaptureSink() CaptureSink {
-	if s == nil {
-		return nil
-	}
-	if h := s.capture.Load(); h != nil {
-		return h.sink
-	}
-	return nil
-}
-
-// keep hands the sink one more reference on each of objs, which the
-// caller holds.
-func (h *captureHook) keep(s *Stream, objs ...*lifetime.Object) {
-	owners := make([]lifetime.Owner, 0, len(objs))
-	for _, o := range objs {
-		if o.Hold() {
-			owners = append(owners, lifetime.RefOf(o))
-		}
-	}
-	h.sink.Keep(s, owners)
-}
-
-// keepLaunch hands the sink a reference on a launched kernel's module or
-// library and on each buffer among its arguments.
-func (h *captureHook) keepLaunch(s *Stream, f *Function, allocs []*allocation) {
-	owners := make([]lifetime.Owner, 0, 1+len(allocs))
-	if f.obj.Hold() {
-		owners = append(owners, lifetime.RefOf(&f.obj))
-	}
-	for _, a := range allocs {
-		if a.obj.Hold() {
-			owners = append(owners, lifetime.RefOf(&a.obj))
-		}
-	}
-	h.sink.Keep(s, owners)
-}
-
-// enqueueCapturedHost queues f on s while s is being captured: the host
-// function becomes a node of the graph, which runs it at every launch, so
-// it stays registered until the sink releases it.
-func (s *Stream) enqueueCapturedHost(h *captureHook, f func()) error {
-	const op = "Stream.LaunchHostFunc"
-	tramp, err := lifetime.HostFn()
-	if err != nil {
-		return err
-	}
-	if err := s.acquire(op); err != nil {
-		return err
-	}
-	defer s.release()
-	id := lifetime.Register(lifetime.Callback{Fn: f, Sink: h.sink})
-	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id) }); err != nil {
-		lifetime.Unregister(id)
-		return s.ctx.sawError(err)
-	}
-	h.sink.Keep(s, []lifetime.Owner{lifetime.CallbackOwner(id)})
-	return nil
 }

@@ -1,9 +1,6 @@
 package graph
 
 import (
-	"fmt"
-	"reflect"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/purecuda/cuda/driver"
@@ -70,6 +67,9 @@ func (g *Graph) EventWait(e *driver.Event) (Node, error) { return g.After().Even
 func (b Builder) check(op string) error {
 	if b.g == nil {
 		return invalid(op, "nil graph")
+	}
+	if b.g.graphCore == nil {
+		return closed(op, "graph")
 	}
 	return nil
 }
@@ -228,7 +228,7 @@ func (b Builder) Memset(dst Operand, value uint32, elemSize int) (Node, error) {
 		dst.discard()
 		return Node{}, err
 	}
-	o, err := dst.resolve(op)
+	o, err := dst.resolve(op, b.g.ctx)
 	if err != nil {
 		return Node{}, err
 	}
@@ -273,12 +273,12 @@ func (b Builder) Memcpy(dst, src Operand) (Node, error) {
 		src.discard()
 		return Node{}, err
 	}
-	d, err := dst.resolve(op)
+	d, err := dst.resolve(op, b.g.ctx)
 	if err != nil {
 		src.discard()
 		return Node{}, err
 	}
-	s, err := src.resolve(op)
+	s, err := src.resolve(op, b.g.ctx)
 	if err != nil {
 		d.release()
 		return Node{}, err
@@ -400,19 +400,16 @@ func (b Builder) Child(child *Graph) (Node, error) {
 	if child.root != nil {
 		return Node{}, invalid(op, "a body graph belongs to its node and cannot be a child")
 	}
-	if child.mu == g.mu {
+	if child.graphCore == g.top() {
 		return Node{}, invalid(op, "a graph cannot be a child of one of its own bodies")
 	}
 	t := g.top() // a body's root holds the user objects
 	// The copy embedded in the node uses what child's tables hold: g takes
-	// its own reference on each of child's user objects. child's lock is
-	// held from the snapshot until the driver has copied it, so no node
-	// added to child meanwhile can escape the snapshot.
+	// its own reference on each of child's user objects. child's family
+	// lock is held from the snapshot until the driver has copied it, so no
+	// node added to child meanwhile can escape the snapshot.
 	var uos []cu.CUuserObject
-	return g.addWith(op, b.deps, nil, child.mu, func(d *cu.CUgraphNode, n uintptr) error {
-		if child.sink.hosts.Load() {
-			g.sink.hosts.Store(true)
-		}
+	return g.addWith(op, b.deps, nil, child, func(d *cu.CUgraphNode, n uintptr) error {
 		uos = append(uos[:0], child.uos...)
 		child.shared()
 		for i, uo := range uos {
@@ -429,7 +426,8 @@ func (b Builder) Child(child *Graph) (Node, error) {
 			}
 			return err
 		}
-		t.uos = append(t.uos, uos...) // t.mu is g.mu, held
+		t.uos = append(t.uos, uos...) // under g's family lock
+		child.sink.forward(g.sink)    // g's executables run child's host nodes
 		return nil
 	})
 }
@@ -463,178 +461,4 @@ func (b Builder) event(op string, e *driver.Event, addFn func(*cu.CUgraphNode, c
 	return g.add(op, b.deps, []lifetime.Owner{ref}, func(d *cu.CUgraphNode, n uintptr) error {
 		return addFn(&g.scr.node, g.h, d, n, h)
 	})
-}
-
-// DeviceMemory is device memory a memcpy or memset node can name: a
-// *driver.Buffer of any element type.
-type DeviceMemory interface {
-	Ptr() driver.DevicePtr
-	Size() int
-	Hold() (lifetime.Ref, error)
-}
-
-// Operand is one side of a memcpy node or the target of a memset node.
-// Make one with Device, Host, Slice or Raw. An Operand holds nothing until
-// a node is added with it.
-type Operand struct {
-	dev    DeviceMemory
-	host   hostMemory
-	ptr    unsafe.Pointer // Slice: the Go array, pinned at add
-	addr   uintptr        // Raw: the address, never held as a Go pointer (a device address can look like one)
-	bytes  int
-	isHost bool
-	pin    bool
-	owner  *rawOwner // Raw's owner, handed over once (or nil)
-	err    error
-}
-
-type hostMemory interface {
-	Pointer() unsafe.Pointer
-	Hold() (lifetime.Ref, error)
-}
-
-// Device is device memory (a *driver.Buffer), held by the node.
-func Device(m DeviceMemory) Operand {
-	if m == nil || reflect.ValueOf(m).IsNil() {
-		return Operand{err: fmt.Errorf("nil device memory: %w", driver.ErrInvalidArgument)}
-	}
-	return Operand{dev: m}
-}
-
-// Host is pinned host memory (a *driver.HostBuffer), held by the node.
-func Host[T any](h *driver.HostBuffer[T]) Operand {
-	if h == nil {
-		return Operand{err: fmt.Errorf("nil host buffer: %w", driver.ErrInvalidArgument)}
-	}
-	return Operand{host: h, bytes: h.Len() * int(unsafe.Sizeof(*new(T))), isHost: true}
-}
-
-// Slice is ordinary Go memory, pinned (runtime.Pinner) from the node's add
-// for as long as the node may run. Its element type must hold no Go
-// pointers. Do not grow it past its capacity meanwhile: the node keeps the
-// original array.
-func Slice[T any](s []T) Operand {
-	if !driver.PlainData(reflect.TypeFor[T]()) {
-		return Operand{err: fmt.Errorf("slice of %s, which holds Go pointers: %w", reflect.TypeFor[T](), driver.ErrInvalidArgument)}
-	}
-	if len(s) == 0 {
-		return Operand{err: fmt.Errorf("empty slice: %w", driver.ErrInvalidArgument)}
-	}
-	return Operand{ptr: unsafe.Pointer(unsafe.SliceData(s)), bytes: len(s) * int(unsafe.Sizeof(s[0])), isHost: true, pin: true}
-}
-
-// Raw is memory purecuda does not manage: bytes at addr, host or device
-// memory. owner, if not nil, is held for as long as the node may run and
-// then released (the graph takes it, also when the add fails).
-func Raw(addr uintptr, bytes int, host bool, owner lifetime.Owner) Operand {
-	if addr == 0 || bytes <= 0 {
-		return Operand{err: fmt.Errorf("raw operand at %#x of %d bytes: %w", addr, bytes, driver.ErrInvalidArgument), owner: oneShot(owner)}
-	}
-	return Operand{addr: addr, bytes: bytes, isHost: host, owner: oneShot(owner)}
-}
-
-// oneShot wraps a Raw operand's owner so that it is handed over once: an
-// Operand is a value and may be copied, but its owner must be released
-// exactly once. A second use of the operand is refused.
-func oneShot(o lifetime.Owner) *rawOwner {
-	if o == nil {
-		return nil
-	}
-	return &rawOwner{o: o}
-}
-
-type rawOwner struct {
-	taken atomic.Bool
-	o     lifetime.Owner
-}
-
-// take hands the owner over, once.
-func (r *rawOwner) take() (lifetime.Owner, bool) {
-	if r.taken.Swap(true) {
-		return nil, false
-	}
-	return r.o, true
-}
-
-// discard releases the owner of a Raw operand that a refused call never
-// used (nothing for other operands).
-func (o Operand) discard() {
-	if o.owner != nil {
-		if own, ok := o.owner.take(); ok {
-			_ = own.Release()
-		}
-	}
-}
-
-// resolved is an Operand with its memory held: owner must be released
-// unless handed to an add.
-type resolved struct {
-	ptr   unsafe.Pointer // host memory
-	dev   uintptr        // device memory: an address, not a Go pointer
-	bytes int
-	host  bool
-	owner lifetime.Owner
-}
-
-func (o resolved) owners() []lifetime.Owner {
-	if o.owner == nil {
-		return nil
-	}
-	return []lifetime.Owner{o.owner}
-}
-
-func (o resolved) release() {
-	if o.owner != nil {
-		_ = o.owner.Release()
-	}
-}
-
-func (o resolved) side() (cu.CUmemorytype, unsafe.Pointer, cu.CUdeviceptr) {
-	if o.host {
-		return cu.CU_MEMORYTYPE_HOST, o.ptr, 0
-	}
-	return cu.CU_MEMORYTYPE_DEVICE, nil, cu.CUdeviceptr(o.dev)
-}
-
-// resolve holds the operand's memory and reads its address.
-func (o Operand) resolve(op string) (resolved, error) {
-	if o.err != nil {
-		o.discard()
-		return resolved{}, fmt.Errorf("graph: %s: %w", op, o.err)
-	}
-	switch {
-	case o.dev != nil:
-		ref, err := o.dev.Hold()
-		if err != nil {
-			return resolved{}, err
-		}
-		p := uintptr(o.dev.Ptr())
-		if p == 0 { // closed between Hold and Ptr: the memory is held, but no new use
-			_ = ref.Release()
-			return resolved{}, closed(op, "device memory")
-		}
-		return resolved{dev: p, bytes: o.dev.Size(), owner: ref}, nil
-	case o.host != nil:
-		ref, err := o.host.Hold()
-		if err != nil {
-			return resolved{}, err
-		}
-		return resolved{ptr: o.host.Pointer(), bytes: o.bytes, host: true, owner: ref}, nil
-	case o.pin:
-		return resolved{ptr: o.ptr, bytes: o.bytes, host: true, owner: lifetime.Pin(o.ptr)}, nil
-	}
-	var owner lifetime.Owner
-	if o.owner != nil {
-		own, ok := o.owner.take()
-		if !ok {
-			return resolved{}, invalid(op, "a Raw operand with an owner can be used once: its owner was handed over already")
-		}
-		owner = own
-	}
-	if !o.isHost {
-		return resolved{dev: o.addr, bytes: o.bytes, owner: owner}, nil
-	}
-	// Raw host memory: C's, or Go memory its owner keeps; CUDA's copy
-	// parameters take it as a pointer.
-	return resolved{ptr: *(*unsafe.Pointer)(unsafe.Pointer(&o.addr)), bytes: o.bytes, host: true, owner: owner}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -44,15 +45,17 @@ func TestCaptureBadInputsCPU(t *testing.T) {
 	_, err = g.BeginCapture(zero, CaptureRelaxed)
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "nil graph")
 
-	// The driver side of the hook refuses the same.
+	// The driver side of the seam refuses the same.
 	var ns *driver.Stream
-	assert.ErrorIs(t, ns.SetCaptureSink(&captureState{}), driver.ErrNilStream)
-	assert.ErrorIs(t, zero.SetCaptureSink(&captureState{}), driver.ErrClosed)
-	assert.ErrorIs(t, zero.SetCaptureSink(nil), driver.ErrInvalidArgument)
-	assert.False(t, ns.ClearCaptureSink(&captureState{}))
-	assert.False(t, zero.ClearCaptureSink(&captureState{}))
-	assert.Nil(t, ns.InstalledCaptureSink())
-	assert.Nil(t, zero.InstalledCaptureSink())
+	assert.ErrorIs(t, capture.Install(ns, &captureState{}), driver.ErrNilStream)
+	assert.ErrorIs(t, capture.Install(nil, &captureState{}), driver.ErrNilStream)
+	assert.ErrorIs(t, capture.Install(zero, &captureState{}), driver.ErrClosed)
+	assert.ErrorIs(t, capture.Install(zero, nil), driver.ErrInvalidArgument)
+	assert.False(t, capture.Remove(ns, &captureState{}))
+	assert.False(t, capture.Remove(zero, &captureState{}))
+	assert.Nil(t, capture.Installed(ns))
+	assert.Nil(t, capture.Installed(zero))
+	assert.False(t, capture.Kept(ns, 0, nil))
 	assert.ErrorIs(t, ns.LaunchHostFunc(func() {}), driver.ErrNilStream)
 }
 
@@ -71,7 +74,7 @@ func TestCaptureEndWithoutBegin(t *testing.T) {
 
 	// A capture already ending or over refuses a second end.
 	st := &captureState{ending: true}
-	_, _, err := st.finish(false)
+	_, _, err := st.finish(false, nil)
 	assert.ErrorIs(t, err, ErrNotCapturing)
 	c := &StreamCapture{st: st}
 	_, err = c.End()
@@ -103,7 +106,7 @@ func TestCaptureSinkAfterTheEnd(t *testing.T) {
 	err := st.psink.take()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "captured boom")
-	var d driver.CaptureSink = st // captureState is the sink the driver sees
+	var d capture.Sink = st // captureState is the sink the driver sees
 	assert.NotNil(t, d)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -24,7 +25,7 @@ func requireIdle(t *testing.T, e *testEnv, s *driver.Stream, msg string) {
 	status, err := IsCapturing(s)
 	require.NoError(t, err, msg)
 	assert.Equal(t, NotCapturing, status, msg)
-	assert.Nil(t, s.InstalledCaptureSink(), msg)
+	assert.Nil(t, capture.Installed(s), msg)
 	buf, err := driver.Alloc[int32](e.ctx, 4)
 	require.NoError(t, err)
 	defer buf.Close()
@@ -121,7 +122,7 @@ func TestCaptureLeakedIsAborted(t *testing.T) {
 	eventually(t, func() bool {
 		runtime.GC()
 		st, err := IsCapturing(s)
-		return err == nil && st == NotCapturing && s.InstalledCaptureSink() == nil
+		return err == nil && st == NotCapturing && capture.Installed(s) == nil
 	}, "the cleanup ended the capture")
 	requireIdle(t, e, s, "after the cleanup")
 }
@@ -325,7 +326,7 @@ func TestCaptureForkJoin(t *testing.T) {
 	k(s2, 2)
 	require.NoError(t, ev.Record(s))
 	require.NoError(t, s3.WaitEvent(ev))
-	assert.Equal(t, driver.CaptureSink(c.st), s3.InstalledCaptureSink(), "s3 joined the capture")
+	assert.Equal(t, capture.Sink(c.st), capture.Installed(s3), "s3 joined the capture")
 	buf, err := driver.Alloc[int32](e.ctx, 4)
 	require.NoError(t, err)
 	require.NoError(t, s3.Launch(e.fn["fill"], driver.Grid(5), driver.Block(4), buf, int32(9), int32(4)))

@@ -114,13 +114,11 @@ func (g *Graph) NewCondition(defaultValue uint32, flags ConditionFlags) (Conditi
 	if err := needDriver(op, "a condition handle", versionIfWhile); err != nil {
 		return Condition{}, err
 	}
-	if err := g.acquire(op); err != nil {
+	if err := g.enter(op); err != nil {
 		return Condition{}, err
 	}
-	defer g.release()
+	defer g.leave()
 	t := g.top()
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	h := new(cu.CUgraphConditionalHandle)
 	err := t.bind(func() error {
 		return cu.GraphConditionalHandleCreate(h, t.h, cu.CUcontext(t.ctx.Handle()), defaultValue, uint32(flags))
@@ -128,7 +126,15 @@ func (g *Graph) NewCondition(defaultValue uint32, flags ConditionFlags) (Conditi
 	if err != nil {
 		return Condition{}, err
 	}
-	return Condition{g: t, h: *h}, nil
+	return Condition{g: g.topHandle(), h: *h}, nil
+}
+
+// topHandle is the handle of g's top-level graph: g, or a body's up.
+func (g *Graph) topHandle() *Graph {
+	if g.up != nil {
+		return g.up
+	}
+	return g
 }
 
 // If adds a root if node; see Builder.If.
@@ -216,21 +222,25 @@ func (b Builder) Switch(c Condition, n int) (Node, []*Graph, error) {
 // graph the node is added to, so that destroying an outer node closes the
 // bodies nested in it at any depth (their CUDA graphs go with it).
 func (b Builder) conditional(op, what string, c Condition, typ cu.CUgraphConditionalNodeType, size, need int) (Node, []*Graph, error) {
-	if err := b.check(op); err != nil {
-		return Node{}, nil, err
-	}
 	g := b.g
+	if g == nil {
+		return Node{}, nil, invalid(op, "nil graph")
+	}
 	if c.g == nil {
 		return Node{}, nil, invalid(op, "zero Condition (make one with Graph.NewCondition)")
 	}
-	if c.g != g.top() {
+	if c.g != g.topHandle() {
 		return Node{}, nil, invalid(op, "the condition belongs to another graph")
 	}
 	if err := needDriver(op, what, need); err != nil {
 		return Node{}, nil, err
 	}
+	if err := b.check(op); err != nil {
+		return Node{}, nil, err
+	}
 	p := new(cu.CUgraphNodeParams) // zero: the reserved fields must be
 	handles := make([]cu.CUgraph, size)
+	var bodies []*Graph
 	node, err := g.add(op, b.deps, nil, func(d *cu.CUgraphNode, n uintptr) error {
 		*p = cu.CUgraphNodeParams{Type: cu.CU_GRAPH_NODE_TYPE_CONDITIONAL}
 		cp := p.Anon0.Conditional()
@@ -238,60 +248,52 @@ func (b Builder) conditional(op, what string, c Condition, typ cu.CUgraphConditi
 		if err := cu.GraphAddNode(&g.scr.node, g.h, d, nil, n, p); err != nil {
 			return err
 		}
+		h := g.scr.node
 		if cp.PhGraph_out == nil {
 			err := fmt.Errorf("graph: %s: the driver returned no body graphs: %w", op, driver.ErrInvalidValue)
-			if derr := cu.GraphDestroyNode(g.scr.node); derr != nil {
+			if derr := cu.GraphDestroyNode(h); derr != nil {
 				return fmt.Errorf("%w (and removing the node: %v)", err, derr)
 			}
 			return err
 		}
 		// The array is CUDA's, valid for the node's life: copy it now.
 		copy(handles, unsafe.Slice(cp.PhGraph_out, size))
-		return nil
+		var err error
+		bodies, err = g.wrapBodies(h, handles)
+		if err != nil {
+			if derr := cu.GraphDestroyNode(h); derr != nil {
+				return fmt.Errorf("%w (and removing the node: %v)", err, derr)
+			}
+		}
+		return err
 	})
-	if err != nil {
-		return Node{}, nil, err
-	}
-	bodies, err := g.wrapBodies(op, node, handles)
 	if err != nil {
 		return Node{}, nil, err
 	}
 	return node, bodies, nil
 }
 
-// wrapBodies makes the Graphs of node's body graphs hs and registers them
-// (see conditional). If that fails, the node is destroyed.
-func (g *Graph) wrapBodies(op string, node Node, hs []cu.CUgraph) ([]*Graph, error) {
-	if err := g.acquire(op); err != nil {
-		return nil, err
-	}
-	defer g.release()
-	if err := g.lock(op); err != nil {
-		return nil, err
-	}
-	defer g.mu.Unlock()
-	if err := g.node(op, node); err != nil { // destroyed meanwhile, through Nodes
-		return nil, err
-	}
+// wrapBodies makes the Graphs of node h's body graphs hs and registers
+// them with h and with every conditional node whose bodies contain g, so
+// that destroying an outer node closes the bodies nested in it at any
+// depth (their CUDA graphs go with it). The family lock is held; if it
+// fails, nothing is registered.
+func (g *Graph) wrapBodies(h cu.CUgraphNode, hs []cu.CUgraph) ([]*Graph, error) {
 	out := make([]*Graph, len(hs))
-	for i, h := range hs {
-		b, err := g.newBody(h, node.h)
+	for i, bh := range hs {
+		b, err := g.newBody(bh, h)
 		if err != nil {
-			g.dropBodies(node.h)
-			if derr := g.bind(func() error { return cu.GraphDestroyNode(node.h) }); derr == nil {
-				if g.dead == nil {
-					g.dead = map[cu.CUgraphNode]bool{}
-				}
-				g.dead[node.h] = true
-			}
+			g.dropBodies(h)
 			return nil, err
 		}
 		out[i] = b
 	}
-	if t := g.top(); t != g { // t.mu is g.mu, held
+	if t := g.top(); t != g.graphCore {
 		for k, list := range t.bodies {
-			if k != node.h && slices.Contains(list, g) {
-				t.bodies[k] = append(list, out...)
+			if k != h && slices.Contains(list, g.graphCore) {
+				for _, b := range out {
+					t.bodies[k] = append(t.bodies[k], b.graphCore)
+				}
 			}
 		}
 	}

@@ -168,14 +168,14 @@ func fakeRoot(t *testing.T, realDestroy ...bool) (*Graph, *lifetime.Object) {
 	ctxObj.Init(func() error { return nil })
 	ref, ok := ctxObj.Ref()
 	require.True(t, ok)
-	g := newGraph(nil, ref, &sink{})
-	g.h = 1
+	c := newCore(nil, ref, &sink{}, &family{})
+	c.h = 1
 	if len(realDestroy) > 0 && realDestroy[0] {
-		g.obj.Init(g.destroy) // its CUDA calls fail where no driver loads
+		c.obj.Init(c.destroy) // its CUDA calls fail where no driver loads
 	} else {
-		g.obj.Init(func() error { return g.ctxRef.Release() })
+		c.obj.Init(func() error { return c.ctxRef.Release() })
 	}
-	return g, ctxObj
+	return &Graph{graphCore: c}, ctxObj
 }
 
 // Destroying a conditional node closes its bodies and every body nested in
@@ -185,12 +185,15 @@ func TestNestedBodiesCloseWithOuterNode(t *testing.T) {
 	root, ctxObj := fakeRoot(t)
 	wrap := func(g *Graph, node cu.CUgraphNode, hs ...cu.CUgraph) []*Graph {
 		t.Helper()
-		bodies, err := g.wrapBodies("test", Node{g: g, h: node}, hs)
+		g.fam.mu.Lock()
+		bodies, err := g.wrapBodies(node, hs)
+		g.fam.mu.Unlock()
 		require.NoError(t, err)
 		require.Len(t, bodies, len(hs))
 		for i, b := range bodies {
 			assert.Equal(t, hs[i], b.h)
-			assert.Same(t, root, b.root, "bodies at any depth record in the top-level graph")
+			assert.Same(t, root.graphCore, b.root, "bodies at any depth record in the top-level graph")
+			assert.Same(t, root, b.up, "a body's handle keeps the top-level graph's reachable")
 		}
 		return bodies
 	}
@@ -209,9 +212,9 @@ func TestNestedBodiesCloseWithOuterNode(t *testing.T) {
 	}
 
 	// Destroying B (as Node.Destroy does) closes B's branches and C's body.
-	a[0].mu.Lock()
+	a[0].fam.mu.Lock()
 	a[0].dropBodies(0x20)
-	a[0].mu.Unlock()
+	a[0].fam.mu.Unlock()
 	assert.False(t, isOpen(bs[0]) || isOpen(bs[1]) || isOpen(cs[0]))
 	assert.True(t, isOpen(a[0]), "A's body is not B's")
 	_, err := cs[0].Empty()
@@ -219,9 +222,9 @@ func TestNestedBodiesCloseWithOuterNode(t *testing.T) {
 	assert.True(t, isOpen(other...))
 
 	// Destroying A closes A's body (and what was nested, already closed).
-	root.mu.Lock()
+	root.fam.mu.Lock()
 	root.dropBodies(0x10)
-	root.mu.Unlock()
+	root.fam.mu.Unlock()
 	assert.False(t, isOpen(a[0]))
 	assert.True(t, isOpen(other...), "D's branches are not A's")
 	assert.EqualValues(t, 1+1+3, ctxObj.Refs())
@@ -229,29 +232,15 @@ func TestNestedBodiesCloseWithOuterNode(t *testing.T) {
 	// A new node nested two deep, then its outer node destroyed at once.
 	e := wrap(other[2], 0x50, 0x500)
 	f := wrap(e[0], 0x60, 0x600)
-	root.mu.Lock()
+	root.fam.mu.Lock()
 	root.dropBodies(0x40)
-	root.mu.Unlock()
+	root.fam.mu.Unlock()
 	assert.False(t, isOpen(other[0]) || isOpen(other[1]) || isOpen(other[2]) || isOpen(e[0]) || isOpen(f[0]))
 	assert.EqualValues(t, 1+1, ctxObj.Refs(), "only the root and the test's own reference")
 	assert.NoError(t, f[0].Close(), "Close on a body does nothing")
 
 	require.NoError(t, root.obj.Close())
 	assert.EqualValues(t, 1, ctxObj.Refs())
-	require.NoError(t, ctxObj.Close())
-}
-
-// A body of a node that was destroyed before its bodies were wrapped is
-// refused rather than wrapped.
-func TestWrapBodiesOfDestroyedNode(t *testing.T) {
-	root, ctxObj := fakeRoot(t)
-	root.dead = map[cu.CUgraphNode]bool{0x10: true}
-	bodies, err := root.wrapBodies("test", Node{g: root, h: 0x10}, []cu.CUgraph{0x100})
-	assert.ErrorIs(t, err, ErrDestroyedNode)
-	assert.Nil(t, bodies)
-	assert.Empty(t, root.bodies)
-	assert.EqualValues(t, 2, ctxObj.Refs(), "no body took a reference")
-	require.NoError(t, root.obj.Close())
 	require.NoError(t, ctxObj.Close())
 }
 
@@ -264,10 +253,12 @@ func TestRootDestroyClosesBodies(t *testing.T) {
 		t.Skip("a driver is loaded here: TestBodyOwnersSurviveGC checks this on the GPU")
 	}
 	root, ctxObj := fakeRoot(t, true)
-	a, err := root.wrapBodies("test", Node{g: root, h: 0x10}, []cu.CUgraph{0x100, 0x101})
+	root.fam.mu.Lock()
+	a, err := root.wrapBodies(0x10, []cu.CUgraph{0x100, 0x101})
 	require.NoError(t, err)
-	b, err := a[1].wrapBodies("test", Node{g: a[1], h: 0x20}, []cu.CUgraph{0x200})
+	b, err := a[1].wrapBodies(0x20, []cu.CUgraph{0x200})
 	require.NoError(t, err)
+	root.fam.mu.Unlock()
 	assert.EqualValues(t, 2+3, ctxObj.Refs())
 	objects := lifetime.ReadStats().Objects
 	assert.Error(t, root.obj.Close(), "cuGraphDestroy cannot run without a driver")

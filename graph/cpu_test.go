@@ -68,7 +68,7 @@ func TestOperandRefusals(t *testing.T) {
 		"raw nil address":  Raw(0, 4, true, nil),
 		"raw no size":      Raw(0x1000, 0, false, nil),
 	} {
-		_, err := o.resolve("test")
+		_, err := o.resolve("test", nil)
 		assert.ErrorIs(t, err, driver.ErrInvalidArgument, name)
 	}
 }

@@ -1,12 +1,12 @@
 package graph
 
 import (
-	"errors"
 	"fmt"
+	"runtime"
 	"sync"
-	"time"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/lifetime"
 )
@@ -73,34 +73,48 @@ func (e *InstantiateError) Error() string {
 func (e *InstantiateError) Unwrap() error { return e.Err }
 
 // Exec is an executable graph (CUgraphExec). It outlives the graph it was
-// made from and keeps everything that graph's nodes held alive until it is
-// closed and its launched work has finished.
+// made from — it keeps that graph's CUDA object, and everything the
+// graph's nodes held, alive until it is closed and its launched work has
+// finished — and its per-node methods keep working after the graph's
+// Close.
 //
-// An Exec holds the streams it was launched on (at most 16 at a time) until
-// what an update retired has been released, or a checkpoint lets them go.
+// An Exec holds the streams it was launched on (at most 16 at a time)
+// until what an update retired has been released, or a checkpoint lets
+// them go. An Exec that becomes unreachable without Close is closed by a
+// cleanup, on purecuda's release goroutine.
 //
-// An Exec is safe for concurrent use: CUDA's executable graphs are not
-// internally synchronised, so purecuda serialises the calls on one Exec
-// (launches on different streams still run concurrently on the device).
+// An Exec is safe for concurrent use: purecuda serialises the calls on one
+// executable, and its destroy and updates with the calls on the graph it
+// came from. CUDA runs the launches of one executable one after another,
+// whatever their streams: instantiate a graph several times to run it
+// concurrently.
 type Exec struct {
+	*execCore
+	src *Graph // the graph it was instantiated from: per-node updates name its nodes
+}
+
+// execCore is what an Exec's cleanup closes; it never points back at the
+// Exec handle or the source Graph's.
+type execCore struct {
 	h      cu.CUgraphExec
 	ctx    *driver.Context
 	ctxRef lifetime.Ref
-	obj    lifetime.Object // owner + calls in flight
+	obj    lifetime.Object // owner + calls in flight + captured graphs it was launched into
 	sink   *sink
-	src    *Graph // the graph it was instantiated from: per-node updates name its nodes
+	src    *graphCore   // the graph it came from, held by srcRef until the executable is destroyed
+	srcRef lifetime.Ref // (CUDA's calls on the executable name that graph's nodes)
+	fam    *family      // the source graph's family
 
-	mu            sync.Mutex
-	last          *driver.Stream // the stream of the latest launch, tracked already
-	streams       []tracked      // streams launched on: retired owners wait for their work
-	own           map[cu.CUgraphNode][]lifetime.Owner
-	held          []lifetime.Owner // user objects of graphs given to Update
-	retiring      []retireBatch    // retired owners waiting for launches, in order
-	retireRunning bool             // a retire worker is draining retiring
+	mu      sync.Mutex
+	last    *driver.Stream // the stream of the latest launch, tracked already
+	streams []tracked      // streams launched on: retired owners wait for their work
+	own     map[cu.CUgraphNode]*ownerSet
+	held    *ownerSet   // user objects of the graph given to Update
+	prev    *retireLink // the latest retired batch
 }
 
-// tracked is a stream an Exec was launched on, held so that events can be
-// recorded on it when owners are retired.
+// tracked is a stream an Exec was launched on, held so that retired owners
+// can wait for the work queued there.
 type tracked struct {
 	s   *driver.Stream
 	ref lifetime.Ref
@@ -116,13 +130,6 @@ func (g *Graph) InstantiateWith(o InstantiateOptions) (*Exec, error) {
 	if o.Flags&Upload != 0 && o.UploadStream == nil {
 		return nil, fmt.Errorf("graph: %s: the Upload flag needs an UploadStream: %w", op, driver.ErrNilStream)
 	}
-	if err := g.acquire(op); err != nil {
-		return nil, err
-	}
-	defer g.release()
-	if g.root != nil {
-		return nil, invalid(op, "a body graph runs as part of its node: instantiate the graph it belongs to")
-	}
 	var sref lifetime.Ref
 	if o.UploadStream != nil {
 		r, err := o.UploadStream.Hold()
@@ -131,16 +138,26 @@ func (g *Graph) InstantiateWith(o InstantiateOptions) (*Exec, error) {
 		}
 		sref = r
 		defer sref.Release()
-		if !o.UploadStream.Context().Same(g.ctx) {
-			return nil, invalid(op, "the upload stream belongs to another context")
-		}
+	}
+	if err := g.enter(op); err != nil {
+		return nil, err
+	}
+	defer g.leave()
+	if g.root != nil {
+		return nil, invalid(op, "a body graph runs as part of its node: instantiate the graph it belongs to")
+	}
+	if o.UploadStream != nil && !o.UploadStream.Context().Same(g.ctx) {
+		return nil, invalid(op, "the upload stream belongs to another context")
 	}
 	ref, ok := g.ctxRef.Clone()
 	if !ok {
 		return nil, closed(op, "graph's context")
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	srcRef, ok := lifetime.RefOf(&g.obj).Clone() // g is held for the call
+	if !ok {
+		_ = ref.Release()
+		return nil, closed(op, "graph")
+	}
 	p := &cu.CUDA_GRAPH_INSTANTIATE_PARAMS{Flags: uint64(o.Flags)}
 	if o.UploadStream != nil {
 		p.HUploadStream = cu.CUstream(o.UploadStream.Handle())
@@ -149,233 +166,75 @@ func (g *Graph) InstantiateWith(o InstantiateOptions) (*Exec, error) {
 	err := g.bind(func() error { return cu.GraphInstantiateWithParams(h, g.h, p) })
 	if err != nil || p.Result_out != cu.CUDA_GRAPH_INSTANTIATE_SUCCESS {
 		_ = ref.Release()
+		_ = srcRef.Release() // g is held: this is not the last reference
 		if err == nil {
 			err = fmt.Errorf("graph: %s: %v: %w", op, p.Result_out, driver.ErrInvalidValue)
 		}
 		ie := &InstantiateError{Err: err, Result: InstantiateResult(p.Result_out)}
 		if p.HErrNode_out != 0 {
-			ie.Node = Node{g: g, h: p.HErrNode_out}
+			ie.Node = g.nodeOf(p.HErrNode_out)
 		}
 		return nil, ie
 	}
 	g.shared()
-	e := &Exec{h: *h, ctx: g.ctx, ctxRef: ref, sink: g.sink, src: g}
-	e.obj.Init(e.destroy)
+	c := &execCore{h: *h, ctx: g.ctx, ctxRef: ref, sink: g.sink, src: g.graphCore, srcRef: srcRef, fam: g.fam}
+	c.obj.Init(c.destroy)
+	e := &Exec{execCore: c, src: g}
+	runtime.AddCleanup(e, func(c *execCore) { lifetime.Defer(c) }, c)
 	return e, nil
 }
 
+// Release closes the executable: the cleanup of an unreachable Exec hands
+// its core to the release queue (lifetime.Owner).
+func (e *execCore) Release() error { return lifetime.Counted(e.obj.Close()) }
+
 // destroy destroys the executable (CUDA frees it once its launched work is
-// done) and retires what updates gave it, which is released after that
-// work too.
-func (e *Exec) destroy() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+// done), retires what it held, which is released after that work too, and
+// lets go of the source graph. While a capture runs in the family, it
+// waits for the capture's end (an executable's destroy touches its graph).
+func (e *execCore) destroy() error {
+	f := e.fam
+	f.mu.Lock()
+	if f.capture != nil {
+		f.later = append(f.later, e.destroy)
+		f.mu.Unlock()
+		return nil
+	}
 	err := e.ctx.Raw(func(uintptr) error { return cu.GraphExecDestroy(e.h) })
+	f.mu.Unlock()
+	e.mu.Lock()
 	var os []lifetime.Owner
 	for _, o := range e.own {
-		os = append(os, o...)
+		os = append(os, o)
 	}
 	e.own = nil
-	os = append(os, e.held...)
-	e.held = nil
-	e.retire(os) // lets the tracked streams go, after recording on them
-	for _, t := range e.streams {
-		_ = t.ref.Release()
+	if e.held != nil {
+		os = append(os, e.held)
+		e.held = nil
 	}
-	e.streams, e.last = nil, nil
+	e.checkpoint(os) // lets the tracked streams go
+	e.mu.Unlock()
+	_ = e.srcRef.Release()
 	_ = e.ctxRef.Release()
 	return err
 }
 
-// retire releases owners once every launch of e enqueued so far has
-// finished: it records an event on each stream e was launched on and queues
-// the owners behind those events for e's retire worker, one goroutine that
-// waits for the batches in order (so pending retires hold no more than one
-// OS thread). Owners of an executable never launched are released at once
-// (through the release queue). When an event cannot be recorded or waited
-// for — a stream being captured refuses both — the owners are never
-// released early: the worker waits for the whole context, and if even that
-// fails with an error that is not sticky, it keeps them (a leak, counted in
-// lifetime.Errors, never a use after free). e.mu is held.
-func (e *Exec) retire(os []lifetime.Owner) {
-	if len(os) == 0 {
-		return
+// check fails for a nil or zero Exec, before a method reads its fields.
+func (e *Exec) check(op string) error {
+	if e == nil {
+		return invalid(op, "nil executable graph")
 	}
-	if len(e.streams) == 0 && !e.retireRunning {
-		// Nothing launched since the last batch, and every earlier batch
-		// is done: nothing in flight can use os.
-		for _, o := range os {
-			lifetime.Defer(o)
-		}
-		return
+	if e.execCore == nil {
+		return closed(op, "executable graph")
 	}
-	e.checkpoint(os)
-}
-
-// checkpoint queues a batch of owners (none, for a plain checkpoint) behind
-// the launches on every stream tracked so far, then lets those streams go:
-// batches are released in order, so any later batch also waits for these
-// launches. It keeps an executable launched on many streams from holding
-// them all until it is closed. e.mu is held.
-func (e *Exec) checkpoint(os []lifetime.Owner) {
-	ref, ok := e.ctxRef.Clone()
-	if !ok { // cannot happen while e holds its context; never free early
-		keepForGood(os)
-		return
-	}
-	b := retireBatch{owners: os, ctx: e.ctx, ctxRef: ref}
-	_ = e.ctx.Raw(func(uintptr) error {
-		for _, t := range e.streams {
-			if isCapturing(t.s) {
-				// An event recorded now would join the capture: wait for
-				// the stream once the capture is over instead.
-				if r, ok := t.ref.Clone(); ok {
-					b.later = append(b.later, tracked{t.s, r})
-					continue
-				}
-				b.whole = true
-				continue
-			}
-			var ev cu.CUevent
-			if cu.EventCreate(&ev, uint32(cu.CU_EVENT_DISABLE_TIMING)) != nil {
-				b.whole = true
-				continue
-			}
-			if cu.EventRecord(ev, cu.CUstream(t.s.Handle())) != nil {
-				_ = cu.EventDestroy(ev)
-				b.whole = true
-				continue
-			}
-			b.events = append(b.events, ev)
-		}
-		return nil
-	})
-	for _, t := range e.streams {
-		_ = t.ref.Release()
-	}
-	e.streams, e.last = e.streams[:0], nil
-	e.retiring = append(e.retiring, b)
-	if !e.retireRunning {
-		e.retireRunning = true
-		go e.retireWorker()
-	}
-}
-
-// maxTracked is how many streams an Exec tracks before a checkpoint lets
-// them go.
-const maxTracked = 16
-
-// retireBatch is owners waiting for the launches enqueued before they were
-// retired.
-type retireBatch struct {
-	owners []lifetime.Owner
-	events []cu.CUevent
-	later  []tracked // streams being captured at the retire: waited for after the capture
-	whole  bool      // wait for the whole context instead
-	ctx    *driver.Context
-	ctxRef lifetime.Ref
-}
-
-// retireWorker releases retired batches in order, each once its launches
-// are done; it ends when none is left.
-func (e *Exec) retireWorker() {
-	for {
-		e.mu.Lock()
-		if len(e.retiring) == 0 {
-			e.retireRunning = false
-			e.mu.Unlock()
-			return
-		}
-		b := e.retiring[0]
-		e.retiring = e.retiring[1:]
-		e.mu.Unlock()
-		b.wait()
-	}
-}
-
-func (b *retireBatch) wait() {
-	safe := true
-	_ = b.ctx.Raw(func(uintptr) error {
-		for _, ev := range b.events {
-			if err := cu.EventSynchronize(ev); err != nil && !sticky(err) {
-				b.whole = true
-			}
-			_ = cu.EventDestroy(ev)
-		}
-		for _, t := range b.later {
-			for isCapturing(t.s) {
-				time.Sleep(time.Millisecond)
-			}
-			if err := cu.StreamSynchronize(cu.CUstream(t.s.Handle())); err != nil && !sticky(err) {
-				safe = false
-			}
-		}
-		if b.whole {
-			if err := cu.CtxSynchronize_v2000(); err != nil && !sticky(err) {
-				safe = false
-			}
-		}
-		return nil
-	})
-	for _, t := range b.later {
-		_ = t.ref.Release()
-	}
-	if safe {
-		for _, o := range b.owners {
-			_ = o.Release()
-		}
-	} else {
-		// Cannot tell that the launches finished: keep their owners, for
-		// good, and say so.
-		keepForGood(b.owners)
-		lifetime.Defer(lifetime.OwnerFunc(func() error {
-			return fmt.Errorf("graph: %d owners of an executable kept for good: its launches could not be waited for", len(b.owners))
-		}))
-	}
-	_ = b.ctxRef.Release()
-}
-
-// kept holds owners that could never be released safely (see retire and
-// Graph.unadd): a leak, never a use after free.
-var (
-	keptMu sync.Mutex
-	kept   []lifetime.Owner
-)
-
-func keepForGood(os []lifetime.Owner) {
-	keptMu.Lock()
-	kept = append(kept, os...)
-	keptMu.Unlock()
-}
-
-// sticky reports whether err leaves the context unusable, so that nothing
-// queued runs any more (and what it named may be released).
-func sticky(err error) bool {
-	var e *driver.Error
-	if !errors.As(err, &e) {
-		return false
-	}
-	switch e.Code {
-	case driver.ErrIllegalAddress, driver.ErrLaunchFailed, driver.ErrAssert, driver.ErrHardwareStackError,
-		driver.ErrIllegalInstruction, driver.ErrMisalignedAddress, driver.ErrInvalidAddressSpace,
-		driver.ErrInvalidPc, driver.ErrLaunchTimeout, driver.ErrEccUncorrectable, driver.ErrContextIsDestroyed:
-		return true
-	}
-	return false
-}
-
-// isCapturing reports whether s is being captured: an event recorded there
-// would become part of the capture instead of marking e's launches.
-func isCapturing(s *driver.Stream) bool {
-	st := new(cu.CUstreamCaptureStatus)
-	return cu.StreamIsCapturing(cu.CUstream(s.Handle()), st) != nil || *st != cu.CU_STREAM_CAPTURE_STATUS_NONE
+	return nil
 }
 
 func (e *Exec) acquire(op string) error {
 	if e == nil {
 		return invalid(op, "nil executable graph")
 	}
-	if !e.obj.Acquire() {
+	if e.execCore == nil || !e.obj.Acquire() {
 		return closed(op, "executable graph")
 	}
 	return nil
@@ -384,8 +243,12 @@ func (e *Exec) acquire(op string) error {
 // Launch queues the executable graph on s (cuGraphLaunch). s must be a
 // stream of the graph's context; nil is an error. The executable and the
 // stream are held for the call.
+//
+// A panic (or runtime.Goexit) in a host node is contained: the launch and
+// the stream go on, and Err reports it — not Stream.Synchronize, which
+// reports host functions launched on the stream itself.
 func (e *Exec) Launch(s *driver.Stream) error {
-	if e != nil && e.sink != nil && e.sink.hosts.Load() {
+	if e != nil && e.execCore != nil && e.sink.hosts.Load() {
 		lifetime.Expect() // its host nodes are served without entering Go
 	}
 	return e.onStream("Exec.Launch", s, cu.GraphLaunch)
@@ -418,6 +281,7 @@ func (e *Exec) onStream(op string, s *driver.Stream, call func(cu.CUgraphExec, c
 	if e.last != s {
 		e.track(s, ref)
 	}
+	gen := capture.Mark(s)
 	if s.IsLegacy() {
 		err = s.Raw(func(h uintptr) error { return call(e.h, cu.CUstream(h)) })
 	} else {
@@ -425,21 +289,34 @@ func (e *Exec) onStream(op string, s *driver.Stream, call func(cu.CUgraphExec, c
 	}
 	if err == nil {
 		// Launched into a stream capture, the executable becomes a child
-		// node of the captured graph: that graph holds the executable (and
-		// so what its nodes hold) for as long as it may run.
-		if sink := s.InstalledCaptureSink(); sink != nil {
-			if r, ok := lifetime.RefOf(&e.obj).Clone(); ok {
-				sink.Keep(s, []lifetime.Owner{r})
-			}
-		}
+		// node of the captured graph, with the parameters it has now: that
+		// graph holds the executable, and what its nodes hold now, for as
+		// long as it may run.
+		capture.Kept(s, gen, e.capturedOwners)
 	}
 	return err
+}
+
+// capturedOwners are what a graph that captured a launch of e must hold:
+// e, and a share of every owner set e holds now. e.mu is held.
+func (e *execCore) capturedOwners() []lifetime.Owner {
+	var os []lifetime.Owner
+	if r, ok := lifetime.RefOf(&e.obj).Clone(); ok { // the call holds e
+		os = append(os, r)
+	}
+	for _, set := range e.own {
+		os = append(os, set.share())
+	}
+	if e.held != nil {
+		os = append(os, e.held.share())
+	}
+	return os
 }
 
 // track remembers s (held) as a stream e runs on. e.mu is held.
 // The reference is cloned from the call's own (held), so tracking works
 // even when the stream was closed since the call took it.
-func (e *Exec) track(s *driver.Stream, held lifetime.Ref) {
+func (e *execCore) track(s *driver.Stream, held lifetime.Ref) {
 	for _, t := range e.streams {
 		if t.s == s {
 			e.last = s
@@ -457,17 +334,19 @@ func (e *Exec) track(s *driver.Stream, held lifetime.Ref) {
 
 // Err returns, once, the panics and Goexits of host callbacks that ran in
 // this executable, the graph it came from, or their clones since the last
-// call, joined; nil if none.
+// call, joined; nil if none. Panics of callbacks that came from another
+// graph — a child graph's, the graph of an Update — are reported here and
+// by that graph's executables alike.
 func (e *Exec) Err() error {
-	if e == nil {
-		return invalid("Exec.Err", "nil executable graph")
+	if e == nil || e.execCore == nil {
+		return invalid("Exec.Err", "nil or zero executable graph")
 	}
 	return e.sink.take()
 }
 
-// Context is the executable's context (nil for a nil Exec).
+// Context is the executable's context (nil for a nil or zero Exec).
 func (e *Exec) Context() *driver.Context {
-	if e == nil {
+	if e == nil || e.execCore == nil {
 		return nil
 	}
 	return e.ctx
@@ -480,7 +359,7 @@ func (e *Exec) Close() error {
 	if e == nil {
 		return invalid("Exec.Close", "nil executable graph")
 	}
-	if e.ctx == nil {
+	if e.execCore == nil {
 		return nil
 	}
 	return e.obj.Close()

@@ -3,9 +3,6 @@ package graph
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -48,35 +45,70 @@ func closed(op, what string) error {
 // held at once when no clone, executable or parent graph made since the
 // node was added can still use it, and otherwise with the table.
 //
+// A Graph that becomes unreachable without Close is closed by a cleanup, on
+// purecuda's release goroutine.
+//
 // # Concurrency
 //
-// Building one graph from several goroutines is the caller's to
-// synchronise, as in CUDA (purecuda keeps its own bookkeeping consistent
-// regardless, so racing adds cannot crash the process). Launching one Exec
-// from several goroutines on different streams is safe.
+// A Graph is safe for concurrent use. CUDA's graphs are not: purecuda
+// serialises every call on a graph, its bodies, its clones and the
+// executables made from them (one lock per family), so two goroutines never
+// reach CUDA with one graph at once, and Close waits for no call but
+// destroys the graph only once the last call in flight is done. While a
+// stream capture into a graph of the family is running, calls on the family
+// fail with ErrCapturing (the capture changes the graph behind them);
+// launching executables is not affected.
 type Graph struct {
+	*graphCore
+	// up is a body graph's top-level graph: a body's handle keeps it
+	// reachable, so that the top-level graph's cleanup waits for both.
+	up *Graph
+}
+
+// graphCore is what a Graph's cleanup closes: it never points back at the
+// Graph handle.
+type graphCore struct {
 	h      cu.CUgraph
 	ctx    *driver.Context
 	ctxRef lifetime.Ref
-	obj    lifetime.Object // owner + calls in flight
+	obj    lifetime.Object // owner + calls in flight + executables made from it
 	sink   *sink           // host-callback panics, shared with clones and executables
+	fam    *family         // the lock and capture state the graph shares with its family
 
 	// root is the top-level graph when g is a body graph owned by one of its
 	// nodes (a conditional node's branch): bodies record their owners in,
 	// and are held alive by, the root's tables.
-	root *Graph
+	root  *graphCore
+	batch atomic.Int32 // Batch calls in progress: binds check the current context first
+	scr   *scratch
 
-	mu     *sync.Mutex                 // one per tree: a body shares its root's
-	table  *lifetime.Table             // owners of the nodes added since the graph was last shared
-	bodies map[cu.CUgraphNode][]*Graph // body graphs owned by a node (of g or its bodies), in the root
-	uos    []cu.CUuserObject           // user objects this graph holds: its tables' and its children's
-	dead   map[cu.CUgraphNode]bool
-	batch  atomic.Int32 // Batch calls in progress: binds check the current context first
-	scr    *scratch
+	// Under fam.mu. A top-level graph's owner tables and user objects:
+	table  *lifetime.Table                 // owners of the nodes added since the graph was last shared
+	bodies map[cu.CUgraphNode][]*graphCore // body graphs owned by a node (of g or its bodies), in the root
+	uos    []cu.CUuserObject               // user objects this graph holds: its tables' and its children's
+	// Every graph's live nodes, for Node's generation check (nodes.go).
+	nodes []cu.CUgraphNode          // by slot; 0 once destroyed
+	slots map[cu.CUgraphNode]uint32 // slot of each live node, built when first needed
+}
+
+// family is what a top-level graph shares with its bodies, its clones and
+// the executables made from any of them: CUDA's calls on one of them may
+// touch another's state (an executable's destroy touches the graph it was
+// instantiated from, seen crashing libcuda when it raced an instantiation
+// of that graph), so one lock serialises them all.
+type family struct {
+	mu sync.Mutex
+	// capture is the stream capture into a graph of the family that is
+	// running, if any: it changes its graph from the captured streams,
+	// without the lock, so calls on the family wait for its end.
+	capture *captureState
+	// later are destroys that came while a capture was running; they run
+	// once it has ended.
+	later []func() error
 }
 
 // scratch is per-graph heap memory for out-parameters and parameter
-// blocks, so that node adds allocate nothing (used under Graph.mu).
+// blocks, so that node adds allocate nothing (used under the family lock).
 type scratch struct {
 	node   cu.CUgraphNode
 	cur    cu.CUcontext
@@ -88,7 +120,6 @@ type scratch struct {
 	host   cu.CUDA_HOST_NODE_PARAMS_v1
 	alloc  cu.CUDA_MEM_ALLOC_NODE_PARAMS
 	access [maxPeers]cu.CUmemAccessDesc
-	owners []lifetime.Owner
 }
 
 const maxPeers = 16
@@ -100,38 +131,59 @@ func New(ctx *driver.Context) (*Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := newGraph(ctx, ref, &sink{})
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	c := newCore(ctx, ref, &sink{}, &family{})
 	h := new(cu.CUgraph)
-	if err := g.bind(func() error { return cu.GraphCreate(h, 0) }); err != nil {
+	if err := c.bind(func() error { return cu.GraphCreate(h, 0) }); err != nil {
 		_ = ref.Release()
 		return nil, err
 	}
-	g.h = *h
-	g.obj.Init(g.destroy)
-	return g, nil
+	c.h = *h
+	return c.open(), nil
 }
 
-func newGraph(ctx *driver.Context, ref lifetime.Ref, s *sink) *Graph {
-	return &Graph{ctx: ctx, ctxRef: ref, sink: s, scr: &scratch{}, mu: new(sync.Mutex)}
+func newCore(ctx *driver.Context, ref lifetime.Ref, s *sink, f *family) *graphCore {
+	return &graphCore{ctx: ctx, ctxRef: ref, sink: s, fam: f, scr: &scratch{}}
 }
+
+// open starts the lifetime of c, a top-level graph whose CUDA graph exists,
+// and returns its handle, which closes it when it becomes unreachable.
+func (c *graphCore) open() *Graph {
+	c.obj.Init(c.destroy)
+	g := &Graph{graphCore: c}
+	runtime.AddCleanup(g, func(c *graphCore) { lifetime.Defer(c) }, c)
+	return g
+}
+
+// Release closes the graph: the cleanup of an unreachable Graph hands its
+// core to the release queue (lifetime.Owner).
+func (c *graphCore) Release() error { return lifetime.Counted(c.obj.Close()) }
 
 // destroy is the graph's destroy: cuGraphDestroy drops the graph's
 // references on its user objects, so its owner tables are released once
-// its clones and executables are gone too.
-func (g *Graph) destroy() error {
-	err := g.bind(func() error { return cu.GraphDestroy(g.h) })
+// its clones and executables are gone too. While a capture runs in the
+// family, the destroy waits for its end.
+func (c *graphCore) destroy() error {
+	f := c.fam
+	f.mu.Lock()
+	if f.capture != nil {
+		f.later = append(f.later, c.destroy)
+		f.mu.Unlock()
+		return nil
+	}
+	err := c.bind(func() error { return cu.GraphDestroy(c.h) })
 	// The body graphs (of conditional nodes, at any depth) went with it:
 	// close them, dropping their references on the context. No call holds
-	// g now, and body calls hold g too, so nothing else uses g.bodies.
-	for _, bodies := range g.bodies {
-		for _, b := range bodies {
-			_ = b.obj.Close()
-		}
+	// c now, and body calls hold c too, so nothing else uses c.bodies.
+	var bodies []*graphCore
+	for _, bs := range c.bodies {
+		bodies = append(bodies, bs...)
 	}
-	g.bodies = nil
-	_ = g.ctxRef.Release()
+	c.bodies = nil
+	f.mu.Unlock()
+	for _, b := range bodies {
+		_ = b.obj.Close()
+	}
+	_ = c.ctxRef.Release()
 	return err
 }
 
@@ -143,24 +195,27 @@ func (g *Graph) Close() error {
 	if g == nil {
 		return invalid("Graph.Close", "nil graph")
 	}
-	if g.ctx == nil || g.root != nil {
+	if g.graphCore == nil || g.root != nil {
 		return nil // a zero Graph owns nothing; a body belongs to its node
 	}
 	return g.obj.Close()
 }
 
-// Context is the graph's context (nil for a nil Graph).
+// Context is the graph's context (nil for a nil or zero Graph).
 func (g *Graph) Context() *driver.Context {
-	if g == nil {
+	if g == nil || g.graphCore == nil {
 		return nil
 	}
 	return g.ctx
 }
 
-// acquire holds g for a call.
+// acquire holds g, and a body's root, for a call.
 func (g *Graph) acquire(op string) error {
 	if g == nil {
 		return invalid(op, "nil graph")
+	}
+	if g.graphCore == nil {
+		return closed(op, "graph")
 	}
 	if g.root != nil && !g.root.obj.Acquire() {
 		return closed(op, "graph the body belongs to")
@@ -168,6 +223,9 @@ func (g *Graph) acquire(op string) error {
 	if !g.obj.Acquire() {
 		if g.root != nil {
 			_ = g.root.obj.Release()
+		}
+		if g.root != nil {
+			return fmt.Errorf("graph: %s: the body's conditional node was destroyed: %w: %w", op, ErrDestroyedNode, driver.ErrClosed)
 		}
 		return closed(op, "graph")
 	}
@@ -181,50 +239,121 @@ func (g *Graph) release() {
 	}
 }
 
-// lock takes the tree's mutex for a call on g, and fails when g is a body
-// graph whose node was destroyed meanwhile (its CUDA graph is gone).
+// lock takes the family lock for a call on g. It fails when g is a body
+// graph whose node was destroyed meanwhile (its CUDA graph is gone), and
+// while a stream capture runs in the family (ErrCapturing).
 func (g *Graph) lock(op string) error {
-	g.mu.Lock()
-	if g.root != nil && g.obj.Closed() {
-		g.mu.Unlock()
-		return closed(op, "body graph (its conditional node was destroyed)")
+	if err := g.fam.lock(op); err != nil {
+		return err
+	}
+	if err := g.bodyGone(op); err != nil {
+		g.fam.mu.Unlock()
+		return err
 	}
 	return nil
 }
 
+// bodyGone fails for a body graph whose conditional node was destroyed.
+// The family lock is held.
+func (g *Graph) bodyGone(op string) error {
+	if g.root != nil && g.obj.Closed() {
+		return fmt.Errorf("graph: %s: the body's conditional node was destroyed: %w: %w", op, ErrDestroyedNode, driver.ErrClosed)
+	}
+	return nil
+}
+
+// lock takes the family lock, refusing while a capture runs.
+func (f *family) lock(op string) error {
+	f.mu.Lock()
+	if f.capture != nil {
+		f.mu.Unlock()
+		return fmt.Errorf("graph: %s: a stream capture into the graph (or one of its family: its bodies, clones, the graph it was cloned from) is running: %w", op, ErrCapturing)
+	}
+	return nil
+}
+
+// lockTwo takes two families' locks (b may be a or nil) in one order, so
+// that two calls locking each other's cannot deadlock.
+func lockTwo(op string, a, b *family) error {
+	if b == nil || b == a {
+		return a.lock(op)
+	}
+	if uintptr(unsafe.Pointer(b)) < uintptr(unsafe.Pointer(a)) {
+		a, b = b, a
+	}
+	if err := a.lock(op); err != nil {
+		return err
+	}
+	if err := b.lock(op); err != nil {
+		a.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func unlockTwo(a, b *family) {
+	if b != nil && b != a {
+		b.mu.Unlock()
+	}
+	a.mu.Unlock()
+}
+
+// enter holds g and takes its family lock for a call; leave undoes it,
+// letting the lock go before the reference (whose release may destroy g,
+// which takes the lock).
+func (g *Graph) enter(op string) error {
+	if err := g.acquire(op); err != nil {
+		return err
+	}
+	if err := g.lock(op); err != nil {
+		g.release()
+		return err
+	}
+	return nil
+}
+
+func (g *Graph) leave() {
+	g.fam.mu.Unlock()
+	g.release()
+}
+
 // top is the graph whose tables and user objects hold g's owners: g, or
 // its root when g is a body graph.
-func (g *Graph) top() *Graph {
-	if g.root != nil {
-		return g.root
+func (c *graphCore) top() *graphCore {
+	if c.root != nil {
+		return c.root
 	}
-	return g
+	return c
 }
 
 // newBody wraps body, a graph owned by node owner of g (a conditional
 // node's branch), as a Graph whose node adds record their owners in g's
 // root. It is invalidated when owner is destroyed or the root is closed.
-// g.mu is held.
+// The family lock is held.
 func (g *Graph) newBody(body cu.CUgraph, owner cu.CUgraphNode) (*Graph, error) {
 	t := g.top()
 	ref, ok := t.ctxRef.Clone()
 	if !ok {
 		return nil, closed("body graph", "graph's context")
 	}
-	b := newGraph(g.ctx, ref, t.sink)
-	b.h, b.root, b.mu = body, t, t.mu                                        // one mutex for the whole tree
+	b := newCore(g.ctx, ref, t.sink, t.fam)
+	b.h, b.root = body, t
 	b.obj.Init(func() error { return lifetime.Counted(b.ctxRef.Release()) }) // the node owns the CUDA graph
 	if t.bodies == nil {
-		t.bodies = map[cu.CUgraphNode][]*Graph{}
+		t.bodies = map[cu.CUgraphNode][]*graphCore{}
 	}
 	t.bodies[owner] = append(t.bodies[owner], b)
-	return b, nil
+	up := g.up
+	if up == nil {
+		up = g
+	}
+	return &Graph{graphCore: b, up: up}, nil
 }
 
 // dropBodies closes the body graphs owned by node h, which is being
-// destroyed. g.mu is held.
-func (g *Graph) dropBodies(h cu.CUgraphNode) {
-	t := g.top()
+// destroyed. The family lock is held: closing a body runs no CUDA call.
+func (c *graphCore) dropBodies(h cu.CUgraphNode) {
+	t := c.top()
 	for _, b := range t.bodies[h] {
 		_ = b.obj.Close()
 	}
@@ -235,12 +364,12 @@ func (g *Graph) dropBodies(h cu.CUgraphNode) {
 // node add without one crashes libcuda, DESIGN fact 1), leaving the thread
 // as it found it. Inside Batch the context is usually current already,
 // which one query confirms. The graph holds its context, so it is never
-// destroyed under f. Callers hold g.mu or own g alone.
-func (g *Graph) bind(f func() error) (err error) {
+// destroyed under f. Callers hold the family lock or own c alone.
+func (c *graphCore) bind(f func() error) (err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	h := cu.CUcontext(g.ctx.Handle())
-	if g.batch.Load() > 0 && cu.CtxGetCurrent(&g.scr.cur) == nil && g.scr.cur == h {
+	h := cu.CUcontext(c.ctx.Handle())
+	if c.batch.Load() > 0 && cu.CtxGetCurrent(&c.scr.cur) == nil && c.scr.cur == h {
 		return f()
 	}
 	if err := cu.CtxPushCurrent(h); err != nil {
@@ -283,23 +412,21 @@ func (g *Graph) Batch(f func() error) (err error) {
 }
 
 // ownerTable returns the table for a new node's owners, making and
-// attaching a new one when the graph has none it has not shared. g.mu is
-// held and the context bound.
-func (g *Graph) ownerTable() (*lifetime.Table, error) {
-	if g.root != nil {
-		return g.root.ownerTable() // the same mutex, held
+// attaching a new one when the graph has none it has not shared. The
+// family lock is held and the context bound.
+func (c *graphCore) ownerTable() (*lifetime.Table, error) {
+	t := c.top()
+	if t.table != nil {
+		return t.table, nil
 	}
-	if g.table != nil {
-		return g.table, nil
-	}
-	t := lifetime.NewTable()
-	uo, err := attach(g.h, t, g.scr)
+	tab := lifetime.NewTable()
+	uo, err := attach(t.h, tab, c.scr)
 	if err != nil {
 		return nil, err
 	}
-	g.uos = append(g.uos, uo)
-	g.table = t
-	return t, nil
+	t.uos = append(t.uos, uo)
+	t.table = tab
+	return tab, nil
 }
 
 // attach makes t a CUDA user object owned by graph h: its destructor
@@ -335,33 +462,19 @@ func attach(h cu.CUgraph, t *lifetime.Table, scr *scratch) (cu.CUuserObject, err
 // shared marks the current owner table as shared with a clone, an
 // executable or a parent graph: nodes added from now on go to a new table,
 // and destroying an older node no longer releases its owners early.
-func (g *Graph) shared() { g.top().table = nil }
+func (c *graphCore) shared() { c.top().table = nil }
 
 // takeOwners removes node h's owners from the current table, if it holds
 // them (nothing shared it since the node was added), for the caller to
-// release with lifetime.ReleaseAll once it has let go of g.mu: an owner's
-// Release (a Raw operand's, written by the user) may call back into the
-// graph. g.mu is held.
-func (g *Graph) takeOwners(h cu.CUgraphNode) []lifetime.Owner {
-	t := g.top()
+// release with lifetime.ReleaseAll once it has let go of the family lock:
+// an owner's Release (a Raw operand's, written by the user) may call back
+// into the graph. The family lock is held.
+func (c *graphCore) takeOwners(h cu.CUgraphNode) []lifetime.Owner {
+	t := c.top()
 	if t.table == nil {
 		return nil
 	}
 	return t.table.Take(uintptr(h))
-}
-
-// node checks that n is a live node of g; g.mu is held.
-func (g *Graph) node(op string, n Node) error {
-	if n.g != g || n.h == 0 {
-		if n.g == nil || n.h == 0 {
-			return fmt.Errorf("graph: %s: zero Node: %w", op, ErrForeignNode)
-		}
-		return fmt.Errorf("graph: %s: %w", op, ErrForeignNode)
-	}
-	if len(g.dead) > 0 && g.dead[n.h] {
-		return fmt.Errorf("graph: %s: %w", op, ErrDestroyedNode)
-	}
-	return nil
 }
 
 // testRecordHook, when set by a test, runs after the driver added a node
@@ -377,45 +490,41 @@ func (g *Graph) add(op string, deps []Node, owners []lifetime.Owner, addFn func(
 	return g.addWith(op, deps, owners, nil, addFn)
 }
 
-// addWith is add with a second graph tree's mutex, other, held too (taken
-// in a fixed order, so two adds that lock each other's trees cannot
+// addWith is add with another graph held and its family locked too (in a
+// fixed order, so two adds that lock each other's families cannot
 // deadlock): Child reads the child graph while the driver copies it.
-func (g *Graph) addWith(op string, deps []Node, owners []lifetime.Owner, other *sync.Mutex, addFn func(deps *cu.CUgraphNode, n uintptr) error) (Node, error) {
-	n, left, err := g.addHeld(op, deps, owners, other, addFn)
+func (g *Graph) addWith(op string, deps []Node, owners []lifetime.Owner, other *Graph, addFn func(deps *cu.CUgraphNode, n uintptr) error) (Node, error) {
+	n, unattached, taken, err := g.addHeld(op, deps, owners, other, addFn)
 	// What the add did not keep is released with every lock let go: an
 	// owner's Release (a Raw operand's) may call back into the graph.
-	if rerr := lifetime.ReleaseAll(left); rerr != nil && err != nil {
+	// Owners that never entered a table are not counted as released
+	// from one (lifetime.Stats.Live).
+	for _, o := range unattached {
+		if rerr := o.Release(); rerr != nil && err != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
+	if rerr := lifetime.ReleaseAll(taken); rerr != nil && err != nil {
 		err = errors.Join(err, rerr)
 	}
 	return n, err
 }
 
 // addHeld is addWith's body, under the locks; it returns the owners that
-// are still the caller's to release (none on success).
-func (g *Graph) addHeld(op string, deps []Node, owners []lifetime.Owner, other *sync.Mutex, addFn func(deps *cu.CUgraphNode, n uintptr) error) (Node, []lifetime.Owner, error) {
-	var left []lifetime.Owner // taken back from the table after a failed record
-	fail := func(err error) (Node, []lifetime.Owner, error) {
-		return Node{}, append(left, owners...), err
+// are still the caller's to release (none on success): those that never
+// entered a table and those taken back from it.
+func (g *Graph) addHeld(op string, deps []Node, owners []lifetime.Owner, other *Graph, addFn func(deps *cu.CUgraphNode, n uintptr) error) (_ Node, unattached, taken []lifetime.Owner, _ error) {
+	fail := func(err error) (Node, []lifetime.Owner, []lifetime.Owner, error) {
+		return Node{}, owners, taken, err
 	}
 	if err := g.acquire(op); err != nil {
 		return fail(err)
 	}
 	defer g.release()
-	if other == g.mu {
-		other = nil
-	}
-	if other != nil && uintptr(unsafe.Pointer(other)) < uintptr(unsafe.Pointer(g.mu)) {
-		other.Lock()
-		defer other.Unlock()
-	}
-	if err := g.lock(op); err != nil {
+	if err := lockFamilies(op, g, other); err != nil {
 		return fail(err)
 	}
-	defer g.mu.Unlock()
-	if other != nil && uintptr(unsafe.Pointer(other)) > uintptr(unsafe.Pointer(g.mu)) {
-		other.Lock()
-		defer other.Unlock()
-	}
+	defer unlockFamilies(g, other)
 	d := g.scr.deps[:0]
 	for _, n := range deps {
 		if err := g.node(op, n); err != nil {
@@ -440,25 +549,13 @@ func (g *Graph) addHeld(op string, deps []Node, owners []lifetime.Owner, other *
 		h = g.scr.node
 		if testRecordHook != nil {
 			if err := testRecordHook(); err != nil {
-				removed, recorded, err := g.unadd(h, err)
-				left = recorded
-				if !removed {
-					keepForGood(owners)
-					owners = nil
-				}
-				return err
+				return g.unadd(h, &owners, &taken, err)
 			}
 		}
 		for i, o := range owners {
 			if err := t.Add(uintptr(h), o); err != nil {
 				owners = owners[i:] // the rest are still ours; those recorded come back from unadd
-				removed, recorded, err := g.unadd(h, err)
-				left = recorded
-				if !removed {
-					keepForGood(owners)
-					owners = nil
-				}
-				return err
+				return g.unadd(h, &owners, &taken, err)
 			}
 		}
 		owners = nil
@@ -467,352 +564,53 @@ func (g *Graph) addHeld(op string, deps []Node, owners []lifetime.Owner, other *
 	if err != nil {
 		return fail(err)
 	}
-	if len(g.dead) > 0 {
-		delete(g.dead, h)
-	}
-	return Node{g: g, h: h}, nil, nil
+	return g.register(h), nil, nil, nil
 }
 
-// unadd removes node h after its owners could not be recorded, releasing
-// those that were; it returns err. The context is bound and g.mu held.
+// unadd removes node h after its owners could not be recorded, taking back
+// those that were (into *taken); it returns err. The context is bound and
+// the family lock held.
 //
 // The node goes first: if CUDA refuses (it does in graphs with memory
-// nodes), the owners recorded so far stay with it, and the caller keeps the
-// rest for good (keepForGood) — never a node naming released memory — and
-// the error says the node is still there.
-func (g *Graph) unadd(h cu.CUgraphNode, err error) (bool, []lifetime.Owner, error) {
+// nodes), the owners recorded so far stay with it, the rest (*unattached)
+// are kept for good — never a node naming released memory — and the error
+// says the node is still there.
+func (g *Graph) unadd(h cu.CUgraphNode, unattached, taken *[]lifetime.Owner, err error) error {
 	if derr := cu.GraphDestroyNode(h); derr != nil {
-		return false, nil, errors.Join(err, fmt.Errorf("graph: the node could not be removed again and keeps what it names: %w", derr))
-	}
-	return true, g.takeOwners(h), err
-}
-
-// Nodes returns every node of the graph (cuGraphGetNodes).
-func (g *Graph) Nodes() ([]Node, error) {
-	return g.list("Graph.Nodes", func(p *cu.CUgraphNode, n *uintptr) error { return cu.GraphGetNodes(g.h, p, n) })
-}
-
-// Roots returns the nodes without dependencies (cuGraphGetRootNodes).
-func (g *Graph) Roots() ([]Node, error) {
-	return g.list("Graph.Roots", func(p *cu.CUgraphNode, n *uintptr) error { return cu.GraphGetRootNodes(g.h, p, n) })
-}
-
-// list runs a count-then-fill query of nodes.
-func (g *Graph) list(op string, q func(*cu.CUgraphNode, *uintptr) error) ([]Node, error) {
-	if err := g.acquire(op); err != nil {
-		return nil, err
-	}
-	defer g.release()
-	if err := g.lock(op); err != nil {
-		return nil, err
-	}
-	defer g.mu.Unlock()
-	var hs []cu.CUgraphNode
-	err := g.bind(func() error {
-		var err error
-		hs, err = fetchNodes(q)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return g.wrap(hs), nil
-}
-
-func (g *Graph) wrap(hs []cu.CUgraphNode) []Node {
-	out := make([]Node, len(hs))
-	for i, h := range hs {
-		out[i] = Node{g: g, h: h}
-	}
-	return out
-}
-
-// fetchNodes asks for the count, then the nodes; it retries if the count
-// grew in between.
-func fetchNodes(q func(*cu.CUgraphNode, *uintptr) error) ([]cu.CUgraphNode, error) {
-	n := new(uintptr)
-	for {
-		*n = 0
-		if err := q(nil, n); err != nil {
-			return nil, err
+		for _, o := range *unattached {
+			lifetime.KeepForever(o, fmt.Errorf("graph: owners of a node that could not be removed again kept for good: %w", derr))
 		}
-		if *n == 0 {
-			return nil, nil
-		}
-		want := *n
-		hs := make([]cu.CUgraphNode, want)
-		if err := q(&hs[0], n); err != nil {
-			return nil, err
-		}
-		if *n <= want {
-			return hs[:*n], nil
-		}
+		*unattached = nil
+		g.register(h) // it is a node of the graph now
+		return errors.Join(err, fmt.Errorf("graph: the node could not be removed again and keeps what it names: %w", derr))
 	}
-}
-
-// Edge is a dependency: To runs after From.
-type Edge struct{ From, To Node }
-
-// Edges returns every dependency of the graph (cuGraphGetEdges).
-func (g *Graph) Edges() ([]Edge, error) {
-	const op = "Graph.Edges"
-	if err := g.acquire(op); err != nil {
-		return nil, err
-	}
-	defer g.release()
-	if err := g.lock(op); err != nil {
-		return nil, err
-	}
-	defer g.mu.Unlock()
-	var from, to []cu.CUgraphNode
-	err := g.bind(func() error {
-		n := new(uintptr)
-		for {
-			*n = 0
-			if err := cu.GraphGetEdges(g.h, nil, nil, nil, n); err != nil {
-				return err
-			}
-			if *n == 0 {
-				return nil
-			}
-			want := *n
-			from, to = make([]cu.CUgraphNode, want), make([]cu.CUgraphNode, want)
-			if err := cu.GraphGetEdges(g.h, &from[0], &to[0], nil, n); err != nil {
-				return err
-			}
-			if *n <= want {
-				from, to = from[:*n], to[:*n]
-				return nil
-			}
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Edge, len(from))
-	for i := range from {
-		out[i] = Edge{Node{g, from[i]}, Node{g, to[i]}}
-	}
-	return out, nil
-}
-
-// AddEdge makes to depend on from (cuGraphAddDependencies). Both must be
-// live nodes of g, and the edge must not close a cycle.
-func (g *Graph) AddEdge(from, to Node) error {
-	return g.edge("Graph.AddEdge", from, to, true)
-}
-
-// RemoveEdge removes the dependency of to on from
-// (cuGraphRemoveDependencies). CUDA refuses it in graphs that have memory
-// alloc or free nodes.
-func (g *Graph) RemoveEdge(from, to Node) error {
-	return g.edge("Graph.RemoveEdge", from, to, false)
-}
-
-func (g *Graph) edge(op string, from, to Node, add bool) error {
-	if err := g.acquire(op); err != nil {
-		return err
-	}
-	defer g.release()
-	if err := g.lock(op); err != nil {
-		return err
-	}
-	defer g.mu.Unlock()
-	if err := g.node(op, from); err != nil {
-		return err
-	}
-	if err := g.node(op, to); err != nil {
-		return err
-	}
-	if from.h == to.h {
-		return fmt.Errorf("graph: %s: a node cannot depend on itself: %w", op, ErrCycle)
-	}
-	f, t := new(cu.CUgraphNode), new(cu.CUgraphNode)
-	*f, *t = from.h, to.h
-	return g.bind(func() error {
-		if !add {
-			return cu.GraphRemoveDependencies(g.h, f, t, nil, 1)
-		}
-		cyc, err := reaches(to.h, from.h)
-		if err != nil {
-			return err
-		}
-		if cyc {
-			return fmt.Errorf("graph: %s: %w", op, ErrCycle)
-		}
-		return cu.GraphAddDependencies(g.h, f, t, nil, 1)
-	})
-}
-
-// reaches reports whether there is a path from a to b along dependents.
-func reaches(a, b cu.CUgraphNode) (bool, error) {
-	seen := map[cu.CUgraphNode]bool{a: true}
-	stack := []cu.CUgraphNode{a}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		next, err := fetchNodes(func(p *cu.CUgraphNode, c *uintptr) error { return cu.GraphNodeGetDependentNodes(n, p, nil, c) })
-		if err != nil {
-			return false, err
-		}
-		for _, m := range next {
-			if m == b {
-				return true, nil
-			}
-			if !seen[m] {
-				seen[m] = true
-				stack = append(stack, m)
-			}
-		}
-	}
-	return false, nil
-}
-
-// DOTFlags choose what WriteDOT shows (CUgraphDebugDot_flags).
-type DOTFlags uint32
-
-// DOT flags.
-const (
-	DOTVerbose          DOTFlags = DOTFlags(cu.CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE)
-	DOTKernelParams     DOTFlags = DOTFlags(cu.CU_GRAPH_DEBUG_DOT_FLAGS_KERNEL_NODE_PARAMS)
-	DOTMemcpyParams     DOTFlags = DOTFlags(cu.CU_GRAPH_DEBUG_DOT_FLAGS_MEMCPY_NODE_PARAMS)
-	DOTMemsetParams     DOTFlags = DOTFlags(cu.CU_GRAPH_DEBUG_DOT_FLAGS_MEMSET_NODE_PARAMS)
-	DOTHostParams       DOTFlags = DOTFlags(cu.CU_GRAPH_DEBUG_DOT_FLAGS_HOST_NODE_PARAMS)
-	DOTEventParams      DOTFlags = DOTFlags(cu.CU_GRAPH_DEBUG_DOT_FLAGS_EVENT_NODE_PARAMS)
-	DOTKernelAttributes DOTFlags = DOTFlags(cu.CU_GRAPH_DEBUG_DOT_FLAGS_KERNEL_NODE_ATTRIBUTES)
-	DOTHandles          DOTFlags = DOTFlags(cu.CU_GRAPH_DEBUG_DOT_FLAGS_HANDLES)
-	DOTMemAllocParams   DOTFlags = DOTFlags(cu.CU_GRAPH_DEBUG_DOT_FLAGS_MEM_ALLOC_NODE_PARAMS)
-	DOTMemFreeParams    DOTFlags = DOTFlags(cu.CU_GRAPH_DEBUG_DOT_FLAGS_MEM_FREE_NODE_PARAMS)
-	DOTConditional      DOTFlags = DOTFlags(cu.CU_GRAPH_DEBUG_DOT_FLAGS_CONDITIONAL_NODE_PARAMS)
-)
-
-// WriteDOT writes the graph in Graphviz DOT form to w
-// (cuGraphDebugDotPrint, through a temporary file).
-func (g *Graph) WriteDOT(w io.Writer, flags DOTFlags) error {
-	const op = "Graph.WriteDOT"
-	if w == nil {
-		return invalid(op, "nil writer")
-	}
-	if err := g.acquire(op); err != nil {
-		return err
-	}
-	defer g.release()
-	dir, err := os.MkdirTemp("", "purecuda-dot")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "graph.dot")
-	cpath := append([]byte(path), 0)
-	if err := g.lock(op); err != nil {
-		return err
-	}
-	err = g.bind(func() error { return cu.GraphDebugDotPrint(g.h, &cpath[0], uint32(flags)) })
-	g.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
+	g.dropBodies(h)
+	*taken = g.takeOwners(h)
 	return err
 }
 
-// Clone copies the graph (cuGraphClone). The clone holds what the
-// original's nodes hold, so it works after the original is closed; Find
-// maps a node of the original to its counterpart.
-func (g *Graph) Clone() (*Graph, error) {
-	const op = "Graph.Clone"
-	if err := g.acquire(op); err != nil {
-		return nil, err
+// lockFamilies takes the family locks of a and b (b may be nil or of the
+// same family), refusing while a capture runs in either or a is a body
+// whose node is gone.
+func lockFamilies(op string, a, b *Graph) error {
+	var bf *family
+	if b != nil {
+		bf = b.fam
 	}
-	defer g.release()
-	if g.root != nil {
-		return nil, invalid(op, "a body graph belongs to its node: clone the graph it belongs to")
+	if err := lockTwo(op, a.fam, bf); err != nil {
+		return err
 	}
-	ref, ok := g.ctxRef.Clone() // works after the user closed the context
-	if !ok {
-		return nil, closed(op, "graph's context")
+	if err := a.bodyGone(op); err != nil {
+		unlockTwo(a.fam, bf)
+		return err
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	c := newGraph(g.ctx, ref, g.sink)
-	h := new(cu.CUgraph)
-	if err := g.bind(func() error { return cu.GraphClone(h, g.h) }); err != nil {
-		_ = ref.Release()
-		return nil, err
-	}
-	c.h = *h
-	c.uos = append([]cu.CUuserObject(nil), g.uos...)
-	c.obj.Init(c.destroy)
-	g.shared()
-	return c, nil
+	return nil
 }
 
-// Find returns the node of clone g that corresponds to orig, a node of the
-// graph g was cloned from (cuGraphNodeFindInClone). The original must still
-// be open.
-func (g *Graph) Find(orig Node) (Node, error) {
-	const op = "Graph.Find"
-	if err := g.acquire(op); err != nil {
-		return Node{}, err
+func unlockFamilies(a, b *Graph) {
+	var bf *family
+	if b != nil {
+		bf = b.fam
 	}
-	defer g.release()
-	og := orig.g
-	if og == nil || orig.h == 0 {
-		return Node{}, fmt.Errorf("graph: %s: zero Node: %w", op, ErrForeignNode)
-	}
-	if og == g {
-		return orig, nil
-	}
-	if err := og.acquire(op); err != nil {
-		return Node{}, err
-	}
-	defer og.release()
-	og.mu.Lock()
-	err := og.node(op, orig)
-	og.mu.Unlock()
-	if err != nil {
-		return Node{}, err
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := new(cu.CUgraphNode)
-	if err := g.bind(func() error { return cu.GraphNodeFindInClone(out, orig.h, g.h) }); err != nil {
-		return Node{}, err
-	}
-	return Node{g: g, h: *out}, nil
-}
-
-// sink collects the panics (and Goexits) of a graph's host callbacks; it is
-// shared by the graph, its clones and its executables.
-type sink struct {
-	mu   sync.Mutex
-	errs []error
-	// hosts is set once a graph reporting here has a host node: launching
-	// its executables then tells the host-function server (lifetime.Expect).
-	hosts atomic.Bool
-}
-
-// CallbackPanicked implements lifetime.PanicSink.
-func (s *sink) CallbackPanicked(p any, stack []byte) {
-	var err error
-	if e, ok := p.(*lifetime.Goexited); ok {
-		err = fmt.Errorf("graph: host node: %w", e)
-	} else {
-		err = fmt.Errorf("graph: host node panicked: %v\n%s", p, stack)
-	}
-	s.mu.Lock()
-	s.errs = append(s.errs, err)
-	s.mu.Unlock()
-}
-
-func (s *sink) take() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	err := errors.Join(s.errs...)
-	s.errs = nil
-	return err
+	unlockTwo(a.fam, bf)
 }

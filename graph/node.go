@@ -10,9 +10,15 @@ import (
 
 // Node is a node of a Graph (CUgraphNode). It is a small value; the zero
 // Node belongs to no graph.
+//
+// A Node names one node for good: once the node is destroyed (Destroy, an
+// aborted capture, its conditional node's destruction), every use of the
+// Node is an error matching ErrDestroyedNode, even after CUDA gives its
+// handle to a new node.
 type Node struct {
-	g *Graph
-	h cu.CUgraphNode
+	g    *Graph
+	h    cu.CUgraphNode
+	slot uint32 // in g.nodes: the node's generation
 }
 
 // Graph is the graph the node belongs to (nil for the zero Node).
@@ -20,6 +26,75 @@ func (n Node) Graph() *Graph { return n.g }
 
 // IsZero reports whether n is the zero Node.
 func (n Node) IsZero() bool { return n.g == nil || n.h == 0 }
+
+// register records h, a node just added to g, and returns its Node. The
+// family lock is held.
+func (g *Graph) register(h cu.CUgraphNode) Node {
+	slot := uint32(len(g.nodes))
+	g.nodes = append(g.nodes, h)
+	if g.slots != nil {
+		g.slots[h] = slot
+	}
+	return Node{g: g, h: h, slot: slot}
+}
+
+// nodeOf returns the Node of h, a node of g that CUDA reported (a query, a
+// capture), registering it if g has not seen it yet. The family lock is
+// held.
+func (g *Graph) nodeOf(h cu.CUgraphNode) Node {
+	if g.slots == nil {
+		g.slots = make(map[cu.CUgraphNode]uint32, len(g.nodes))
+		for i, x := range g.nodes {
+			if x != 0 {
+				g.slots[x] = uint32(i)
+			}
+		}
+	}
+	if slot, ok := g.slots[h]; ok {
+		return Node{g: g, h: h, slot: slot}
+	}
+	return g.register(h)
+}
+
+// nodesOf is nodeOf for several.
+func (g *Graph) nodesOf(hs []cu.CUgraphNode) []Node {
+	out := make([]Node, len(hs))
+	for i, h := range hs {
+		out[i] = g.nodeOf(h)
+	}
+	return out
+}
+
+// forget records that node h of c was destroyed; its slot is never used
+// again. The family lock is held.
+func (c *graphCore) forget(h cu.CUgraphNode) {
+	if c.slots != nil {
+		if slot, ok := c.slots[h]; ok {
+			c.nodes[slot] = 0
+			delete(c.slots, h)
+		}
+		return
+	}
+	for i, x := range c.nodes {
+		if x == h {
+			c.nodes[i] = 0
+		}
+	}
+}
+
+// node checks that n is a live node of g; the family lock is held.
+func (g *Graph) node(op string, n Node) error {
+	if n.g == nil || n.h == 0 {
+		return fmt.Errorf("graph: %s: zero Node: %w", op, ErrForeignNode)
+	}
+	if n.g.graphCore != g.graphCore {
+		return fmt.Errorf("graph: %s: %w", op, ErrForeignNode)
+	}
+	if int(n.slot) >= len(g.nodes) || g.nodes[n.slot] != n.h {
+		return fmt.Errorf("graph: %s: %w", op, ErrDestroyedNode)
+	}
+	return nil
+}
 
 // Kind is a node's type (CUgraphNodeType).
 type Kind int
@@ -61,14 +136,10 @@ func (n Node) use(op string, f func() error) error {
 	if g == nil || n.h == 0 {
 		return fmt.Errorf("graph: %s: zero Node: %w", op, ErrForeignNode)
 	}
-	if err := g.acquire(op); err != nil {
+	if err := g.enter(op); err != nil {
 		return err
 	}
-	defer g.release()
-	if err := g.lock(op); err != nil {
-		return err
-	}
-	defer g.mu.Unlock()
+	defer g.leave()
 	if err := g.node(op, n); err != nil {
 		return err
 	}
@@ -84,30 +155,25 @@ func (n Node) Kind() (Kind, error) {
 
 // Dependencies are the nodes n depends on (cuGraphNodeGetDependencies).
 func (n Node) Dependencies() ([]Node, error) {
-	var hs []cu.CUgraphNode
-	err := n.use("Node.Dependencies", func() error {
-		var err error
-		hs, err = fetchNodes(func(p *cu.CUgraphNode, c *uintptr) error { return cu.GraphNodeGetDependencies(n.h, p, nil, c) })
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return n.g.wrap(hs), nil
+	return n.neighbours("Node.Dependencies", func(p *cu.CUgraphNode, c *uintptr) error { return cu.GraphNodeGetDependencies(n.h, p, nil, c) })
 }
 
 // Dependents are the nodes that depend on n (cuGraphNodeGetDependentNodes).
 func (n Node) Dependents() ([]Node, error) {
-	var hs []cu.CUgraphNode
-	err := n.use("Node.Dependents", func() error {
-		var err error
-		hs, err = fetchNodes(func(p *cu.CUgraphNode, c *uintptr) error { return cu.GraphNodeGetDependentNodes(n.h, p, nil, c) })
+	return n.neighbours("Node.Dependents", func(p *cu.CUgraphNode, c *uintptr) error { return cu.GraphNodeGetDependentNodes(n.h, p, nil, c) })
+}
+
+func (n Node) neighbours(op string, q func(*cu.CUgraphNode, *uintptr) error) ([]Node, error) {
+	var out []Node
+	err := n.use(op, func() error {
+		hs, err := fetchNodes(q)
+		out = n.g.nodesOf(hs)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return n.g.wrap(hs), nil
+	return out, nil
 }
 
 // Destroy removes the node and its edges (cuGraphDestroyNode). What the
@@ -123,10 +189,7 @@ func (n Node) Destroy() error {
 		if err := cu.GraphDestroyNode(n.h); err != nil {
 			return err
 		}
-		if g.dead == nil {
-			g.dead = map[cu.CUgraphNode]bool{}
-		}
-		g.dead[n.h] = true
+		g.forget(n.h)
 		g.dropBodies(n.h)
 		owners = g.takeOwners(n.h)
 		return nil

@@ -510,15 +510,15 @@ func TestReviewFakeBodyCallRacingOwnerNodeDestroy(t *testing.T) {
 	require.NoError(t, err)
 	h, err := n.ChildGraphHandle()
 	require.NoError(t, err)
-	root.mu.Lock()
+	root.fam.mu.Lock()
 	body, err := root.newBody(cu.CUgraph(h), n.h)
-	root.mu.Unlock()
+	root.fam.mu.Unlock()
 	require.NoError(t, err)
 
 	// A call on the body has acquired it and waits for the tree's mutex
 	// while the owner node is destroyed: one mutex serves the whole tree,
 	// and the call re-checks the body once it has the lock.
-	require.True(t, body.mu == root.mu, "a body shares its root's mutex")
+	require.True(t, body.fam == root.fam, "a body shares its root's family lock")
 	require.NoError(t, body.acquire("test"))
 	require.NoError(t, n.Destroy()) // the owner node goes, and its graph with it
 	err = body.lock("test")
@@ -551,7 +551,7 @@ func TestReviewFakeChildSnapshotRace(t *testing.T) {
 	_, err = c.Empty()
 	require.NoError(t, err)
 
-	g.mu.Lock()
+	g.fam.mu.Lock()
 	childErr := make(chan error, 1)
 	go func() { _, err := g.Child(c); childErr <- err }()
 	time.Sleep(100 * time.Millisecond) // Child has snapshotted c and waits for g.mu
@@ -560,7 +560,7 @@ func TestReviewFakeChildSnapshotRace(t *testing.T) {
 	k, err := c.Kernel(env.fill, rvCfg, buf, int32(1), int32(16))
 	require.NoError(t, err)
 	require.NoError(t, buf.Close()) // c's node holds it
-	g.mu.Unlock()
+	g.fam.mu.Unlock()
 	require.NoError(t, <-childErr)  // g's copy of c includes k
 	require.NoError(t, k.Destroy()) // c's table was never shared with g: buf is freed
 

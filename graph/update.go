@@ -12,13 +12,12 @@ import (
 //
 // cuGraphRetainUserObject takes only a graph, so what an update gives an
 // executable cannot be tied to it the way a graph's owners are. Instead the
-// Exec keeps them itself: owners introduced by a per-node change are kept
-// per node, and a whole-graph Update takes its own references on the new
-// graph's user objects (cuUserObjectRetain). Both stay alive until the
-// executable is closed and every launch enqueued before then has finished.
-// Owners a later change replaces are retired the same way: released once
-// every launch enqueued so far has finished (Exec.retire records an event on
-// each stream the executable ran on and releases after them).
+// Exec keeps them itself, in owner sets (retire.go): owners introduced by a
+// per-node change are kept per node, and a whole-graph Update takes its own
+// references on the new graph's user objects (cuUserObjectRetain). Both
+// stay alive until the executable is closed and every launch enqueued
+// before then has finished; sets a later change replaces are retired the
+// same way.
 
 // UpdateResult is the driver's reason for a failed whole-graph update
 // (CUgraphExecUpdateResult).
@@ -65,8 +64,9 @@ func (u uoOwner) Release() error { return cu.UserObjectRelease(cu.CUuserObject(u
 // Update replaces the executable's parameters with those of g, a graph of
 // the same topology (cuGraphExecUpdate); later launches run g's work. The
 // executable holds what g's nodes hold from then on, even after g is
-// closed. On failure the error is an *UpdateError with the driver's reason
-// and the offending node, and nothing changed.
+// closed, and panics of g's host nodes are reported by its Err too. On
+// failure the error is an *UpdateError with the driver's reason and the
+// offending node, and nothing changed.
 func (e *Exec) Update(g *Graph) error {
 	const op = "Exec.Update"
 	if err := e.acquire(op); err != nil {
@@ -77,9 +77,6 @@ func (e *Exec) Update(g *Graph) error {
 		return err
 	}
 	defer g.release()
-	if g.sink.hosts.Load() {
-		e.sink.hosts.Store(true)
-	}
 	if g.root != nil {
 		return invalid(op, "a body graph cannot be the update")
 	}
@@ -88,8 +85,10 @@ func (e *Exec) Update(g *Graph) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	if err := lockTwo(op, e.fam, g.fam); err != nil {
+		return err
+	}
+	defer unlockTwo(e.fam, g.fam)
 	info := new(cu.CUgraphExecUpdateResultInfo)
 	var held []lifetime.Owner
 	updated := false
@@ -114,10 +113,10 @@ func (e *Exec) Update(g *Graph) error {
 		}
 		ue := &UpdateError{Err: err, Result: UpdateResult(info.Result)}
 		if info.ErrorNode != 0 {
-			ue.Node = Node{g: g, h: info.ErrorNode}
+			ue.Node = g.nodeOf(info.ErrorNode)
 		}
-		if info.ErrorFromNode != 0 {
-			ue.FromNode = Node{g: e.src, h: info.ErrorFromNode}
+		if info.ErrorFromNode != 0 && e.src != nil {
+			ue.FromNode = e.src.nodeOf(info.ErrorFromNode)
 		}
 		return ue
 	}
@@ -125,20 +124,24 @@ func (e *Exec) Update(g *Graph) error {
 	// is replaced.
 	var old []lifetime.Owner
 	for _, o := range e.own {
-		old = append(old, o...)
+		old = append(old, o)
 	}
 	e.own = nil
-	old = append(old, e.held...)
-	e.held = held
+	if e.held != nil {
+		old = append(old, e.held)
+	}
+	e.held = newOwnerSet(held)
 	e.retire(old)
 	g.shared()
-	return err
+	g.sink.forward(e.sink)
+	return nil
 }
 
 // setNode changes node n of the executable with call. With replace, owners
 // are held for the node from then on and those an earlier change gave it
 // are retired; without, the node's owners stay as they are. It takes
-// owners: on failure they are released.
+// owners: on failure they are released. It works after the source graph is
+// closed (the executable holds it), but not on a node destroyed since.
 func (e *Exec) setNode(op string, n Node, owners []lifetime.Owner, replace bool, call func() error) error {
 	release := func(err error) error {
 		for _, o := range owners {
@@ -154,19 +157,18 @@ func (e *Exec) setNode(op string, n Node, owners []lifetime.Owner, replace bool,
 	if g == nil || n.h == 0 {
 		return release(fmt.Errorf("graph: %s: zero Node: %w", op, ErrForeignNode))
 	}
-	if g.top() != e.src {
+	if g.graphCore == nil || g.top() != e.src.graphCore {
 		return release(fmt.Errorf("graph: %s: the node is not of the graph the executable was made from: %w", op, ErrForeignNode))
 	}
-	if err := g.acquire(op); err != nil {
-		return release(err)
-	}
-	defer g.release()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := g.lock(op); err != nil {
+	if err := e.fam.lock(op); err != nil {
 		return release(err)
 	}
-	defer g.mu.Unlock() // held across the call: n cannot be destroyed under it
+	defer e.fam.mu.Unlock() // held across the call: n cannot be destroyed under it
+	if g.root != nil && g.obj.Closed() {
+		return release(fmt.Errorf("graph: %s: the body's conditional node was destroyed: %w", op, ErrDestroyedNode))
+	}
 	if err := g.node(op, n); err != nil {
 		return release(err)
 	}
@@ -177,15 +179,17 @@ func (e *Exec) setNode(op string, n Node, owners []lifetime.Owner, replace bool,
 		return release(nil)
 	}
 	if e.own == nil {
-		e.own = map[cu.CUgraphNode][]lifetime.Owner{}
+		e.own = map[cu.CUgraphNode]*ownerSet{}
 	}
-	old := e.own[n.h]
+	old, had := e.own[n.h]
 	if len(owners) > 0 {
-		e.own[n.h] = owners
+		e.own[n.h] = newOwnerSet(owners)
 	} else {
 		delete(e.own, n.h)
 	}
-	e.retire(old)
+	if had {
+		e.retire([]lifetime.Owner{old})
+	}
 	return nil
 }
 
@@ -202,8 +206,8 @@ func (e *Exec) SetKernel(n Node, fn *driver.Function, cfg driver.LaunchConfig, a
 	if err := checkConfig(op, cfg); err != nil {
 		return err
 	}
-	if e == nil {
-		return invalid(op, "nil executable graph")
+	if err := e.check(op); err != nil {
+		return err
 	}
 	p, err := fn.Marshal(e.ctx, args...)
 	if err != nil {
@@ -224,11 +228,11 @@ func (e *Exec) SetKernel(n Node, fn *driver.Function, cfg driver.LaunchConfig, a
 // (cuGraphExecMemsetNodeSetParams); dst is held as Builder.Memset holds it.
 func (e *Exec) SetMemset(n Node, dst Operand, value uint32, elemSize int) error {
 	const op = "Exec.SetMemset"
-	if e == nil {
+	if err := e.check(op); err != nil {
 		dst.discard()
-		return invalid(op, "nil executable graph")
+		return err
 	}
-	o, err := dst.resolve(op)
+	o, err := dst.resolve(op, e.ctx)
 	if err != nil {
 		return err
 	}
@@ -252,17 +256,17 @@ func (e *Exec) SetMemset(n Node, dst Operand, value uint32, elemSize int) error 
 // them.
 func (e *Exec) SetMemcpy(n Node, dst, src Operand) error {
 	const op = "Exec.SetMemcpy"
-	if e == nil {
+	if err := e.check(op); err != nil {
 		dst.discard()
 		src.discard()
-		return invalid(op, "nil executable graph")
+		return err
 	}
-	d, err := dst.resolve(op)
+	d, err := dst.resolve(op, e.ctx)
 	if err != nil {
 		src.discard()
 		return err
 	}
-	s, err := src.resolve(op)
+	s, err := src.resolve(op, e.ctx)
 	if err != nil {
 		d.release()
 		return err
@@ -284,8 +288,8 @@ func (e *Exec) SetMemcpy(n Node, dst, src Operand) error {
 // f is held for as long as the executable may run it.
 func (e *Exec) SetHostFunc(n Node, f func()) error {
 	const op = "Exec.SetHostFunc"
-	if e == nil {
-		return invalid(op, "nil executable graph")
+	if err := e.check(op); err != nil {
+		return err
 	}
 	if f == nil {
 		return invalid(op, "nil function")
@@ -317,8 +321,8 @@ func (e *Exec) SetEventWait(n Node, ev *driver.Event) error {
 }
 
 func (e *Exec) setEvent(op string, n Node, ev *driver.Event, call func(cu.CUgraphExec, cu.CUgraphNode, cu.CUevent) error) error {
-	if e == nil {
-		return invalid(op, "nil executable graph")
+	if err := e.check(op); err != nil {
+		return err
 	}
 	ref, err := ev.Hold()
 	if err != nil {
@@ -337,24 +341,26 @@ func (e *Exec) setEvent(op string, n Node, ev *driver.Event, call func(cu.CUgrap
 // child's nodes hold is kept for as long as the executable may run it.
 func (e *Exec) SetChild(n Node, child *Graph) error {
 	const op = "Exec.SetChild"
-	if e == nil {
-		return invalid(op, "nil executable graph")
+	if err := e.check(op); err != nil {
+		return err
 	}
 	if err := child.acquire(op); err != nil {
 		return err
 	}
 	defer child.release()
-	if child.sink.hosts.Load() && e.sink != nil {
-		e.sink.hosts.Store(true)
-	}
 	if child.root != nil {
 		return invalid(op, "a body graph cannot be a child")
 	}
+	if !child.ctx.Same(e.ctx) {
+		return invalid(op, "the child graph belongs to another context")
+	}
 	// Take references on child's user objects and mark its table shared
 	// under child's lock, then let it go: setNode takes e.mu and the
-	// source graph's lock, and child may be that graph.
+	// source graph's lock, and child may be of that family.
 	var owners []lifetime.Owner
-	child.mu.Lock()
+	if err := child.lock(op); err != nil {
+		return err
+	}
 	err := child.bind(func() error {
 		for _, uo := range child.uos {
 			if err := cu.UserObjectRetain(uo, 1); err != nil {
@@ -368,13 +374,14 @@ func (e *Exec) SetChild(n Node, child *Graph) error {
 		child.shared()
 	}
 	h := child.h
-	child.mu.Unlock()
+	child.fam.mu.Unlock()
 	if err != nil {
 		for _, o := range owners {
 			_ = o.Release()
 		}
 		return err
 	}
+	child.sink.forward(e.sink) // the executable runs child's host nodes from now on
 	return e.setNode(op, n, owners, true, func() error {
 		return cu.GraphExecChildGraphNodeSetParams(e.h, n.h, h)
 	})
@@ -384,8 +391,8 @@ func (e *Exec) SetChild(n Node, child *Graph) error {
 // (cuGraphNodeSetEnabled): a disabled node does nothing when the
 // executable runs. Kernel, memcpy and memset nodes can be disabled.
 func (e *Exec) SetEnabled(n Node, on bool) error {
-	if e == nil {
-		return invalid("Exec.SetEnabled", "nil executable graph")
+	if err := e.check("Exec.SetEnabled"); err != nil {
+		return err
 	}
 	v := uint32(0)
 	if on {
@@ -397,8 +404,8 @@ func (e *Exec) SetEnabled(n Node, on bool) error {
 // Enabled reports whether node n of the executable is enabled
 // (cuGraphNodeGetEnabled).
 func (e *Exec) Enabled(n Node) (bool, error) {
-	if e == nil {
-		return false, invalid("Exec.Enabled", "nil executable graph")
+	if err := e.check("Exec.Enabled"); err != nil {
+		return false, err
 	}
 	v := new(uint32)
 	err := e.setNode("Exec.Enabled", n, nil, false, func() error { return cu.GraphNodeGetEnabled(e.h, n.h, v) })

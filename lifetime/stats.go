@@ -14,6 +14,7 @@ var stats struct {
 	callbackPanics atomic.Int64
 	pinned         atomic.Int64
 	tables         atomic.Int64
+	kept           atomic.Int64
 }
 
 // Stats are the lifetime counters (I11). Tests and users read them to prove
@@ -30,6 +31,7 @@ type Stats struct {
 	CallbackPanics int64 // callbacks that panicked or called Goexit
 	Pinned         int64 // Go objects pinned now
 	Tables         int64 // owner tables not yet released
+	Kept           int64 // owners held for good (KeepForever): leaks that were safer than a release
 	Callbacks      int   // callbacks registered now (the handle map's size)
 	HostFnFast     int64 // HostFn calls served by the polling goroutine (no Go entry on the C thread)
 	HostFnPortable int64 // HostFn calls that entered Go through purego
@@ -52,6 +54,7 @@ func ReadStats() Stats {
 		CallbackPanics: stats.callbackPanics.Load(),
 		Pinned:         stats.pinned.Load(),
 		Tables:         stats.tables.Load(),
+		Kept:           stats.kept.Load(),
 		Callbacks:      callbacks.Len(),
 		HostFnFast:     fast.served.Load(),
 		HostFnPortable: fast.portable.Load(),

@@ -550,10 +550,7 @@ func stressOps() []stressOp {
 
 // stressExempt are methods the stress does not race, with the reason.
 var stressExempt = map[string]string{
-	"Stream.CallbackPanicked":     "the sink of host-function panics, called by package lifetime; a direct call only queues an error for Synchronize",
-	"Stream.SetCaptureSink":       "capture sinks are package graph's, around a stream capture, which fakecuda does not model",
-	"Stream.ClearCaptureSink":     "see SetCaptureSink",
-	"Stream.InstalledCaptureSink": "see SetCaptureSink",
+	"Stream.CallbackPanicked": "the sink of host-function panics, called by package lifetime; a direct call only queues an error for Synchronize",
 }
 
 // stressMethods lists the exported methods of the driver's types.

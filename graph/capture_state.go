@@ -1,0 +1,714 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"unsafe"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/capture"
+	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// captureState is a capture's bookkeeping, and the capture.Sink installed
+// on its streams. It never points at a Graph handle: package driver may
+// keep it after the capture (a stream remembers its recent sinks), and a
+// handle reachable from it could never be collected.
+//
+// What the sink is given (Keep) is what work the capture certainly
+// captured names, or a share of what work it may have captured names
+// (package driver holds another share until that work has run where it was
+// not captured). Either way the graph that may run the work must hold it:
+// before the end it is kept here; after a successful end it goes to the
+// owner table the captured nodes' owners went to (table), which every
+// clone and executable made from the graph since holds; after a failed
+// end, whose captured work can never run, it is released.
+type captureState struct {
+	origin *driver.Stream
+	mode   CaptureMode
+	ctx    *driver.Context
+	ctxRef lifetime.Ref // for a new graph
+	target *graphCore   // the graph captured into, held; nil for a new graph
+	before map[cu.CUgraphNode]bool
+	psink  *sink     // where captured host functions report panics
+	thread *osThread // begins and ends the capture; nil: the caller's thread
+
+	mu      sync.Mutex
+	ending  bool             // End or Abort has begun
+	done    bool             // the capture is over and the sink off its streams
+	final   bool             // the end is complete: table says where late owners go
+	streams []heldStream     // the sink is installed on these; origin first
+	kept    []lifetime.Owner // what captured work names
+	late    []lifetime.Owner // given after done, before final
+	after   []lifetime.Owner // releases waiting for the end (AfterCapture)
+	table   *lifetime.Table  // after a successful end
+
+	evMu sync.Mutex // fork and join record and wait in pairs
+	ev   cu.CUevent
+
+	qmu sync.Mutex // cuStreamGetCaptureInfo's out-parameters
+	q   captureInfo
+}
+
+type heldStream struct {
+	s   *driver.Stream
+	ref lifetime.Ref
+}
+
+type captureInfo struct {
+	status cu.CUstreamCaptureStatus
+	deps   *cu.CUgraphNode // CUDA's array, valid until the next call on the stream
+	edges  *cu.CUgraphEdgeData
+	n      uintptr
+}
+
+// begin installs the capture's sink on s and begins capturing, into target
+// after deps when target is set.
+func begin(op string, s *driver.Stream, mode CaptureMode, target *Graph, deps []Node, thread bool) (st *captureState, err error) {
+	if s == nil {
+		return nil, fmt.Errorf("graph: %s: %w", op, driver.ErrNilStream)
+	}
+	if mode != CaptureGlobal && mode != CaptureThreadLocal && mode != CaptureRelaxed {
+		return nil, invalid(op, "capture mode %d", int(mode))
+	}
+	if s.IsLegacy() {
+		return nil, invalid(op, "CUDA does not capture the legacy default stream: use a stream made with NewStream")
+	}
+	sref, err := s.Hold()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = sref.Release()
+		}
+	}()
+	ctx := s.Context()
+	st = &captureState{origin: s, mode: mode, ctx: ctx, psink: &sink{}}
+	if target != nil {
+		if err := target.acquire(op); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				target.release()
+			}
+		}()
+		if !target.ctx.Same(ctx) {
+			return nil, invalid(op, "the stream belongs to another context than the graph")
+		}
+		st.target = target.graphCore
+		st.psink = target.top().sink
+	} else {
+		ref, err := ctx.Hold()
+		if err != nil {
+			return nil, err
+		}
+		st.ctxRef = ref
+		defer func() {
+			if err != nil {
+				_ = ref.Release()
+			}
+		}()
+	}
+	if err := capture.Install(s, st); err != nil {
+		if capture.Installed(s) != nil {
+			return nil, fmt.Errorf("graph: %s: %w", op, ErrCapturing)
+		}
+		return nil, err
+	}
+	st.streams = []heldStream{{s, sref}}
+	if thread {
+		st.thread = newOSThread()
+	}
+	if target != nil {
+		err = st.beginInto(op, target, deps)
+	} else {
+		err = st.run(func() error {
+			if err := notCapturing(op, s); err != nil {
+				return err
+			}
+			return cu.StreamBeginCapture(cu.CUstream(s.Handle()), cu.CUstreamCaptureMode(mode))
+		})
+	}
+	if err != nil {
+		capture.Remove(s, st)
+		st.mu.Lock()
+		st.ending, st.done, st.final = true, true, true // what comes from now on is released at once
+		kept, late, after := st.kept, st.late, st.after
+		st.kept, st.late, st.after, st.streams = nil, nil, nil, nil
+		st.mu.Unlock()
+		if st.thread != nil {
+			st.thread.stop()
+		}
+		// Nothing was captured: what calls handed over meanwhile is a share
+		// of what work that ran on the stream names, whose other share
+		// waits for that work (package driver).
+		releaseOwners(kept)
+		releaseOwners(late)
+		// Stream-ordered frees and unloads that found the sink installed
+		// and were held back for a capture that never began.
+		releaseOwners(after)
+		return nil, err
+	}
+	capture.Began(s, st)
+	return st, nil
+}
+
+// beginInto begins capturing into target after deps, noting the nodes the
+// target had, so that an abort can remove what the capture added. From
+// then until the end, calls on the target's family fail with ErrCapturing.
+func (st *captureState) beginInto(op string, g *Graph, deps []Node) error {
+	if err := g.lock(op); err != nil {
+		return err
+	}
+	defer g.fam.mu.Unlock()
+	hs := make([]cu.CUgraphNode, 0, len(deps))
+	for _, n := range deps {
+		if err := g.node(op, n); err != nil {
+			return err
+		}
+		hs = append(hs, n.h)
+	}
+	var dp *cu.CUgraphNode
+	if len(hs) > 0 {
+		dp = &hs[0]
+	}
+	err := st.run(func() error {
+		if err := notCapturing(op, st.origin); err != nil {
+			return err
+		}
+		nodes, err := fetchNodes(func(p *cu.CUgraphNode, n *uintptr) error { return cu.GraphGetNodes(g.h, p, n) })
+		if err != nil {
+			return err
+		}
+		st.before = make(map[cu.CUgraphNode]bool, len(nodes))
+		for _, h := range nodes {
+			st.before[h] = true
+		}
+		return cu.StreamBeginCaptureToGraph(cu.CUstream(st.origin.Handle()), g.h, dp, nil, uintptr(len(hs)), cu.CUstreamCaptureMode(st.mode))
+	})
+	if err == nil {
+		g.fam.capture = st
+	}
+	return err
+}
+
+// notCapturing fails for a stream some other code captures through Raw.
+func notCapturing(op string, s *driver.Stream) error {
+	var status cu.CUstreamCaptureStatus
+	if err := cu.StreamIsCapturing(cu.CUstream(s.Handle()), &status); err != nil {
+		return err
+	}
+	if status != cu.CU_STREAM_CAPTURE_STATUS_NONE {
+		return fmt.Errorf("graph: %s: %w", op, ErrCapturing)
+	}
+	return nil
+}
+
+// run runs f with the context bound, on the capture's thread if it has
+// one.
+func (st *captureState) run(f func() error) error {
+	call := func() error { return st.ctx.Raw(func(uintptr) error { return f() }) }
+	if st.thread == nil {
+		return call()
+	}
+	return st.thread.do(call)
+}
+
+// event returns the capture's event for fork and join, made on first use;
+// st.evMu is held and the context bound.
+func (st *captureState) event() (cu.CUevent, error) {
+	if st.ev == 0 {
+		var ev cu.CUevent
+		if err := cu.EventCreate(&ev, uint32(cu.CU_EVENT_DISABLE_TIMING)); err != nil {
+			return 0, err
+		}
+		st.ev = ev
+	}
+	return st.ev, nil
+}
+
+// link makes later work on waiter wait for the work queued on from.
+func (st *captureState) link(from, waiter *driver.Stream) error {
+	st.evMu.Lock()
+	defer st.evMu.Unlock()
+	return st.ctx.Raw(func(uintptr) error {
+		ev, err := st.event()
+		if err != nil {
+			return err
+		}
+		if err := cu.EventRecord(ev, cu.CUstream(from.Handle())); err != nil {
+			return err
+		}
+		return cu.StreamWaitEvent(cu.CUstream(waiter.Handle()), ev, 0)
+	})
+}
+
+func (st *captureState) fork(op string, other *driver.Stream) error {
+	st.mu.Lock()
+	ending := st.ending
+	st.mu.Unlock()
+	if ending {
+		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
+	}
+	if other == nil {
+		return fmt.Errorf("graph: %s: %w", op, driver.ErrNilStream)
+	}
+	if other == st.origin {
+		return invalid(op, "a stream cannot fork from itself")
+	}
+	if other.IsLegacy() {
+		return invalid(op, "CUDA does not capture the legacy default stream")
+	}
+	if !other.Context().Same(st.ctx) {
+		return invalid(op, "the stream belongs to another context than the capture")
+	}
+	ref, err := other.Hold()
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	if st.ending {
+		st.mu.Unlock()
+		_ = ref.Release()
+		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
+	}
+	installed := false
+	if capture.Installed(other) != capture.Sink(st) {
+		if err := capture.Install(other, st); err != nil {
+			st.mu.Unlock()
+			_ = ref.Release()
+			if capture.Installed(other) != nil {
+				return fmt.Errorf("graph: %s: %w", op, ErrCapturing)
+			}
+			return err
+		}
+		installed = true
+		st.streams = append(st.streams, heldStream{other, ref})
+	}
+	st.mu.Unlock()
+	if !installed {
+		_ = ref.Release() // already part of the capture: fork again
+	}
+	if err := st.link(st.origin, other); err != nil {
+		if installed {
+			st.drop(other)
+		}
+		return err
+	}
+	capture.Began(other, st)
+	return nil
+}
+
+// drop takes s out of the capture's streams after a failed fork.
+func (st *captureState) drop(s *driver.Stream) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i, hs := range st.streams {
+		if hs.s == s {
+			capture.Remove(s, st)
+			_ = hs.ref.Release()
+			st.streams = append(st.streams[:i], st.streams[i+1:]...)
+			return
+		}
+	}
+}
+
+func (st *captureState) join(op string, other *driver.Stream) error {
+	if other == nil {
+		return fmt.Errorf("graph: %s: %w", op, driver.ErrNilStream)
+	}
+	if other == st.origin {
+		return invalid(op, "a stream cannot join itself")
+	}
+	st.mu.Lock()
+	member := false
+	for _, hs := range st.streams {
+		member = member || hs.s == other
+	}
+	ending := st.ending
+	st.mu.Unlock()
+	if ending {
+		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
+	}
+	if !member {
+		return invalid(op, "the stream is not part of the capture (Fork it first)")
+	}
+	return st.link(other, st.origin)
+}
+
+// Keep implements capture.Sink.
+func (st *captureState) Keep(owners []lifetime.Owner) {
+	for _, o := range owners {
+		if _, ok := o.(lifetime.CallbackOwner); ok { // a captured host function
+			st.psink.hosts.Store(true)
+		}
+	}
+	st.mu.Lock()
+	switch {
+	case !st.done:
+		st.kept = append(st.kept, owners...)
+		st.mu.Unlock()
+	case !st.final:
+		st.late = append(st.late, owners...)
+		st.mu.Unlock()
+	default:
+		t := st.table
+		st.mu.Unlock()
+		keepIn(t, owners)
+	}
+}
+
+// keepIn records owners in t, against no node (they are released with the
+// table), or releases them where t is nil or released: no graph may run
+// the work they serve any more.
+func keepIn(t *lifetime.Table, owners []lifetime.Owner) {
+	for _, o := range owners {
+		if t == nil || t.Add(0, o) != nil {
+			_ = o.Release()
+		}
+	}
+}
+
+// Join implements capture.Sink: s is about to wait for an event recorded
+// in the capture.
+func (st *captureState) Join(s any, ref lifetime.Ref) bool {
+	ds, _ := s.(*driver.Stream)
+	if ds == nil {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.ending || capture.Install(ds, st) != nil {
+		return false
+	}
+	st.streams = append(st.streams, heldStream{ds, ref})
+	return true
+}
+
+// AfterCapture implements capture.Sink.
+func (st *captureState) AfterCapture(o lifetime.Owner) {
+	st.mu.Lock()
+	if st.done {
+		st.mu.Unlock()
+		lifetime.Defer(o)
+		return
+	}
+	st.after = append(st.after, o)
+	st.mu.Unlock()
+}
+
+// CallbackPanicked implements capture.Sink (lifetime.PanicSink): a
+// captured host function's panic goes where the graph's host nodes report.
+func (st *captureState) CallbackPanicked(p any, stack []byte) {
+	st.psink.CallbackPanicked(p, stack)
+}
+
+func releaseOwners(os []lifetime.Owner) {
+	for _, o := range os {
+		_ = o.Release()
+	}
+}
+
+// tailOf copies the nodes s depends on now (cuStreamGetCaptureInfo).
+func (st *captureState) tailOf(s *driver.Stream) []cu.CUgraphNode {
+	st.qmu.Lock()
+	defer st.qmu.Unlock()
+	q := &st.q
+	*q = captureInfo{}
+	h := cu.CUstream(s.Handle())
+	err := cu.StreamGetCaptureInfo(h, &q.status, nil, nil, &q.deps, &q.edges, &q.n)
+	if err != nil && errors.Is(err, driver.ErrNotSupported) {
+		err = cu.StreamGetCaptureInfo_v11030(h, &q.status, nil, nil, &q.deps, &q.n)
+	}
+	if err != nil || q.n == 0 || q.deps == nil {
+		return nil
+	}
+	return slices.Clone(unsafe.Slice(q.deps, q.n))
+}
+
+// finish ends the capture, takes the sink off every stream, and then makes
+// the graph (or adds to the target) or, on abort or failure, destroys what
+// was captured and releases what it held. target is the target's handle
+// (nil for a new graph, or when a cleanup ends a leaked capture).
+func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error) {
+	st.mu.Lock()
+	if st.ending {
+		st.mu.Unlock()
+		return nil, nil, fmt.Errorf("graph: StreamCapture.End: %w", ErrNotCapturing)
+	}
+	st.ending = true
+	streams := slices.Clone(st.streams)
+	st.mu.Unlock()
+
+	// Join every other stream back, so that CUDA finds them joined, then
+	// end the capture: from the Ending mark on, package driver counts work
+	// queued on the streams as possibly uncaptured.
+	var joinErr error
+	for _, hs := range streams[1:] {
+		if err := st.link(hs.s, st.origin); err != nil && joinErr == nil {
+			joinErr = err
+		}
+	}
+	for _, hs := range streams {
+		capture.Ending(hs.s, st)
+	}
+	var h cu.CUgraph
+	var tail []cu.CUgraphNode
+	endErr := st.run(func() error {
+		if !abort {
+			tail = st.tailOf(st.origin)
+		}
+		return cu.StreamEndCapture(cu.CUstream(st.origin.Handle()), &h)
+	})
+	if endErr != nil && joinErr != nil {
+		endErr = errors.Join(endErr, joinErr)
+	}
+	if status, err := IsCapturing(st.origin); err == nil && status != NotCapturing {
+		endErr = errors.Join(endErr, fmt.Errorf("graph: the stream is still %v after cuStreamEndCapture", status))
+	}
+	for _, hs := range streams {
+		capture.Remove(hs.s, st)
+	}
+	st.mu.Lock()
+	st.done = true
+	kept, after, all := st.kept, st.after, st.streams
+	st.kept, st.after, st.streams = nil, nil, nil
+	st.mu.Unlock()
+	for _, hs := range all {
+		capture.Remove(hs.s, st) // streams that joined meanwhile
+		_ = hs.ref.Release()
+	}
+	if st.thread != nil {
+		st.thread.stop()
+	}
+	st.evMu.Lock()
+	if ev := st.ev; ev != 0 {
+		st.ev = 0
+		_ = st.ctx.Raw(func(uintptr) error { return cu.EventDestroy(ev) })
+	}
+	st.evMu.Unlock()
+	defer releaseOwners(after) // stream-ordered frees held back by the capture
+
+	var g *Graph
+	var nodes []Node
+	var table *lifetime.Table
+	var err error
+	if st.target != nil {
+		nodes, table, err = st.endInto(abort || endErr != nil, endErr, kept, tail, target)
+		g = target
+	} else if abort || endErr != nil {
+		if h != 0 {
+			_ = st.ctx.Raw(func(uintptr) error { return cu.GraphDestroy(h) })
+		}
+		releaseOwners(kept) // the captured work never runs
+		err = endErr
+		_ = st.ctxRef.Release()
+	} else {
+		g, nodes, table, err = st.wrap(h, kept, tail)
+	}
+	st.mu.Lock()
+	st.final, st.table = true, table
+	late := st.late
+	st.late = nil
+	st.mu.Unlock()
+	keepIn(table, late)
+	if err != nil {
+		return nil, nil, err
+	}
+	return g, nodes, nil
+}
+
+// endInto finishes a capture into st.target: on a failed end it destroys
+// the captured nodes, and keeps what they name where CUDA refuses (graphs
+// with memory nodes keep every node); on success it records kept in the
+// target's owner table. It returns the tail's nodes and the table late
+// owners go to (nil: release them), then lets the family's calls and
+// destroys go on and releases the target.
+func (st *captureState) endInto(failed bool, endErr error, kept []lifetime.Owner, tail []cu.CUgraphNode, target *Graph) ([]Node, *lifetime.Table, error) {
+	c := st.target
+	f := c.fam
+	f.mu.Lock() // no refusal: the family's capture is this one
+	var nodes []Node
+	var table *lifetime.Table
+	err := c.bind(func() error {
+		current, err := fetchNodes(func(p *cu.CUgraphNode, n *uintptr) error { return cu.GraphGetNodes(c.h, p, n) })
+		if err != nil {
+			return err
+		}
+		if failed {
+			var stay error
+			for _, n := range current {
+				if st.before[n] {
+					continue
+				}
+				if err := cu.GraphDestroyNode(n); err != nil {
+					if stay == nil {
+						stay = fmt.Errorf("graph: nodes captured into the graph could not be removed and stay, holding what they name: %w", err)
+					}
+					continue
+				}
+				c.forget(n)
+			}
+			if stay == nil {
+				return nil // the captured work never runs: kept is released below
+			}
+			table, err = c.ownerTable()
+			if err != nil {
+				return errors.Join(stay, err)
+			}
+			keepIn(table, kept)
+			kept = nil
+			return stay
+		}
+		table, err = c.ownerTable()
+		if err != nil {
+			return err
+		}
+		keepIn(table, kept)
+		kept = nil
+		if target != nil {
+			for _, n := range lastOnly(validTail(tail, current)) {
+				nodes = append(nodes, target.nodeOf(n))
+			}
+		}
+		return nil
+	})
+	if err != nil && table == nil && !failed {
+		// The captured nodes stay (the capture ended), but their owners
+		// could not be recorded: keep them for good rather than release
+		// what the graph names.
+		for _, o := range kept {
+			lifetime.KeepForever(o, fmt.Errorf("graph: owners of captured nodes kept for good: %w", err))
+		}
+		kept = nil
+	}
+	releaseOwners(kept)
+	f.capture = nil
+	later := f.later
+	f.later = nil
+	f.mu.Unlock()
+	for _, d := range later {
+		_ = d()
+	}
+	if failed {
+		err = errors.Join(endErr, err)
+	}
+	_ = c.obj.Release() // the capture's hold (begin)
+	if c.root != nil {
+		_ = c.root.obj.Release()
+	}
+	return nodes, table, err
+}
+
+// validTail keeps the tail nodes that are nodes of the graph (the array
+// cuStreamGetCaptureInfo returned may have been replaced meanwhile).
+func validTail(tail, nodes []cu.CUgraphNode) []cu.CUgraphNode {
+	out := tail[:0]
+	for _, n := range tail {
+		if slices.Contains(nodes, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// wrap makes the captured graph h a Graph that owns kept, with a family of
+// its own. On failure the graph is destroyed and kept released.
+func (st *captureState) wrap(h cu.CUgraph, kept []lifetime.Owner, tail []cu.CUgraphNode) (*Graph, []Node, *lifetime.Table, error) {
+	c := newCore(st.ctx, st.ctxRef, st.psink, &family{})
+	st.ctxRef = lifetime.Ref{} // the graph's now
+	c.h = h
+	g := c.open()
+	var nodes []Node
+	var table *lifetime.Table
+	c.fam.mu.Lock()
+	err := c.bind(func() error {
+		t, err := c.ownerTable()
+		if err != nil {
+			return err
+		}
+		table = t
+		keepIn(t, kept)
+		kept = nil
+		current, err := fetchNodes(func(p *cu.CUgraphNode, n *uintptr) error { return cu.GraphGetNodes(c.h, p, n) })
+		if err != nil {
+			return err
+		}
+		for _, n := range lastOnly(validTail(tail, current)) {
+			nodes = append(nodes, g.nodeOf(n))
+		}
+		return nil
+	})
+	c.fam.mu.Unlock()
+	releaseOwners(kept)
+	if err != nil {
+		_ = g.Close()
+		return nil, nil, table, err
+	}
+	return g, nodes, table, nil
+}
+
+// lastOnly drops from hs the nodes that other nodes of hs depend on (the
+// joins at the end add a forked stream's last node even when the capture's
+// stream already waited for it); the context is bound.
+func lastOnly(hs []cu.CUgraphNode) []cu.CUgraphNode {
+	if len(hs) < 2 {
+		return hs
+	}
+	out := make([]cu.CUgraphNode, 0, len(hs))
+	for _, a := range hs {
+		last := !slices.Contains(out, a)
+		for _, b := range hs {
+			if last && a != b {
+				r, err := reaches(a, b)
+				last = err != nil || !r
+			}
+		}
+		if last {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// osThread runs functions on one OS thread, for the calls CUDA wants on the
+// thread that began a global or thread-local capture.
+type osThread struct{ work chan func() }
+
+func newOSThread() *osThread {
+	t := &osThread{work: make(chan func())}
+	go t.loop()
+	return t
+}
+
+func (t *osThread) loop() {
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	for f := range t.work {
+		f()
+	}
+}
+
+// do runs f on the thread and returns its error; a panic in f becomes an
+// error.
+func (t *osThread) do(f func() error) (err error) {
+	done := make(chan struct{})
+	t.work <- func() {
+		defer close(done)
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("graph: capture thread: panic: %v", p)
+			}
+		}()
+		err = f()
+	}
+	<-done
+	return err
+}
+
+func (t *osThread) stop() { close(t.work) }

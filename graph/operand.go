@@ -1,0 +1,192 @@
+package graph
+
+import (
+	"fmt"
+	"reflect"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// DeviceMemory is device memory a memcpy or memset node can name: a
+// *driver.Buffer of any element type.
+type DeviceMemory interface {
+	Ptr() driver.DevicePtr
+	Size() int
+	Hold() (lifetime.Ref, error)
+}
+
+// Operand is one side of a memcpy node or the target of a memset node.
+// Make one with Device, Host, Slice or Raw. An Operand holds nothing until
+// a node is added with it.
+type Operand struct {
+	dev    DeviceMemory
+	host   hostMemory
+	ptr    unsafe.Pointer // Slice: the Go array, pinned at add
+	addr   uintptr        // Raw: the address, never held as a Go pointer (a device address can look like one)
+	bytes  int
+	isHost bool
+	pin    bool
+	owner  *rawOwner // Raw's owner, handed over once (or nil)
+	err    error
+}
+
+type hostMemory interface {
+	Pointer() unsafe.Pointer
+	Hold() (lifetime.Ref, error)
+}
+
+// Device is device memory (a *driver.Buffer), held by the node.
+func Device(m DeviceMemory) Operand {
+	if m == nil || reflect.ValueOf(m).IsNil() {
+		return Operand{err: fmt.Errorf("nil device memory: %w", driver.ErrInvalidArgument)}
+	}
+	return Operand{dev: m}
+}
+
+// Host is pinned host memory (a *driver.HostBuffer), held by the node.
+func Host[T any](h *driver.HostBuffer[T]) Operand {
+	if h == nil {
+		return Operand{err: fmt.Errorf("nil host buffer: %w", driver.ErrInvalidArgument)}
+	}
+	return Operand{host: h, bytes: h.Len() * int(unsafe.Sizeof(*new(T))), isHost: true}
+}
+
+// Slice is ordinary Go memory, pinned (runtime.Pinner) from the node's add
+// for as long as the node may run. Its element type must hold no Go
+// pointers. Do not grow it past its capacity meanwhile: the node keeps the
+// original array.
+func Slice[T any](s []T) Operand {
+	if !driver.PlainData(reflect.TypeFor[T]()) {
+		return Operand{err: fmt.Errorf("slice of %s, which holds Go pointers: %w", reflect.TypeFor[T](), driver.ErrInvalidArgument)}
+	}
+	if len(s) == 0 {
+		return Operand{err: fmt.Errorf("empty slice: %w", driver.ErrInvalidArgument)}
+	}
+	return Operand{ptr: unsafe.Pointer(unsafe.SliceData(s)), bytes: len(s) * int(unsafe.Sizeof(s[0])), isHost: true, pin: true}
+}
+
+// Raw is memory purecuda does not manage: bytes at addr, host or device
+// memory. owner, if not nil, is held for as long as the node may run and
+// then released (the graph takes it, also when the add fails).
+func Raw(addr uintptr, bytes int, host bool, owner lifetime.Owner) Operand {
+	if addr == 0 || bytes <= 0 {
+		return Operand{err: fmt.Errorf("raw operand at %#x of %d bytes: %w", addr, bytes, driver.ErrInvalidArgument), owner: oneShot(owner)}
+	}
+	return Operand{addr: addr, bytes: bytes, isHost: host, owner: oneShot(owner)}
+}
+
+// oneShot wraps a Raw operand's owner so that it is handed over once: an
+// Operand is a value and may be copied, but its owner must be released
+// exactly once. A second use of the operand is refused.
+func oneShot(o lifetime.Owner) *rawOwner {
+	if o == nil {
+		return nil
+	}
+	return &rawOwner{o: o}
+}
+
+type rawOwner struct {
+	taken atomic.Bool
+	o     lifetime.Owner
+}
+
+// take hands the owner over, once.
+func (r *rawOwner) take() (lifetime.Owner, bool) {
+	if r.taken.Swap(true) {
+		return nil, false
+	}
+	return r.o, true
+}
+
+// discard releases the owner of a Raw operand that a refused call never
+// used (nothing for other operands).
+func (o Operand) discard() {
+	if o.owner != nil {
+		if own, ok := o.owner.take(); ok {
+			_ = own.Release()
+		}
+	}
+}
+
+// resolved is an Operand with its memory held: owner must be released
+// unless handed to an add.
+type resolved struct {
+	ptr   unsafe.Pointer // host memory
+	dev   uintptr        // device memory: an address, not a Go pointer
+	bytes int
+	host  bool
+	owner lifetime.Owner
+}
+
+func (o resolved) owners() []lifetime.Owner {
+	if o.owner == nil {
+		return nil
+	}
+	return []lifetime.Owner{o.owner}
+}
+
+func (o resolved) release() {
+	if o.owner != nil {
+		_ = o.owner.Release()
+	}
+}
+
+func (o resolved) side() (cu.CUmemorytype, unsafe.Pointer, cu.CUdeviceptr) {
+	if o.host {
+		return cu.CU_MEMORYTYPE_HOST, o.ptr, 0
+	}
+	return cu.CU_MEMORYTYPE_DEVICE, nil, cu.CUdeviceptr(o.dev)
+}
+
+// resolve holds the operand's memory and reads its address. Device memory
+// of another context than ctx (a buffer's, as its Context method tells) is
+// refused: a copy node runs in its graph's context.
+func (o Operand) resolve(op string, ctx *driver.Context) (resolved, error) {
+	if o.err != nil {
+		o.discard()
+		return resolved{}, fmt.Errorf("graph: %s: %w", op, o.err)
+	}
+	switch {
+	case o.dev != nil:
+		ref, err := o.dev.Hold()
+		if err != nil {
+			return resolved{}, err
+		}
+		p := uintptr(o.dev.Ptr())
+		if p == 0 { // closed between Hold and Ptr: the memory is held, but no new use
+			_ = ref.Release()
+			return resolved{}, closed(op, "device memory")
+		}
+		if c, ok := o.dev.(interface{ Context() *driver.Context }); ok && !c.Context().Same(ctx) {
+			_ = ref.Release()
+			return resolved{}, invalid(op, "the device memory belongs to another context than the graph")
+		}
+		return resolved{dev: p, bytes: o.dev.Size(), owner: ref}, nil
+	case o.host != nil:
+		ref, err := o.host.Hold()
+		if err != nil {
+			return resolved{}, err
+		}
+		return resolved{ptr: o.host.Pointer(), bytes: o.bytes, host: true, owner: ref}, nil
+	case o.pin:
+		return resolved{ptr: o.ptr, bytes: o.bytes, host: true, owner: lifetime.Pin(o.ptr)}, nil
+	}
+	var owner lifetime.Owner
+	if o.owner != nil {
+		own, ok := o.owner.take()
+		if !ok {
+			return resolved{}, invalid(op, "a Raw operand with an owner can be used once: its owner was handed over already")
+		}
+		owner = own
+	}
+	if !o.isHost {
+		return resolved{dev: o.addr, bytes: o.bytes, owner: owner}, nil
+	}
+	// Raw host memory: C's, or Go memory its owner keeps; CUDA's copy
+	// parameters take it as a pointer.
+	return resolved{ptr: *(*unsafe.Pointer)(unsafe.Pointer(&o.addr)), bytes: o.bytes, host: true, owner: owner}, nil
+}
