@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/ebitengine/purego"
 )
@@ -169,27 +170,67 @@ type worker struct {
 	p      any
 	stack  []byte
 	exited bool
+	pooled bool // in idle.ws (under idle's lock)
 }
 
-var idle = make(chan *worker, 64)
+// The idle workers: at most maxIdle wait for the next callback, each for
+// at most workerIdle, then ends, so that a burst of concurrent callbacks
+// leaves no goroutines behind.
+var idle struct {
+	sync.Mutex
+	ws []*worker
+}
+
+const (
+	maxIdle    = 64
+	workerIdle = time.Second
+)
 
 func getWorker() *worker {
-	select {
-	case w := <-idle:
+	idle.Lock()
+	if n := len(idle.ws); n > 0 {
+		w := idle.ws[n-1]
+		idle.ws[n-1] = nil
+		idle.ws = idle.ws[:n-1]
+		w.pooled = false
+		idle.Unlock()
 		return w
-	default:
 	}
+	idle.Unlock()
 	w := &worker{start: make(chan struct{}), done: make(chan struct{})}
 	go w.loop()
 	return w
 }
 
 func putWorker(w *worker) {
-	select {
-	case idle <- w:
-	default:
-		close(w.start) // enough idle workers: let this one end
+	idle.Lock()
+	if len(idle.ws) < maxIdle {
+		w.pooled = true
+		idle.ws = append(idle.ws, w)
+		idle.Unlock()
+		return
 	}
+	idle.Unlock()
+	close(w.start) // enough idle workers: let this one end
+}
+
+// retire takes w out of the idle pool if it is still there, and reports
+// whether it was: a worker taken meanwhile has a callback coming.
+func (w *worker) retire() bool {
+	idle.Lock()
+	defer idle.Unlock()
+	if !w.pooled {
+		return false
+	}
+	for i, x := range idle.ws {
+		if x == w {
+			idle.ws = append(idle.ws[:i], idle.ws[i+1:]...)
+			idle.ws = idle.ws[:len(idle.ws):len(idle.ws)]
+			break
+		}
+	}
+	w.pooled = false
+	return true
 }
 
 func (w *worker) loop() {
@@ -202,11 +243,26 @@ func (w *worker) loop() {
 			w.done <- struct{}{}
 		}
 	}()
-	for range w.start {
-		w.run()
-		w.done <- struct{}{}
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		select {
+		case _, ok := <-w.start:
+			if !ok {
+				finished = true
+				return
+			}
+			w.run()
+			w.done <- struct{}{}
+			t.Reset(workerIdle)
+		case <-t.C:
+			if w.retire() {
+				finished = true
+				return
+			}
+			t.Reset(workerIdle) // taken meanwhile: its callback is coming
+		}
 	}
-	finished = true
 }
 
 func (w *worker) run() {
