@@ -587,7 +587,10 @@ func (b *Buffer[T]) onStream(op string, s *Stream, n int, bind bool, f func(a *a
 // a HostBuffer.
 func (b *Buffer[T]) CopyFromHostAsync(s *Stream, src []T) error {
 	const op = "Buffer.CopyFromHostAsync"
-	if len(src) == 0 {
+	if len(src) == 0 { // nothing to queue, but the same checks
+		if s == nil {
+			return fmt.Errorf("driver: %s: %w", op, ErrNilStream)
+		}
 		_, err := b.checkOpen(op)
 		return err
 	}
@@ -603,7 +606,10 @@ func (b *Buffer[T]) CopyFromHostAsync(s *Stream, src []T) error {
 // it only after synchronising s.
 func (b *Buffer[T]) CopyToHostAsync(s *Stream, dst []T) error {
 	const op = "Buffer.CopyToHostAsync"
-	if len(dst) == 0 {
+	if len(dst) == 0 { // nothing to queue, but the same checks
+		if s == nil {
+			return fmt.Errorf("driver: %s: %w", op, ErrNilStream)
+		}
 		_, err := b.checkOpen(op)
 		return err
 	}
