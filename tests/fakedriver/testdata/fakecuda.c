@@ -2745,6 +2745,7 @@ CUresult cuStreamIsCapturing(void *h, int *status) {
     struct stream *s;
     CUresult r = get_stream("cuStreamIsCapturing", h, &s);
     if (!r && !status) r = INVALID_VALUE;
+    if (!r && sticky) r = sticky; /* as libcuda after a fault (seen on an H100) */
     if (!r) *status = s->cap ? s->cap->status : 0;
     UNLOCK();
     return r;
