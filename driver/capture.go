@@ -40,15 +40,23 @@ import (
 // the generation before clearing the sink, so a call that sees neither
 // cannot have been captured. A launch pays two loads for this.
 
-// histLen is how many sinks a stream remembers. A call during which more
-// captures came and went on its stream keeps what it names for good.
-const histLen = 8
+// A stream remembers the sinks installed on it for as long as a call in
+// flight may still need them: the last histMin, and every one removed less
+// than histKeep ago (at most histMax). A call that stayed between its CUDA
+// call and its look afterwards for longer than that while captures came and
+// went keeps what it names for good.
+const (
+	histMin  = 8
+	histKeep = 10 * time.Second
+	histMax  = 4096
+)
 
 // captureHook is one installation of a sink on a stream; its generations
 // (0: not yet) are read and written under the stream's capState.mu.
 type captureHook struct {
 	sink                        capture.Sink
 	install, begin, end, remove uint64
+	removed                     time.Time
 }
 
 // capState is a stream's capture bookkeeping (nil for the legacy stream,
@@ -56,9 +64,26 @@ type captureHook struct {
 // installed while calls that must not be captured queue their work.
 type capState struct {
 	mu   sync.Mutex
-	hist [histLen]*captureHook // the latest installations, newest at hist[(n-1)%histLen]
-	n    uint64                // installations ever
-	lost uint64                // the latest generation at which a forgotten installation was still there
+	hist []*captureHook // the installations remembered, oldest first
+	lost uint64         // the latest generation at which a forgotten installation was still there
+}
+
+// remember records h, pruning installations no call can need any more.
+// c.mu is held.
+func (c *capState) remember(h *captureHook) {
+	drop := 0
+	for _, old := range c.hist {
+		n := len(c.hist) - drop
+		if n < histMin || (n < histMax && (old.remove == 0 || time.Since(old.removed) < histKeep)) {
+			break
+		}
+		c.lost = max(c.lost, old.remove)
+		drop++
+	}
+	if drop > 0 {
+		c.hist = append(c.hist[:0], c.hist[drop:]...)
+	}
+	c.hist = append(c.hist, h)
 }
 
 func init() {
@@ -108,16 +133,12 @@ func (s *Stream) install(sink capture.Sink) error {
 	c.mu.Lock()
 	if s.capture.Load() != nil {
 		c.mu.Unlock()
-		return invalid(op, "another capture sink is installed: the stream is being captured")
+		return fmt.Errorf("driver: %s: %w", op, capture.ErrInstalled)
 	}
 	h := &captureHook{sink: sink}
 	s.capture.Store(h) // before the generation moves (see above)
 	h.install = s.capGen.Add(1)
-	if old := c.hist[c.n%histLen]; old != nil && old.remove > c.lost {
-		c.lost = old.remove
-	}
-	c.hist[c.n%histLen] = h
-	c.n++
+	c.remember(h)
 	c.mu.Unlock()
 	noteCapturing(s)
 	return nil
@@ -158,7 +179,7 @@ func (s *Stream) remove(sink capture.Sink) bool {
 	if h.end == 0 {
 		h.end = g
 	}
-	h.remove = g
+	h.remove, h.removed = g, time.Now()
 	s.capture.Store(nil)
 	s.cap.mu.Unlock()
 	forgetCapturing(s)
@@ -194,18 +215,18 @@ func (s *Stream) keepCaptured(gen0 uint64, owners []lifetime.Owner) {
 		return
 	}
 	gen1 := s.capGen.Load()
-	var hs [histLen]captureHook
-	n := 0
+	var buf [4]captureHook
+	hs := buf[:0]
 	c.mu.Lock()
 	lost := c.lost > gen0
 	for _, h := range c.hist {
-		if h == nil || h.install > gen1 || (h.remove != 0 && h.remove <= gen0) {
+		if h.install > gen1 || (h.remove != 0 && h.remove <= gen0) {
 			continue // installed after the call, or gone before it
 		}
-		hs[n] = *h
-		n++
+		hs = append(hs, *h)
 	}
 	c.mu.Unlock()
+	n := len(hs)
 	if !lost && n == 1 && hs[0].begin != 0 && hs[0].begin <= gen0 && (hs[0].end == 0 || hs[0].end > gen1) {
 		hs[0].sink.Keep(owners) // captured for certain
 		return
@@ -219,7 +240,7 @@ func (s *Stream) keepCaptured(gen0 uint64, owners []lifetime.Owner) {
 		hs[i].sink.Keep(parts[i : i+1])
 	}
 	if lost {
-		lifetime.KeepForever(parts[n], fmt.Errorf("driver: what a call on a stream named is kept for good: more than %d captures began or ended on the stream during the call", histLen))
+		lifetime.KeepForever(parts[n], fmt.Errorf("driver: what a call on a stream named is kept for good: captures that may have seen it were forgotten (the call took over %v, or more than %d captures came and went meanwhile)", histKeep, histMax))
 		return
 	}
 	s.afterWork(parts[n])
@@ -342,6 +363,7 @@ var waits struct {
 var errRawCapture = errors.New("driver: the stream is being captured by code outside purecuda")
 
 func waitWorker() {
+	pause := 50 * time.Microsecond
 	for {
 		waits.mu.Lock()
 		items := waits.items
@@ -358,12 +380,17 @@ func waitWorker() {
 				again = append(again, it)
 			}
 		}
-		if len(again) > 0 {
-			waits.mu.Lock()
-			waits.items = append(again, waits.items...)
-			waits.mu.Unlock()
-			time.Sleep(time.Millisecond)
+		if len(again) == 0 {
+			pause = 50 * time.Microsecond
+			continue
 		}
+		// A stream is being captured: look again later, less often the
+		// longer it lasts (a capture begun outside purecuda may last).
+		waits.mu.Lock()
+		waits.items = append(again, waits.items...)
+		waits.mu.Unlock()
+		time.Sleep(pause)
+		pause = min(2*pause, 50*time.Millisecond)
 	}
 }
 

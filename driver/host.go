@@ -52,19 +52,30 @@ func AllocHost[T any](c *Context, n int, flags HostAllocFlags) (*HostBuffer[T], 
 		c.release()
 		return nil, err
 	}
-	h.obj.Init(func() error {
-		err := bound(c, func() error {
-			// Queued copies may still use the memory: let them finish.
+	h.obj.Init(h.free)
+	return h, nil
+}
+
+// free is the HostBuffer's destroy: it waits for the context's queued work,
+// which may still copy to or from the memory, then frees it. While a stream
+// of the context is being captured, the wait would fail and invalidate the
+// capture: the free waits for the capture's end instead.
+func (h *HostBuffer[T]) free() error {
+	c := h.ctx
+	ran, err := unlessCaptured(c, h.free, func() error {
+		return bound(c, func() error {
 			serr := c.sync()
 			if err := cu.MemFreeHost(h.p); err != nil {
 				return err
 			}
 			return serr
 		})
-		c.release()
-		return err
 	})
-	return h, nil
+	if !ran {
+		return nil // h.free runs again once the capture is over
+	}
+	c.release()
+	return err
 }
 
 // Slice is the memory as a Go slice; nil after Close. Do not use the slice

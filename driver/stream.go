@@ -318,8 +318,12 @@ func (s *Stream) WaitEvent(e *Event) error {
 		}
 	}
 	err := s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
-	if joined != nil && err == nil {
-		s.mark(joined.sink, false)
+	if joined != nil {
+		if err == nil {
+			s.mark(joined.sink, false)
+		} else {
+			joined.sink.Unjoin(s)
+		}
 	}
 	return err
 }

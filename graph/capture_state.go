@@ -116,7 +116,7 @@ func begin(op string, s *driver.Stream, mode CaptureMode, target *Graph, deps []
 		}()
 	}
 	if err := capture.Install(s, st); err != nil {
-		if capture.Installed(s) != nil {
+		if errors.Is(err, capture.ErrInstalled) {
 			return nil, fmt.Errorf("graph: %s: %w", op, ErrCapturing)
 		}
 		return nil, err
@@ -283,7 +283,7 @@ func (st *captureState) fork(op string, other *driver.Stream) error {
 		if err := capture.Install(other, st); err != nil {
 			st.mu.Unlock()
 			_ = ref.Release()
-			if capture.Installed(other) != nil {
+			if errors.Is(err, capture.ErrInstalled) {
 				return fmt.Errorf("graph: %s: %w", op, ErrCapturing)
 			}
 			return err
@@ -360,19 +360,45 @@ func (st *captureState) Keep(owners []lifetime.Owner) {
 	default:
 		t := st.table
 		st.mu.Unlock()
-		keepIn(t, owners)
+		var drop []lifetime.Owner
+		if c := st.target; c != nil && t != nil {
+			c.fam.mu.Lock()
+			owners, drop = redundant(c, owners)
+			c.fam.mu.Unlock()
+		}
+		releaseOwners(drop)
+		releaseOwners(keepIn(t, owners))
 	}
 }
 
+// redundant splits off the references on user objects that c's top-level
+// graph holds itself (a capture into a graph of what an executable of that
+// graph named): kept in the graph's own table they would keep that table
+// alive for good. The family lock is held.
+func redundant(c *graphCore, owners []lifetime.Owner) (keep, drop []lifetime.Owner) {
+	t := c.top()
+	for _, o := range owners {
+		if u, ok := o.(uoOwner); ok && slices.Contains(t.uos, cu.CUuserObject(u)) {
+			drop = append(drop, o)
+			continue
+		}
+		keep = append(keep, o)
+	}
+	return keep, drop
+}
+
 // keepIn records owners in t, against no node (they are released with the
-// table), or releases them where t is nil or released: no graph may run
-// the work they serve any more.
-func keepIn(t *lifetime.Table, owners []lifetime.Owner) {
+// table), and returns those it could not record, where t is nil or
+// released: no graph may run the work they serve any more. The caller
+// releases them with no lock held (a release may destroy an executable,
+// which takes its family's lock).
+func keepIn(t *lifetime.Table, owners []lifetime.Owner) (refused []lifetime.Owner) {
 	for _, o := range owners {
 		if t == nil || t.Add(0, o) != nil {
-			_ = o.Release()
+			refused = append(refused, o)
 		}
 	}
+	return refused
 }
 
 // Join implements capture.Sink: s is about to wait for an event recorded
@@ -389,6 +415,28 @@ func (st *captureState) Join(s any, ref lifetime.Ref) bool {
 	}
 	st.streams = append(st.streams, heldStream{ds, ref})
 	return true
+}
+
+// Unjoin implements capture.Sink: s, which Join took in, could not wait
+// for the capture's event after all.
+func (st *captureState) Unjoin(s any) {
+	ds, _ := s.(*driver.Stream)
+	st.mu.Lock()
+	if st.ending {
+		st.mu.Unlock()
+		return // the end takes it out
+	}
+	var ref lifetime.Ref
+	for i, hs := range st.streams {
+		if i > 0 && hs.s == ds {
+			ref = hs.ref
+			st.streams = append(st.streams[:i], st.streams[i+1:]...)
+			capture.Remove(ds, st)
+			break
+		}
+	}
+	st.mu.Unlock()
+	_ = ref.Release()
 }
 
 // AfterCapture implements capture.Sink.
@@ -466,6 +514,9 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 		}
 		return cu.StreamEndCapture(cu.CUstream(st.origin.Handle()), &h)
 	})
+	if abort && errors.Is(endErr, driver.ErrStreamCaptureInvalidated) {
+		endErr = nil // an invalidated capture is over all the same: what it made is discarded
+	}
 	if endErr != nil && joinErr != nil {
 		endErr = errors.Join(endErr, joinErr)
 	}
@@ -481,7 +532,7 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 	st.kept, st.after, st.streams = nil, nil, nil
 	st.mu.Unlock()
 	for _, hs := range all {
-		capture.Remove(hs.s, st) // streams that joined meanwhile
+		capture.Remove(hs.s, st) // streams that joined before the end began
 		_ = hs.ref.Release()
 	}
 	if st.thread != nil {
@@ -517,7 +568,7 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 	late := st.late
 	st.late = nil
 	st.mu.Unlock()
-	keepIn(table, late)
+	releaseOwners(keepIn(table, late))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -536,6 +587,7 @@ func (st *captureState) endInto(failed bool, endErr error, kept []lifetime.Owner
 	f.mu.Lock() // no refusal: the family's capture is this one
 	var nodes []Node
 	var table *lifetime.Table
+	kept, drop := redundant(c, kept)
 	err := c.bind(func() error {
 		current, err := fetchNodes(func(p *cu.CUgraphNode, n *uintptr) error { return cu.GraphGetNodes(c.h, p, n) })
 		if err != nil {
@@ -562,16 +614,14 @@ func (st *captureState) endInto(failed bool, endErr error, kept []lifetime.Owner
 			if err != nil {
 				return errors.Join(stay, err)
 			}
-			keepIn(table, kept)
-			kept = nil
+			kept = keepIn(table, kept)
 			return stay
 		}
 		table, err = c.ownerTable()
 		if err != nil {
 			return err
 		}
-		keepIn(table, kept)
-		kept = nil
+		kept = keepIn(table, kept)
 		if target != nil {
 			for _, n := range lastOnly(validTail(tail, current)) {
 				nodes = append(nodes, target.nodeOf(n))
@@ -588,11 +638,14 @@ func (st *captureState) endInto(failed bool, endErr error, kept []lifetime.Owner
 		}
 		kept = nil
 	}
-	releaseOwners(kept)
 	f.capture = nil
 	later := f.later
 	f.later = nil
 	f.mu.Unlock()
+	// With the lock let go: a release may destroy an executable of the
+	// family, which takes it.
+	releaseOwners(drop)
+	releaseOwners(kept)
 	for _, d := range later {
 		_ = d()
 	}
@@ -634,8 +687,7 @@ func (st *captureState) wrap(h cu.CUgraph, kept []lifetime.Owner, tail []cu.CUgr
 			return err
 		}
 		table = t
-		keepIn(t, kept)
-		kept = nil
+		kept = keepIn(t, kept)
 		current, err := fetchNodes(func(p *cu.CUgraphNode, n *uintptr) error { return cu.GraphGetNodes(c.h, p, n) })
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/purecuda/cuda/driver"
@@ -101,9 +102,10 @@ type execCore struct {
 	ctxRef lifetime.Ref
 	obj    lifetime.Object // owner + calls in flight + captured graphs it was launched into
 	sink   *sink
-	src    *graphCore   // the graph it came from, held by srcRef until the executable is destroyed
-	srcRef lifetime.Ref // (CUDA's calls on the executable name that graph's nodes)
-	fam    *family      // the source graph's family
+	src    *graphCore        // the graph it came from, held by srcRef until the executable is destroyed
+	srcRef lifetime.Ref      // (CUDA's calls on the executable name that graph's nodes)
+	fam    *family           // the source graph's family
+	uos    []cu.CUuserObject // the source graph's user objects when it was instantiated (its owner tables)
 
 	mu      sync.Mutex
 	last    *driver.Stream // the stream of the latest launch, tracked already
@@ -177,16 +179,19 @@ func (g *Graph) InstantiateWith(o InstantiateOptions) (*Exec, error) {
 		return nil, ie
 	}
 	g.shared()
-	c := &execCore{h: *h, ctx: g.ctx, ctxRef: ref, sink: g.sink, src: g.graphCore, srcRef: srcRef, fam: g.fam}
+	c := &execCore{h: *h, ctx: g.ctx, ctxRef: ref, sink: g.sink, src: g.graphCore, srcRef: srcRef, fam: g.fam,
+		uos: slices.Clone(g.uos)}
 	c.obj.Init(c.destroy)
 	e := &Exec{execCore: c, src: g}
-	runtime.AddCleanup(e, func(c *execCore) { lifetime.Defer(c) }, c)
+	runtime.AddCleanup(e, func(c *execCore) { lifetime.Defer(execCloser{c}) }, c)
 	return e, nil
 }
 
-// Release closes the executable: the cleanup of an unreachable Exec hands
-// its core to the release queue (lifetime.Owner).
-func (e *execCore) Release() error { return lifetime.Counted(e.obj.Close()) }
+// execCloser closes the executable of an unreachable Exec handle, on the
+// release queue (a lifetime.Owner).
+type execCloser struct{ c *execCore }
+
+func (x execCloser) Release() error { return lifetime.Counted(x.c.obj.Close()) }
 
 // destroy destroys the executable (CUDA frees it once its launched work is
 // done), retires what it held, which is released after that work too, and
@@ -288,28 +293,38 @@ func (e *Exec) onStream(op string, s *driver.Stream, call func(cu.CUgraphExec, c
 		err = call(e.h, cu.CUstream(s.Handle()))
 	}
 	if err == nil {
-		// Launched into a stream capture, the executable becomes a child
-		// node of the captured graph, with the parameters it has now: that
-		// graph holds the executable, and what its nodes hold now, for as
-		// long as it may run.
+		// Launched into a stream capture, the executable's work becomes
+		// part of the captured graph, with the parameters it has now: that
+		// graph holds what its nodes name now, for as long as it may run.
 		capture.Kept(s, gen, e.capturedOwners)
 	}
 	return err
 }
 
 // capturedOwners are what a graph that captured a launch of e must hold:
-// e, and a share of every owner set e holds now. e.mu is held.
+// what e's nodes name now — a share of every owner set e holds, and a
+// reference on each user object (owner table) the graph e came from had
+// when e was made (not those it made since: one may be the very table a
+// capture into that graph records these owners in).
+// Not e itself: CUDA copies the executable's work into the captured graph,
+// and a reference on e from a capture into e's own graph would keep both
+// alive for good. e.mu is held.
 func (e *execCore) capturedOwners() []lifetime.Owner {
 	var os []lifetime.Owner
-	if r, ok := lifetime.RefOf(&e.obj).Clone(); ok { // the call holds e
-		os = append(os, r)
-	}
 	for _, set := range e.own {
 		os = append(os, set.share())
 	}
 	if e.held != nil {
 		os = append(os, e.held.share())
 	}
+	_ = e.ctx.Raw(func(uintptr) error {
+		for _, uo := range e.uos {
+			if cu.UserObjectRetain(uo, 1) == nil {
+				os = append(os, uoOwner(uo))
+			}
+		}
+		return nil
+	})
 	return os
 }
 

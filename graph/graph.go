@@ -150,13 +150,15 @@ func newCore(ctx *driver.Context, ref lifetime.Ref, s *sink, f *family) *graphCo
 func (c *graphCore) open() *Graph {
 	c.obj.Init(c.destroy)
 	g := &Graph{graphCore: c}
-	runtime.AddCleanup(g, func(c *graphCore) { lifetime.Defer(c) }, c)
+	runtime.AddCleanup(g, func(c *graphCore) { lifetime.Defer(graphCloser{c}) }, c)
 	return g
 }
 
-// Release closes the graph: the cleanup of an unreachable Graph hands its
-// core to the release queue (lifetime.Owner).
-func (c *graphCore) Release() error { return lifetime.Counted(c.obj.Close()) }
+// graphCloser closes the graph of an unreachable Graph handle, on the
+// release queue (a lifetime.Owner).
+type graphCloser struct{ c *graphCore }
+
+func (x graphCloser) Release() error { return lifetime.Counted(x.c.obj.Close()) }
 
 // destroy is the graph's destroy: cuGraphDestroy drops the graph's
 // references on its user objects, so its owner tables are released once

@@ -276,6 +276,9 @@ func (g *Graph) Find(orig Node) (Node, error) {
 		return Node{}, err
 	}
 	defer unlockFamilies(g, og)
+	if err := og.bodyGone(op); err != nil {
+		return Node{}, err
+	}
 	if err := og.node(op, orig); err != nil {
 		return Node{}, err
 	}

@@ -137,46 +137,66 @@ func (e *Exec) Update(g *Graph) error {
 	return nil
 }
 
-// setNode changes node n of the executable with call. With replace, owners
+// setNode changes node n of the executable with call, which runs with the
+// context bound and may return more owners to hold. With replace, owners
 // are held for the node from then on and those an earlier change gave it
 // are retired; without, the node's owners stay as they are. It takes
-// owners: on failure they are released. It works after the source graph is
-// closed (the executable holds it), but not on a node destroyed since.
-func (e *Exec) setNode(op string, n Node, owners []lifetime.Owner, replace bool, call func() error) error {
-	release := func(err error) error {
-		for _, o := range owners {
-			_ = o.Release()
-		}
-		return err
-	}
+// owners: on failure they are released (with every lock let go: a Raw
+// operand's owner may call back into the graph). other, if set, is a
+// graph call reads (SetChild's child), whose family is locked too. It
+// works after the source graph is closed (the executable holds it), but
+// not on a node destroyed since.
+func (e *Exec) setNode(op string, n Node, owners []lifetime.Owner, other *Graph, replace bool, call func() ([]lifetime.Owner, error)) error {
+	refused, err := e.setNodeHeld(op, n, owners, other, replace, call)
+	releaseOwners(refused)
+	return err
+}
+
+// setNodeHeld is setNode under the locks; it returns the owners to release.
+func (e *Exec) setNodeHeld(op string, n Node, owners []lifetime.Owner, other *Graph, replace bool, call func() ([]lifetime.Owner, error)) ([]lifetime.Owner, error) {
 	if err := e.acquire(op); err != nil {
-		return release(err)
+		return owners, err
 	}
 	defer e.obj.Release()
 	g := n.g
 	if g == nil || n.h == 0 {
-		return release(fmt.Errorf("graph: %s: zero Node: %w", op, ErrForeignNode))
+		return owners, fmt.Errorf("graph: %s: zero Node: %w", op, ErrForeignNode)
 	}
 	if g.graphCore == nil || g.top() != e.src.graphCore {
-		return release(fmt.Errorf("graph: %s: the node is not of the graph the executable was made from: %w", op, ErrForeignNode))
+		return owners, fmt.Errorf("graph: %s: the node is not of the graph the executable was made from: %w", op, ErrForeignNode)
+	}
+	var of *family
+	if other != nil {
+		of = other.fam
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.fam.lock(op); err != nil {
-		return release(err)
+	if err := lockTwo(op, e.fam, of); err != nil {
+		return owners, err
 	}
-	defer e.fam.mu.Unlock() // held across the call: n cannot be destroyed under it
+	defer unlockTwo(e.fam, of) // held across the call: n cannot be destroyed under it
 	if g.root != nil && g.obj.Closed() {
-		return release(fmt.Errorf("graph: %s: the body's conditional node was destroyed: %w", op, ErrDestroyedNode))
+		return owners, fmt.Errorf("graph: %s: the body's conditional node was destroyed: %w", op, ErrDestroyedNode)
 	}
 	if err := g.node(op, n); err != nil {
-		return release(err)
+		return owners, err
 	}
-	if err := e.ctx.Raw(func(uintptr) error { return call() }); err != nil {
-		return release(err)
+	if other != nil {
+		if err := other.bodyGone(op); err != nil {
+			return owners, err
+		}
 	}
+	var more []lifetime.Owner
+	if err := e.ctx.Raw(func(uintptr) error {
+		var err error
+		more, err = call()
+		return err
+	}); err != nil {
+		return append(owners, more...), err
+	}
+	owners = append(owners, more...)
 	if !replace {
-		return release(nil)
+		return owners, nil
 	}
 	if e.own == nil {
 		e.own = map[cu.CUgraphNode]*ownerSet{}
@@ -190,7 +210,7 @@ func (e *Exec) setNode(op string, n Node, owners []lifetime.Owner, replace bool,
 	if had {
 		e.retire([]lifetime.Owner{old})
 	}
-	return nil
+	return nil, nil
 }
 
 // SetKernel changes kernel node n of the executable to launch fn over cfg
@@ -221,7 +241,7 @@ func (e *Exec) SetKernel(n Node, fn *driver.Function, cfg driver.LaunchConfig, a
 	fh, kern := fn.Handles()
 	kp := new(cu.CUDA_KERNEL_NODE_PARAMS_v2)
 	fillKernel(kp, cfg, fh, kern, p.Pointer(), e.ctx)
-	return e.setNode(op, n, owners, true, func() error { return cu.GraphExecKernelNodeSetParams(e.h, n.h, kp) })
+	return e.setNode(op, n, owners, nil, true, func() ([]lifetime.Owner, error) { return nil, cu.GraphExecKernelNodeSetParams(e.h, n.h, kp) })
 }
 
 // SetMemset changes memset node n to set dst's elements to value
@@ -246,8 +266,8 @@ func (e *Exec) SetMemset(n Node, dst Operand, value uint32, elemSize int) error 
 	}
 	p := &cu.CUDA_MEMSET_NODE_PARAMS_v1{Dst: cu.CUdeviceptr(o.dev), Value: value, ElementSize: uint32(elemSize),
 		Width: uintptr(o.bytes / elemSize), Height: 1}
-	return e.setNode(op, n, o.owners(), true, func() error {
-		return cu.GraphExecMemsetNodeSetParams(e.h, n.h, p, cu.CUcontext(e.ctx.Handle()))
+	return e.setNode(op, n, o.owners(), nil, true, func() ([]lifetime.Owner, error) {
+		return nil, cu.GraphExecMemsetNodeSetParams(e.h, n.h, p, cu.CUcontext(e.ctx.Handle()))
 	})
 }
 
@@ -279,8 +299,8 @@ func (e *Exec) SetMemcpy(n Node, dst, src Operand) error {
 	c := &cu.CUDA_MEMCPY3D_v2{WidthInBytes: uintptr(s.bytes), Height: 1, Depth: 1}
 	c.SrcMemoryType, c.SrcHost, c.SrcDevice = s.side()
 	c.DstMemoryType, c.DstHost, c.DstDevice = d.side()
-	return e.setNode(op, n, append(d.owners(), s.owners()...), true, func() error {
-		return cu.GraphExecMemcpyNodeSetParams(e.h, n.h, c, cu.CUcontext(e.ctx.Handle()))
+	return e.setNode(op, n, append(d.owners(), s.owners()...), nil, true, func() ([]lifetime.Owner, error) {
+		return nil, cu.GraphExecMemcpyNodeSetParams(e.h, n.h, c, cu.CUcontext(e.ctx.Handle()))
 	})
 }
 
@@ -303,8 +323,8 @@ func (e *Exec) SetHostFunc(n Node, f func()) error {
 		e.sink.hosts.Store(true)
 	}
 	p := &cu.CUDA_HOST_NODE_PARAMS_v1{Fn: cu.CUhostFn(tramp), UserData: id}
-	return e.setNode(op, n, []lifetime.Owner{lifetime.CallbackOwner(id)}, true, func() error {
-		return cu.GraphExecHostNodeSetParams(e.h, n.h, p)
+	return e.setNode(op, n, []lifetime.Owner{lifetime.CallbackOwner(id)}, nil, true, func() ([]lifetime.Owner, error) {
+		return nil, cu.GraphExecHostNodeSetParams(e.h, n.h, p)
 	})
 }
 
@@ -333,7 +353,7 @@ func (e *Exec) setEvent(op string, n Node, ev *driver.Event, call func(cu.CUgrap
 		return invalid(op, "the event belongs to another context")
 	}
 	h := cu.CUevent(ev.Handle())
-	return e.setNode(op, n, []lifetime.Owner{ref}, true, func() error { return call(e.h, n.h, h) })
+	return e.setNode(op, n, []lifetime.Owner{ref}, nil, true, func() ([]lifetime.Owner, error) { return nil, call(e.h, n.h, h) })
 }
 
 // SetChild changes child-graph node n to run a copy of child, which must
@@ -354,36 +374,23 @@ func (e *Exec) SetChild(n Node, child *Graph) error {
 	if !child.ctx.Same(e.ctx) {
 		return invalid(op, "the child graph belongs to another context")
 	}
-	// Take references on child's user objects and mark its table shared
-	// under child's lock, then let it go: setNode takes e.mu and the
-	// source graph's lock, and child may be of that family.
-	var owners []lifetime.Owner
-	if err := child.lock(op); err != nil {
-		return err
-	}
-	err := child.bind(func() error {
+	// Under child's family lock too (setNode takes it with the
+	// executable's): the driver reads child while it copies it, and the
+	// executable takes its own references on child's user objects.
+	return e.setNode(op, n, nil, child, true, func() ([]lifetime.Owner, error) {
+		var owners []lifetime.Owner
 		for _, uo := range child.uos {
 			if err := cu.UserObjectRetain(uo, 1); err != nil {
-				return err
+				return owners, err
 			}
 			owners = append(owners, uoOwner(uo))
 		}
-		return nil
-	})
-	if err == nil {
-		child.shared()
-	}
-	h := child.h
-	child.fam.mu.Unlock()
-	if err != nil {
-		for _, o := range owners {
-			_ = o.Release()
+		if err := cu.GraphExecChildGraphNodeSetParams(e.h, n.h, child.h); err != nil {
+			return owners, err
 		}
-		return err
-	}
-	child.sink.forward(e.sink) // the executable runs child's host nodes from now on
-	return e.setNode(op, n, owners, true, func() error {
-		return cu.GraphExecChildGraphNodeSetParams(e.h, n.h, h)
+		child.shared()
+		child.sink.forward(e.sink) // the executable runs child's host nodes from now on
+		return owners, nil
 	})
 }
 
@@ -398,7 +405,7 @@ func (e *Exec) SetEnabled(n Node, on bool) error {
 	if on {
 		v = 1
 	}
-	return e.setNode("Exec.SetEnabled", n, nil, false, func() error { return cu.GraphNodeSetEnabled(e.h, n.h, v) })
+	return e.setNode("Exec.SetEnabled", n, nil, nil, false, func() ([]lifetime.Owner, error) { return nil, cu.GraphNodeSetEnabled(e.h, n.h, v) })
 }
 
 // Enabled reports whether node n of the executable is enabled
@@ -408,6 +415,6 @@ func (e *Exec) Enabled(n Node) (bool, error) {
 		return false, err
 	}
 	v := new(uint32)
-	err := e.setNode("Exec.Enabled", n, nil, false, func() error { return cu.GraphNodeGetEnabled(e.h, n.h, v) })
+	err := e.setNode("Exec.Enabled", n, nil, nil, false, func() ([]lifetime.Owner, error) { return nil, cu.GraphNodeGetEnabled(e.h, n.h, v) })
 	return *v != 0, err
 }

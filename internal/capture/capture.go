@@ -12,6 +12,7 @@
 package capture
 
 import (
+	"errors"
 	"sync/atomic"
 
 	"github.com/purecuda/cuda/lifetime"
@@ -33,6 +34,8 @@ type Sink interface {
 	// ref (a reference on s) to remove itself when the capture ends, and
 	// reports true. Otherwise it reports false and the caller keeps ref.
 	Join(s any, ref lifetime.Ref) bool
+	// Unjoin undoes a Join whose wait failed: s never joined.
+	Unjoin(s any)
 	// AfterCapture takes a release that must wait until the capture is
 	// over (a stream-ordered free or an unload, which would otherwise be
 	// captured or invalidate the capture); the sink releases it then.
@@ -41,6 +44,10 @@ type Sink interface {
 	// the stream, at every later launch of the graph.
 	lifetime.PanicSink
 }
+
+// ErrInstalled is matched by Install's error when another sink is installed
+// on the stream already: it is being captured.
+var ErrInstalled = errors.New("capture: another capture sink is installed: the stream is being captured")
 
 // Functions of package driver, set in its init. s is a *driver.Stream.
 var (

@@ -4510,7 +4510,11 @@ static CUresult begin_capture(const char *fn, void *hs, void *hg, void **deps, s
     if (s->cap) return ILLEGAL_STATE;
     struct graph *g = NULL;
     if (hg) {
-        if ((r = get_graph(fn, hg, &g))) return r;
+        /* The begin is capture work on g: the driver orders it with the work
+           captured after it (a mark as "capturing"), not with other calls. */
+        g = reg_get(hg, K_GRAPH);
+        if (!g || !g->h.alive) return bad_handle(fn, hg, "graph", INVALID_HANDLE);
+        use_graph(g, 1);
         if (n && !deps) return INVALID_VALUE;
         for (size_t i = 0; i < n; i++) {
             struct node *d;
@@ -4579,7 +4583,21 @@ static CUresult end_capture(void *hs, void **out) {
 }
 CUresult cuStreamEndCapture(void *hs, void **out) {
     ENTER("cuStreamEndCapture");
-    LOCKED(end_capture(hs, out));
+    LOCK();
+    struct stream *st = reg_get(hs, K_STREAM);
+    struct graph *g = st && st->h.alive && st->cap ? st->cap->g : NULL; /* its marker outlives it */
+    CUresult r = end_capture(hs, out);
+    UNLOCK();
+    /* The driver serialises captured work with the end of its capture: a
+       call whose work was captured is over before the end returns, even a
+       failed end (its mark, held through the graph-call delay, is gone). */
+    for (int caps = g != NULL; caps;) {
+        pthread_mutex_lock(&use_mu);
+        caps = g->use.caps;
+        pthread_mutex_unlock(&use_mu);
+        if (caps) sleep_us(5);
+    }
+    return r;
 }
 static CUresult capture_info(void *hs, int *status, unsigned long long *id, void **graph, void ***deps,
                              const edge_data_t **ed, size_t *n) {

@@ -1,0 +1,286 @@
+//go:build linux
+
+package fakedriver_test
+
+// Graph families, captures and executables: lock order and lifetime cycles.
+// Each test guards a defect an adversarial review found in the family lock
+// (a capture of an executable's launch into its own graph, releases under
+// the family lock, SetChild reading its child unlocked, a failed
+// WaitEvent join); the comment above each says how.
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+
+// advWithin runs f on a goroutine and reports whether it returned within d.
+// A call that does not return is left blocked: the test demonstrates a
+// deadlock.
+func advWithin(d time.Duration, f func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// advStacks logs the goroutines whose stacks mention fn: where a deadlocked
+// call waits.
+func advStacks(t *testing.T, fn string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, gr := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(gr, fn) {
+			t.Logf("%s", gr)
+		}
+	}
+}
+
+// advStraddle launches e on s so that a capture into g begins on s while
+// the launch is inside cuGraphLaunch (the fake's graph-call delay holds it
+// there): package driver cannot tell whether the capture saw the launch, so
+// the capture's sink gets a share of what the launch names — a reference on
+// e itself among them — and a wait for s gets the other share.
+func advStraddle(t *testing.T, e *graph.Exec, g *graph.Graph, s *driver.Stream) *graph.StreamCapture {
+	t.Helper()
+	graphCallDelay(t, 50_000)
+	started := make(chan time.Time, 1)
+	type result struct {
+		at  time.Time
+		err error
+	}
+	launched := make(chan result, 1)
+	go func() {
+		started <- time.Now()
+		err := e.Launch(s)
+		launched <- result{time.Now(), err}
+	}()
+	t0 := <-started
+	time.Sleep(15 * time.Millisecond)
+	tb := time.Now()
+	sc, err := g.BeginCapture(s, graph.CaptureRelaxed)
+	require.NoError(t, err)
+	r := <-launched
+	require.NoError(t, r.err)
+	require.True(t, t0.Before(tb) && r.at.After(tb), "the launch straddles the capture's begin")
+	fcall(t, "fake_set_graph_call_delay_us", 0)
+	return sc
+}
+
+// Finding: a capture into an executable's own source graph that may hold a
+// launch of that executable keeps a reference on the executable in the
+// graph's owner table (capture_state.go endInto → keepIn; exec.go
+// capturedOwners hands out RefOf(&e.obj)). The executable holds the graph
+// (srcRef, and its CUDA object holds the table's user object), and the
+// table is released only once the graph and every executable of it are
+// destroyed: a cycle. After both Close calls nothing is ever destroyed.
+// On a GPU the certain path (E.Launch on a stream captured into E's graph,
+// then End) makes the same cycle without any race.
+func TestCaptureOfOwnExecLaunchLeavesNothing(t *testing.T) {
+	f := setupGraph(t)
+	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	defer s.Close()
+	graphs0, execs0 := counter(t, "fake_live_graphs"), counter(t, "fake_live_execs")
+
+	g, err := graph.New(f.ctx)
+	require.NoError(t, err)
+	_, err = g.Empty()
+	require.NoError(t, err)
+	e, err := g.Instantiate()
+	require.NoError(t, err)
+
+	sc := advStraddle(t, e, g, s)
+	_, err = sc.End()
+	require.NoError(t, err)
+	require.NoError(t, e.Close())
+	require.NoError(t, g.Close())
+	require.NoError(t, s.Synchronize())
+
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) &&
+		(counter(t, "fake_live_graphs") != graphs0 || counter(t, "fake_live_execs") != execs0) {
+		gcAll()
+		time.Sleep(5 * time.Millisecond)
+	}
+	assert.Equal(t, graphs0, counter(t, "fake_live_graphs"), "the graph is destroyed after Close")
+	assert.Equal(t, execs0, counter(t, "fake_live_execs"), "the executable is destroyed after Close")
+	noBadUses(t)
+}
+
+// Finding: endInto (capture_state.go) releases the owners a failed or
+// aborted capture kept while it holds the family lock
+// (releaseOwners(kept) before f.mu.Unlock). One of them may be the last
+// reference on an executable of the same family (capturedOwners); its
+// destroy (execCore.destroy) takes the family lock: Abort never returns,
+// and the family is locked for good. Run by abortLeaked, it blocks
+// purecuda's release goroutine. Here the executable's launch straddled the
+// capture's begin; on a GPU a captured launch of the executable, Close,
+// Abort does it every time.
+func TestCaptureAbortReleasesSameFamilyExecUnlocked(t *testing.T) {
+	f := setupGraph(t)
+	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	defer s.Close()
+
+	g, err := graph.New(f.ctx)
+	require.NoError(t, err)
+	defer g.Close()
+	_, err = g.Empty()
+	require.NoError(t, err)
+	e, err := g.Instantiate()
+	require.NoError(t, err)
+
+	sc := advStraddle(t, e, g, s)
+	require.NoError(t, e.Close()) // the capture's share and the wait's share hold it now
+	// endInto's cuGraphGetNodes (under the family lock) lasts long enough
+	// for package driver's wait to drop its share first once the sink is
+	// off the stream: the capture's share is then the last.
+	graphCallDelay(t, 30_000)
+	if !advWithin(5*time.Second, func() { _ = sc.Abort() }) {
+		advStacks(t, "execCore).destroy")
+		t.Fatal("StreamCapture.Abort deadlocked: endInto released the executable's last reference under the family lock")
+	}
+	fcall(t, "fake_set_graph_call_delay_us", 0)
+	assert.True(t, advWithin(time.Second, func() { _, _ = g.Nodes() }), "the family lock is free again")
+	noBadUses(t)
+}
+
+// Finding: Exec.SetChild (update.go) takes child's family lock only to
+// retain its user objects, lets it go, and makes the CUDA call that reads
+// child (cuGraphExecChildGraphNodeSetParams) under the executable's family
+// lock only. For a child of another family, calls on child (a query here;
+// an instantiation, a clone, or a stream capture into child beginning) run
+// at the same time as CUDA copies it: CUDA graphs are not thread-safe.
+func TestExecSetChildLocksTheChild(t *testing.T) {
+	f := setupGraph(t)
+	shape, err := graph.New(f.ctx)
+	require.NoError(t, err)
+	defer shape.Close()
+	_, err = shape.Empty()
+	require.NoError(t, err)
+	parent, err := graph.New(f.ctx)
+	require.NoError(t, err)
+	defer parent.Close()
+	n, err := parent.Child(shape)
+	require.NoError(t, err)
+	e, err := parent.Instantiate()
+	require.NoError(t, err)
+	defer e.Close()
+	child, err := graph.New(f.ctx) // a family of its own, same shape
+	require.NoError(t, err)
+	defer child.Close()
+	_, err = child.Empty()
+	require.NoError(t, err)
+	require.NoError(t, e.SetChild(n, child))
+
+	graphCallDelay(t, 2000)
+	fcall(t, "fake_reset_counters")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 40; i++ {
+			assert.NoError(t, e.SetChild(n, child))
+		}
+	}()
+	for i := 0; i < 40; i++ {
+		_, err := child.Nodes()
+		assert.NoError(t, err)
+	}
+	<-done
+	assert.Zero(t, counter(t, "fake_concurrent_graph_calls"),
+		"calls on the child graph overlapped SetChild's copy of it: %s", ltLastBad(t))
+	noBadUses(t)
+}
+
+// Finding: Exec.setNode (update.go) releases the owners of a refused change
+// with e.mu and the family lock held (its release closure runs under the
+// deferred unlocks). A Raw operand's owner is user code, and elsewhere the
+// package releases such owners only after letting its locks go "since an
+// owner's release may call back into the graph" (graph.go addWith,
+// node.go Destroy). An owner that calls back into the graph, or into the
+// executable, deadlocks.
+func TestExecSetNodeReleasesRefusedOwnersUnlocked(t *testing.T) {
+	f := setupGraph(t)
+	g, err := graph.New(f.ctx)
+	require.NoError(t, err)
+	defer g.Close()
+	_, err = g.Empty()
+	require.NoError(t, err)
+	x, err := g.Empty()
+	require.NoError(t, err)
+	e, err := g.Instantiate()
+	require.NoError(t, err)
+	defer e.Close()
+	require.NoError(t, x.Destroy()) // SetMemset will refuse x after taking the locks
+
+	var relErr error
+	owner := lifetime.OwnerFunc(func() error {
+		_, relErr = g.Nodes() // the owner's release looks at the graph
+		return nil
+	})
+	var setErr error
+	ok := advWithin(3*time.Second, func() {
+		setErr = e.SetMemset(x, graph.Raw(0x1000, 64, false, owner), 0, 4)
+	})
+	if !ok {
+		advStacks(t, "Exec).setNode")
+		t.Fatal("Exec.SetMemset deadlocked: the refused change's owner was released under the family lock")
+	}
+	assert.ErrorIs(t, setErr, graph.ErrDestroyedNode)
+	assert.NoError(t, relErr)
+	noBadUses(t)
+}
+
+// Finding: Stream.WaitEvent (driver/stream.go) lets the capture's sink join
+// the waiting stream (captureState.Join installs the sink and adds the
+// stream to st.streams) before cuStreamWaitEvent, and does not undo it when
+// that call fails: the stream was never brought into the capture, yet End
+// "joins it back" (finish → link records an event on it, outside the
+// capture, and makes the capture's stream wait for it), which invalidates
+// the capture. A refused WaitEvent makes a good capture fail, and until
+// the end every call on the other stream pays for a possible capture.
+func TestFailedWaitEventLeavesCaptureAlone(t *testing.T) {
+	f := setupGraph(t)
+	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	defer s.Close()
+	s2, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	defer s2.Close()
+	ev, err := f.ctx.NewEvent(driver.EventDisableTiming)
+	require.NoError(t, err)
+	defer ev.Close()
+	buf, err := driver.Alloc[int32](f.ctx, 8)
+	require.NoError(t, err)
+	defer buf.Close()
+
+	sc, err := graph.BeginCapture(s, graph.CaptureRelaxed)
+	require.NoError(t, err)
+	defer sc.Abort()
+	require.NoError(t, s.Launch(f.fill, g1b1[0], g1b1[1], buf, int32(1), int32(8)))
+	require.NoError(t, ev.Record(s))
+	failNext(t, "cuStreamWaitEvent", 1)
+	require.Error(t, s2.WaitEvent(ev), "the injected failure")
+	g, err := sc.End()
+	require.NoError(t, err, "nothing joined the capture: End works")
+	require.NoError(t, g.Close())
+	noBadUses(t)
+}
