@@ -1,13 +1,12 @@
 package driver
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/cu"
@@ -18,86 +17,67 @@ import (
 // capturing, through internal/capture).
 //
 // While a stream is captured, package graph installs a sink on it. Every
-// call here that queues work on a stream reads the stream's capture
-// generation (Stream.capGen) before its CUDA call and, if the call
-// succeeded, looks again afterwards: when a sink is installed or the
-// generation moved, the work may have been captured, and keepCaptured hands
-// a reference on everything it names to the capture, or captures, that may
-// hold it. The generation moves when a sink is installed, when its capture
-// has begun, when it is about to end and when the sink is removed, so the
-// record of those moments (capState) tells which captures saw the call:
+// call here that queues work on a stream brackets its CUDA call with enter
+// and leave, which make it exactly one of two kinds:
 //
-//   - one capture under way for the whole call (begun before the call read
-//     the generation, not yet ending after): the work is in its graph, and
-//     the sink takes the owners;
-//   - anything else (a capture began or ended during the call, or several
-//     did): each sink that was installed at some moment of the call takes
-//     a share, and so does a wait for the work queued on the stream, so
-//     the owners last until every graph that may run the work is gone and
-//     until the work has run where it was not captured.
+//   - uncaptured: no sink was installed when the call began; it is counted
+//     in the stream's inflight count until it is done, and installing a
+//     sink waits for that count to fall to zero. So no capture begins on
+//     the stream while such a call runs: its work is never captured, and
+//     libcuda never sees it racing the capture's begin;
+//   - captured: a sink was installed; the call holds the capture's gate
+//     shared, which the capture holds exclusively from its installation
+//     until it has begun, and again from just before its end. So the call's
+//     work is certainly captured, and the sink takes a reference on what it
+//     names; libcuda never sees it racing the begin or the end (seen
+//     crashing inside cuLaunchKernel on an H100 when a launch on a captured
+//     stream raced cuStreamEndCapture).
 //
-// Install stores the sink before moving the generation, and Remove moves
-// the generation before clearing the sink, so a call that sees neither
-// cannot have been captured. A launch pays two loads for this.
+// A launch pays two atomic adds for this.
 
-// A stream remembers the sinks installed on it for as long as a call in
-// flight may still need them: the last histMin, and every one removed less
-// than histKeep ago (at most histMax). A call that stayed between its CUDA
-// call and its look afterwards for longer than that while captures came and
-// went keeps what it names for good.
+// captureHook is one installation of a sink on a stream. gate is held
+// exclusively while state is installed or ending (see above); state is
+// read and written under the stream's capState.mu.
+type captureHook struct {
+	sink  capture.Sink
+	gate  sync.RWMutex
+	state int // hookInstalled, hookBegun, hookEnding
+}
+
 const (
-	histMin  = 8
-	histKeep = 10 * time.Second
-	histMax  = 4096
+	hookInstalled = iota // the capture has not begun on the stream yet: gate held
+	hookBegun            // calls are captured: gate free for them
+	hookEnding           // the capture is ending: gate held
 )
 
-// captureHook is one installation of a sink on a stream; its generations
-// (0: not yet) are read and written under the stream's capState.mu.
-type captureHook struct {
-	sink                        capture.Sink
-	install, begin, end, remove uint64
-	removed                     time.Time
-}
-
 // capState is a stream's capture bookkeeping (nil for the legacy stream,
-// which CUDA does not capture). mu also keeps captures from being
-// installed while calls that must not be captured queue their work.
+// which CUDA does not capture).
 type capState struct {
-	mu   sync.Mutex
-	hist []*captureHook // the installations remembered, oldest first
-	lost uint64         // the latest generation at which a forgotten installation was still there
-}
-
-// remember records h, pruning installations no call can need any more.
-// c.mu is held.
-func (c *capState) remember(h *captureHook) {
-	drop := 0
-	for _, old := range c.hist {
-		n := len(c.hist) - drop
-		if n < histMin || (n < histMax && (old.remove == 0 || time.Since(old.removed) < histKeep)) {
-			break
-		}
-		c.lost = max(c.lost, old.remove)
-		drop++
-	}
-	if drop > 0 {
-		c.hist = append(c.hist[:0], c.hist[drop:]...)
-	}
-	c.hist = append(c.hist, h)
+	mu sync.Mutex // installs and removes, hook states
 }
 
 func init() {
 	str := func(s any) *Stream { st, _ := s.(*Stream); return st }
 	capture.Install = func(s any, sink capture.Sink) error { return str(s).install(sink) }
-	capture.Began = func(s any, sink capture.Sink) { str(s).mark(sink, false) }
-	capture.Ending = func(s any, sink capture.Sink) { str(s).mark(sink, true) }
+	capture.Began = func(s any, sink capture.Sink) { str(s).setState(sink, hookBegun) }
+	capture.Ending = func(s any, sink capture.Sink) { str(s).setState(sink, hookEnding) }
 	capture.Remove = func(s any, sink capture.Sink) bool { return str(s).remove(sink) }
 	capture.Installed = func(s any) capture.Sink { return str(s).installed() }
-	capture.Mark = func(s any) uint64 {
-		if st := str(s); st != nil {
-			return st.capGen.Load()
+	capture.Enter = func(s any) capture.Sink {
+		if h := str(s).enter(); h != nil {
+			return h.sink
 		}
-		return 0
+		return nil
+	}
+	capture.Leave = func(s any, sink capture.Sink) {
+		st := str(s)
+		if sink == nil {
+			st.leave(nil)
+			return
+		}
+		if h := st.capture.Load(); h != nil && h.sink == sink {
+			st.leave(h)
+		}
 	}
 	capture.AfterWork = func(s any, o lifetime.Owner) {
 		if st := str(s); st != nil {
@@ -106,17 +86,10 @@ func init() {
 			_ = o.Release()
 		}
 	}
-	capture.Kept = func(s any, gen uint64, owners func() []lifetime.Owner) bool {
-		st := str(s)
-		if st == nil || st.cap == nil || (st.capture.Load() == nil && st.capGen.Load() == gen) {
-			return false
-		}
-		st.keepCaptured(gen, owners())
-		return true
-	}
 }
 
-// install installs sink on s (capture.Install).
+// install installs sink on s (capture.Install), with its gate held until
+// the capture has begun, once the uncaptured calls in progress are done.
 func (s *Stream) install(sink capture.Sink) error {
 	const op = "capture.Install"
 	if sink == nil {
@@ -130,41 +103,53 @@ func (s *Stream) install(sink capture.Sink) error {
 		return invalid(op, "the legacy default stream cannot be captured")
 	}
 	c := s.cap
+	h := &captureHook{sink: sink}
+	h.gate.Lock()
 	c.mu.Lock()
 	if s.capture.Load() != nil {
 		c.mu.Unlock()
+		h.gate.Unlock()
 		return fmt.Errorf("driver: %s: %w", op, capture.ErrInstalled)
 	}
-	h := &captureHook{sink: sink}
-	s.capture.Store(h) // before the generation moves (see above)
-	h.install = s.capGen.Add(1)
-	c.remember(h)
+	s.capture.Store(h)
 	c.mu.Unlock()
+	for spin := 0; s.inflight.Load() != 0; spin++ {
+		if spin < 100 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(10 * time.Microsecond)
+		}
+	}
 	noteCapturing(s)
 	return nil
 }
 
-// mark records that sink's capture has begun on s (ending false) or is
-// about to end (ending true).
-func (s *Stream) mark(sink capture.Sink, ending bool) {
+// setState moves sink's hook on s to hookBegun (letting the captured calls
+// in) or hookEnding (waiting for those in progress, and keeping new ones
+// out until the sink is removed).
+func (s *Stream) setState(sink capture.Sink, to int) {
 	if s == nil || s.cap == nil {
 		return
 	}
 	s.cap.mu.Lock()
-	defer s.cap.mu.Unlock()
 	h := s.capture.Load()
-	if h == nil || h.sink != sink {
+	if h == nil || h.sink != sink || h.state == to {
+		s.cap.mu.Unlock()
 		return
 	}
-	if !ending && h.begin == 0 {
-		h.begin = s.capGen.Add(1)
-	}
-	if ending && h.end == 0 {
-		h.end = s.capGen.Add(1)
+	from := h.state
+	h.state = to
+	s.cap.mu.Unlock()
+	switch {
+	case from == hookInstalled && to == hookBegun:
+		h.gate.Unlock()
+	case from == hookBegun && to == hookEnding:
+		h.gate.Lock()
 	}
 }
 
-// remove takes sink off s (capture.Remove).
+// remove takes sink off s (capture.Remove), letting the calls waiting for
+// its gate go on uncaptured.
 func (s *Stream) remove(sink capture.Sink) bool {
 	if s == nil || s.cap == nil || sink == nil {
 		return false
@@ -175,13 +160,12 @@ func (s *Stream) remove(sink capture.Sink) bool {
 		s.cap.mu.Unlock()
 		return false
 	}
-	g := s.capGen.Add(1) // before the sink goes (see above)
-	if h.end == 0 {
-		h.end = g
-	}
-	h.remove, h.removed = g, time.Now()
 	s.capture.Store(nil)
+	held := h.state != hookBegun
 	s.cap.mu.Unlock()
+	if held {
+		h.gate.Unlock()
+	}
 	forgetCapturing(s)
 	return true
 }
@@ -196,71 +180,64 @@ func (s *Stream) installed() capture.Sink {
 	return nil
 }
 
-// maybeCaptured reports, after a call that queued work on s succeeded,
-// whether the work may have been captured; gen is s.capGen read before the
-// call.
-func (s *Stream) maybeCaptured(gen uint64) bool {
-	return s.capture.Load() != nil || s.capGen.Load() != gen
+// enter begins a call that queues work on s. It returns the hook of the
+// capture the work goes into, with its gate held shared; or nil, and then
+// no capture can begin on s until leave. Every enter needs its leave.
+func (s *Stream) enter() *captureHook {
+	if s == nil || s.cap == nil {
+		return nil
+	}
+	s.inflight.Add(1)
+	h := s.capture.Load()
+	if h == nil {
+		return nil
+	}
+	s.inflight.Add(-1)
+	return s.enterCaptured(h)
 }
 
-// keepCaptured hands owners, named by work queued on s after gen was read,
-// to the captures that may have captured it (see above). It takes owners.
-func (s *Stream) keepCaptured(gen0 uint64, owners []lifetime.Owner) {
-	if len(owners) == 0 {
-		return
-	}
-	c := s.cap
-	if c == nil {
-		releaseAll(owners)
-		return
-	}
-	gen1 := s.capGen.Load()
-	var buf [4]captureHook
-	hs := buf[:0]
-	c.mu.Lock()
-	lost := c.lost > gen0
-	for _, h := range c.hist {
-		if h.install > gen1 || (h.remove != 0 && h.remove <= gen0) {
-			continue // installed after the call, or gone before it
+// enterCaptured is enter's captured path: it waits for h's gate, and starts
+// over if h was removed meanwhile.
+func (s *Stream) enterCaptured(h *captureHook) *captureHook {
+	for {
+		h.gate.RLock()
+		if s.capture.Load() == h {
+			return h
 		}
-		hs = append(hs, *h)
+		h.gate.RUnlock()
+		s.inflight.Add(1)
+		if h = s.capture.Load(); h == nil {
+			return nil
+		}
+		s.inflight.Add(-1)
 	}
-	c.mu.Unlock()
-	n := len(hs)
-	if !lost && n == 1 && hs[0].begin != 0 && hs[0].begin <= gen0 && (hs[0].end == 0 || hs[0].end > gen1) {
-		hs[0].sink.Keep(owners) // captured for certain
-		return
-	}
-	if !lost && n == 0 {
-		releaseAll(owners) // no capture was there: the work ran, and its call held owners
-		return
-	}
-	parts := capture.Share(owners, n+1)
-	for i := range n {
-		hs[i].sink.Keep(parts[i : i+1])
-	}
-	if lost {
-		lifetime.KeepForever(parts[n], fmt.Errorf("driver: what a call on a stream named is kept for good: captures that may have seen it were forgotten (the call took over %v, or more than %d captures came and went meanwhile)", histKeep, histMax))
-		return
-	}
-	s.afterWork(parts[n])
 }
 
-// keepObjs hands the captures one more reference on each of objs, which
-// the caller holds.
-func (s *Stream) keepObjs(gen uint64, objs ...*lifetime.Object) {
+// leave ends what enter began.
+func (s *Stream) leave(h *captureHook) {
+	switch {
+	case h != nil:
+		h.gate.RUnlock()
+	case s != nil && s.cap != nil:
+		s.inflight.Add(-1)
+	}
+}
+
+// keepObjs hands h's sink one more reference on each of objs, which the
+// caller holds: the captured work names them.
+func (h *captureHook) keepObjs(objs ...*lifetime.Object) {
 	owners := make([]lifetime.Owner, 0, len(objs))
 	for _, o := range objs {
 		if o.Hold() {
 			owners = append(owners, lifetime.RefOf(o))
 		}
 	}
-	s.keepCaptured(gen, owners)
+	h.sink.Keep(owners)
 }
 
-// keepLaunch hands the captures a reference on a launched kernel's module
-// or library and on each buffer among its arguments.
-func (s *Stream) keepLaunch(gen uint64, f *Function, allocs []*allocation) {
+// keepLaunch hands h's sink a reference on a launched kernel's module or
+// library and on each buffer among its arguments.
+func (h *captureHook) keepLaunch(f *Function, allocs []*allocation) {
 	owners := make([]lifetime.Owner, 0, 1+len(allocs))
 	if f.obj.Hold() {
 		owners = append(owners, lifetime.RefOf(&f.obj))
@@ -270,50 +247,45 @@ func (s *Stream) keepLaunch(gen uint64, f *Function, allocs []*allocation) {
 			owners = append(owners, lifetime.RefOf(&a.obj))
 		}
 	}
-	s.keepCaptured(gen, owners)
+	h.sink.Keep(owners)
 }
 
-func releaseAll(owners []lifetime.Owner) {
-	for _, o := range owners {
-		_ = o.Release()
-	}
-}
-
-// uncaptured runs f, which queues work on streams that must not be
-// captured (a stream-ordered free, an allocation, a host function that
-// ends a keep-alive), with no capture able to begin on them meanwhile. If
-// one has a sink installed, it runs nothing and returns that sink.
-func uncaptured(streams []*Stream, f func() error) (capture.Sink, error) {
-	var cs []*capState
+// enterAll enters every stream of streams (each once); if one is being
+// captured it leaves them all again and returns that capture's sink.
+func enterAll(streams []*Stream) capture.Sink {
+	var done []*Stream
 	for _, s := range streams {
-		if s != nil && s.cap != nil && !slices.Contains(cs, s.cap) {
-			cs = append(cs, s.cap)
+		if s == nil || slices.Contains(done, s) {
+			continue
 		}
-	}
-	slices.SortFunc(cs, func(a, b *capState) int { // one order for every caller
-		return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b)))
-	})
-	for _, c := range cs {
-		c.mu.Lock()
-	}
-	defer func() {
-		for _, c := range cs {
-			c.mu.Unlock()
+		if h := s.enter(); h != nil {
+			h.gate.RUnlock()
+			for _, d := range done {
+				d.leave(nil)
+			}
+			return h.sink
 		}
-	}()
-	for _, s := range streams {
-		if h := s.capture.Load(); h != nil {
-			return h.sink, nil
-		}
+		done = append(done, s)
 	}
-	return nil, f()
+	return nil
 }
 
-// enqueueCapturedHost queues f on s, which has a sink installed (h, read
-// with gen under s.cap.mu): the host function may become a node of the
-// graph, which runs it at every launch, so it stays registered until the
-// captures release it.
-func (s *Stream) enqueueCapturedHost(h *captureHook, gen uint64, f func()) error {
+// leaveAll leaves what enterAll entered.
+func leaveAll(streams []*Stream) {
+	var done []*Stream
+	for _, s := range streams {
+		if s == nil || slices.Contains(done, s) {
+			continue
+		}
+		s.leave(nil)
+		done = append(done, s)
+	}
+}
+
+// enqueueCapturedHost queues f on s, which is being captured (h entered):
+// the host function becomes a node of the graph, which runs it at every
+// launch, so it stays registered until the capture's sink releases it.
+func (s *Stream) enqueueCapturedHost(h *captureHook, f func()) error {
 	tramp, err := lifetime.HostFn()
 	if err != nil {
 		return err
@@ -323,15 +295,16 @@ func (s *Stream) enqueueCapturedHost(h *captureHook, gen uint64, f func()) error
 		lifetime.Unregister(id)
 		return s.ctx.sawError(err)
 	}
-	s.keepCaptured(gen, []lifetime.Owner{lifetime.CallbackOwner(id)})
+	h.sink.Keep([]lifetime.Owner{lifetime.CallbackOwner(id)})
 	return nil
 }
 
-// afterWork releases o once the work queued on s so far has run: for work
-// that may or may not have been captured. It never synchronises s while it
-// is being captured (which would invalidate the capture): a worker records
-// an event on s, under s.cap.mu, once no capture is installed, and waits
-// for it. The worker runs only while there is something to wait for.
+// afterWork releases o once the work queued on s so far has run (an
+// executable's retired owners wait so for the streams it ran on). It never
+// synchronises s while it is being captured (which would invalidate the
+// capture): a worker records an event on s once no capture is installed,
+// with none able to begin meanwhile, and waits for it. The worker runs
+// only while there is something to wait for.
 func (s *Stream) afterWork(o lifetime.Owner) {
 	obj := s.lifetimeObj()
 	if !obj.Hold() { // cannot happen while the caller holds s
@@ -419,13 +392,11 @@ func (it waitItem) try() bool {
 // (then it returns a zero event, or errRawCapture for a capture purecuda
 // did not begin); no capture can begin on s while it records.
 func (s *Stream) recordUncaptured() (ev cu.CUevent, err error) {
-	if s.cap != nil { // the legacy stream has none: CUDA does not capture it
-		s.cap.mu.Lock()
-		defer s.cap.mu.Unlock()
-		if s.capture.Load() != nil {
-			return 0, nil
-		}
+	if h := s.enter(); h != nil {
+		s.leave(h)
+		return 0, nil
 	}
+	defer s.leave(nil)
 	err = bound(s.ctx, func() error {
 		var st cu.CUstreamCaptureStatus
 		if err := cu.StreamIsCapturing(s.h, &st); err != nil {

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -71,11 +72,14 @@ func (e *Event) Record(s *Stream) error {
 		return err
 	}
 	defer e.release()
+	if s == nil {
+		return fmt.Errorf("driver: %s: %w", op, ErrNilStream)
+	}
+	h := s.enter()
+	defer s.leave(h)
 	err := s.do(op, false, func() error { return cu.EventRecord(e.h, s.h) })
-	if err == nil {
-		if h := s.capture.Load(); h != nil || e.capture.Load() != nil {
-			e.capture.Store(h) // a stream that waits for e joins the capture
-		}
+	if err == nil && (h != nil || e.capture.Load() != nil) {
+		e.capture.Store(h) // a stream that waits for e joins the capture
 	}
 	return err
 }

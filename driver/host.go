@@ -148,11 +148,10 @@ func (b *Buffer[T]) CopyFromPinnedAsync(s *Stream, src *HostBuffer[T]) error {
 	}
 	defer src.obj.Release()
 	bytes := uintptr(src.n) * elemSize[T]()
-	return b.onStream(op, s, src.n, false, func(a *allocation) error {
-		gen := s.capGen.Load()
+	return b.onStream(op, s, src.n, false, func(a *allocation, h *captureHook) error {
 		err := cu.MemcpyHtoDAsync(b.at(a), src.p, bytes, s.h)
-		if err == nil && s.maybeCaptured(gen) {
-			s.keepObjs(gen, &src.obj)
+		if h != nil && err == nil {
+			h.keepObjs(&src.obj)
 		}
 		return err
 	})
@@ -167,11 +166,10 @@ func (b *Buffer[T]) CopyToPinnedAsync(s *Stream, dst *HostBuffer[T]) error {
 	}
 	defer dst.obj.Release()
 	bytes := uintptr(dst.n) * elemSize[T]()
-	return b.onStream(op, s, dst.n, false, func(a *allocation) error {
-		gen := s.capGen.Load()
+	return b.onStream(op, s, dst.n, false, func(a *allocation, h *captureHook) error {
 		err := cu.MemcpyDtoHAsync(dst.p, b.at(a), bytes, s.h)
-		if err == nil && s.maybeCaptured(gen) {
-			s.keepObjs(gen, &dst.obj)
+		if h != nil && err == nil {
+			h.keepObjs(&dst.obj)
 		}
 		return err
 	})

@@ -61,7 +61,6 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 	var allocs [smallBufs]*allocation
 	var err error
 	var params *unsafe.Pointer
-	var gen uint64
 	nb := 0
 	bt := f.bufType.Load()
 	for i := range args {
@@ -95,20 +94,23 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 	if len(args) > 0 {
 		params = &ptrs[0]
 	}
-	gen = s.capGen.Load() // before the call: see capture.go
+	// Uncaptured, counted (see capture.go); a captured launch takes the
+	// general path.
+	if s.inflight.Add(1); s.capture.Load() != nil {
+		s.inflight.Add(-1)
+		goto bail
+	}
 	// Pointers into this stack become integers here, and nothing between
 	// here and the C call can move the stack (ccall.StackFrames).
 	cf.Args[9] = uintptr(unsafe.Pointer(params))
 	err = cu.LaunchKernelStatus(cf.Call())
+	s.inflight.Add(-1)
 	{
 		w := s.obj.Refs() + f.obj.Refs()
 		for _, a := range allocs[:nb] {
 			w += a.obj.Refs()
 		}
 		warmed(w)
-	}
-	if err == nil && s.maybeCaptured(gen) {
-		s.keepLaunch(gen, f, allocs[:nb]) // captured: the graph holds them
 	}
 	for _, a := range allocs[:nb] {
 		_ = a.obj.Release()
@@ -215,16 +217,17 @@ func (s *Stream) launchSmall(op string, f *Function, cfg LaunchConfig, shape uin
 		}
 		params = &ptrs[0]
 	}
-	gen := s.capGen.Load()
+	h := s.enter()
 	err := launchKernel(s.launchFn, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params)
+	if h != nil && err == nil {
+		h.keepLaunch(f, blk.allocs[:blk.nb]) // captured: the graph holds them
+	}
+	s.leave(h)
 	w := s.obj.Refs() + f.obj.Refs()
 	for _, a := range blk.allocs[:blk.nb] {
 		w += a.obj.Refs()
 	}
 	warmed(w)
-	if err == nil && s.maybeCaptured(gen) {
-		s.keepLaunch(gen, f, blk.allocs[:blk.nb]) // captured: the graph holds them
-	}
 	blk.release()
 	return true, err
 }
@@ -240,11 +243,12 @@ func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk 
 	if err := blk.check(op, f, s.ctx); err != nil {
 		return err
 	}
-	gen := s.capGen.Load()
+	h := s.enter()
 	err := s.launch(op, f, cfg, blk.finish())
-	if err == nil && s.maybeCaptured(gen) {
-		s.keepLaunch(gen, f, blk.allocs) // captured: the graph holds them
+	if h != nil && err == nil {
+		h.keepLaunch(f, blk.allocs) // captured: the graph holds them
 	}
+	s.leave(h)
 	return err
 }
 
@@ -260,13 +264,16 @@ func (s *Stream) LaunchArgs(a *Args, grid, block Dim3) error {
 				var cf ccall.Short
 				s.launchFrame(&cf, a.fh, grid, block)
 				cf.Args[9] = uintptr(unsafe.Pointer(a.kparams)) // on the heap, held by a
-				gen := s.capGen.Load()
+				if s.inflight.Add(1); s.capture.Load() != nil { // captured: the general path
+					s.inflight.Add(-1)
+					_ = s.obj.Release()
+					_ = h.obj.Release()
+					return s.launchArgsHeld(a, grid, block)
+				}
 				err := cu.LaunchKernelStatus(cf.Call())
+				s.inflight.Add(-1)
 				runtime.KeepAlive(a) // and so the parameters, read by the call
 				warmed(s.obj.Refs() + h.obj.Refs())
-				if err == nil && s.maybeCaptured(gen) {
-					s.keepObjs(gen, &h.obj) // captured: the graph holds the Args
-				}
 				if err != nil {
 					err = s.ctx.sawError(err)
 				}
@@ -316,12 +323,13 @@ func (s *Stream) launchArgs(op string, a *Args, grid, block Dim3) error {
 	if s.special {
 		return s.ctx.sawError(bound(s.ctx, func() error { return launchKernel(s.launchFn, a.fh, grid, block, 0, s.h, a.kparams) }))
 	}
-	gen := s.capGen.Load()
+	h := s.enter()
 	err := launchKernel(s.launchFn, a.fh, grid, block, 0, s.h, a.kparams)
-	warmed(s.obj.Refs() + a.hold.obj.Refs())
-	if err == nil && s.maybeCaptured(gen) {
-		s.keepObjs(gen, &a.hold.obj) // captured: the graph holds the Args
+	if h != nil && err == nil {
+		h.keepObjs(&a.hold.obj) // captured: the graph holds the Args
 	}
+	s.leave(h)
+	warmed(s.obj.Refs() + a.hold.obj.Refs())
 	return s.ctx.sawError(err)
 }
 

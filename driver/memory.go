@@ -68,24 +68,23 @@ func (a *allocation) free() error {
 		}
 		a.fmu.Unlock()
 		var fs []foreignUse
-		sink, ferr := uncaptured(streams, func() error {
-			a.fmu.Lock()
-			fs = a.foreign
-			a.foreign = nil
-			a.fmu.Unlock()
-			return bound(a.ctx, func() error {
-				for _, f := range fs {
-					if err := waitFor(a.stream, f.s); err != nil {
-						return err
-					}
-				}
-				return cu.MemFreeAsync(a.base, a.stream.h)
-			})
-		})
-		if sink != nil {
+		if sink := enterAll(streams); sink != nil {
 			sink.AfterCapture(lifetime.OwnerFunc(a.free))
 			return nil
 		}
+		a.fmu.Lock()
+		fs = a.foreign
+		a.foreign = nil
+		a.fmu.Unlock()
+		ferr := bound(a.ctx, func() error {
+			for _, f := range fs {
+				if err := waitFor(a.stream, f.s); err != nil {
+					return err
+				}
+			}
+			return cu.MemFreeAsync(a.base, a.stream.h)
+		})
+		leaveAll(streams)
 		err = ferr
 		for _, f := range fs {
 			_ = f.ref.Release()
@@ -295,17 +294,18 @@ func allocAsync[T any](op string, s *Stream, p *MemPool, n int) (*Buffer[T], err
 		return nil, err
 	}
 	a := &allocation{bytes: bytes, ctx: c, stream: s, pool: p}
-	// Never captured: no capture begins on s while uncaptured runs.
-	sink, err := uncaptured([]*Stream{s}, func() error {
-		return bound(c, func() error {
+	// Never captured: no capture begins on s between enter and leave.
+	if h := s.enter(); h != nil {
+		s.leave(h)
+		err = invalid(op, "the stream is being captured into a graph: allocate graph memory with a memory-alloc node instead")
+	} else {
+		err = bound(c, func() error {
 			if p != nil {
 				return cu.MemAllocFromPoolAsync(&a.base, bytes, p.h, s.h)
 			}
 			return cu.MemAllocAsync(&a.base, bytes, s.h)
 		})
-	})
-	if sink != nil {
-		err = invalid(op, "the stream is being captured into a graph: allocate graph memory with a memory-alloc node instead")
+		s.leave(nil)
 	}
 	if err != nil {
 		c.release()
@@ -549,7 +549,7 @@ func (b *Buffer[T]) checkOpen(op string) (bool, error) {
 // onStream runs f, which queues work on s that names b's memory, with b and
 // s held for the call, after the checks every stream-ordered operation on a
 // buffer makes; f runs with the context current when the stream needs it.
-func (b *Buffer[T]) onStream(op string, s *Stream, n int, bind bool, f func(a *allocation) error) error {
+func (b *Buffer[T]) onStream(op string, s *Stream, n int, bind bool, f func(a *allocation, h *captureHook) error) error {
 	a, err := b.use(op)
 	if err != nil {
 		return err
@@ -566,15 +566,16 @@ func (b *Buffer[T]) onStream(op string, s *Stream, n int, bind bool, f func(a *a
 		return invalid(op, "the buffer belongs to another context than the stream")
 	}
 	a.usedOn(s)
-	gen := s.capGen.Load()
+	h := s.enter()
 	if bind || s.special {
-		err = bound(s.ctx, func() error { return f(a) })
+		err = bound(s.ctx, func() error { return f(a, h) })
 	} else {
-		err = f(a)
+		err = f(a, h)
 	}
-	if err == nil && s.maybeCaptured(gen) {
-		s.keepObjs(gen, &a.obj) // captured: the graph holds the memory
+	if h != nil && err == nil {
+		h.keepObjs(&a.obj) // captured: the graph holds the memory
 	}
+	s.leave(h)
 	return s.ctx.sawError(err)
 }
 
@@ -594,8 +595,8 @@ func (b *Buffer[T]) CopyFromHostAsync(s *Stream, src []T) error {
 		_, err := b.checkOpen(op)
 		return err
 	}
-	return b.onStream(op, s, len(src), true, func(a *allocation) error {
-		return s.keepSlice(unsafe.Pointer(&src[0]), func() error {
+	return b.onStream(op, s, len(src), true, func(a *allocation, h *captureHook) error {
+		return s.keepSlice(h, unsafe.Pointer(&src[0]), func() error {
 			return cu.MemcpyHtoDAsync(b.at(a), unsafe.Pointer(&src[0]), sliceBytes(src), s.h)
 		})
 	})
@@ -613,8 +614,8 @@ func (b *Buffer[T]) CopyToHostAsync(s *Stream, dst []T) error {
 		_, err := b.checkOpen(op)
 		return err
 	}
-	return b.onStream(op, s, len(dst), true, func(a *allocation) error {
-		return s.keepSlice(unsafe.Pointer(&dst[0]), func() error {
+	return b.onStream(op, s, len(dst), true, func(a *allocation, h *captureHook) error {
+		return s.keepSlice(h, unsafe.Pointer(&dst[0]), func() error {
 			return cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), b.at(a), sliceBytes(dst), s.h)
 		})
 	})
@@ -625,42 +626,26 @@ func (b *Buffer[T]) CopyToHostAsync(s *Stream, dst []T) error {
 // function that unpins it once that work has run. If the host function
 // cannot be queued after the work was, it waits for s instead, so the
 // memory is never released while the work may still use it.
-func (s *Stream) keepSlice(data unsafe.Pointer, queue func() error) error {
+func (s *Stream) keepSlice(h *captureHook, data unsafe.Pointer, queue func() error) error {
 	pin := lifetime.Pin(data)
 	tramp, err := lifetime.HostFn()
 	if err != nil {
 		_ = pin.Release()
 		return err
 	}
-	gen := s.capGen.Load()
 	if err := queue(); err != nil {
 		_ = pin.Release()
 		return err
 	}
-	unpin := func() { _ = pin.Release() } // no CUDA call: fine on a CUDA thread
-	var id uintptr
-	var captured bool
-	if s.cap == nil { // the legacy stream: never captured
-		id = lifetime.Register(lifetime.Callback{Fn: unpin, Once: true, OnCancel: unpin})
-		lifetime.Expect()
-		err = cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id)
-	} else {
-		// Unless the copy may have been captured, the unpin is queued with
-		// no capture able to begin meanwhile (it would be captured too).
-		s.cap.mu.Lock()
-		captured = s.maybeCaptured(gen)
-		if !captured {
-			id = lifetime.Register(lifetime.Callback{Fn: unpin, Once: true, OnCancel: unpin})
-			lifetime.Expect()
-			err = cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id)
-		}
-		s.cap.mu.Unlock()
-	}
-	if captured {
-		s.keepCaptured(gen, []lifetime.Owner{pin}) // the graph holds the pin, or a wait for s does
+	if h != nil {
+		h.sink.Keep([]lifetime.Owner{pin}) // captured: the graph holds the pin
 		return nil
 	}
-	if err != nil {
+	// Uncaptured (the caller entered s): so is the unpin queued after it.
+	unpin := func() { _ = pin.Release() } // no CUDA call: fine on a CUDA thread
+	id := lifetime.Register(lifetime.Callback{Fn: unpin, Once: true, OnCancel: unpin})
+	lifetime.Expect()
+	if err := cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id); err != nil {
 		// The work is queued but its keep-alive is not: wait for the work.
 		serr := cu.StreamSynchronize(s.h)
 		lifetime.Cancel(id)
@@ -681,12 +666,11 @@ func (b *Buffer[T]) CopyFromAsync(s *Stream, src *Buffer[T]) error {
 	if s != nil && s.ctx != nil && !s.ctx.canUse(sa.ctx) {
 		return invalid(op, "the source buffer belongs to another context than the stream")
 	}
-	return b.onStream(op, s, src.n, false, func(a *allocation) error {
+	return b.onStream(op, s, src.n, false, func(a *allocation, h *captureHook) error {
 		sa.usedOn(s)
-		gen := s.capGen.Load()
 		err := cu.MemcpyDtoDAsync(b.at(a), src.at(sa), src.size, s.h)
-		if err == nil && s.maybeCaptured(gen) {
-			s.keepObjs(gen, &sa.obj)
+		if h != nil && err == nil {
+			h.keepObjs(&sa.obj)
 		}
 		return err
 	})
@@ -702,7 +686,7 @@ func (b *Buffer[T]) memset(op string, s *Stream, width uintptr, set func(a *allo
 	if s == nil {
 		return b.syncCopy(op, 0, func(a *allocation) error { return set(a, b.size/width) })
 	}
-	return b.onStream(op, s, 0, false, func(a *allocation) error { return set(a, b.size/width) })
+	return b.onStream(op, s, 0, false, func(a *allocation, _ *captureHook) error { return set(a, b.size/width) })
 }
 
 // Memset8 sets every byte of b to v and waits (cuMemsetD8).

@@ -34,12 +34,12 @@ const (
 // last stream-ordered buffer allocated on it, are done.
 type Stream struct {
 	// The fields a launch reads come first, together; capture is set while
-	// package graph captures s, and capGen moves around captures (see
-	// capture.go).
+	// package graph captures s, and inflight counts the uncaptured calls
+	// queueing work (see capture.go).
 	h        cu.CUstream
 	ctx      *Context
 	capture  atomic.Pointer[captureHook]
-	capGen   atomic.Uint64
+	inflight atomic.Int32
 	quickFn  uintptr         // launchFn for the launch fast paths; 0 on a special stream
 	obj      lifetime.Object // owner + calls in flight + stream-ordered buffers (its count within the first 64 bytes)
 	launchFn uintptr         // cuLaunchKernel; 0 if it could not be resolved
@@ -307,8 +307,8 @@ func (s *Stream) WaitEvent(e *Event) error {
 	defer s.release()
 	var joined *captureHook
 	if h := e.capture.Load(); h != nil && s.cap != nil && s.capture.Load() == nil {
-		// Join before the wait, so that a call on s that the capture
-		// sees after the wait finds the sink installed.
+		// Join before the wait (the sink installs itself, its gate held),
+		// so that the calls on s after the wait are captured.
 		if o := &s.obj; o.Hold() {
 			if h.sink.Join(s, lifetime.RefOf(o)) {
 				joined = h
@@ -317,15 +317,18 @@ func (s *Stream) WaitEvent(e *Event) error {
 			}
 		}
 	}
-	err := s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
 	if joined != nil {
+		err := s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
 		if err == nil {
-			s.mark(joined.sink, false)
+			s.setState(joined.sink, hookBegun)
 		} else {
 			joined.sink.Unjoin(s)
 		}
+		return err
 	}
-	return err
+	h := s.enter()
+	defer s.leave(h)
+	return s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
 }
 
 // Priority is the stream's priority (cuStreamGetPriority).
@@ -370,19 +373,15 @@ func (s *Stream) LaunchHostFunc(f func()) error {
 		return err
 	}
 	defer s.release()
-	c := s.cap
-	c.mu.Lock()
-	if h := s.capture.Load(); h != nil {
-		gen := s.capGen.Load()
-		c.mu.Unlock()
-		return s.enqueueCapturedHost(h, gen, f)
+	h := s.enter()
+	defer s.leave(h)
+	if h != nil {
+		return s.enqueueCapturedHost(h, f)
 	}
-	// No capture can begin on s while c.mu is held: f runs on s, once.
+	// No capture can begin on s before leave: f runs on s, once.
 	id := lifetime.Register(lifetime.Callback{Fn: f, Once: true, Sink: s})
 	lifetime.Expect()
-	err = bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id) })
-	c.mu.Unlock()
-	if err != nil {
+	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id) }); err != nil {
 		lifetime.Cancel(id) // it will never run
 		return s.ctx.sawError(err)
 	}

@@ -55,7 +55,8 @@ func TestCaptureBadInputsCPU(t *testing.T) {
 	assert.False(t, capture.Remove(zero, &captureState{}))
 	assert.Nil(t, capture.Installed(ns))
 	assert.Nil(t, capture.Installed(zero))
-	assert.False(t, capture.Kept(ns, 0, nil))
+	assert.Nil(t, capture.Enter(ns))
+	capture.Leave(ns, nil)
 	assert.ErrorIs(t, ns.LaunchHostFunc(func() {}), driver.ErrNilStream)
 }
 

@@ -494,17 +494,17 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 	streams := slices.Clone(st.streams)
 	st.mu.Unlock()
 
-	// Join every other stream back, so that CUDA finds them joined, then
-	// end the capture: from the Ending mark on, package driver counts work
-	// queued on the streams as possibly uncaptured.
+	// Keep the calls on the streams out (waiting for those in progress:
+	// libcuda must not see a call racing the end), join every other
+	// stream back, so that CUDA finds them joined, then end the capture.
+	for _, hs := range streams {
+		capture.Ending(hs.s, st)
+	}
 	var joinErr error
 	for _, hs := range streams[1:] {
 		if err := st.link(hs.s, st.origin); err != nil && joinErr == nil {
 			joinErr = err
 		}
-	}
-	for _, hs := range streams {
-		capture.Ending(hs.s, st)
 	}
 	var h cu.CUgraph
 	var tail []cu.CUgraphNode

@@ -286,17 +286,18 @@ func (e *Exec) onStream(op string, s *driver.Stream, call func(cu.CUgraphExec, c
 	if e.last != s {
 		e.track(s, ref)
 	}
-	gen := capture.Mark(s)
+	sink := capture.Enter(s)
+	defer capture.Leave(s, sink)
 	if s.IsLegacy() {
 		err = s.Raw(func(h uintptr) error { return call(e.h, cu.CUstream(h)) })
 	} else {
 		err = call(e.h, cu.CUstream(s.Handle()))
 	}
-	if err == nil {
+	if err == nil && sink != nil {
 		// Launched into a stream capture, the executable's work becomes
 		// part of the captured graph, with the parameters it has now: that
 		// graph holds what its nodes name now, for as long as it may run.
-		capture.Kept(s, gen, e.capturedOwners)
+		sink.Keep(e.capturedOwners())
 	}
 	return err
 }

@@ -13,7 +13,8 @@
 #   PURECUDA_REQUIRE_GPU=1 bash .gpu/run.sh                 # all tests, -test.v
 #   PURECUDA_BENCH=1 ... bash .gpu/run.sh                    # and benchmarks (-benchmem)
 #   PURECUDA_MEMCHECK="internal_cu driver" ... bash .gpu/run.sh  # and compute-sanitizer on those
-#     (PURECUDA_MEMCHECK_RE / PURECUDA_MEMCHECK_SKIP choose the tests run under it)
+#     (PURECUDA_MEMCHECK_RE / PURECUDA_MEMCHECK_SKIP choose the tests run under it,
+#     PURECUDA_MEMCHECK_ARGS adds flags, e.g. -test.short)
 #
 # Logs go to $OUT (or .gpu/logs): smoke.log (smoke's text report), smoke.json
 # (smoke -json), examples.log, tests.log, and bench.log / memcheck.log when
@@ -98,7 +99,7 @@ fi
 for name in ${PURECUDA_MEMCHECK:-}; do
   dir=$(for e in "${entries[@]}"; do [ "${e%%:*}" = "$name" ] && echo "${e#*:}"; done)
   echo "== compute-sanitizer memcheck $name"
-  (cd "$dir" && compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 3 "$root/.gpu/$name.test" -test.count=1 -test.run "${PURECUDA_MEMCHECK_RE:-.}" -test.skip "${PURECUDA_MEMCHECK_SKIP:-^$}") >"$logs/memcheck-$name.log" 2>&1; s=$?
+  (cd "$dir" && compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 3 "$root/.gpu/$name.test" -test.count=1 -test.run "${PURECUDA_MEMCHECK_RE:-.}" -test.skip "${PURECUDA_MEMCHECK_SKIP:-^$}" ${PURECUDA_MEMCHECK_ARGS:-}) >"$logs/memcheck-$name.log" 2>&1; s=$?
   tail -5 "$logs/memcheck-$name.log"
   grep -E -B3 -A25 -- '--- FAIL' "$logs/memcheck-$name.log" | head -60
   cat "$logs/memcheck-$name.log" >>"$out/memcheck.log"

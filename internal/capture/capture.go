@@ -3,12 +3,12 @@
 //
 // While package graph captures a stream into a CUDA graph, it installs a
 // Sink on every stream of the capture. Each call of package driver that
-// queues work on a stream reads the stream's capture generation before its
-// CUDA call; if a sink was installed at any moment of the call, it hands
-// the sink (or, when it cannot tell which capture saw the work, every sink
-// that was installed meanwhile) a reference on everything the work names,
-// so that a graph that may run the work keeps it alive. Package driver
-// sets the functions below in its init; package graph calls them.
+// queues work on a stream is either certainly uncaptured (no capture can
+// begin on the stream while it runs) or certainly captured (the capture
+// cannot begin or end while it runs), and a captured call hands the sink a
+// reference on everything its work names, so that the graph keeps it
+// alive. Package driver sets the functions below in its init; package
+// graph calls them.
 package capture
 
 import (
@@ -20,13 +20,10 @@ import (
 
 // Sink is what package graph installs on the streams of a capture.
 type Sink interface {
-	// Keep takes owners named by work queued on a stream of the capture,
-	// which CUDA may have captured. The sink releases each exactly once,
-	// when nothing that may run the work is left: with the graph made
-	// from the capture (or the graph captured into), or at once when the
-	// capture is discarded. Work that may have run on the stream instead
-	// is waited for by package driver, which holds a share of the owners
-	// itself in that case.
+	// Keep takes owners named by work captured on a stream of the
+	// capture. The sink releases each exactly once, when nothing that may
+	// run the work is left: with the graph made from the capture (or the
+	// graph captured into), or at once when the capture is discarded.
 	Keep(owners []lifetime.Owner)
 	// Join asks the sink to take in stream s (a *driver.Stream), which
 	// is about to wait for an event recorded in the capture: unless the
@@ -52,29 +49,30 @@ var ErrInstalled = errors.New("capture: another capture sink is installed: the s
 // Functions of package driver, set in its init. s is a *driver.Stream.
 var (
 	// Install installs sink on s. It fails for a nil, closed or legacy
-	// stream, or one that has a sink installed already.
+	// stream, or one that has a sink installed already (ErrInstalled). It
+	// returns once the calls on s that found no sink are done; until
+	// Began, calls that find the sink wait.
 	Install func(s any, sink Sink) error
-	// Began records that the capture is under way on s: after
-	// cuStreamBeginCapture returned, or after the wait that made s join.
+	// Began records that the capture is under way on s, after
+	// cuStreamBeginCapture returned or after the wait that made s join:
+	// calls on s go into it from now on.
 	Began func(s any, sink Sink)
 	// Ending records that the capture is about to end on s, before
-	// cuStreamEndCapture.
+	// cuStreamEndCapture: it waits for the captured calls in progress,
+	// and keeps new ones waiting until Remove.
 	Ending func(s any, sink Sink)
 	// Remove takes sink off s if it is installed there, after the
-	// capture ended, and reports whether it was. It works on a closed
-	// stream.
+	// capture ended (or failed to begin), and reports whether it was. The
+	// calls waiting go on uncaptured. It works on a closed stream.
 	Remove func(s any, sink Sink) bool
 	// Installed returns the sink installed on s, or nil.
 	Installed func(s any) Sink
-	// Mark returns s's capture generation, read before a call that queues
-	// work on s.
-	Mark func(s any) uint64
-	// Kept is called after such a call succeeded, with the generation Mark
-	// returned: if a sink was installed on s at any moment since, it
-	// calls owners and hands what it returns to the capture (or
-	// captures) that may have captured the work, and reports true;
-	// otherwise it calls nothing and reports false.
-	Kept func(s any, gen uint64, owners func() []lifetime.Owner) bool
+	// Enter begins a call that queues work on s outside package driver
+	// (an executable's launch): it returns the sink of the capture the
+	// work goes into, or nil when no capture can begin until Leave.
+	Enter func(s any) Sink
+	// Leave ends what Enter began, with the sink Enter returned.
+	Leave func(s any, sink Sink)
 	// AfterWork releases o once the work queued on s so far has run,
 	// never synchronising s while it is being captured. s must be held by
 	// the caller for the call. If the work cannot be waited for (an error

@@ -22,7 +22,6 @@ import (
 	"github.com/purecuda/cuda/lifetime"
 )
 
-
 // advWithin runs f on a goroutine and reports whether it returned within d.
 // A call that does not return is left blocked: the test demonstrates a
 // deadlock.
