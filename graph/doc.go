@@ -62,9 +62,13 @@
 // purecuda calls queue on a stream into a new graph, or into an existing
 // graph or conditional body. Everything those calls name — buffers,
 // kernels' modules, Args, pinned Go slices, host functions — is held by the
-// resulting graph as if its nodes had been added explicitly. An error, a
-// panic or runtime.Goexit between begin and end still ends the capture and
-// destroys the partial graph: no stream is left capturing.
+// resulting graph as if its nodes had been added explicitly (held by the
+// whole graph: destroying a captured node releases nothing early). An
+// error, a panic or runtime.Goexit between begin and end still ends the
+// capture and destroys what it captured: no stream is left capturing. A
+// call on a captured stream is captured or not, never half: it cannot race
+// the capture's begin or end. While a capture into a graph runs, calls on
+// that graph's family fail with ErrCapturing.
 //
 // # Contexts and threads
 //
@@ -90,10 +94,21 @@
 // If and While need a CUDA 12.3 driver, IfElse and Switch 12.8; on an older
 // one they return an error matching driver.ErrNotSupported.
 //
-// # Concurrency
+// # Concurrency and lifetime
 //
-// Building one graph from several goroutines is the caller's to
-// synchronise, as in CUDA; purecuda keeps its own bookkeeping consistent
-// regardless. Launching one Exec from several goroutines on different
-// streams is safe.
+// Every type is safe for concurrent use, and Close may race any call: the
+// call works or fails with driver.ErrClosed, and nothing is destroyed under
+// it. CUDA's graphs are not thread-safe, so purecuda serialises every CUDA
+// call on a family — a top-level graph, its conditional bodies, its clones
+// and the executables made from them — behind one lock; launches of an
+// executable are not serialised with the graph. CUDA runs the launches of
+// one executable one after another, whatever their streams.
+//
+// A Graph or Exec dropped without Close is closed by a cleanup on
+// purecuda's release goroutine (a host function whose closure refers to its
+// own graph keeps it reachable: close such graphs). A Node stays valid until
+// its node is destroyed; from then on every use is an error matching
+// ErrDestroyedNode, even after CUDA reuses the node's handle. An Exec keeps
+// the graph it came from, and its per-node methods work after the graph's
+// Close.
 package graph

@@ -2,34 +2,47 @@ package lifetime
 
 import (
 	"fmt"
-	"slices"
 	"sync"
+	"time"
 )
 
 // The release queue (I8): owners whose release must not run where it is
 // noticed — on the runtime's cleanup goroutine, which must not block, or on a
 // thread CUDA owns, where calling CUDA is forbidden — are handed to Defer and
-// released in order on a goroutine of ours. Defer never blocks: the queue
-// grows instead.
+// released in order on goroutines of ours. Defer never blocks: the queue
+// grows instead. One drainer releases them one after another; when it has
+// been inside one release for longer than stuckAfter (a cuMemFree waits
+// for the device's queued work), another drainer takes the next ones, up
+// to maxDrainers, so a slow release delays no other. Releases start in
+// the order they were queued; each object's references keep a dependent's
+// release from destroying what another still uses.
 var queue struct {
 	mu       sync.Mutex
 	items    []Owner
-	spare    []Owner
-	running  bool   // a release goroutine is draining items
-	added    uint64 // owners ever queued
-	finished uint64 // owners ever released from the queue
+	head     int       // items[:head] are taken
+	drainers int       // goroutines draining items
+	busy     int       // drainers inside a release
+	moved    time.Time // when a release last finished, or a drainer started
+	added    uint64    // owners ever queued
+	finished uint64    // owners ever released from the queue
 	progress *sync.Cond
 }
 
+const (
+	stuckAfter  = 5 * time.Millisecond
+	maxDrainers = 8
+)
+
 func init() { queue.progress = sync.NewCond(&queue.mu) }
 
-// Defer queues o to be released on the release goroutine. It never blocks
+// Defer queues o to be released on a release goroutine. It never blocks
 // (beyond a short lock) and may be called from any goroutine, a cleanup or
-// a callback. Owners queued by one goroutine are released in the order it
-// queued them. A release that fails is counted (Stats.ReleaseErrors) and
-// kept for Errors by the Owner itself (Object, Ref, OwnerFunc and Table do
-// so); a release that panics or calls runtime.Goexit is contained, counted
-// and kept the same way, and the queue goes on.
+// a callback. Owners queued by one goroutine start their release in the
+// order it queued them. A release that fails is counted
+// (Stats.ReleaseErrors) and kept for Errors by the Owner itself (Object,
+// Ref, OwnerFunc and Table do so); a release that panics or calls
+// runtime.Goexit is contained, counted and kept the same way, and the
+// queue goes on.
 func Defer(o Owner) {
 	if o == nil {
 		return
@@ -38,54 +51,85 @@ func Defer(o Owner) {
 	queue.mu.Lock()
 	queue.items = append(queue.items, o)
 	queue.added++
-	start := !queue.running
-	queue.running = true
+	start := needDrainer()
 	queue.mu.Unlock()
 	if start {
 		go drainQueue()
 	}
 }
 
+// needDrainer reports whether a drainer should start for the items
+// waiting — none runs, or every one is stuck in a release — and counts it
+// started. queue.mu is held.
+func needDrainer() bool {
+	if queue.head == len(queue.items) {
+		return false
+	}
+	if queue.drainers > 0 && (queue.drainers >= maxDrainers || queue.busy < queue.drainers || time.Since(queue.moved) < stuckAfter) {
+		return false
+	}
+	queue.drainers++
+	queue.moved = time.Now()
+	return true
+}
+
+// take pops the next item, or reports false (and counts the drainer gone)
+// when none is left. queue.mu is held.
+func take() (Owner, bool) {
+	if queue.head == len(queue.items) {
+		queue.drainers--
+		clear(queue.items)
+		queue.items, queue.head = queue.items[:0], 0
+		return nil, false
+	}
+	o := queue.items[queue.head]
+	queue.items[queue.head] = nil
+	queue.head++
+	queue.busy++
+	return o, true
+}
+
 func drainQueue() {
-	var batch []Owner
-	i := 0
-	normal := false
+	var o Owner
+	done := true
 	defer func() {
-		if normal {
+		if done {
 			return
 		}
-		// batch[i]'s release called runtime.Goexit, which ends this
-		// goroutine: count it and hand the rest of the batch, ahead of
-		// anything queued since, to a new release goroutine.
+		// o's release called runtime.Goexit, which ends this goroutine:
+		// count it, and let another drainer go on.
 		stats.queued.Add(-1)
-		noteError(fmt.Errorf("lifetime: queued release of %T: %w", batch[i], &Goexited{}))
-		rest := slices.Clone(batch[i+1:])
-		clear(batch)
+		noteError(fmt.Errorf("lifetime: queued release of %T: %w", o, &Goexited{}))
 		queue.mu.Lock()
-		queue.items = append(rest, queue.items...)
-		queue.finished += uint64(i + 1)
+		queue.busy--
+		queue.drainers--
+		queue.finished++
+		queue.moved = time.Now()
 		queue.progress.Broadcast()
+		start := needDrainer()
 		queue.mu.Unlock()
-		go drainQueue()
+		if start {
+			go drainQueue()
+		}
 	}()
 	queue.mu.Lock()
-	for len(queue.items) > 0 {
-		batch = queue.items
-		queue.items, queue.spare = queue.spare[:0], nil
-		queue.mu.Unlock()
-		for i = 0; i < len(batch); i++ {
-			_ = releaseOne(batch[i])
-			batch[i] = nil
-			stats.queued.Add(-1)
+	for {
+		var ok bool
+		if o, ok = take(); !ok {
+			queue.mu.Unlock()
+			return
 		}
+		queue.mu.Unlock()
+		done = false
+		_ = releaseOne(o)
+		done = true
+		stats.queued.Add(-1)
 		queue.mu.Lock()
-		queue.finished += uint64(len(batch))
-		queue.spare, batch = batch[:0], nil
+		queue.busy--
+		queue.finished++
+		queue.moved = time.Now()
 		queue.progress.Broadcast()
 	}
-	queue.running = false
-	normal = true
-	queue.mu.Unlock()
 }
 
 // releaseOne releases o; a panic in o.Release is recovered and returned as
@@ -110,9 +154,24 @@ func Flush() {
 	queue.mu.Lock()
 	target := queue.added
 	for queue.finished < target {
-		queue.progress.Wait()
+		if needDrainer() { // every drainer is stuck in a release
+			go drainQueue()
+		}
+		waitProgress()
 	}
 	queue.mu.Unlock()
+}
+
+// waitProgress waits for a release to finish, or for stuckAfter, so that a
+// waiter notices drainers stuck in slow releases. queue.mu is held.
+func waitProgress() {
+	t := time.AfterFunc(stuckAfter, func() {
+		queue.mu.Lock()
+		queue.progress.Broadcast()
+		queue.mu.Unlock()
+	})
+	queue.progress.Wait()
+	t.Stop()
 }
 
 // OwnerFunc adapts a function to Owner.

@@ -15,10 +15,11 @@ import (
 )
 
 // Invariant I8: Defer never blocks. While one owner's release is stuck
-// (the release goroutine is blocked in it), 100,000 releases are deferred
+// (a release goroutine is blocked in it), 100,000 releases are deferred
 // from many goroutines and from runtime cleanups (the runtime's cleanup
-// goroutine must never block) and every Defer returns; once the stuck
-// release goes on, Flush waits for all of them.
+// goroutine must never block) and every Defer returns; they run meanwhile
+// on another release goroutine, and once the stuck release goes on, Flush
+// returns.
 func TestDeferNeverBlocks_I8(t *testing.T) {
 	drainErrors()
 	before := settle()
@@ -77,8 +78,11 @@ func TestDeferNeverBlocks_I8(t *testing.T) {
 		require.FailNow(t, "Defer blocked", "%d of %d deferred", deferred.Load(), total)
 	}
 	assert.EqualValues(t, total, deferred.Load())
-	assert.Zero(t, released.Load(), "the release goroutine is still stuck")
-	assert.GreaterOrEqual(t, lifetime.ReadStats().Queued, int64(total))
+	// The stuck release holds up no other: another release goroutine took
+	// over (I8).
+	require.Eventually(t, func() bool { return released.Load() == total }, 30*time.Second, time.Millisecond,
+		"the releases after a stuck one run: %d of %d", released.Load(), total)
+	assert.EqualValues(t, 1, lifetime.ReadStats().Queued, "only the stuck release is left")
 
 	close(unblock)
 	lifetime.Flush()
