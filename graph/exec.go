@@ -63,6 +63,9 @@ const (
 func (r InstantiateResult) String() string { return cu.CUgraphInstantiateResult(r).String() }
 
 func (e *InstantiateError) Error() string {
+	if e == nil {
+		return "graph: Instantiate: <nil>"
+	}
 	s := fmt.Sprintf("graph: Instantiate: %v (%v)", e.Err, e.Result)
 	if !e.Node.IsZero() {
 		s += fmt.Sprintf(" at node %#x", uintptr(e.Node.h))
@@ -71,7 +74,12 @@ func (e *InstantiateError) Error() string {
 }
 
 // Unwrap returns the driver's error.
-func (e *InstantiateError) Unwrap() error { return e.Err }
+func (e *InstantiateError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // Exec is an executable graph (CUgraphExec). It outlives the graph it was
 // made from — it keeps that graph's CUDA object, and everything the

@@ -49,11 +49,19 @@ type UpdateError struct {
 }
 
 func (e *UpdateError) Error() string {
+	if e == nil {
+		return "graph: Exec.Update: <nil>"
+	}
 	return fmt.Sprintf("graph: Exec.Update: %v (%v)", e.Err, e.Result)
 }
 
 // Unwrap returns the driver's error.
-func (e *UpdateError) Unwrap() error { return e.Err }
+func (e *UpdateError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // uoOwner is a reference on a CUDA user object taken with
 // cuUserObjectRetain.

@@ -98,10 +98,30 @@ func TestGraphFamilyCallsNeverOverlap(t *testing.T) {
 	noBadUses(t)
 }
 
-// Item 2: graphs and executables dropped without Close are released by
-// their cleanups: owner tables, callbacks, user objects, device memory.
+// Item 2 (and the GC stress): graphs and executables dropped without Close,
+// while launches run on another stream, are released by their cleanups:
+// owner tables, callbacks, user objects, device memory.
 func TestGraphDroppedWithoutCloseIsReleased(t *testing.T) {
 	f := setupGraph(t)
+	s2, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	defer s2.Close()
+	busy, err := driver.Alloc[int32](f.ctx, 8)
+	require.NoError(t, err)
+	defer busy.Close()
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() { // launches meanwhile
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			assert.NoError(t, s2.Launch(f.fill, g1b1[0], g1b1[1], busy, int32(1), int32(8)))
+			runtime.Gosched()
+		}
+	}()
 	gcAll()
 	require.EqualValues(t, 1, fcall(t, "fake_quiesce", 5000))
 	before := lifetime.ReadStats()
@@ -110,7 +130,14 @@ func TestGraphDroppedWithoutCloseIsReleased(t *testing.T) {
 			counter(t, "fake_live_user_objects"), counter(t, "fake_live_allocations")}
 	}
 	live0 := live()
-	for i := 0; i < 300; i++ {
+	n := 10000
+	if testing.Short() {
+		n = 2000
+	}
+	for i := 0; i < n; i++ {
+		if i%1000 == 0 {
+			runtime.GC() // cleanups run while graphs are still being made
+		}
 		func() {
 			buf, err := driver.Alloc[int32](f.ctx, 8)
 			require.NoError(t, err)
@@ -126,6 +153,9 @@ func TestGraphDroppedWithoutCloseIsReleased(t *testing.T) {
 			require.NoError(t, e.Launch(f.s))
 		}() // g and e dropped
 	}
+	close(stop)
+	<-stopped
+	require.NoError(t, s2.Synchronize())
 	require.NoError(t, f.s.Synchronize())
 	ok := ltSettle(func() bool {
 		s := lifetime.ReadStats()
