@@ -79,7 +79,7 @@ func TestQuickReviewQuickScalarMatchesScalarBits(t *testing.T) {
 	vals := []any{
 		int8(-1), int8(0), int8(math.MinInt8), uint8(0xff), uint8(7), true, false,
 		int16(-2), int16(math.MinInt16), uint16(0xfffe), int32(-3), int32(math.MinInt32), uint32(0xdeadbeef),
-		float32(-0.0), float32(math.Inf(-1)), math.Float32frombits(0x7fc00001),
+		float32(math.Copysign(0, -1)), float32(math.Inf(-1)), math.Float32frombits(0x7fc00001),
 		int64(-4), int64(math.MinInt64), uint64(math.MaxUint64), float64(-2.5), math.Float64frombits(0x7ff8000000000001),
 		^uintptr(0), DevicePtr(0xfeedface_12345678),
 	}

@@ -282,8 +282,7 @@ func TestCancelRunsOnCancelInsteadOfFn_I6(t *testing.T) {
 // takes another worker) without deadlocking.
 func TestInvokeNested_I6(t *testing.T) {
 	var depth atomic.Int32
-	var inner uintptr
-	inner = lifetime.Register(lifetime.Callback{Fn: func() { depth.Add(1) }})
+	inner := lifetime.Register(lifetime.Callback{Fn: func() { depth.Add(1) }})
 	outer := lifetime.Register(lifetime.Callback{Fn: func() { depth.Add(1); lifetime.Invoke(inner) }, Once: true})
 	lifetime.Invoke(outer)
 	assert.EqualValues(t, 2, depth.Load())

@@ -66,7 +66,8 @@ type fastSlot struct {
 var (
 	fastServer uint32
 	fastSlots  [numFastSlots]fastSlot
-	fastCold   uintptr // the portable trampoline, for the slow path
+	//lint:ignore U1000 read by the assembly trampoline (fastpath_linux_amd64.s)
+	fastCold uintptr // the portable trampoline, for the slow path
 )
 
 // DefaultPollWindow is how long the host-function server polls after a host

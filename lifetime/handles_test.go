@@ -145,7 +145,7 @@ func TestMapConcurrent_I5(t *testing.T) {
 // Invariant I5: once an entry is deleted (by Delete or Take) the Map keeps
 // no reference to its value: the value becomes collectable.
 func TestMapHoldsNoReferenceAfterDelete_I5(t *testing.T) {
-	type payload struct{ buf [64]byte }
+	type payload struct{ _ [64]byte }
 	var m lifetime.Map[*payload]
 	for _, how := range []string{"Delete", "Take"} {
 		t.Run(how, func(t *testing.T) {

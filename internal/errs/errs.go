@@ -7,4 +7,6 @@ package errs
 import "errors"
 
 // InvalidArgument is driver.ErrInvalidArgument.
+//
+//lint:ignore ST1012 re-exported as driver.ErrInvalidArgument (and matched by nvrtc's errors): the Err prefix lives there
 var InvalidArgument = errors.New("invalid argument")

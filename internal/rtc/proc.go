@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/purecuda/cuda/loader"
@@ -16,7 +15,6 @@ type proc struct {
 	abi    int // unused: NVRTC has no ABI versions
 	export string
 	addr   atomic.Uintptr
-	once   sync.Once
 }
 
 func (p *proc) find() (uintptr, error) {

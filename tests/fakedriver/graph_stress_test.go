@@ -61,10 +61,7 @@ func TestGraphStressCloseRaces(t *testing.T) {
 			s.Callbacks == before.Callbacks && runtime.NumGoroutine() <= goroutines0
 	})
 	if !ok {
-		keys := make([]string, 0, len(counters))
-		for _, c := range counters {
-			keys = append(keys, c)
-		}
+		keys := append([]string(nil), counters...)
 		sort.Strings(keys)
 		for _, k := range keys {
 			assert.Equal(t, live[k], counter(t, k), "%s back to its start", k)

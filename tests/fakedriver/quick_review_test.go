@@ -166,21 +166,21 @@ func TestQuickReviewLaunchMatchesGeneralPath(t *testing.T) {
 	}
 	got := make([]uint32, 4)
 	gotBase := make([]uint32, 8)
-	run := func(launch func() error) (error, []uint32, []uint32) {
+	run := func(launch func() error) ([]uint32, []uint32, error) {
 		require.NoError(t, out.Memset32(0xeeeeeeee))
 		require.NoError(t, base.Memset32(0xeeeeeeee))
 		err := launch()
 		require.NoError(t, f.s.Synchronize())
 		require.NoError(t, out.CopyToHost(got))
 		require.NoError(t, base.CopyToHost(gotBase))
-		return err, append([]uint32(nil), got...), append([]uint32(nil), gotBase...)
+		return append([]uint32(nil), got...), append([]uint32(nil), gotBase...), err
 	}
 	for _, c := range cases {
 		for pass := range 2 { // the general path first: it remembers the buffer type, so Launch goes quick
-			slowErr, slowOut, slowBase := run(func() error {
+			slowOut, slowBase, slowErr := run(func() error {
 				return f.s.LaunchWith(c.fn, driver.LaunchConfig{Grid: c.grid, Block: c.block}, c.args...)
 			})
-			quickErr, quickOut, quickBase := run(func() error { return f.s.Launch(c.fn, c.grid, c.block, c.args...) })
+			quickOut, quickBase, quickErr := run(func() error { return f.s.Launch(c.fn, c.grid, c.block, c.args...) })
 			if slowErr == nil {
 				assert.NoError(t, quickErr, "%s (pass %d): Launch refuses what LaunchWith takes", c.name, pass)
 			} else if assert.Error(t, quickErr, "%s (pass %d): Launch takes what LaunchWith refuses (%v)", c.name, pass, slowErr) {
@@ -296,7 +296,7 @@ func TestQuickReviewQuickLaunchUsedOnMovingStacks(t *testing.T) {
 // viewAt embeds a Buffer by value after another field: *viewAt gets the
 // Buffer's methods by promotion, so it is a buffer argument.
 type viewAt struct {
-	rows int
+	_ int
 	driver.Buffer[uint32]
 }
 

@@ -1,6 +1,7 @@
 package cheader
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -406,7 +407,7 @@ func (e *evaluator) ternary() (int64, error) {
 		return 0, err
 	}
 	if e.peek() != ":" {
-		return 0, fmt.Errorf("missing : in ?:")
+		return 0, errors.New("missing colon in a conditional expression")
 	}
 	e.i++
 	b, err := e.ternary()
