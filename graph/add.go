@@ -26,14 +26,20 @@ func (g *Graph) Empty() (Node, error) { return g.After().Empty() }
 func (g *Graph) Join(nodes ...Node) (Node, error) { return g.After(nodes...).Empty() }
 
 // Kernel adds a root kernel node; see Builder.Kernel.
-func (g *Graph) Kernel(fn *driver.Function, cfg driver.LaunchConfig, args ...any) (Node, error) {
-	return g.After().Kernel(fn, cfg, args...)
+func (g *Graph) Kernel(fn *driver.Function, grid, block driver.Dim3, args ...any) (Node, error) {
+	return g.After().Kernel(fn, grid, block, args...)
+}
+
+// KernelWith adds a root kernel node with shared memory; see
+// Builder.KernelWith.
+func (g *Graph) KernelWith(fn *driver.Function, cfg driver.LaunchConfig, args ...any) (Node, error) {
+	return g.After().KernelWith(fn, cfg, args...)
 }
 
 // KernelArgs adds a root kernel node from prepared Args; see
 // Builder.KernelArgs.
-func (g *Graph) KernelArgs(a *driver.Args, cfg driver.LaunchConfig) (Node, error) {
-	return g.After().KernelArgs(a, cfg)
+func (g *Graph) KernelArgs(a *driver.Args, grid, block driver.Dim3) (Node, error) {
+	return g.After().KernelArgs(a, grid, block)
 }
 
 // HostFunc adds a root host node; see Builder.HostFunc.
@@ -86,13 +92,23 @@ func (b Builder) Empty() (Node, error) {
 	})
 }
 
-// Kernel adds a kernel node (cuGraphAddKernelNode) that launches fn with
-// args, which are what Stream.Launch takes and are checked against the
-// kernel the same way. The node holds fn's module or library and every
-// buffer among args for as long as the graph or anything made from it
-// may run it.
-func (b Builder) Kernel(fn *driver.Function, cfg driver.LaunchConfig, args ...any) (Node, error) {
-	const op = "Graph.Kernel"
+// Kernel adds a kernel node (cuGraphAddKernelNode) that launches fn over
+// grid × block threads with args: what Stream.Launch takes, checked against
+// the kernel the same way. The node holds fn's module or library and every
+// buffer among args for as long as the graph or anything made from it may
+// run it.
+func (b Builder) Kernel(fn *driver.Function, grid, block driver.Dim3, args ...any) (Node, error) {
+	return b.kernel("Graph.Kernel", fn, driver.LaunchConfig{Grid: grid, Block: block}, args)
+}
+
+// KernelWith is Kernel with dynamic shared memory (cfg.SharedMem), as
+// Stream.LaunchWith is Launch's; clusters and cooperative launches are not
+// offered for graph nodes.
+func (b Builder) KernelWith(fn *driver.Function, cfg driver.LaunchConfig, args ...any) (Node, error) {
+	return b.kernel("Graph.KernelWith", fn, cfg, args)
+}
+
+func (b Builder) kernel(op string, fn *driver.Function, cfg driver.LaunchConfig, args []any) (Node, error) {
 	if err := b.check(op); err != nil {
 		return Node{}, err
 	}
@@ -123,11 +139,13 @@ func (b Builder) Kernel(fn *driver.Function, cfg driver.LaunchConfig, args ...an
 	return node, err
 }
 
-// KernelArgs adds a kernel node from Args made with Function.NewArgs; the
+// KernelArgs adds a kernel node that launches Args made with
+// Function.NewArgs over grid × block threads, as Stream.LaunchArgs does; the
 // node copies their current values and holds the Args (their buffers and
 // module) for as long as it may run.
-func (b Builder) KernelArgs(a *driver.Args, cfg driver.LaunchConfig) (Node, error) {
+func (b Builder) KernelArgs(a *driver.Args, grid, block driver.Dim3) (Node, error) {
 	const op = "Graph.KernelArgs"
+	cfg := driver.LaunchConfig{Grid: grid, Block: block}
 	if err := b.check(op); err != nil {
 		return Node{}, err
 	}

@@ -109,7 +109,7 @@ func BenchmarkGraphVersusC(b *testing.B) {
 			return err
 		}
 		for i := 0; i < n; i++ {
-			if _, err := gg.Kernel(addTo, kcfg, a, bb, int32(256)); err != nil {
+			if _, err := gg.KernelWith(addTo, kcfg, a, bb, int32(256)); err != nil {
 				return err
 			}
 		}
@@ -121,7 +121,7 @@ func BenchmarkGraphVersusC(b *testing.B) {
 		}
 		return gg.Batch(func() error {
 			for i := 0; i < n; i++ {
-				if _, err := gg.Kernel(addTo, kcfg, a, bb, int32(256)); err != nil {
+				if _, err := gg.KernelWith(addTo, kcfg, a, bb, int32(256)); err != nil {
 					return err
 				}
 			}
@@ -141,7 +141,7 @@ func BenchmarkGraphVersusC(b *testing.B) {
 			if i > 0 {
 				bl = g.After(prev)
 			}
-			if prev, err = bl.Kernel(e.fn["empty"], cfg(1)); err != nil {
+			if prev, err = bl.KernelWith(e.fn["empty"], cfg(1)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -253,7 +253,7 @@ func BenchmarkNodeAdd(b *testing.B) {
 			g, _ = New(e.ctx)
 			b.StartTimer()
 		}
-		if _, err := g.Kernel(e.fn["addTo"], cfg(256), a, bb, int32(256)); err != nil {
+		if _, err := g.KernelWith(e.fn["addTo"], cfg(256), a, bb, int32(256)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -266,7 +266,7 @@ func BenchmarkExecLaunch(b *testing.B) {
 	e, s := setup(b)
 	g, _ := New(e.ctx)
 	defer g.Close()
-	if _, err := g.Kernel(e.fn["empty"], cfg(1)); err != nil {
+	if _, err := g.KernelWith(e.fn["empty"], cfg(1)); err != nil {
 		b.Fatal(err)
 	}
 	x, err := g.Instantiate()
@@ -300,7 +300,7 @@ func BenchmarkInstantiate1000(b *testing.B) {
 		if i > 0 {
 			bl = g.After(prev)
 		}
-		if prev, err = bl.Kernel(e.fn["empty"], cfg(1)); err != nil {
+		if prev, err = bl.KernelWith(e.fn["empty"], cfg(1)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -434,7 +434,7 @@ func TestCaptureIntoGraph(t *testing.T) {
 	require.NoError(t, err)
 	b, err := driver.Alloc[int32](e.ctx, n)
 	require.NoError(t, err)
-	first, err := g.Kernel(e.fn["fill"], cfg(n), a, int32(10), int32(n))
+	first, err := g.KernelWith(e.fn["fill"], cfg(n), a, int32(10), int32(n))
 	require.NoError(t, err)
 
 	// Aborted: nothing of it stays.
@@ -616,7 +616,7 @@ func BenchmarkCapture100(b *testing.B) {
 				if i > 0 {
 					bl = g.After(prev)
 				}
-				if prev, err = bl.Kernel(fn, cfg, x, y, int32(256)); err != nil {
+				if prev, err = bl.KernelWith(fn, cfg, x, y, int32(256)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -639,7 +639,7 @@ func BenchmarkCapture100(b *testing.B) {
 						bl = g.After(prev)
 					}
 					var err error
-					if prev, err = bl.Kernel(fn, cfg, x, y, int32(256)); err != nil {
+					if prev, err = bl.KernelWith(fn, cfg, x, y, int32(256)); err != nil {
 						return err
 					}
 				}

@@ -17,7 +17,7 @@ func TestNilAndZeroValues(t *testing.T) {
 	assert.ErrorIs(t, g.Close(), driver.ErrInvalidArgument)
 	_, err = g.Empty()
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
-	_, err = g.Kernel(nil, driver.LaunchConfig{})
+	_, err = g.KernelWith(nil, driver.LaunchConfig{})
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
 	_, err = g.Nodes()
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument)

@@ -26,7 +26,7 @@
 //	out := make([]float32, 4)
 //	buf, err := driver.Alloc[float32](ctx, 4)
 //	up, err := g.Memcpy(graph.Device(buf), graph.Slice(in))        // in is pinned for the graph's life
-//	k, err := g.After(up).Kernel(scale, driver.LaunchConfig{Grid: driver.Grid(1), Block: driver.Block(4)}, buf, float32(2), int32(4))
+//	k, err := g.After(up).Kernel(scale, driver.Grid(1), driver.Block(4), buf, float32(2), int32(4))
 //	down, err := g.After(k).Memcpy(graph.Slice(out), graph.Device(buf))
 //	_, err = g.After(down).HostFunc(func() { fmt.Println(out) })
 //	buf.Close()                                                    // the graph still holds the memory
@@ -89,7 +89,7 @@
 //
 //	loop, err := g.NewCondition(1, graph.AssignDefault) // 1 at each launch
 //	w, body, err := g.While(loop)
-//	_, err = body.Kernel(step, cfg, buf, loop.Handle()) // step clears it to stop
+//	_, err = body.Kernel(step, driver.Grid(1), driver.Block(1), buf, loop.Handle()) // step clears it to stop
 //
 // If and While need a CUDA 12.3 driver, IfElse and Switch 12.8; on an older
 // one they return an error matching driver.ErrNotSupported.

@@ -71,8 +71,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg := driver.LaunchConfig{Grid: driver.Grid(1), Block: driver.Block(32)}
-	k, err := g.After(up).Kernel(scale, cfg, buf, float32(2), int32(len(data)))
+	k, err := g.After(up).Kernel(scale, driver.Grid(1), driver.Block(32), buf, float32(2), int32(len(data)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -119,7 +118,7 @@ func ExampleBuilder_MemAlloc() {
 		log.Fatal(err)
 	}
 	set, _ := g.After(alloc).Memset(graph.Raw(uintptr(ptr), n*4, false, nil), 0xff, 1)
-	k, _ := g.After(set).Kernel(iota, driver.LaunchConfig{Grid: driver.Grid(1), Block: driver.Block(n)}, ptr, int32(n/2))
+	k, _ := g.After(set).Kernel(iota, driver.Grid(1), driver.Block(n), ptr, int32(n/2))
 	out := make([]int32, n)
 	cp, _ := g.After(k).Memcpy(graph.Slice(out), graph.Raw(uintptr(ptr), n*4, false, nil))
 	if _, err := g.After(cp).MemFree(ptr); err != nil {
@@ -146,7 +145,7 @@ func ExampleBuilder_Child() {
 
 	buf, _ := driver.Alloc[int32](ctx, 4)
 	child, _ := graph.New(ctx)
-	child.Kernel(iota, driver.LaunchConfig{Grid: driver.Grid(1), Block: driver.Block(4)}, buf, int32(4))
+	child.Kernel(iota, driver.Grid(1), driver.Block(4), buf, int32(4))
 	ev, _ := ctx.NewEvent(driver.EventDisableTiming)
 
 	parent, _ := graph.New(ctx)

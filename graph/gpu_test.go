@@ -33,7 +33,7 @@ func addFill(t *testing.T, e *testEnv, g *Graph, n int, v int32, out []int32) No
 	t.Helper()
 	buf, err := driver.Alloc[int32](e.ctx, n)
 	require.NoError(t, err)
-	k, err := g.Kernel(e.fn["fill"], cfg(n), buf, v, int32(n))
+	k, err := g.KernelWith(e.fn["fill"], cfg(n), buf, v, int32(n))
 	require.NoError(t, err)
 	down, err := g.After(k).Memcpy(Slice(out), Device(buf))
 	require.NoError(t, err)
@@ -94,7 +94,7 @@ func TestClosedOperandsStayAlive(t *testing.T) {
 	require.NoError(t, err)
 	up, err := g.Memcpy(Device(a), Slice(in))
 	require.NoError(t, err)
-	add, err := g.After(set, up).Kernel(e.fn["addTo"], cfg(n), a, b, int32(n))
+	add, err := g.After(set, up).KernelWith(e.fn["addTo"], cfg(n), a, b, int32(n))
 	require.NoError(t, err)
 	_, err = g.After(add).Memcpy(Slice(out), Device(b))
 	require.NoError(t, err)
@@ -128,7 +128,7 @@ func TestHostCallbackRunsEveryLaunch(t *testing.T) {
 	var count atomic.Int64
 	g, err := New(e.ctx)
 	require.NoError(t, err)
-	k, err := g.Kernel(e.fn["empty"], cfg(1))
+	k, err := g.KernelWith(e.fn["empty"], cfg(1))
 	require.NoError(t, err)
 	func() {
 		f := func() { count.Add(1) }
@@ -188,7 +188,7 @@ func TestCloneExecEventsModulesChildren(t *testing.T) {
 	require.NoError(t, err)
 	buf, err := driver.Alloc[int32](e.ctx, n)
 	require.NoError(t, err)
-	ck, err := child.Kernel(fill, cfg(n), buf, int32(100), int32(n))
+	ck, err := child.KernelWith(fill, cfg(n), buf, int32(100), int32(n))
 	require.NoError(t, err)
 	_, err = child.After(ck).Memcpy(Slice(outChild), Device(buf))
 	require.NoError(t, err)
@@ -244,7 +244,7 @@ func TestRollbackWhenOwnerNotRecorded(t *testing.T) {
 	defer buf.Close()
 	injected := errors.New("injected: owner not recorded")
 	testRecordHook = func() error { return injected }
-	_, err = g.Kernel(e.fn["fill"], cfg(16), buf, int32(1), int32(16))
+	_, err = g.KernelWith(e.fn["fill"], cfg(16), buf, int32(1), int32(16))
 	_, herr := g.HostFunc(func() {})
 	testRecordHook = nil
 	assert.ErrorIs(t, err, injected)
@@ -257,7 +257,7 @@ func TestRollbackWhenOwnerNotRecorded(t *testing.T) {
 	assert.LessOrEqual(t, st.Live, st0.Live, "before %+v after %+v", st0, st)
 	assert.LessOrEqual(t, st.Callbacks, st0.Callbacks+1, "only the graph's table destructor: before %+v after %+v", st0, st)
 	// The graph still works afterwards.
-	_, err = g.Kernel(e.fn["fill"], cfg(16), buf, int32(1), int32(16))
+	_, err = g.KernelWith(e.fn["fill"], cfg(16), buf, int32(1), int32(16))
 	require.NoError(t, err)
 }
 
@@ -273,7 +273,7 @@ func TestIntrospection(t *testing.T) {
 	require.NoError(t, err)
 	set, err := g.Memset(Device(buf), 9, 4)
 	require.NoError(t, err)
-	k, err := g.After(set).Kernel(e.fn["fill"], driver.LaunchConfig{Grid: driver.Grid(2), Block: driver.Block(32)}, buf, int32(1), int32(64))
+	k, err := g.After(set).KernelWith(e.fn["fill"], driver.LaunchConfig{Grid: driver.Grid(2), Block: driver.Block(32)}, buf, int32(1), int32(64))
 	require.NoError(t, err)
 	host := make([]int32, 64)
 	cp, err := g.After(k).Memcpy(Slice(host), Device(buf))
@@ -393,7 +393,7 @@ func TestMemAllocNodes(t *testing.T) {
 	const n = 512
 	an, ptr, err := g.MemAlloc(n*4, MemAllocOptions{Device: e.dev})
 	require.NoError(t, err)
-	k, err := g.After(an).Kernel(e.fn["fill"], cfg(n), ptr, int32(-3), int32(n))
+	k, err := g.After(an).KernelWith(e.fn["fill"], cfg(n), ptr, int32(-3), int32(n))
 	require.NoError(t, err)
 	out := make([]int32, n)
 	cp, err := g.After(k).Memcpy(Slice(out), Raw(uintptr(ptr), n*4, false, nil))
@@ -421,12 +421,12 @@ func TestBatch(t *testing.T) {
 	defer ctr.Close()
 	require.NoError(t, ctr.Memset32(0))
 	require.NoError(t, g.Batch(func() error {
-		prev, err := g.Kernel(e.fn["incr"], one, ctr)
+		prev, err := g.KernelWith(e.fn["incr"], one, ctr)
 		if err != nil {
 			return err
 		}
 		for i := 1; i < 50; i++ {
-			if prev, err = g.After(prev).Kernel(e.fn["incr"], one, ctr); err != nil {
+			if prev, err = g.After(prev).KernelWith(e.fn["incr"], one, ctr); err != nil {
 				return err
 			}
 		}
@@ -470,7 +470,7 @@ func TestNoLeakManyCycles(t *testing.T) {
 			if i > 0 {
 				b = g.After(prev)
 			}
-			prev, err = b.Kernel(e.fn["fill"], cfg(256), bufs[i%4], int32(i), int32(256))
+			prev, err = b.KernelWith(e.fn["fill"], cfg(256), bufs[i%4], int32(i), int32(256))
 			require.NoError(t, err)
 		}
 		_, err = g.After(prev).HostFunc(func() { calls.Add(1) })
@@ -511,7 +511,7 @@ func TestMassDestroy(t *testing.T) {
 	for i := range graphs {
 		g, err := New(e.ctx)
 		require.NoError(t, err)
-		_, err = g.Kernel(e.fn["fill"], cfg(64), buf, int32(i), int32(64))
+		_, err = g.KernelWith(e.fn["fill"], cfg(64), buf, int32(i), int32(64))
 		require.NoError(t, err)
 		_, err = g.HostFunc(func() {})
 		require.NoError(t, err)
@@ -556,7 +556,7 @@ func TestBadInputsGPU(t *testing.T) {
 	defer other.Close()
 	buf, err := driver.Alloc[int32](e.ctx, 16)
 	require.NoError(t, err)
-	k, err := g.Kernel(e.fn["fill"], cfg(16), buf, int32(0), int32(16))
+	k, err := g.KernelWith(e.fn["fill"], cfg(16), buf, int32(0), int32(16))
 	require.NoError(t, err)
 	ok, err := other.Empty()
 	require.NoError(t, err)
@@ -569,16 +569,16 @@ func TestBadInputsGPU(t *testing.T) {
 	assert.ErrorIs(t, g.AddEdge(k, ok), ErrForeignNode)
 	_, err = g.After(Node{}).Empty()
 	assert.ErrorIs(t, err, ErrForeignNode, "zero node")
-	_, err = g.Kernel(nil, cfg(1))
+	_, err = g.KernelWith(nil, cfg(1))
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "nil function")
-	_, err = g.Kernel(e.fn["fill"], cfg(16), buf, int32(0))
+	_, err = g.KernelWith(e.fn["fill"], cfg(16), buf, int32(0))
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "wrong argument count")
-	_, err = g.Kernel(e.fn["fill"], cfg(16), buf, int64(0), int32(16))
+	_, err = g.KernelWith(e.fn["fill"], cfg(16), buf, int64(0), int32(16))
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "wrong argument size")
-	_, err = g.Kernel(e.fn["fill"], driver.LaunchConfig{Grid: driver.Grid(0), Block: driver.Block(1)}, buf, int32(0), int32(16))
+	_, err = g.KernelWith(e.fn["fill"], driver.LaunchConfig{Grid: driver.Grid(0), Block: driver.Block(1)}, buf, int32(0), int32(16))
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "zero grid")
 	require.NoError(t, buf.Close())
-	_, err = g.Kernel(e.fn["fill"], cfg(16), buf, int32(0), int32(16))
+	_, err = g.KernelWith(e.fn["fill"], cfg(16), buf, int32(0), int32(16))
 	assert.ErrorIs(t, err, driver.ErrClosed, "closed buffer as a new argument")
 	_, err = g.Memset(Device(buf), 0, 4)
 	assert.ErrorIs(t, err, driver.ErrClosed)
@@ -629,7 +629,7 @@ func TestConcurrentLaunches(t *testing.T) {
 	require.NoError(t, ctr.Memset32(0))
 	g, err := New(e.ctx)
 	require.NoError(t, err)
-	_, err = g.Kernel(e.fn["incr"], one, ctr)
+	_, err = g.KernelWith(e.fn["incr"], one, ctr)
 	require.NoError(t, err)
 	exe, err := g.Instantiate()
 	require.NoError(t, err)

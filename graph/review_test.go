@@ -325,7 +325,7 @@ func TestReviewFakeRetireReleasesEarlyOnEventSyncError(t *testing.T) {
 	require.NoError(t, err)
 	g, err := New(env.ctx)
 	require.NoError(t, err)
-	k, err := g.Kernel(env.fill, rvCfg, bufA, int32(1), int32(16))
+	k, err := g.KernelWith(env.fill, rvCfg, bufA, int32(1), int32(16))
 	require.NoError(t, err)
 	e, err := g.Instantiate()
 	require.NoError(t, err)
@@ -333,7 +333,7 @@ func TestReviewFakeRetireReleasesEarlyOnEventSyncError(t *testing.T) {
 	sb, err := driver.AllocAsync[int32](allocStream, 16)
 	require.NoError(t, err)
 	require.NoError(t, allocStream.Synchronize())
-	require.NoError(t, e.SetKernel(k, env.fill, rvCfg, sb, int32(2), int32(16)))
+	require.NoError(t, e.SetKernelWith(k, env.fill, rvCfg, sb, int32(2), int32(16)))
 	require.NoError(t, sb.Close()) // the executable holds it now
 
 	rvCall(t, "fake_set_kernel_delay_us", 300000)
@@ -341,7 +341,7 @@ func TestReviewFakeRetireReleasesEarlyOnEventSyncError(t *testing.T) {
 	require.NoError(t, e.Launch(env.s)) // runs for 300 ms, writing sb
 
 	rvFailNextCall(t, "cuEventSynchronize", int32(cu.CUDA_ERROR_OUT_OF_MEMORY))
-	require.NoError(t, e.SetKernel(k, env.fill, rvCfg, bufA, int32(3), int32(16))) // retires sb
+	require.NoError(t, e.SetKernelWith(k, env.fill, rvCfg, bufA, int32(3), int32(16))) // retires sb
 	require.NoError(t, env.s.Synchronize())
 	lifetime.Flush()
 	rvNoBadUses(t)
@@ -365,14 +365,14 @@ func TestReviewFakeRetireDuringCaptureOnTrackedStream(t *testing.T) {
 	require.NoError(t, err)
 	g, err := New(env.ctx)
 	require.NoError(t, err)
-	k, err := g.Kernel(env.fill, rvCfg, bufA, int32(1), int32(16))
+	k, err := g.KernelWith(env.fill, rvCfg, bufA, int32(1), int32(16))
 	require.NoError(t, err)
 	e, err := g.Instantiate()
 	require.NoError(t, err)
 	sb, err := driver.AllocAsync[int32](allocStream, 16)
 	require.NoError(t, err)
 	require.NoError(t, allocStream.Synchronize())
-	require.NoError(t, e.SetKernel(k, env.fill, rvCfg, sb, int32(2), int32(16)))
+	require.NoError(t, e.SetKernelWith(k, env.fill, rvCfg, sb, int32(2), int32(16)))
 	require.NoError(t, sb.Close())
 
 	rvCall(t, "fake_set_kernel_delay_us", 300000)
@@ -381,8 +381,8 @@ func TestReviewFakeRetireDuringCaptureOnTrackedStream(t *testing.T) {
 
 	sh := cu.CUstream(env.s.Handle())
 	require.NoError(t, env.ctx.Raw(func(uintptr) error { return cu.StreamBeginCapture(sh, cu.CU_STREAM_CAPTURE_MODE_RELAXED) }))
-	require.NoError(t, e.SetKernel(k, env.fill, rvCfg, bufA, int32(3), int32(16))) // retires sb
-	time.Sleep(50 * time.Millisecond)                                              // let the retire goroutine run
+	require.NoError(t, e.SetKernelWith(k, env.fill, rvCfg, bufA, int32(3), int32(16))) // retires sb
+	time.Sleep(50 * time.Millisecond)                                                  // let the retire goroutine run
 	var captured cu.CUgraph
 	endErr := env.ctx.Raw(func(uintptr) error { return cu.StreamEndCapture(sh, &captured) })
 	assert.NoError(t, endErr, "the user's capture must not be disturbed by purecuda's bookkeeping")
@@ -414,7 +414,7 @@ func TestReviewFakeRetireThreadPerPendingUpdate(t *testing.T) {
 	g, err := New(env.ctx)
 	require.NoError(t, err)
 	defer g.Close()
-	k, err := g.Kernel(env.fill, rvCfg, bufs[0], int32(1), int32(16))
+	k, err := g.KernelWith(env.fill, rvCfg, bufs[0], int32(1), int32(16))
 	require.NoError(t, err)
 	e, err := g.Instantiate()
 	require.NoError(t, err)
@@ -427,7 +427,7 @@ func TestReviewFakeRetireThreadPerPendingUpdate(t *testing.T) {
 	const rounds = 1000
 	t0 := time.Now()
 	for i := 0; i < rounds; i++ {
-		require.NoError(t, e.SetKernel(k, env.fill, rvCfg, bufs[i%2], int32(i), int32(16)))
+		require.NoError(t, e.SetKernelWith(k, env.fill, rvCfg, bufs[i%2], int32(i), int32(16)))
 		require.NoError(t, e.Launch(env.s))
 	}
 	t.Logf("loop took %v", time.Since(t0))
@@ -450,7 +450,7 @@ func TestReviewFakeLaunchRacingStreamCloseStaysTracked(t *testing.T) {
 	env := rvSetup(t)
 	g, err := New(env.ctx)
 	require.NoError(t, err)
-	_, err = g.Kernel(env.empty, rvCfg)
+	_, err = g.KernelWith(env.empty, rvCfg)
 	require.NoError(t, err)
 	e, err := g.Instantiate()
 	require.NoError(t, err)
@@ -557,7 +557,7 @@ func TestReviewFakeChildSnapshotRace(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // Child has snapshotted c and waits for g.mu
 	buf, err := driver.Alloc[int32](env.ctx, 16)
 	require.NoError(t, err)
-	k, err := c.Kernel(env.fill, rvCfg, buf, int32(1), int32(16))
+	k, err := c.KernelWith(env.fill, rvCfg, buf, int32(1), int32(16))
 	require.NoError(t, err)
 	require.NoError(t, buf.Close()) // c's node holds it
 	g.fam.mu.Unlock()
@@ -595,7 +595,7 @@ func TestReviewFakeRollbackInGraphWithMemoryNodes(t *testing.T) {
 	buf, err := driver.Alloc[int32](env.ctx, 16)
 	require.NoError(t, err)
 	testRecordHook = func() error { return errors.New("injected: owners not recorded") }
-	_, err = g.Kernel(env.fill, rvCfg, buf, int32(1), int32(16))
+	_, err = g.KernelWith(env.fill, rvCfg, buf, int32(1), int32(16))
 	testRecordHook = nil
 	require.Error(t, err)
 	addErr := err
@@ -646,9 +646,9 @@ func TestReviewFakeKernelArgsChecksBufferContexts(t *testing.T) {
 	g, err := New(other)
 	require.NoError(t, err)
 	defer g.Close()
-	_, err = g.Kernel(fill, rvCfg, mine, int32(1), int32(16))
+	_, err = g.KernelWith(fill, rvCfg, mine, int32(1), int32(16))
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "control: Graph.Kernel refuses a buffer of another context")
-	_, err = g.KernelArgs(args, rvCfg)
+	_, err = g.KernelArgs(args, rvCfg.Grid, rvCfg.Block)
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "Graph.KernelArgs must refuse it too")
 	if err == nil { // what follows: the node runs in B on A's memory
 		e, err := g.Instantiate()
@@ -684,7 +684,7 @@ func TestReviewFakeKernelAddAllocations(t *testing.T) {
 	var allocs float64
 	require.NoError(t, g.Batch(func() error {
 		allocs = testing.AllocsPerRun(2000, func() {
-			if _, err := g.Kernel(copyi, rvCfg, a, b, int32(16)); err != nil {
+			if _, err := g.KernelWith(copyi, rvCfg, a, b, int32(16)); err != nil {
 				panic(err)
 			}
 		})

@@ -33,7 +33,7 @@ func TestGPUFamilyCallsRacingClose(t *testing.T) {
 		require.NoError(t, err)
 		buf, err := driver.Alloc[int32](e.ctx, 256)
 		require.NoError(t, err)
-		k, err := g.Kernel(e.fn["fill"], cfg(256), buf, int32(1), int32(256))
+		k, err := g.KernelWith(e.fn["fill"], cfg(256), buf, int32(1), int32(256))
 		require.NoError(t, err)
 		require.NoError(t, buf.Close())
 		var wg sync.WaitGroup
@@ -165,7 +165,7 @@ func TestGPUManyGraphsLeaveNothing(t *testing.T) {
 						return
 					}
 					g, _ := New(e.ctx)
-					k, err := g.Kernel(fill, cfg(256), buf, int32(i), int32(256))
+					k, err := g.KernelWith(fill, cfg(256), buf, int32(i), int32(256))
 					assert.NoError(t, err)
 					_, err = g.After(k).HostFunc(func() {})
 					assert.NoError(t, err)
@@ -239,7 +239,7 @@ func TestGPUDestroyedNodeStaysDestroyed(t *testing.T) {
 	require.NoError(t, old.Destroy())
 	reused, added := false, 0
 	for ; added < 1000 && !reused; added++ {
-		n, err := g.Kernel(e.fn["empty"], one)
+		n, err := g.KernelWith(e.fn["empty"], one)
 		require.NoError(t, err)
 		reused = n.h == old.h
 	}
@@ -408,11 +408,11 @@ func TestGPURetireAfterFault(t *testing.T) {
 	}
 	g, err := New(e.ctx)
 	require.NoError(t, err)
-	k, err := g.Kernel(fill, cfg(256), bufs[0], int32(1), int32(256))
+	k, err := g.KernelWith(fill, cfg(256), bufs[0], int32(1), int32(256))
 	require.NoError(t, err)
 	x, err := g.Instantiate()
 	require.NoError(t, err)
-	require.NoError(t, x.SetKernel(k, fill, cfg(256), bufs[1], int32(2), int32(256)))
+	require.NoError(t, x.SetKernelWith(k, fill, cfg(256), bufs[1], int32(2), int32(256)))
 	require.NoError(t, x.Launch(s))
 	require.NoError(t, s.Synchronize())
 	time.Sleep(1500 * time.Millisecond) // idle callback workers end
@@ -423,7 +423,7 @@ func TestGPURetireAfterFault(t *testing.T) {
 	// good once the first is done, after the retire below began to wait.
 	require.NoError(t, s.Launch(e.fn["spin"], driver.Grid(1), driver.Block(1), int64(200_000_000)))
 	require.NoError(t, s.Launch(fill, driver.Grid(1), driver.Block(256), driver.DevicePtr(8), int32(0), int32(256)))
-	require.NoError(t, x.SetKernel(k, fill, cfg(256), bufs[2], int32(3), int32(256)), "retires bufs[1]'s owners behind s")
+	require.NoError(t, x.SetKernelWith(k, fill, cfg(256), bufs[2], int32(3), int32(256)), "retires bufs[1]'s owners behind s")
 	assert.Error(t, s.Synchronize(), "the fault")
 	_ = x.Close()
 	_ = g.Close()
@@ -454,16 +454,16 @@ func TestGPUExecLaunchedIntoCaptureThenUpdated(t *testing.T) {
 	}
 	g, err := New(e.ctx)
 	require.NoError(t, err)
-	k, err := g.Kernel(fill, cfg(256), bufs[0], int32(1), int32(256))
+	k, err := g.KernelWith(fill, cfg(256), bufs[0], int32(1), int32(256))
 	require.NoError(t, err)
 	x, err := g.Instantiate()
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
-	require.NoError(t, x.SetKernel(k, fill, cfg(256), bufs[1], int32(100), int32(256)))
+	require.NoError(t, x.SetKernelWith(k, fill, cfg(256), bufs[1], int32(100), int32(256)))
 	captured, err := Capture(s, CaptureRelaxed, func(s *driver.Stream) error { return x.Launch(s) })
 	require.NoError(t, err)
 	defer captured.Close()
-	require.NoError(t, x.SetKernel(k, fill, cfg(256), bufs[2], int32(200), int32(256))) // retires bufs[1]'s set
+	require.NoError(t, x.SetKernelWith(k, fill, cfg(256), bufs[2], int32(200), int32(256))) // retires bufs[1]'s set
 	b1 := bufs[1].Ptr()
 	for _, b := range bufs {
 		require.NoError(t, b.Close())

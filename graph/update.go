@@ -221,13 +221,21 @@ func (e *Exec) setNodeHeld(op string, n Node, owners []lifetime.Owner, other *Gr
 	return nil, nil
 }
 
-// SetKernel changes kernel node n of the executable to launch fn over cfg
-// with args (cuGraphExecKernelNodeSetParams), without instantiating again.
-// The arguments are checked as Graph.Kernel checks them, and the buffers
-// among them and fn's module are held for as long as the executable may
-// run them.
-func (e *Exec) SetKernel(n Node, fn *driver.Function, cfg driver.LaunchConfig, args ...any) error {
-	const op = "Exec.SetKernel"
+// SetKernel changes kernel node n of the executable to launch fn over grid
+// × block threads with args (cuGraphExecKernelNodeSetParams), without
+// instantiating again. The arguments are checked as Graph.Kernel checks
+// them, and the buffers among them and fn's module are held for as long as
+// the executable may run them.
+func (e *Exec) SetKernel(n Node, fn *driver.Function, grid, block driver.Dim3, args ...any) error {
+	return e.setKernel("Exec.SetKernel", n, fn, driver.LaunchConfig{Grid: grid, Block: block}, args)
+}
+
+// SetKernelWith is SetKernel with dynamic shared memory (cfg.SharedMem).
+func (e *Exec) SetKernelWith(n Node, fn *driver.Function, cfg driver.LaunchConfig, args ...any) error {
+	return e.setKernel("Exec.SetKernelWith", n, fn, cfg, args)
+}
+
+func (e *Exec) setKernel(op string, n Node, fn *driver.Function, cfg driver.LaunchConfig, args []any) error {
 	if fn == nil {
 		return invalid(op, "nil function")
 	}

@@ -23,11 +23,11 @@ func TestExecSetKernelAndMemset(t *testing.T) {
 	require.NoError(t, err)
 	g, err := New(e.ctx)
 	require.NoError(t, err)
-	spin, err := g.Kernel(e.fn["spin"], one, int64(0))
+	spin, err := g.KernelWith(e.fn["spin"], one, int64(0))
 	require.NoError(t, err)
 	set, err := g.After(spin).Memset(Device(a), 1, 4)
 	require.NoError(t, err)
-	k, err := g.After(set).Kernel(e.fn["fill"], cfg(n), a, int32(10), int32(n/2))
+	k, err := g.After(set).KernelWith(e.fn["fill"], cfg(n), a, int32(10), int32(n/2))
 	require.NoError(t, err)
 	exe, err := g.Instantiate()
 	require.NoError(t, err)
@@ -45,11 +45,11 @@ func TestExecSetKernelAndMemset(t *testing.T) {
 	require.NoError(t, err)
 	c, err := driver.Alloc[int32](e.ctx, n)
 	require.NoError(t, err)
-	require.NoError(t, exe.SetKernel(k, e.fn["fill"], cfg(n), b, int32(20), int32(n)))
+	require.NoError(t, exe.SetKernelWith(k, e.fn["fill"], cfg(n), b, int32(20), int32(n)))
 	require.NoError(t, exe.SetMemset(set, Device(b), 7, 4))
-	require.NoError(t, exe.SetKernel(spin, e.fn["spin"], one, int64(400_000_000)))
+	require.NoError(t, exe.SetKernelWith(spin, e.fn["spin"], one, int64(400_000_000)))
 	require.NoError(t, exe.Launch(s))
-	require.NoError(t, exe.SetKernel(k, e.fn["fill"], cfg(n), c, int32(30), int32(n)))
+	require.NoError(t, exe.SetKernelWith(k, e.fn["fill"], cfg(n), c, int32(30), int32(n)))
 	require.NoError(t, exe.SetMemset(set, Device(c), 7, 4))
 	objs := lifetime.ReadStats().Objects
 	require.NoError(t, b.Close())
@@ -59,7 +59,7 @@ func TestExecSetKernelAndMemset(t *testing.T) {
 	done, err := s.Query()
 	require.NoError(t, err)
 	assert.False(t, done, "the slow launch is still running (else this test proves less)")
-	require.NoError(t, exe.SetKernel(spin, e.fn["spin"], one, int64(0)))
+	require.NoError(t, exe.SetKernelWith(spin, e.fn["spin"], one, int64(0)))
 	require.NoError(t, exe.Launch(s))
 	require.NoError(t, s.Synchronize())
 	eventually(t, func() bool { return lifetime.ReadStats().Objects == objs-1 }, "b released once the launch ran")
@@ -86,7 +86,7 @@ func TestExecUpdateWholeGraph(t *testing.T) {
 		require.NoError(t, err)
 		g, err := New(e.ctx)
 		require.NoError(t, err)
-		k, err := g.Kernel(e.fn["fill"], cfg(n), buf, v, int32(n))
+		k, err := g.KernelWith(e.fn["fill"], cfg(n), buf, v, int32(n))
 		require.NoError(t, err)
 		if extra {
 			_, err = g.After(k).Empty()
@@ -119,7 +119,7 @@ func TestExecUpdateWholeGraph(t *testing.T) {
 	g4, b4 := build(4, false)
 	nodes, err := g4.Nodes()
 	require.NoError(t, err)
-	err = exe.SetKernel(nodes[0], e.fn["fill"], cfg(n), b4, int32(4), int32(n))
+	err = exe.SetKernelWith(nodes[0], e.fn["fill"], cfg(n), b4, int32(4), int32(n))
 	assert.ErrorIs(t, err, ErrForeignNode)
 	require.NoError(t, g4.Close())
 	require.NoError(t, b4.Close())
@@ -147,7 +147,7 @@ func TestExecSetHostEventEnabled(t *testing.T) {
 	ctr, err := driver.Alloc[uint64](e.ctx, 1)
 	require.NoError(t, err)
 	require.NoError(t, ctr.Memset32(0))
-	k, err := g.After(h).Kernel(e.fn["incr"], one, ctr)
+	k, err := g.After(h).KernelWith(e.fn["incr"], one, ctr)
 	require.NoError(t, err)
 	ev1, err := e.ctx.NewEvent(driver.EventDisableTiming)
 	require.NoError(t, err)
@@ -194,7 +194,7 @@ func BenchmarkExecUpdateVsInstantiate(b *testing.B) {
 	var k Node
 	var err error
 	for i := 0; i < 10; i++ {
-		if k, err = g.Kernel(e.fn["fill"], cfg(256), buf, int32(i), int32(256)); err != nil {
+		if k, err = g.KernelWith(e.fn["fill"], cfg(256), buf, int32(i), int32(256)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -208,7 +208,7 @@ func BenchmarkExecUpdateVsInstantiate(b *testing.B) {
 		i := int32(0)
 		for b.Loop() {
 			i++
-			if err := exe.SetKernel(k, e.fn["fill"], cfg(256), buf, i, int32(256)); err != nil {
+			if err := exe.SetKernelWith(k, e.fn["fill"], cfg(256), buf, i, int32(256)); err != nil {
 				b.Fatal(err)
 			}
 		}

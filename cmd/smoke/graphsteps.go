@@ -58,13 +58,13 @@ func stepGraph(st *state) (summary string, err error) {
 	}
 	defer closeKeep(&err, dOut)
 	const a, b, block = 5, 11, 256
-	cfg := driver.LaunchConfig{Grid: driver.Grid((graphN + block - 1) / block), Block: driver.Block(block)}
+	grid := driver.Grid((graphN + block - 1) / block)
 	var calls atomic.Int64
 	up, err := g.Memcpy(graph.Device(dIn), graph.Slice(in))
 	if err != nil {
 		return "", err
 	}
-	k, err := g.After(up).Kernel(fn, cfg, dOut, dIn, int32(a), int32(b), uint32(graphN))
+	k, err := g.After(up).Kernel(fn, grid, driver.Block(block), dOut, dIn, int32(a), int32(b), uint32(graphN))
 	if err != nil {
 		return "", err
 	}
@@ -143,8 +143,8 @@ func stepGraphLifetime(st *state) (summary string, err error) {
 		if err != nil {
 			return err
 		}
-		cfg := driver.LaunchConfig{Grid: driver.Grid((graphN + block - 1) / block), Block: driver.Block(block)}
-		k, err := g.Kernel(fn, cfg, dOut, dIn, int32(a), int32(b), uint32(graphN))
+		grid := driver.Grid((graphN + block - 1) / block)
+		k, err := g.Kernel(fn, grid, driver.Block(block), dOut, dIn, int32(a), int32(b), uint32(graphN))
 		if err != nil {
 			return err
 		}

@@ -146,13 +146,12 @@ func run(dev *driver.Device) error {
 	if err != nil {
 		return err
 	}
-	one := driver.LaunchConfig{Grid: driver.Grid(1), Block: driver.Block(1)}
 	up, err := g.Memcpy(graph.Device(x), graph.Slice(in))
 	if err != nil {
 		return err
 	}
 	// A kernel takes the condition as its 64-bit handle.
-	first, err := g.After(up).Kernel(start, one, x, steps, loop.Handle())
+	first, err := g.After(up).Kernel(start, driver.Grid(1), driver.Block(1), x, steps, loop.Handle())
 	if err != nil {
 		return err
 	}
@@ -160,7 +159,7 @@ func run(dev *driver.Device) error {
 	if err != nil {
 		return err
 	}
-	if _, err := body.Kernel(step, one, x, steps, loop.Handle()); err != nil {
+	if _, err := body.Kernel(step, driver.Grid(1), driver.Block(1), x, steps, loop.Handle()); err != nil {
 		return err
 	}
 	if _, err := g.After(while).Memcpy(graph.Slice(out), graph.Device(steps)); err != nil {

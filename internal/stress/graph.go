@@ -104,7 +104,7 @@ func NewGraphWorld(ctx *driver.Context, fill *driver.Function, cond bool, hostCa
 		if *p, err = graph.New(ctx); err != nil {
 			return w, err
 		}
-		if _, err = (*p).Kernel(fill, w.cfg(), w.Buf, int32(7), int32(GraphN)); err != nil {
+		if _, err = (*p).Kernel(fill, driver.Grid(1), driver.Block(GraphN), w.Buf, int32(7), int32(GraphN)); err != nil {
 			return w, err
 		}
 	}
@@ -113,7 +113,7 @@ func NewGraphWorld(ctx *driver.Context, fill *driver.Function, cond bool, hostCa
 			return w, err
 		}
 		g := *p
-		k, err := g.Kernel(fill, w.cfg(), w.Buf, int32(1), int32(GraphN))
+		k, err := g.KernelWith(fill, w.cfg(), w.Buf, int32(1), int32(GraphN))
 		if err != nil {
 			return w, err
 		}
@@ -307,11 +307,15 @@ func GraphOps() []GraphOp {
 		return keep(w, n, err)
 	})
 	op("Graph.Kernel,Builder.Kernel", allowBusy, func(w *GraphWorld, r *rand.Rand) error {
-		n, err := w.builder(r).Kernel(w.Fill, w.cfg(), w.Buf, int32(r.IntN(9)), int32(GraphN))
+		n, err := w.builder(r).Kernel(w.Fill, driver.Grid(1), driver.Block(GraphN), w.Buf, int32(r.IntN(9)), int32(GraphN))
+		return keep(w, n, err)
+	})
+	op("Graph.KernelWith,Builder.KernelWith", allowBusy, func(w *GraphWorld, r *rand.Rand) error {
+		n, err := w.G.KernelWith(w.Fill, w.cfg(), w.Buf, int32(r.IntN(9)), int32(GraphN))
 		return keep(w, n, err)
 	})
 	op("Graph.KernelArgs,Builder.KernelArgs", allowBusy, func(w *GraphWorld, r *rand.Rand) error {
-		n, err := w.builder(r).KernelArgs(w.Args, w.cfg())
+		n, err := w.builder(r).KernelArgs(w.Args, driver.Grid(1), driver.Block(GraphN))
 		return keep(w, n, err)
 	})
 	op("Graph.HostFunc,Builder.HostFunc", allowBusy, func(w *GraphWorld, r *rand.Rand) error {
@@ -343,7 +347,7 @@ func GraphOps() []GraphOp {
 		}
 		w.remember(a)
 		if r.IntN(2) == 0 {
-			_, err = w.Mem.After(a).Kernel(w.Fill, w.cfg(), p, int32(1), int32(GraphN))
+			_, err = w.Mem.After(a).KernelWith(w.Fill, w.cfg(), p, int32(1), int32(GraphN))
 			if err != nil {
 				return err
 			}
@@ -366,7 +370,7 @@ func GraphOps() []GraphOp {
 	op("Graph.Batch", allowBusy, func(w *GraphWorld, r *rand.Rand) error {
 		return w.G.Batch(func() error {
 			for range 3 {
-				n, err := w.G.Kernel(w.Fill, w.cfg(), w.Buf, int32(2), int32(GraphN))
+				n, err := w.G.KernelWith(w.Fill, w.cfg(), w.Buf, int32(2), int32(GraphN))
 				if err := keep(w, n, err); err != nil {
 					return err
 				}
@@ -506,7 +510,7 @@ func GraphOps() []GraphOp {
 			}
 			w.remember(n)
 			for _, b := range bodies {
-				k, err := b.Kernel(w.Fill, w.cfg(), w.Buf, int32(4), int32(GraphN))
+				k, err := b.KernelWith(w.Fill, w.cfg(), w.Buf, int32(4), int32(GraphN))
 				if err := keep(w, k, err); err != nil {
 					return err
 				}
@@ -620,8 +624,11 @@ func GraphOps() []GraphOp {
 		}
 		return w.Exec.Err()
 	})
-	op("Exec.SetKernel,Exec.SetEnabled,Exec.Enabled", allowBusy, func(w *GraphWorld, r *rand.Rand) error {
-		if err := w.Exec.SetKernel(w.K, w.Fill, w.cfg(), w.Buf, int32(r.IntN(9)), int32(GraphN)); err != nil {
+	op("Exec.SetKernel,Exec.SetKernelWith,Exec.SetEnabled,Exec.Enabled", allowBusy, func(w *GraphWorld, r *rand.Rand) error {
+		if err := w.Exec.SetKernel(w.K, w.Fill, driver.Grid(1), driver.Block(GraphN), w.Buf, int32(r.IntN(9)), int32(GraphN)); err != nil {
+			return err
+		}
+		if err := w.Exec.SetKernelWith(w.K, w.Fill, w.cfg(), w.Buf2, int32(r.IntN(9)), int32(GraphN)); err != nil {
 			return err
 		}
 		on := r.IntN(2) == 0

@@ -165,7 +165,7 @@ func TestFunctionReviewGraphAndCaptureHoldThroughFunction(t *testing.T) {
 
 	g, err := graph.New(f.ctx)
 	require.NoError(t, err)
-	k, err := g.Kernel(fill, graphCfg, buf, int32(10), int32(4))
+	k, err := g.KernelWith(fill, graphCfg, buf, int32(10), int32(4))
 	require.NoError(t, err)
 	_, err = g.After(k).Capture(f.s, graph.CaptureThreadLocal, func(s *driver.Stream) error {
 		return s.Launch(lfill, g1b1[0], g1b1[1], buf, int32(20), int32(2))
@@ -267,7 +267,7 @@ func TestFunctionReviewGraphsRaceClose(t *testing.T) {
 			mu.Lock()
 			graphs = append(graphs, gr)
 			mu.Unlock()
-			_, err = gr.Kernel(fn, graphCfg, buf, int32(1), int32(4))
+			_, err = gr.KernelWith(fn, graphCfg, buf, int32(1), int32(4))
 			ltClosedOr(t, "Graph.Kernel", err)
 			if err == nil {
 				added.Add(1)
@@ -276,7 +276,7 @@ func TestFunctionReviewGraphsRaceClose(t *testing.T) {
 			}
 			if a, err := fn.NewArgs(buf, int32(3), int32(4)); err == nil {
 				ltClosedOr(t, "LaunchArgs", streams[g].LaunchArgs(a, g1b1[0], g1b1[1]))
-				_, err = gr.KernelArgs(a, graphCfg)
+				_, err = gr.KernelArgs(a, graphCfg.Grid, graphCfg.Block)
 				ltClosedOr(t, "Graph.KernelArgs", err)
 				assert.NoError(t, a.Close())
 			} else {

@@ -50,7 +50,7 @@ func TestGraphFamilyCallsNeverOverlap(t *testing.T) {
 		require.NoError(t, err)
 		buf, err := driver.Alloc[int32](f.ctx, 8)
 		require.NoError(t, err)
-		k, err := g.Kernel(f.fill, graphCfg, buf, int32(1), int32(8))
+		k, err := g.KernelWith(f.fill, graphCfg, buf, int32(1), int32(8))
 		require.NoError(t, err)
 		require.NoError(t, buf.Close())
 		var wg sync.WaitGroup
@@ -144,7 +144,7 @@ func TestGraphDroppedWithoutCloseIsReleased(t *testing.T) {
 			defer buf.Close()
 			g, err := graph.New(f.ctx)
 			require.NoError(t, err)
-			k, err := g.Kernel(f.fill, graphCfg, buf, int32(i), int32(8))
+			k, err := g.KernelWith(f.fill, graphCfg, buf, int32(i), int32(8))
 			require.NoError(t, err)
 			_, err = g.After(k).HostFunc(func() {})
 			require.NoError(t, err)
@@ -187,7 +187,7 @@ func TestGraphCloseLeavesNoGoroutines(t *testing.T) {
 						return
 					}
 					g, _ := graph.New(f.ctx)
-					k, err := g.Kernel(f.fill, graphCfg, buf, int32(i), int32(8))
+					k, err := g.KernelWith(f.fill, graphCfg, buf, int32(i), int32(8))
 					assert.NoError(t, err)
 					_, err = g.After(k).HostFunc(func() {})
 					assert.NoError(t, err)
@@ -195,8 +195,8 @@ func TestGraphCloseLeavesNoGoroutines(t *testing.T) {
 					if assert.NoError(t, err) {
 						assert.NoError(t, e.Launch(s))
 						if i%2 == 0 { // an update retires owners behind the launch
-							assert.NoError(t, e.SetKernel(k, f.fill, graphCfg, buf, int32(-i), int32(8)))
-							assert.NoError(t, e.SetKernel(k, f.fill, graphCfg, buf, int32(i), int32(8)))
+							assert.NoError(t, e.SetKernelWith(k, f.fill, graphCfg, buf, int32(-i), int32(8)))
+							assert.NoError(t, e.SetKernelWith(k, f.fill, graphCfg, buf, int32(i), int32(8)))
 						}
 						assert.NoError(t, e.Close())
 					}
@@ -435,12 +435,12 @@ func TestRetireAfterStickyErrorEnds(t *testing.T) {
 	}
 	g, err := graph.New(f.ctx)
 	require.NoError(t, err)
-	k, err := g.Kernel(f.fill, graphCfg, bufs[0], int32(1), int32(8))
+	k, err := g.KernelWith(f.fill, graphCfg, bufs[0], int32(1), int32(8))
 	require.NoError(t, err)
 	e, err := g.Instantiate()
 	require.NoError(t, err)
 	require.NoError(t, e.Launch(s))
-	require.NoError(t, e.SetKernel(k, f.fill, graphCfg, bufs[1], int32(2), int32(8)))
+	require.NoError(t, e.SetKernelWith(k, f.fill, graphCfg, bufs[1], int32(2), int32(8)))
 	require.NoError(t, s.Synchronize())
 	time.Sleep(20 * time.Millisecond)
 	lifetime.Flush()
@@ -450,7 +450,7 @@ func TestRetireAfterStickyErrorEnds(t *testing.T) {
 	fcall(t, "fake_set_sticky_error", 700)
 	defer fcall(t, "fake_clear_sticky_error")
 	assert.Error(t, e.Launch(s), "the context is dead")
-	require.NoError(t, e.SetKernel(k, f.fill, graphCfg, bufs[2], int32(3), int32(8))) // retires bufs[1]'s set
+	require.NoError(t, e.SetKernelWith(k, f.fill, graphCfg, bufs[2], int32(3), int32(8))) // retires bufs[1]'s set
 	require.NoError(t, e.Close())
 	require.NoError(t, g.Close())
 	require.NoError(t, s.Close())
@@ -492,7 +492,7 @@ func TestRefusedAddKeepsLiveCount(t *testing.T) {
 	_, err = g.After(foreign).Memset(graph.Raw(uintptr(buf.Ptr()), 32, false, o), 1, 4)
 	assert.ErrorIs(t, err, graph.ErrForeignNode)
 	assert.EqualValues(t, 1, o.n.Load(), "the owner was released")
-	_, err = g.After(foreign).Kernel(f.fill, graphCfg, buf, int32(1), int32(8))
+	_, err = g.After(foreign).KernelWith(f.fill, graphCfg, buf, int32(1), int32(8))
 	assert.ErrorIs(t, err, graph.ErrForeignNode)
 	after := lifetime.ReadStats()
 	assert.Equal(t, before.Released, after.Released, "no owner was counted released from a table it never entered")
@@ -508,14 +508,14 @@ func TestExecNodeMethodsAfterGraphClose(t *testing.T) {
 	defer buf.Close()
 	g, err := graph.New(f.ctx)
 	require.NoError(t, err)
-	k, err := g.Kernel(f.fill, graphCfg, buf, int32(1), int32(8))
+	k, err := g.KernelWith(f.fill, graphCfg, buf, int32(1), int32(8))
 	require.NoError(t, err)
 	e, err := g.Instantiate()
 	require.NoError(t, err)
 	defer e.Close()
 	require.NoError(t, g.Close())
 	gcAll()
-	require.NoError(t, e.SetKernel(k, f.fill, graphCfg, buf, int32(5), int32(8)))
+	require.NoError(t, e.SetKernelWith(k, f.fill, graphCfg, buf, int32(5), int32(8)))
 	require.NoError(t, e.SetEnabled(k, false))
 	on, err := e.Enabled(k)
 	require.NoError(t, err)

@@ -65,7 +65,7 @@ func TestFakeGraphInlineBufferSurvivesGC(t *testing.T) {
 	func() {
 		buf, err := driver.Alloc[int32](f.ctx, 64)
 		require.NoError(t, err)
-		k, err := g.Kernel(f.fill, graphCfg, buf, int32(9), int32(64))
+		k, err := g.KernelWith(f.fill, graphCfg, buf, int32(9), int32(64))
 		require.NoError(t, err)
 		_, err = g.After(k).Memcpy(graph.Slice(out), graph.Device(buf))
 		require.NoError(t, err)
@@ -92,7 +92,7 @@ func TestFakeGraphHostCallbackAndClone(t *testing.T) {
 	require.NoError(t, err)
 	ctr, err := driver.Alloc[uint32](f.ctx, 1)
 	require.NoError(t, err)
-	k, err := g.Kernel(f.add4, graphCfg, ctr, uint32(1), uint32(2), uint32(3))
+	k, err := g.KernelWith(f.add4, graphCfg, ctr, uint32(1), uint32(2), uint32(3))
 	require.NoError(t, err)
 	_, err = g.After(k).HostFunc(func() { runs.Add(1) })
 	require.NoError(t, err)
@@ -129,7 +129,7 @@ func TestFakeGraphRollback(t *testing.T) {
 	require.NoError(t, err)
 	defer buf.Close()
 	failNext(t, "cuGraphAddKernelNode", 2) // the driver refuses: nothing is held afterwards
-	_, err = g.Kernel(f.fill, graphCfg, buf, int32(0), int32(8))
+	_, err = g.KernelWith(f.fill, graphCfg, buf, int32(0), int32(8))
 	require.Error(t, err)
 	nodes, err := g.Nodes()
 	require.NoError(t, err)
@@ -156,10 +156,10 @@ func TestFakeGraphNoLeakCycles(t *testing.T) {
 	for c := 0; c < cycles; c++ {
 		g, err := graph.New(f.ctx)
 		require.NoError(t, err)
-		prev, err := g.Kernel(f.fill, graphCfg, bufs[0], int32(c), int32(16))
+		prev, err := g.KernelWith(f.fill, graphCfg, bufs[0], int32(c), int32(16))
 		require.NoError(t, err)
 		for i := 1; i < 9; i++ {
-			prev, err = g.After(prev).Kernel(f.fill, graphCfg, bufs[i%3], int32(i), int32(16))
+			prev, err = g.After(prev).KernelWith(f.fill, graphCfg, bufs[i%3], int32(i), int32(16))
 			require.NoError(t, err)
 		}
 		_, err = g.After(prev).HostFunc(func() { calls.Add(1) })
@@ -194,7 +194,7 @@ func TestFakeGraphMassDestroy(t *testing.T) {
 	for i := range graphs {
 		g, err := graph.New(f.ctx)
 		require.NoError(t, err)
-		_, err = g.Kernel(f.fill, graphCfg, buf, int32(i), int32(8))
+		_, err = g.KernelWith(f.fill, graphCfg, buf, int32(i), int32(8))
 		require.NoError(t, err)
 		_, err = g.HostFunc(func() {})
 		require.NoError(t, err)
@@ -229,7 +229,7 @@ func TestFakeGraphCloseRaces(t *testing.T) {
 	for round := 0; round < 50; round++ {
 		g, err := graph.New(f.ctx)
 		require.NoError(t, err)
-		k, err := g.Kernel(f.fill, graphCfg, buf, int32(1), int32(8))
+		k, err := g.KernelWith(f.fill, graphCfg, buf, int32(1), int32(8))
 		require.NoError(t, err)
 		exe, err := g.Instantiate()
 		require.NoError(t, err)
@@ -241,7 +241,7 @@ func TestFakeGraphCloseRaces(t *testing.T) {
 				for i := 0; i < 20; i++ {
 					switch (w + i) % 5 {
 					case 0:
-						_, err := g.After(k).Kernel(f.fill, graphCfg, buf, int32(i), int32(8))
+						_, err := g.After(k).KernelWith(f.fill, graphCfg, buf, int32(i), int32(8))
 						assertClosedOr(t, err)
 					case 1:
 						assertClosedOr(t, exe.Launch(f.s))
@@ -301,7 +301,7 @@ func TestFakeExecDoesNotHoldEveryStream(t *testing.T) {
 	g, err := graph.New(f.ctx)
 	require.NoError(t, err)
 	defer g.Close()
-	_, err = g.Kernel(f.fill, graphCfg, buf, int32(1), int32(8))
+	_, err = g.KernelWith(f.fill, graphCfg, buf, int32(1), int32(8))
 	require.NoError(t, err)
 	exe, err := g.Instantiate()
 	require.NoError(t, err)
