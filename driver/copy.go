@@ -1,0 +1,263 @@
+package driver
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// Copies and memsets of a Buffer: synchronous ones, and stream-ordered
+// ones that hold what they name until the work has run (or, captured, for
+// as long as the graph may run it).
+
+// syncCopy runs a synchronous copy or memset f with b's memory held and its
+// context current, and waits until it has completed on the device: a copy
+// from pageable memory returns once the data is staged, and a memset of
+// device memory returns before it ran, so both wait on the legacy default
+// stream, where CUDA queues them.
+func (b *Buffer[T]) syncCopy(op string, n int, f func(a *allocation) error) error {
+	a, err := b.use(op)
+	if err != nil {
+		return err
+	}
+	defer a.Release()
+	if err := b.fits(op, n); err != nil {
+		return err
+	}
+	return a.ctx.sawError(bound(a.ctx, func() error {
+		if err := f(a); err != nil {
+			return err
+		}
+		return cu.StreamSynchronize(cu.CU_STREAM_LEGACY)
+	}))
+}
+
+// CopyFromHost copies src into the start of b and returns when the copy has
+// completed on the device (cuMemcpyHtoD, then a wait).
+func (b *Buffer[T]) CopyFromHost(src []T) error {
+	if len(src) == 0 {
+		_, err := b.checkOpen("Buffer.CopyFromHost")
+		return err
+	}
+	return b.syncCopy("Buffer.CopyFromHost", len(src), func(a *allocation) error {
+		return cu.MemcpyHtoD(b.at(a), unsafe.Pointer(&src[0]), sliceBytes(src))
+	})
+}
+
+// CopyToHost copies the first len(dst) elements of b into dst and returns
+// when done (cuMemcpyDtoH).
+func (b *Buffer[T]) CopyToHost(dst []T) error {
+	if len(dst) == 0 {
+		_, err := b.checkOpen("Buffer.CopyToHost")
+		return err
+	}
+	return b.syncCopy("Buffer.CopyToHost", len(dst), func(a *allocation) error {
+		return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), b.at(a), sliceBytes(dst))
+	})
+}
+
+// CopyFrom copies all of src into the start of b (cuMemcpyDtoD) and waits
+// for it.
+func (b *Buffer[T]) CopyFrom(src *Buffer[T]) error {
+	const op = "Buffer.CopyFrom"
+	sa, err := src.use(op)
+	if err != nil {
+		return err
+	}
+	defer sa.Release()
+	return b.syncCopy(op, src.n, func(a *allocation) error { return cu.MemcpyDtoD(b.at(a), src.at(sa), src.size) })
+}
+
+// checkOpen reports whether b is open, without holding it.
+func (b *Buffer[T]) checkOpen(op string) (bool, error) {
+	a, err := b.use(op)
+	if err != nil {
+		return false, err
+	}
+	a.Release()
+	return true, nil
+}
+
+// onStream runs f, which queues work on s that names b's memory, with b and
+// s held for the call, after the checks every stream-ordered operation on a
+// buffer makes; f runs with the context current when the stream needs it.
+func (b *Buffer[T]) onStream(op string, s *Stream, n int, bind bool, f func(a *allocation, h *captureHook) error) error {
+	a, err := b.use(op)
+	if err != nil {
+		return err
+	}
+	defer a.Release()
+	if err := b.fits(op, n); err != nil {
+		return err
+	}
+	if err := s.acquire(op); err != nil {
+		return err
+	}
+	defer s.release()
+	if !s.ctx.canUse(a.ctx) {
+		return invalid(op, "the buffer belongs to another context than the stream")
+	}
+	a.usedOn(s)
+	h := s.enter()
+	if bind || s.special {
+		err = bound(s.ctx, func() error { return f(a, h) })
+	} else {
+		err = f(a, h)
+	}
+	if h != nil && err == nil {
+		h.keepObjs(&a.obj) // captured: the graph holds the memory
+	}
+	s.leave(h)
+	return s.ctx.sawError(err)
+}
+
+// CopyFromHostAsync queues a copy of src into b on s (cuMemcpyHtoDAsync).
+//
+// src is ordinary Go memory: it is pinned (runtime.Pinner), and must not be
+// modified, until the copy has run on s. purecuda releases it from a host
+// function queued after the copy, which costs a host callback (a few
+// microseconds). For copies without that cost, use CopyFromPinnedAsync with
+// a HostBuffer.
+func (b *Buffer[T]) CopyFromHostAsync(s *Stream, src []T) error {
+	const op = "Buffer.CopyFromHostAsync"
+	if len(src) == 0 { // nothing to queue, but the same checks
+		if s == nil {
+			return fmt.Errorf("driver: %s: %w", op, ErrNilStream)
+		}
+		_, err := b.checkOpen(op)
+		return err
+	}
+	return b.onStream(op, s, len(src), true, func(a *allocation, h *captureHook) error {
+		return s.keepSlice(h, unsafe.Pointer(&src[0]), func() error {
+			return cu.MemcpyHtoDAsync(b.at(a), unsafe.Pointer(&src[0]), sliceBytes(src), s.h)
+		})
+	})
+}
+
+// CopyToHostAsync queues a copy of the first len(dst) elements of b into
+// dst on s (cuMemcpyDtoHAsync). dst is pinned until the copy has run; read
+// it only after synchronising s.
+func (b *Buffer[T]) CopyToHostAsync(s *Stream, dst []T) error {
+	const op = "Buffer.CopyToHostAsync"
+	if len(dst) == 0 { // nothing to queue, but the same checks
+		if s == nil {
+			return fmt.Errorf("driver: %s: %w", op, ErrNilStream)
+		}
+		_, err := b.checkOpen(op)
+		return err
+	}
+	return b.onStream(op, s, len(dst), true, func(a *allocation, h *captureHook) error {
+		return s.keepSlice(h, unsafe.Pointer(&dst[0]), func() error {
+			return cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), b.at(a), sliceBytes(dst), s.h)
+		})
+	})
+}
+
+// keepSlice pins the Go object data points into, runs queue (which queues work
+// on s naming that memory, with the context current) and queues a host
+// function that unpins it once that work has run. If the host function
+// cannot be queued after the work was, it waits for s instead, so the
+// memory is never released while the work may still use it.
+func (s *Stream) keepSlice(h *captureHook, data unsafe.Pointer, queue func() error) error {
+	pin := lifetime.Pin(data)
+	tramp, err := lifetime.HostFn()
+	if err != nil {
+		_ = pin.Release()
+		return err
+	}
+	if err := queue(); err != nil {
+		_ = pin.Release()
+		return err
+	}
+	if h != nil {
+		h.sink.Keep([]lifetime.Owner{pin}) // captured: the graph holds the pin
+		return nil
+	}
+	// Uncaptured (the caller entered s): so is the unpin queued after it.
+	unpin := func() { _ = pin.Release() } // no CUDA call: fine on a CUDA thread
+	id := lifetime.Register(lifetime.Callback{Fn: unpin, Once: true, OnCancel: unpin})
+	lifetime.Expect()
+	if err := cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id); err != nil {
+		// The work is queued but its keep-alive is not: wait for the work.
+		serr := cu.StreamSynchronize(s.h)
+		lifetime.Cancel(id)
+		return serr
+	}
+	s.ctx.addPending(id)
+	return nil
+}
+
+// CopyFromAsync queues a copy of all of src into b on s (cuMemcpyDtoDAsync).
+func (b *Buffer[T]) CopyFromAsync(s *Stream, src *Buffer[T]) error {
+	const op = "Buffer.CopyFromAsync"
+	sa, err := src.use(op)
+	if err != nil {
+		return err
+	}
+	defer sa.Release()
+	if s != nil && s.ctx != nil && !s.ctx.canUse(sa.ctx) {
+		return invalid(op, "the source buffer belongs to another context than the stream")
+	}
+	return b.onStream(op, s, src.n, false, func(a *allocation, h *captureHook) error {
+		sa.usedOn(s)
+		err := cu.MemcpyDtoDAsync(b.at(a), src.at(sa), src.size, s.h)
+		if h != nil && err == nil {
+			h.keepObjs(&sa.obj)
+		}
+		return err
+	})
+}
+
+func (b *Buffer[T]) memset(op string, s *Stream, width uintptr, set func(a *allocation, n uintptr) error) error {
+	if b != nil && b.a != nil && b.size%width != 0 {
+		return invalid(op, "%d bytes are not a multiple of %d", b.size, width)
+	}
+	if b != nil && b.off%width != 0 {
+		return invalid(op, "a view at byte offset %d is not aligned to %d bytes", b.off, width)
+	}
+	if s == nil {
+		return b.syncCopy(op, 0, func(a *allocation) error { return set(a, b.size/width) })
+	}
+	return b.onStream(op, s, 0, false, func(a *allocation, _ *captureHook) error { return set(a, b.size/width) })
+}
+
+// Memset8 sets every byte of b to v and waits (cuMemsetD8).
+func (b *Buffer[T]) Memset8(v uint8) error {
+	return b.memset("Buffer.Memset8", nil, 1, func(a *allocation, n uintptr) error { return cu.MemsetD8(b.at(a), v, n) })
+}
+
+// Memset16 sets every 16-bit word of b to v and waits (cuMemsetD16).
+func (b *Buffer[T]) Memset16(v uint16) error {
+	return b.memset("Buffer.Memset16", nil, 2, func(a *allocation, n uintptr) error { return cu.MemsetD16(b.at(a), v, n) })
+}
+
+// Memset32 sets every 32-bit word of b to v and waits (cuMemsetD32).
+func (b *Buffer[T]) Memset32(v uint32) error {
+	return b.memset("Buffer.Memset32", nil, 4, func(a *allocation, n uintptr) error { return cu.MemsetD32(b.at(a), v, n) })
+}
+
+// Memset8Async queues setting every byte of b to v on s (cuMemsetD8Async).
+func (b *Buffer[T]) Memset8Async(s *Stream, v uint8) error {
+	if s == nil {
+		return fmt.Errorf("driver: Buffer.Memset8Async: %w", ErrNilStream)
+	}
+	return b.memset("Buffer.Memset8Async", s, 1, func(a *allocation, n uintptr) error { return cu.MemsetD8Async(b.at(a), v, n, s.h) })
+}
+
+// Memset16Async queues setting every 16-bit word of b to v on s.
+func (b *Buffer[T]) Memset16Async(s *Stream, v uint16) error {
+	if s == nil {
+		return fmt.Errorf("driver: Buffer.Memset16Async: %w", ErrNilStream)
+	}
+	return b.memset("Buffer.Memset16Async", s, 2, func(a *allocation, n uintptr) error { return cu.MemsetD16Async(b.at(a), v, n, s.h) })
+}
+
+// Memset32Async queues setting every 32-bit word of b to v on s.
+func (b *Buffer[T]) Memset32Async(s *Stream, v uint32) error {
+	if s == nil {
+		return fmt.Errorf("driver: Buffer.Memset32Async: %w", ErrNilStream)
+	}
+	return b.memset("Buffer.Memset32Async", s, 4, func(a *allocation, n uintptr) error { return cu.MemsetD32Async(b.at(a), v, n, s.h) })
+}

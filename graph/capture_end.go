@@ -1,0 +1,283 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/capture"
+	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// The end of a capture: the graph made, or the nodes captured into a graph
+// recorded (or destroyed, on abort or failure), and what the capture held
+// handed to the graph's owner table.
+
+// tailOf copies the nodes s depends on now (cuStreamGetCaptureInfo).
+func (st *captureState) tailOf(s *driver.Stream) []cu.CUgraphNode {
+	st.qmu.Lock()
+	defer st.qmu.Unlock()
+	q := &st.q
+	*q = captureInfo{}
+	h := cu.CUstream(s.Handle())
+	err := cu.StreamGetCaptureInfo(h, &q.status, nil, nil, &q.deps, &q.edges, &q.n)
+	if err != nil && errors.Is(err, driver.ErrNotSupported) {
+		err = cu.StreamGetCaptureInfo_v11030(h, &q.status, nil, nil, &q.deps, &q.n)
+	}
+	if err != nil || q.n == 0 || q.deps == nil {
+		return nil
+	}
+	return slices.Clone(unsafe.Slice(q.deps, q.n))
+}
+
+// finish ends the capture, takes the sink off every stream, and then makes
+// the graph (or adds to the target) or, on abort or failure, destroys what
+// was captured and releases what it held. target is the target's handle
+// (nil for a new graph, or when a cleanup ends a leaked capture).
+func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error) {
+	st.mu.Lock()
+	if st.ending {
+		st.mu.Unlock()
+		return nil, nil, fmt.Errorf("graph: StreamCapture.End: %w", ErrNotCapturing)
+	}
+	st.ending = true
+	streams := slices.Clone(st.streams)
+	st.mu.Unlock()
+
+	// Keep the calls on the streams out (waiting for those in progress:
+	// libcuda must not see a call racing the end), join every other
+	// stream back, so that CUDA finds them joined, then end the capture.
+	for _, hs := range streams {
+		capture.Ending(hs.s, st)
+	}
+	var joinErr error
+	for _, hs := range streams[1:] {
+		if err := st.link(hs.s, st.origin); err != nil && joinErr == nil {
+			joinErr = err
+		}
+	}
+	var h cu.CUgraph
+	var tail []cu.CUgraphNode
+	endErr := st.run(func() error {
+		if !abort {
+			tail = st.tailOf(st.origin)
+		}
+		return cu.StreamEndCapture(cu.CUstream(st.origin.Handle()), &h)
+	})
+	if abort && errors.Is(endErr, driver.ErrStreamCaptureInvalidated) {
+		endErr = nil // an invalidated capture is over all the same: what it made is discarded
+	}
+	if endErr != nil && joinErr != nil {
+		endErr = errors.Join(endErr, joinErr)
+	}
+	if status, err := IsCapturing(st.origin); err == nil && status != NotCapturing {
+		endErr = errors.Join(endErr, fmt.Errorf("graph: the stream is still %v after cuStreamEndCapture", status))
+	}
+	for _, hs := range streams {
+		capture.Remove(hs.s, st)
+	}
+	st.mu.Lock()
+	st.done = true
+	kept, after, all := st.kept, st.after, st.streams
+	st.kept, st.after, st.streams = nil, nil, nil
+	st.mu.Unlock()
+	for _, hs := range all {
+		capture.Remove(hs.s, st) // streams that joined before the end began
+		_ = hs.ref.Release()
+	}
+	if st.thread != nil {
+		st.thread.stop()
+	}
+	st.evMu.Lock()
+	if ev := st.ev; ev != 0 {
+		st.ev = 0
+		_ = st.ctx.Raw(func(uintptr) error { return cu.EventDestroy(ev) })
+	}
+	st.evMu.Unlock()
+	defer releaseOwners(after) // stream-ordered frees held back by the capture
+
+	var g *Graph
+	var nodes []Node
+	var table *lifetime.Table
+	var err error
+	if st.target != nil {
+		nodes, table, err = st.endInto(abort || endErr != nil, endErr, kept, tail, target)
+		g = target
+	} else if abort || endErr != nil {
+		if h != 0 {
+			_ = st.ctx.Raw(func(uintptr) error { return cu.GraphDestroy(h) })
+		}
+		releaseOwners(kept) // the captured work never runs
+		err = endErr
+		_ = st.ctxRef.Release()
+	} else {
+		g, nodes, table, err = st.wrap(h, kept, tail)
+	}
+	st.mu.Lock()
+	st.final, st.table = true, table
+	late := st.late
+	st.late = nil
+	st.mu.Unlock()
+	releaseOwners(keepIn(table, late))
+	if err != nil {
+		return nil, nil, err
+	}
+	return g, nodes, nil
+}
+
+// endInto finishes a capture into st.target: on a failed end it destroys
+// the captured nodes, and keeps what they name where CUDA refuses (graphs
+// with memory nodes keep every node); on success it records kept in the
+// target's owner table. It returns the tail's nodes and the table late
+// owners go to (nil: release them), then lets the family's calls and
+// destroys go on and releases the target.
+func (st *captureState) endInto(failed bool, endErr error, kept []lifetime.Owner, tail []cu.CUgraphNode, target *Graph) ([]Node, *lifetime.Table, error) {
+	c := st.target
+	f := c.fam
+	f.mu.Lock() // no refusal: the family's capture is this one
+	var nodes []Node
+	var table *lifetime.Table
+	kept, drop := redundant(c, kept)
+	err := c.bind(func() error {
+		current, err := fetchNodes(func(p *cu.CUgraphNode, n *uintptr) error { return cu.GraphGetNodes(c.h, p, n) })
+		if err != nil {
+			return err
+		}
+		if failed {
+			var stay error
+			for _, n := range current {
+				if st.before[n] {
+					continue
+				}
+				if err := cu.GraphDestroyNode(n); err != nil {
+					if stay == nil {
+						stay = fmt.Errorf("graph: nodes captured into the graph could not be removed and stay, holding what they name: %w", err)
+					}
+					continue
+				}
+				c.forget(n)
+			}
+			if stay == nil {
+				return nil // the captured work never runs: kept is released below
+			}
+			table, err = c.ownerTable()
+			if err != nil {
+				return errors.Join(stay, err)
+			}
+			kept = keepIn(table, kept)
+			return stay
+		}
+		table, err = c.ownerTable()
+		if err != nil {
+			return err
+		}
+		kept = keepIn(table, kept)
+		if target != nil {
+			for _, n := range lastOnly(validTail(tail, current)) {
+				nodes = append(nodes, target.nodeOf(n))
+			}
+		}
+		return nil
+	})
+	if err != nil && table == nil && !failed {
+		// The captured nodes stay (the capture ended), but their owners
+		// could not be recorded: keep them for good rather than release
+		// what the graph names.
+		for _, o := range kept {
+			lifetime.KeepForever(o, fmt.Errorf("graph: owners of captured nodes kept for good: %w", err))
+		}
+		kept = nil
+	}
+	f.capture = nil
+	later := f.later
+	f.later = nil
+	f.mu.Unlock()
+	// With the lock let go: a release may destroy an executable of the
+	// family, which takes it.
+	releaseOwners(drop)
+	releaseOwners(kept)
+	for _, d := range later {
+		_ = d()
+	}
+	if failed {
+		err = errors.Join(endErr, err)
+	}
+	_ = c.obj.Release() // the capture's hold (begin)
+	if c.root != nil {
+		_ = c.root.obj.Release()
+	}
+	return nodes, table, err
+}
+
+// validTail keeps the tail nodes that are nodes of the graph (the array
+// cuStreamGetCaptureInfo returned may have been replaced meanwhile).
+func validTail(tail, nodes []cu.CUgraphNode) []cu.CUgraphNode {
+	out := tail[:0]
+	for _, n := range tail {
+		if slices.Contains(nodes, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// wrap makes the captured graph h a Graph that owns kept, with a family of
+// its own. On failure the graph is destroyed and kept released.
+func (st *captureState) wrap(h cu.CUgraph, kept []lifetime.Owner, tail []cu.CUgraphNode) (*Graph, []Node, *lifetime.Table, error) {
+	c := newCore(st.ctx, st.ctxRef, st.psink, &family{})
+	st.ctxRef = lifetime.Ref{} // the graph's now
+	c.h = h
+	g := c.open()
+	var nodes []Node
+	var table *lifetime.Table
+	c.fam.mu.Lock()
+	err := c.bind(func() error {
+		t, err := c.ownerTable()
+		if err != nil {
+			return err
+		}
+		table = t
+		kept = keepIn(t, kept)
+		current, err := fetchNodes(func(p *cu.CUgraphNode, n *uintptr) error { return cu.GraphGetNodes(c.h, p, n) })
+		if err != nil {
+			return err
+		}
+		for _, n := range lastOnly(validTail(tail, current)) {
+			nodes = append(nodes, g.nodeOf(n))
+		}
+		return nil
+	})
+	c.fam.mu.Unlock()
+	releaseOwners(kept)
+	if err != nil {
+		_ = g.Close()
+		return nil, nil, table, err
+	}
+	return g, nodes, table, nil
+}
+
+// lastOnly drops from hs the nodes that other nodes of hs depend on (the
+// joins at the end add a forked stream's last node even when the capture's
+// stream already waited for it); the context is bound.
+func lastOnly(hs []cu.CUgraphNode) []cu.CUgraphNode {
+	if len(hs) < 2 {
+		return hs
+	}
+	out := make([]cu.CUgraphNode, 0, len(hs))
+	for _, a := range hs {
+		last := !slices.Contains(out, a)
+		for _, b := range hs {
+			if last && a != b {
+				r, err := reaches(a, b)
+				last = err != nil || !r
+			}
+		}
+		if last {
+			out = append(out, a)
+		}
+	}
+	return out
+}
