@@ -363,7 +363,7 @@ func (s *Stream) LaunchHostFunc(f func()) error {
 		return invalid(op, "nil function")
 	}
 	if s == nil || s.cap == nil {
-		return s.enqueueHost(op, lifetime.Callback{Fn: f, Once: true, Sink: s})
+		return s.enqueueHost(op, lifetime.Callback{Fn: f, Once: true, Sink: streamPanics{s}})
 	}
 	tramp, err := lifetime.HostFn()
 	if err != nil {
@@ -379,7 +379,7 @@ func (s *Stream) LaunchHostFunc(f func()) error {
 		return s.enqueueCapturedHost(h, f)
 	}
 	// No capture can begin on s before leave: f runs on s, once.
-	id := lifetime.Register(lifetime.Callback{Fn: f, Once: true, Sink: s})
+	id := lifetime.Register(lifetime.Callback{Fn: f, Once: true, Sink: streamPanics{s}})
 	lifetime.Expect()
 	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id) }); err != nil {
 		lifetime.Cancel(id) // it will never run
@@ -410,9 +410,15 @@ func (s *Stream) enqueueHost(op string, cb lifetime.Callback) error {
 	return nil
 }
 
-// CallbackPanicked records a host function's panic (or Goexit) for the
-// next Synchronize. It implements lifetime.PanicSink.
-func (s *Stream) CallbackPanicked(p any, stack []byte) {
+// streamPanics is a stream as the sink of its host functions' panics.
+type streamPanics struct{ s *Stream }
+
+// CallbackPanicked implements lifetime.PanicSink.
+func (p streamPanics) CallbackPanicked(v any, stack []byte) { p.s.callbackPanicked(v, stack) }
+
+// callbackPanicked records a host function's panic (or Goexit) for the
+// next Synchronize.
+func (s *Stream) callbackPanicked(p any, stack []byte) {
 	if s == nil {
 		return
 	}

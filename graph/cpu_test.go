@@ -61,7 +61,7 @@ func TestNilAndZeroValues(t *testing.T) {
 func TestOperandRefusals(t *testing.T) {
 	for name, o := range map[string]Operand{
 		"nil buffer":       Device((*driver.Buffer[int32])(nil)),
-		"nil interface":    Device(nil),
+		"untyped nil":      Device[int32](nil),
 		"nil host buffer":  Host[int32](nil),
 		"empty slice":      Slice([]int32{}),
 		"slice of pointer": Slice([]*int{nil}),

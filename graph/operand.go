@@ -11,19 +11,19 @@ import (
 	"github.com/purecuda/cuda/lifetime"
 )
 
-// DeviceMemory is device memory a memcpy or memset node can name: a
-// *driver.Buffer of any element type.
-type DeviceMemory interface {
+// deviceMemory is what Device takes of a *driver.Buffer.
+type deviceMemory interface {
 	Ptr() driver.DevicePtr
 	Size() int
 	Hold() (lifetime.Ref, error)
+	Context() *driver.Context
 }
 
 // Operand is one side of a memcpy node or the target of a memset node.
 // Make one with Device, Host, Slice or Raw. An Operand holds nothing until
 // a node is added with it.
 type Operand struct {
-	dev    DeviceMemory
+	dev    deviceMemory
 	host   hostMemory
 	ptr    unsafe.Pointer // Slice: the Go array, pinned at add
 	addr   uintptr        // Raw: the address, never held as a Go pointer (a device address can look like one)
@@ -39,12 +39,13 @@ type hostMemory interface {
 	Hold() (lifetime.Ref, error)
 }
 
-// Device is device memory (a *driver.Buffer), held by the node.
-func Device(m DeviceMemory) Operand {
-	if m == nil || reflect.ValueOf(m).IsNil() {
+// Device is device memory, b's, held by the node (a view made with
+// Buffer.Slice names its part).
+func Device[T any](b *driver.Buffer[T]) Operand {
+	if b == nil {
 		return Operand{err: fmt.Errorf("nil device memory: %w", driver.ErrInvalidArgument)}
 	}
-	return Operand{dev: m}
+	return Operand{dev: b}
 }
 
 // Host is pinned host memory (a *driver.HostBuffer), held by the node.
@@ -161,7 +162,7 @@ func (o Operand) resolve(op string, ctx *driver.Context) (resolved, error) {
 			_ = ref.Release()
 			return resolved{}, closed(op, "device memory")
 		}
-		if c, ok := o.dev.(interface{ Context() *driver.Context }); ok && !c.Context().Same(ctx) {
+		if !o.dev.Context().Same(ctx) {
 			_ = ref.Release()
 			return resolved{}, invalid(op, "the device memory belongs to another context than the graph")
 		}

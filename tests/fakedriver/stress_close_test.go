@@ -549,9 +549,7 @@ func stressOps() []stressOp {
 }
 
 // stressExempt are methods the stress does not race, with the reason.
-var stressExempt = map[string]string{
-	"Stream.CallbackPanicked": "the sink of host-function panics, called by package lifetime; a direct call only queues an error for Synchronize",
-}
+var stressExempt = map[string]string{}
 
 // stressMethods lists the exported methods of the driver's types.
 func stressMethods() []string {
