@@ -572,18 +572,18 @@ func (a *Args) Close() error {
 
 func newParamsPool() *sync.Pool {
 	return &sync.Pool{New: func() any {
-		p := new(KernelParams)
+		p := new(kernelParams)
 		p.blk.init()
 		return p
 	}}
 }
 
-// UsableIn reports, as an error matching ErrInvalidArgument, whether work
+// usableIn reports, as an error matching ErrInvalidArgument, whether work
 // in context c may use the Args: a module kernel must belong to c, and
 // every buffer argument to c or a peer of it. Stream.LaunchArgs checks the
-// same; graph nodes made from Args call it.
-func (a *Args) UsableIn(c *Context) error {
-	const op = "Args.UsableIn"
+// same; graph nodes made from Args call it (seam.ArgsUsableIn).
+func (a *Args) usableIn(c *Context) error {
+	const op = "Graph.KernelArgs"
 	if err := a.acquire(op); err != nil {
 		return err
 	}

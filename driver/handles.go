@@ -1,71 +1,77 @@
 package driver
 
 import (
+	"reflect"
 	"unsafe"
 
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
-// The handles below are for purecuda's graph layer and for other CUDA
-// libraries. Each is valid only while the caller holds a reference taken
-// with the object's Hold (or runs inside its Raw): a handle read without
-// one may name an object that is already destroyed.
+// Package graph's way in (internal/seam): raw handles, valid while graph
+// holds the objects, and kernel arguments marshalled for a node. Users get
+// handles only inside an object's Raw, which holds it for the call.
 
-// Handle is the CUcontext (0 for a nil Context).
-func (c *Context) Handle() uintptr {
-	if c == nil {
+func init() {
+	seam.Context = func(c any) uintptr {
+		if c, _ := c.(*Context); c != nil {
+			return uintptr(c.h)
+		}
 		return 0
 	}
-	return uintptr(c.h)
-}
-
-// Handle is the CUstream (0 for a nil Stream); CU_STREAM_LEGACY for the
-// legacy default stream.
-func (s *Stream) Handle() uintptr {
-	if s == nil {
+	seam.Stream = func(s any) uintptr {
+		if s, _ := s.(*Stream); s != nil {
+			return uintptr(s.h)
+		}
 		return 0
 	}
-	return uintptr(s.h)
+	seam.Event = func(e any) uintptr {
+		if e, _ := e.(*Event); e != nil {
+			return uintptr(e.h)
+		}
+		return 0
+	}
+	seam.Function = func(f any) (uintptr, uintptr) {
+		if f, _ := f.(*Function); f != nil {
+			return uintptr(f.h), uintptr(f.kernel)
+		}
+		return 0, 0
+	}
+	seam.Marshal = func(fn, ctx any, args []any) (seam.Params, error) {
+		f, _ := fn.(*Function)
+		c, _ := ctx.(*Context)
+		p, err := f.marshal(c, args)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	seam.PlainData = func(t reflect.Type) bool { return t != nil && plainData(t) }
+	seam.ArgsUsableIn = func(a, ctx any) error {
+		args, _ := a.(*Args)
+		c, _ := ctx.(*Context)
+		return args.usableIn(c)
+	}
 }
 
 // IsLegacy reports whether s is the legacy default stream, on which calls
 // need the context current (Raw binds it).
 func (s *Stream) IsLegacy() bool { return s != nil && s.special }
 
-// Handle is the CUevent (0 for a nil Event).
-func (e *Event) Handle() uintptr {
-	if e == nil {
-		return 0
-	}
-	return uintptr(e.h)
-}
-
-// Handles are the kernel's CUfunction and, for a library kernel, its
-// CUkernel (0 for a module kernel).
-func (f *Function) Handles() (function, kernel uintptr) {
-	if f == nil {
-		return 0, 0
-	}
-	return uintptr(f.h), uintptr(f.kernel)
-}
-
-// KernelParams are kernel arguments marshalled once for a raw call that
-// copies them, such as adding a graph kernel node: the kernelParams array
-// (void**), with the kernel's module or library and every buffer argument
-// held until Free, or until the caller takes those references with
-// TakeRefs. They come from a pool: Free returns them, and they must not be
-// used after.
-type KernelParams struct {
+// kernelParams are kernel arguments marshalled once for a call that copies
+// them (a graph kernel node; seam.Params). They come from a pool: Free
+// returns them, and they must not be used after.
+type kernelParams struct {
 	blk  argBlock
 	f    *Function
 	fref lifetime.Ref
 }
 
-// Marshal checks args against f, as Stream.Launch does, with c as the
+// marshal checks args against f, as Stream.Launch does, with c as the
 // context the call will run in (nil for a library kernel whose buffers
 // name it), and marshals them. Arguments are the same as Launch's.
-func (f *Function) Marshal(c *Context, args ...any) (*KernelParams, error) {
-	const op = "Function.Marshal"
+func (f *Function) marshal(c *Context, args []any) (*kernelParams, error) {
+	const op = "Graph.Kernel"
 	if err := f.acquire(op); err != nil {
 		return nil, err
 	}
@@ -76,7 +82,7 @@ func (f *Function) Marshal(c *Context, args ...any) (*KernelParams, error) {
 	if c == nil {
 		c = f.ctx
 	}
-	p := paramsPool.Get().(*KernelParams)
+	p := paramsPool.Get().(*kernelParams)
 	p.f, p.fref = f, lifetime.RefOf(&f.obj)
 	for i, v := range args {
 		if err := p.blk.marshal(op, i, v, c, nil); err != nil {
@@ -94,25 +100,17 @@ func (f *Function) Marshal(c *Context, args ...any) (*KernelParams, error) {
 var paramsPool = newParamsPool()
 
 // Pointer is the kernelParams array (nil for a kernel without parameters).
-func (p *KernelParams) Pointer() unsafe.Pointer {
+func (p *kernelParams) Pointer() unsafe.Pointer {
 	if p == nil {
 		return nil
 	}
 	return unsafe.Pointer(p.blk.finish())
 }
 
-// Function is the kernel the parameters were marshalled for.
-func (p *KernelParams) Function() *Function {
-	if p == nil {
-		return nil
-	}
-	return p.f
-}
-
 // TakeRefs appends the references the parameters hold (the kernel's module
 // or library first, then each buffer argument) to dst and hands them to the
 // caller, who must release each exactly once; Free then releases nothing.
-func (p *KernelParams) TakeRefs(dst []lifetime.Ref) []lifetime.Ref {
+func (p *kernelParams) TakeRefs(dst []lifetime.Ref) []lifetime.Ref {
 	if p == nil {
 		return dst
 	}
@@ -129,7 +127,7 @@ func (p *KernelParams) TakeRefs(dst []lifetime.Ref) []lifetime.Ref {
 }
 
 // Free releases the references not taken and returns p to the pool.
-func (p *KernelParams) Free() {
+func (p *kernelParams) Free() {
 	if p == nil || p.f == nil {
 		return // nil, zero (not from Marshal) or already freed: nothing to return to the pool
 	}

@@ -175,10 +175,6 @@ type Buffer[T any] struct {
 	cleanup   runtime.Cleanup
 }
 
-// PlainData reports whether values of type t hold no Go pointers, so that
-// they may live in device memory, be copied there by CUDA, or be passed to
-// a kernel by value.
-func PlainData(t reflect.Type) bool { return t != nil && plainData(t) }
 
 // plainData reports whether t holds no Go pointers (so it may live in
 // device memory or be passed to a kernel by value).

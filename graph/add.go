@@ -5,6 +5,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -119,7 +120,7 @@ func (b Builder) kernel(op string, fn *driver.Function, cfg driver.LaunchConfig,
 		return Node{}, err
 	}
 	g := b.g
-	p, err := fn.Marshal(g.ctx, args...)
+	p, err := seam.Marshal(fn, g.ctx, args)
 	if err != nil {
 		return Node{}, err
 	}
@@ -130,7 +131,7 @@ func (b Builder) kernel(op string, fn *driver.Function, cfg driver.LaunchConfig,
 	for _, r := range refs {
 		owners = append(owners, r)
 	}
-	fh, kern := fn.Handles()
+	fh, kern := seam.Function(fn)
 	params := p.Pointer()
 	node, err := g.add(op, b.deps, owners, func(d *cu.CUgraphNode, n uintptr) error {
 		return cu.GraphAddKernelNode(&g.scr.node, g.h, d, n, g.kernelParams(cfg, fh, kern, params))
@@ -153,7 +154,7 @@ func (b Builder) KernelArgs(a *driver.Args, grid, block driver.Dim3) (Node, erro
 		return Node{}, err
 	}
 	fn := a.Function()
-	if err := a.UsableIn(b.g.ctx); err != nil {
+	if err := seam.ArgsUsableIn(a, b.g.ctx); err != nil {
 		return Node{}, err
 	}
 	ref, err := a.Hold()
@@ -163,7 +164,7 @@ func (b Builder) KernelArgs(a *driver.Args, grid, block driver.Dim3) (Node, erro
 	g := b.g
 	var node Node
 	err = a.Raw(func(fh uintptr, params unsafe.Pointer) error {
-		_, kern := fn.Handles()
+		_, kern := seam.Function(fn)
 		var err error
 		node, err = g.add(op, b.deps, []lifetime.Owner{ref}, func(d *cu.CUgraphNode, n uintptr) error {
 			return cu.GraphAddKernelNode(&g.scr.node, g.h, d, n, g.kernelParams(cfg, fh, kern, params))
@@ -190,7 +191,7 @@ func fillKernel(kp *cu.CUDA_KERNEL_NODE_PARAMS_v2, cfg driver.LaunchConfig, fh, 
 		SharedMemBytes: uint32(cfg.SharedMem), KernelParams: (*unsafe.Pointer)(params),
 	}
 	if kern != 0 {
-		kp.Kern, kp.Ctx = cu.CUkernel(kern), cu.CUcontext(ctx.Handle())
+		kp.Kern, kp.Ctx = cu.CUkernel(kern), cu.CUcontext(seam.Context(ctx))
 	} else {
 		kp.Func = cu.CUfunction(fh)
 	}
@@ -266,7 +267,7 @@ func (b Builder) Memset(dst Operand, value uint32, elemSize int) (Node, error) {
 	return g.add(op, b.deps, o.owners(), func(d *cu.CUgraphNode, n uintptr) error {
 		g.scr.set = cu.CUDA_MEMSET_NODE_PARAMS_v1{Dst: cu.CUdeviceptr(o.dev), Value: value, ElementSize: uint32(elemSize),
 			Width: uintptr(o.bytes / elemSize), Height: 1}
-		return cu.GraphAddMemsetNode(&g.scr.node, g.h, d, n, &g.scr.set, cu.CUcontext(g.ctx.Handle()))
+		return cu.GraphAddMemsetNode(&g.scr.node, g.h, d, n, &g.scr.set, cu.CUcontext(seam.Context(g.ctx)))
 	})
 }
 
@@ -314,7 +315,7 @@ func (b Builder) Memcpy(dst, src Operand) (Node, error) {
 		*c = cu.CUDA_MEMCPY3D_v2{WidthInBytes: uintptr(s.bytes), Height: 1, Depth: 1}
 		c.SrcMemoryType, c.SrcHost, c.SrcDevice = s.side()
 		c.DstMemoryType, c.DstHost, c.DstDevice = d.side()
-		return cu.GraphAddMemcpyNode(&g.scr.node, g.h, dp, n, c, cu.CUcontext(g.ctx.Handle()))
+		return cu.GraphAddMemcpyNode(&g.scr.node, g.h, dp, n, c, cu.CUcontext(seam.Context(g.ctx)))
 	})
 }
 
@@ -475,7 +476,7 @@ func (b Builder) event(op string, e *driver.Event, addFn func(*cu.CUgraphNode, c
 		_ = ref.Release()
 		return Node{}, invalid(op, "the event belongs to another context than the graph")
 	}
-	h := cu.CUevent(e.Handle())
+	h := cu.CUevent(seam.Event(e))
 	return g.add(op, b.deps, []lifetime.Owner{ref}, func(d *cu.CUgraphNode, n uintptr) error {
 		return addFn(&g.scr.node, g.h, d, n, h)
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/internal/gputest"
 )
 
@@ -53,7 +54,7 @@ int launch_exec_sync(CUgraphExec e, CUstream s, long n) {
 func cCall(ctx *driver.Context, fn uintptr, args ...uintptr) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cu.CtxPushCurrent(cu.CUcontext(ctx.Handle())); err != nil {
+	if err := cu.CtxPushCurrent(cu.CUcontext(seam.Context(ctx))); err != nil {
 		return err
 	}
 	defer cu.CtxSetCurrent(0)
@@ -83,7 +84,7 @@ func BenchmarkGraphVersusC(b *testing.B) {
 	}
 	defer bb.Close()
 	addTo := e.fn["addTo"]
-	fh, _ := addTo.Handles()
+	fh, _ := seam.Function(addTo)
 	kcfg := cfg(256)
 
 	// Node adds go into a fresh graph every round, so graphs stay small.
@@ -155,7 +156,7 @@ func BenchmarkGraphVersusC(b *testing.B) {
 	defer x1.Close()
 	defer x100.Close()
 	launchC := func(x *Exec) func(int) error {
-		return func(n int) error { return cCall(e.ctx, c["launch_exec"], uintptr(x.h), s.Handle(), uintptr(n)) }
+		return func(n int) error { return cCall(e.ctx, c["launch_exec"], uintptr(x.h), seam.Stream(s), uintptr(n)) }
 	}
 	launchGo := func(x *Exec) func(int) error {
 		return func(n int) error {
@@ -209,7 +210,7 @@ func BenchmarkGraphVersusC(b *testing.B) {
 		)
 		gputest.Versus(b, 11, 500,
 			[]gputest.Variant{
-				gputest.V("HostNodeRoundTrip/C", func(n int) error { return cCall(e.ctx, c["launch_exec_sync"], uintptr(xhC.h), s.Handle(), uintptr(n)) }),
+				gputest.V("HostNodeRoundTrip/C", func(n int) error { return cCall(e.ctx, c["launch_exec_sync"], uintptr(xhC.h), seam.Stream(s), uintptr(n)) }),
 				gputest.V("HostNodeRoundTrip/graph", func(n int) error {
 					for i := 0; i < n; i++ {
 						if err := xhGo.Launch(s); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -22,7 +23,7 @@ func (st *captureState) tailOf(s *driver.Stream) []cu.CUgraphNode {
 	defer st.qmu.Unlock()
 	q := &st.q
 	*q = captureInfo{}
-	h := cu.CUstream(s.Handle())
+	h := cu.CUstream(seam.Stream(s))
 	err := cu.StreamGetCaptureInfo(h, &q.status, nil, nil, &q.deps, &q.edges, &q.n)
 	if err != nil && errors.Is(err, driver.ErrNotSupported) {
 		err = cu.StreamGetCaptureInfo_v11030(h, &q.status, nil, nil, &q.deps, &q.n)
@@ -65,7 +66,7 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 		if !abort {
 			tail = st.tailOf(st.origin)
 		}
-		return cu.StreamEndCapture(cu.CUstream(st.origin.Handle()), &h)
+		return cu.StreamEndCapture(cu.CUstream(seam.Stream(st.origin)), &h)
 	})
 	if abort && errors.Is(endErr, driver.ErrStreamCaptureInvalidated) {
 		endErr = nil // an invalidated capture is over all the same: what it made is discarded

@@ -9,6 +9,7 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -128,7 +129,7 @@ func begin(op string, s *driver.Stream, mode CaptureMode, target *Graph, deps []
 			if err := notCapturing(op, s); err != nil {
 				return err
 			}
-			return cu.StreamBeginCapture(cu.CUstream(s.Handle()), cu.CUstreamCaptureMode(mode))
+			return cu.StreamBeginCapture(cu.CUstream(seam.Stream(s)), cu.CUstreamCaptureMode(mode))
 		})
 	}
 	if err != nil {
@@ -186,7 +187,7 @@ func (st *captureState) beginInto(op string, g *Graph, deps []Node) error {
 		for _, h := range nodes {
 			st.before[h] = true
 		}
-		return cu.StreamBeginCaptureToGraph(cu.CUstream(st.origin.Handle()), g.h, dp, nil, uintptr(len(hs)), cu.CUstreamCaptureMode(st.mode))
+		return cu.StreamBeginCaptureToGraph(cu.CUstream(seam.Stream(st.origin)), g.h, dp, nil, uintptr(len(hs)), cu.CUstreamCaptureMode(st.mode))
 	})
 	if err == nil {
 		g.fam.capture = st
@@ -197,7 +198,7 @@ func (st *captureState) beginInto(op string, g *Graph, deps []Node) error {
 // notCapturing fails for a stream some other code captures through Raw.
 func notCapturing(op string, s *driver.Stream) error {
 	var status cu.CUstreamCaptureStatus
-	if err := cu.StreamIsCapturing(cu.CUstream(s.Handle()), &status); err != nil {
+	if err := cu.StreamIsCapturing(cu.CUstream(seam.Stream(s)), &status); err != nil {
 		return err
 	}
 	if status != cu.CU_STREAM_CAPTURE_STATUS_NONE {
@@ -238,10 +239,10 @@ func (st *captureState) link(from, waiter *driver.Stream) error {
 		if err != nil {
 			return err
 		}
-		if err := cu.EventRecord(ev, cu.CUstream(from.Handle())); err != nil {
+		if err := cu.EventRecord(ev, cu.CUstream(seam.Stream(from))); err != nil {
 			return err
 		}
-		return cu.StreamWaitEvent(cu.CUstream(waiter.Handle()), ev, 0)
+		return cu.StreamWaitEvent(cu.CUstream(seam.Stream(waiter)), ev, 0)
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
 )
 
 // Condition is the condition of conditional nodes (a CUgraphConditionalHandle):
@@ -121,7 +122,7 @@ func (g *Graph) NewCondition(defaultValue uint32, flags ConditionFlags) (Conditi
 	t := g.top()
 	h := new(cu.CUgraphConditionalHandle)
 	err := t.bind(func() error {
-		return cu.GraphConditionalHandleCreate(h, t.h, cu.CUcontext(t.ctx.Handle()), defaultValue, uint32(flags))
+		return cu.GraphConditionalHandleCreate(h, t.h, cu.CUcontext(seam.Context(t.ctx)), defaultValue, uint32(flags))
 	})
 	if err != nil {
 		return Condition{}, err
@@ -244,7 +245,7 @@ func (b Builder) conditional(op, what string, c Condition, typ cu.CUgraphConditi
 	node, err := g.add(op, b.deps, nil, func(d *cu.CUgraphNode, n uintptr) error {
 		*p = cu.CUgraphNodeParams{Type: cu.CU_GRAPH_NODE_TYPE_CONDITIONAL}
 		cp := p.Anon0.Conditional()
-		*cp = cu.CUDA_CONDITIONAL_NODE_PARAMS{Handle: c.h, Type: typ, Size: uint32(size), Ctx: cu.CUcontext(g.ctx.Handle())}
+		*cp = cu.CUDA_CONDITIONAL_NODE_PARAMS{Handle: c.h, Type: typ, Size: uint32(size), Ctx: cu.CUcontext(seam.Context(g.ctx))}
 		if err := cu.GraphAddNode(&g.scr.node, g.h, d, nil, n, p); err != nil {
 			return err
 		}

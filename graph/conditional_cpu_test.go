@@ -9,6 +9,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -151,8 +152,8 @@ func TestConditionHandleArgument(t *testing.T) {
 	require.True(t, ok, "Handle is a plain uint64, which the driver's argument switch takes as is")
 	assert.Equal(t, uint64(0x1234_5678_9abc), v)
 	assert.Equal(t, uintptr(8), reflect.TypeOf(h).Size(), "cudaGraphConditionalHandle is 8 bytes")
-	assert.False(t, driver.PlainData(reflect.TypeFor[Condition]()), "a Condition is not a by-value argument")
-	assert.True(t, driver.PlainData(reflect.TypeOf(h)))
+	assert.False(t, seam.PlainData(reflect.TypeFor[Condition]()), "a Condition is not a by-value argument")
+	assert.True(t, seam.PlainData(reflect.TypeOf(h)))
 	assert.False(t, c.IsZero())
 	assert.True(t, Condition{}.IsZero())
 	assert.Zero(t, Condition{}.Handle())

@@ -9,6 +9,7 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -170,7 +171,7 @@ func (g *Graph) InstantiateWith(o InstantiateOptions) (*Exec, error) {
 	}
 	p := &cu.CUDA_GRAPH_INSTANTIATE_PARAMS{Flags: uint64(o.Flags)}
 	if o.UploadStream != nil {
-		p.HUploadStream = cu.CUstream(o.UploadStream.Handle())
+		p.HUploadStream = cu.CUstream(seam.Stream(o.UploadStream))
 	}
 	h := new(cu.CUgraphExec)
 	err := g.bind(func() error { return cu.GraphInstantiateWithParams(h, g.h, p) })
@@ -299,7 +300,7 @@ func (e *Exec) onStream(op string, s *driver.Stream, call func(cu.CUgraphExec, c
 	if s.IsLegacy() {
 		err = s.Raw(func(h uintptr) error { return call(e.h, cu.CUstream(h)) })
 	} else {
-		err = call(e.h, cu.CUstream(s.Handle()))
+		err = call(e.h, cu.CUstream(seam.Stream(s)))
 	}
 	if err == nil && sink != nil {
 		// Launched into a stream capture, the executable's work becomes

@@ -10,6 +10,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -370,7 +371,7 @@ func (c *graphCore) dropBodies(h cu.CUgraphNode) {
 func (c *graphCore) bind(f func() error) (err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	h := cu.CUcontext(c.ctx.Handle())
+	h := cu.CUcontext(seam.Context(c.ctx))
 	if c.batch.Load() > 0 && cu.CtxGetCurrent(&c.scr.cur) == nil && c.scr.cur == h {
 		return f()
 	}
@@ -400,7 +401,7 @@ func (g *Graph) Batch(f func() error) (err error) {
 	defer g.release()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cu.CtxPushCurrent(cu.CUcontext(g.ctx.Handle())); err != nil {
+	if err := cu.CtxPushCurrent(cu.CUcontext(seam.Context(g.ctx))); err != nil {
 		return err
 	}
 	defer func() {

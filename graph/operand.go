@@ -8,6 +8,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -61,7 +62,7 @@ func Host[T any](h *driver.HostBuffer[T]) Operand {
 // pointers. Do not grow it past its capacity meanwhile: the node keeps the
 // original array.
 func Slice[T any](s []T) Operand {
-	if !driver.PlainData(reflect.TypeFor[T]()) {
+	if !seam.PlainData(reflect.TypeFor[T]()) {
 		return Operand{err: fmt.Errorf("slice of %s, which holds Go pointers: %w", reflect.TypeFor[T](), driver.ErrInvalidArgument)}
 	}
 	if len(s) == 0 {

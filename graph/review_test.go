@@ -29,6 +29,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -379,7 +380,7 @@ func TestReviewFakeRetireDuringCaptureOnTrackedStream(t *testing.T) {
 	defer rvCall(t, "fake_set_kernel_delay_us", 0)
 	require.NoError(t, e.Launch(env.s))
 
-	sh := cu.CUstream(env.s.Handle())
+	sh := cu.CUstream(seam.Stream(env.s))
 	require.NoError(t, env.ctx.Raw(func(uintptr) error { return cu.StreamBeginCapture(sh, cu.CU_STREAM_CAPTURE_MODE_RELAXED) }))
 	require.NoError(t, e.SetKernelWith(k, env.fill, rvCfg, bufA, int32(3), int32(16))) // retires sb
 	time.Sleep(50 * time.Millisecond)                                                  // let the retire goroutine run

@@ -19,6 +19,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/internal/gputest"
 	"github.com/purecuda/cuda/lifetime"
 )
@@ -135,7 +136,7 @@ func TestGPUManyGraphsLeaveNothing(t *testing.T) {
 	e, _ := setup(t)
 	c := gputest.BuildC(t, cGraphLoop, "graph_loop")
 	fill := e.fn["fill"]
-	fh, _ := fill.Handles()
+	fh, _ := seam.Function(fill)
 	n := 10000
 	if testing.Short() {
 		n = 1600
@@ -191,7 +192,7 @@ func TestGPUManyGraphsLeaveNothing(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				assert.NoError(t, cCall(e.ctx, c["graph_loop"], uintptr(e.ctx.Handle()), fh, uintptr(n/16), uintptr(hold)))
+				assert.NoError(t, cCall(e.ctx, c["graph_loop"], seam.Context(e.ctx), fh, uintptr(n/16), uintptr(hold)))
 			}()
 		}
 		wg.Wait()

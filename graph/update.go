@@ -5,6 +5,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -245,7 +246,7 @@ func (e *Exec) setKernel(op string, n Node, fn *driver.Function, cfg driver.Laun
 	if err := e.check(op); err != nil {
 		return err
 	}
-	p, err := fn.Marshal(e.ctx, args...)
+	p, err := seam.Marshal(fn, e.ctx, args)
 	if err != nil {
 		return err
 	}
@@ -254,7 +255,7 @@ func (e *Exec) setKernel(op string, n Node, fn *driver.Function, cfg driver.Laun
 	for _, r := range p.TakeRefs(nil) {
 		owners = append(owners, r)
 	}
-	fh, kern := fn.Handles()
+	fh, kern := seam.Function(fn)
 	kp := new(cu.CUDA_KERNEL_NODE_PARAMS_v2)
 	fillKernel(kp, cfg, fh, kern, p.Pointer(), e.ctx)
 	return e.setNode(op, n, owners, nil, true, func() ([]lifetime.Owner, error) { return nil, cu.GraphExecKernelNodeSetParams(e.h, n.h, kp) })
@@ -283,7 +284,7 @@ func (e *Exec) SetMemset(n Node, dst Operand, value uint32, elemSize int) error 
 	p := &cu.CUDA_MEMSET_NODE_PARAMS_v1{Dst: cu.CUdeviceptr(o.dev), Value: value, ElementSize: uint32(elemSize),
 		Width: uintptr(o.bytes / elemSize), Height: 1}
 	return e.setNode(op, n, o.owners(), nil, true, func() ([]lifetime.Owner, error) {
-		return nil, cu.GraphExecMemsetNodeSetParams(e.h, n.h, p, cu.CUcontext(e.ctx.Handle()))
+		return nil, cu.GraphExecMemsetNodeSetParams(e.h, n.h, p, cu.CUcontext(seam.Context(e.ctx)))
 	})
 }
 
@@ -316,7 +317,7 @@ func (e *Exec) SetMemcpy(n Node, dst, src Operand) error {
 	c.SrcMemoryType, c.SrcHost, c.SrcDevice = s.side()
 	c.DstMemoryType, c.DstHost, c.DstDevice = d.side()
 	return e.setNode(op, n, append(d.owners(), s.owners()...), nil, true, func() ([]lifetime.Owner, error) {
-		return nil, cu.GraphExecMemcpyNodeSetParams(e.h, n.h, c, cu.CUcontext(e.ctx.Handle()))
+		return nil, cu.GraphExecMemcpyNodeSetParams(e.h, n.h, c, cu.CUcontext(seam.Context(e.ctx)))
 	})
 }
 
@@ -368,7 +369,7 @@ func (e *Exec) setEvent(op string, n Node, ev *driver.Event, call func(cu.CUgrap
 		_ = ref.Release()
 		return invalid(op, "the event belongs to another context")
 	}
-	h := cu.CUevent(ev.Handle())
+	h := cu.CUevent(seam.Event(ev))
 	return e.setNode(op, n, []lifetime.Owner{ref}, nil, true, func() ([]lifetime.Owner, error) { return nil, call(e.h, n.h, h) })
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/lifetime"
 	"github.com/purecuda/cuda/nvrtc"
@@ -859,7 +860,7 @@ func TestFix11_LiveReceiversZeroArguments(t *testing.T) {
 	args, err := f.fill.NewArgs(buf, int32(1), int32(16))
 	require.NoError(t, err)
 	defer args.Close()
-	kp, err := f.fill.Marshal(f.ctx, buf, int32(1), int32(16))
+	kp, err := seam.Marshal(f.fill, f.ctx, []any{buf, int32(1), int32(16)})
 	require.NoError(t, err)
 	defer kp.Free()
 	skip := map[string]bool{"Close": true, "Free": true, "TakeRefs": true, "Release": true, "Retain": true}
@@ -912,7 +913,7 @@ func ltDispose(t *testing.T, method string, out []reflect.Value) {
 		switch x := v.Interface().(type) {
 		case lifetime.Ref:
 			assert.NoError(t, x.Release())
-		case *driver.KernelParams:
+		case seam.Params:
 			x.Free()
 		case interface{ Close() error }:
 			if makes {

@@ -35,6 +35,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 	"github.com/purecuda/cuda/loader"
 	"github.com/purecuda/cuda/nvrtc"
@@ -220,13 +221,13 @@ func stressOps() []stressOp {
 		{covers: []string{"Context.DefaultMemPool", "MemPool.Close"}, do: func(w *stressWorld, r *rand.Rand) error {
 			return closeMade(w.ctx.DefaultMemPool())
 		}},
-		{covers: []string{"Context.Device", "Context.Handle", "Context.Same", "Context.LegacyStream", "Stream.IsLegacy", "Stream.Handle", "Stream.Context"},
+		{covers: []string{"Context.Device", "Context.Same", "Context.LegacyStream", "Stream.IsLegacy", "Stream.Context"},
 			do: func(w *stressWorld, r *rand.Rand) error {
 				_ = w.ctx.Device()
-				_ = w.ctx.Handle()
+				_ = seam.Context(w.ctx)
 				_ = w.ctx.Same(w.ctx)
 				ls := w.ctx.LegacyStream()
-				_, _, _ = ls.IsLegacy(), ls.Handle(), ls.Context()
+				_, _, _ = ls.IsLegacy(), seam.Stream(ls), ls.Context()
 				return nil
 			}},
 		{covers: []string{"Context.EnablePeerAccess", "Context.DisablePeerAccess"}, do: func(w *stressWorld, r *rand.Rand) error {
@@ -297,9 +298,9 @@ func stressOps() []stressOp {
 		}},
 
 		// Event
-		{covers: []string{"Event.Record", "Event.Context", "Event.Handle"}, do: func(w *stressWorld, r *rand.Rand) error {
+		{covers: []string{"Event.Record", "Event.Context"}, do: func(w *stressWorld, r *rand.Rand) error {
 			e := pick(r, w.ev, w.ev2)
-			_, _ = e.Context(), e.Handle()
+			_, _ = e.Context(), seam.Event(e)
 			return e.Record(w.anyStream(r))
 		}},
 		{covers: []string{"Event.Query", "Event.Synchronize"}, do: func(w *stressWorld, r *rand.Rand) error {
@@ -436,14 +437,14 @@ func stressOps() []stressOp {
 		}},
 
 		// Module, Library, Function
-		{covers: []string{"Module.Function", "Module.InfoLog", "Function.Name", "Function.Context", "Function.Handles"},
+		{covers: []string{"Module.Function", "Module.InfoLog", "Function.Name", "Function.Context"},
 			do: func(w *stressWorld, r *rand.Rand) error {
 				_ = w.mod.InfoLog()
 				f, err := w.mod.Function(pick(r, "fill", "add4", "empty"))
 				if err != nil {
 					return err
 				}
-				_, _, _ = f.Name(), f.Context(), fmt.Sprint(f.Handles())
+				_, _, _ = f.Name(), f.Context(), fmt.Sprint(seam.Function(f))
 				return nil
 			}},
 		{covers: []string{"Module.Global"}, do: func(w *stressWorld, r *rand.Rand) error {
@@ -499,20 +500,20 @@ func stressOps() []stressOp {
 					w.anyStream(r).LaunchArgs(a, g11[0], g11[1]))
 				return errors.Join(err, a.Close())
 			}, allow: isAny(driver.ErrInvalidArgument)}, // a library kernel's buffer of another context than the stream's
-		{covers: []string{"Args.Hold", "Args.Raw", "Args.Function", "Args.UsableIn"}, do: func(w *stressWorld, r *rand.Rand) error {
+		{covers: []string{"Args.Hold", "Args.Raw", "Args.Function"}, do: func(w *stressWorld, r *rand.Rand) error {
 			// Not SetArg: it must not race launches of the same Args (its
 			// doc says so); the op above calls it on Args of its own.
 			a := pick(r, w.args, w.largs)
 			_ = a.Function()
-			return errors.Join(releaseRef(a.Hold()), a.Raw(func(uintptr, unsafePointer) error { return nil }), a.UsableIn(w.ctx))
+			return errors.Join(releaseRef(a.Hold()), a.Raw(func(uintptr, unsafePointer) error { return nil }), seam.ArgsUsableIn(a, w.ctx))
 		}, allow: isAny(driver.ErrInvalidArgument)}, // UsableIn in another context than the Args' buffers
-		{covers: []string{"Function.Marshal", "KernelParams.Function", "KernelParams.Pointer", "KernelParams.TakeRefs", "KernelParams.Free"},
+		{covers: []string{"seam.Marshal"},
 			do: func(w *stressWorld, r *rand.Rand) error {
-				p, err := pick(r, w.fill, w.lfill).Marshal(w.ctx, w.anyBuf(r), int32(8), int32(stressN/4))
+				p, err := seam.Marshal(pick(r, w.fill, w.lfill), w.ctx, []any{w.anyBuf(r), int32(8), int32(stressN / 4)})
 				if err != nil {
 					return err
 				}
-				_, _ = p.Function(), p.Pointer()
+				_ = p.Pointer()
 				var refErr error
 				if r.IntN(2) == 0 {
 					for _, ref := range p.TakeRefs(nil) {
@@ -556,7 +557,7 @@ func stressMethods() []string {
 	var all []string
 	for _, v := range []any{(*driver.Context)(nil), (*driver.Stream)(nil), (*driver.Event)(nil), (*driver.Buffer[int32])(nil),
 		(*driver.HostBuffer[int32])(nil), (*driver.Registered[int32])(nil), (*driver.MemPool)(nil), (*driver.Module)(nil),
-		(*driver.Library)(nil), (*driver.Function)(nil), (*driver.Args)(nil), (*driver.KernelParams)(nil), (*driver.Device)(nil)} {
+		(*driver.Library)(nil), (*driver.Function)(nil), (*driver.Args)(nil), (*driver.Device)(nil)} {
 		t := reflect.TypeOf(v)
 		name := t.Elem().Name()
 		if i := strings.IndexByte(name, '['); i >= 0 {

@@ -1,0 +1,49 @@
+// Package seam is how package graph reaches what package driver keeps out
+// of its public API: raw handles that graph passes to CUDA while it holds
+// the objects, and kernel arguments marshalled for a node. It is not part
+// of purecuda's public API. Package driver sets the functions in its init;
+// every argument typed any is the driver type named in the comment.
+package seam
+
+import (
+	"reflect"
+	"unsafe"
+
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// Params are kernel arguments marshalled once for a call that copies them
+// (a graph kernel node): the kernelParams array, with the kernel's module or
+// library and every buffer argument held until Free, or until the caller
+// takes the references with TakeRefs.
+type Params interface {
+	// Pointer is the kernelParams array (nil for no parameters).
+	Pointer() unsafe.Pointer
+	// TakeRefs appends the references the parameters hold to dst and hands
+	// them to the caller, who releases each once.
+	TakeRefs(dst []lifetime.Ref) []lifetime.Ref
+	// Free releases the references not taken; the Params are not used
+	// after.
+	Free()
+}
+
+var (
+	// Marshal checks args against fn (a *driver.Function), as
+	// Stream.Launch does, for a call in ctx (a *driver.Context), and
+	// marshals them.
+	Marshal func(fn, ctx any, args []any) (Params, error)
+	// Function returns fn's CUfunction and, for a library kernel, its
+	// CUkernel (fn a *driver.Function, held by the caller).
+	Function func(fn any) (function, kernel uintptr)
+	// Context returns ctx's CUcontext (ctx a *driver.Context, held).
+	Context func(ctx any) uintptr
+	// Stream returns s's CUstream (s a *driver.Stream, held).
+	Stream func(s any) uintptr
+	// Event returns e's CUevent (e a *driver.Event, held).
+	Event func(e any) uintptr
+	// PlainData reports whether values of t hold no Go pointers.
+	PlainData func(t reflect.Type) bool
+	// ArgsUsableIn fails, matching driver.ErrInvalidArgument, when work in
+	// ctx may not use a (a *driver.Args, ctx a *driver.Context).
+	ArgsUsableIn func(a, ctx any) error
+)
