@@ -23,6 +23,7 @@ var queue struct {
 	drainers int       // goroutines draining items
 	busy     int       // drainers inside a release
 	moved    time.Time // when a release last finished, or a drainer started
+	watching bool      // a timer will look again for stuck drainers
 	added    uint64    // owners ever queued
 	finished uint64    // owners ever released from the queue
 	progress *sync.Cond
@@ -52,10 +53,35 @@ func Defer(o Owner) {
 	queue.items = append(queue.items, o)
 	queue.added++
 	start := needDrainer()
+	if !start {
+		watchStuck()
+	}
 	queue.mu.Unlock()
 	if start {
 		go drainQueue()
 	}
+}
+
+// watchStuck arms a timer that looks again, after stuckAfter, whether
+// items wait while every drainer is inside a release. queue.mu is held.
+func watchStuck() {
+	if queue.watching || queue.head == len(queue.items) || queue.drainers == 0 ||
+		queue.busy < queue.drainers || queue.drainers >= maxDrainers {
+		return
+	}
+	queue.watching = true
+	time.AfterFunc(stuckAfter, func() {
+		queue.mu.Lock()
+		queue.watching = false
+		start := needDrainer()
+		if !start {
+			watchStuck()
+		}
+		queue.mu.Unlock()
+		if start {
+			go drainQueue()
+		}
+	})
 }
 
 // needDrainer reports whether a drainer should start for the items
