@@ -2,9 +2,10 @@
 // devices, contexts, explicit streams, events, device and host memory,
 // memory pools, modules and libraries, and typed kernel launches.
 //
-// It stands on the generated raw table (internal/cu), which stands on
-// package loader; package nvrtc sits beside it, and the graph and lifetime
-// layers build on it.
+// It stands on package lifetime (references, the release queue, the
+// host-function trampoline) and on the generated raw table (internal/cu),
+// which stands on package loader; package nvrtc sits beside it, and package
+// graph builds on it.
 //
 //	dev, err := driver.DeviceByOrdinal(0)          // loads and initialises the driver
 //	ctx, err := dev.PrimaryContext()               // Close releases it
