@@ -20,8 +20,11 @@ var ErrClosed = errors.New("use of a closed object")
 var ErrNilStream = errors.New("nil stream: stream-ordered work must name its stream (ctx.LegacyStream() is the default stream)")
 
 // ErrInvalidArgument is matched by errors for arguments purecuda rejects
-// before calling CUDA (sizes, dimensions, kernel arguments, nil objects).
-var ErrInvalidArgument = errs.InvalidArgument
+// before calling CUDA (sizes, dimensions, kernel arguments, nil objects),
+// package nvrtc's included.
+var ErrInvalidArgument = errors.New("invalid argument")
+
+func init() { errs.InvalidArgument = ErrInvalidArgument } // nvrtc's refusals wrap it
 
 func invalid(op, format string, args ...any) error {
 	return fmt.Errorf("driver: %s: %s: %w", op, fmt.Sprintf(format, args...), ErrInvalidArgument)

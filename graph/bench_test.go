@@ -12,8 +12,8 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
-	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/internal/gputest"
+	"github.com/purecuda/cuda/internal/seam"
 )
 
 // cGraph are the C halves of BenchmarkGraphVersusC, run in this process on
@@ -210,7 +210,9 @@ func BenchmarkGraphVersusC(b *testing.B) {
 		)
 		gputest.Versus(b, 11, 500,
 			[]gputest.Variant{
-				gputest.V("HostNodeRoundTrip/C", func(n int) error { return cCall(e.ctx, c["launch_exec_sync"], uintptr(xhC.h), seam.Stream(s), uintptr(n)) }),
+				gputest.V("HostNodeRoundTrip/C", func(n int) error {
+					return cCall(e.ctx, c["launch_exec_sync"], uintptr(xhC.h), seam.Stream(s), uintptr(n))
+				}),
 				gputest.V("HostNodeRoundTrip/graph", func(n int) error {
 					for i := 0; i < n; i++ {
 						if err := xhGo.Launch(s); err != nil {

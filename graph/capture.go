@@ -20,11 +20,11 @@ type CaptureMode int
 const (
 	// CaptureGlobal refuses potentially unsafe calls on every thread while
 	// the capture lasts.
-	CaptureGlobal CaptureMode = CaptureMode(cu.CU_STREAM_CAPTURE_MODE_GLOBAL)
+	CaptureGlobal CaptureMode = 0 // CU_STREAM_CAPTURE_MODE_GLOBAL
 	// CaptureThreadLocal refuses them on the capturing thread only.
-	CaptureThreadLocal CaptureMode = CaptureMode(cu.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+	CaptureThreadLocal CaptureMode = 1 // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 	// CaptureRelaxed refuses nothing beyond what conflicts with capture.
-	CaptureRelaxed CaptureMode = CaptureMode(cu.CU_STREAM_CAPTURE_MODE_RELAXED)
+	CaptureRelaxed CaptureMode = 2 // CU_STREAM_CAPTURE_MODE_RELAXED
 )
 
 // String names the mode.
@@ -45,9 +45,9 @@ type CaptureStatus int
 
 // Capture states.
 const (
-	NotCapturing       CaptureStatus = CaptureStatus(cu.CU_STREAM_CAPTURE_STATUS_NONE)
-	Capturing          CaptureStatus = CaptureStatus(cu.CU_STREAM_CAPTURE_STATUS_ACTIVE)
-	CaptureInvalidated CaptureStatus = CaptureStatus(cu.CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+	NotCapturing       CaptureStatus = 0 // CU_STREAM_CAPTURE_STATUS_NONE
+	Capturing          CaptureStatus = 1 // CU_STREAM_CAPTURE_STATUS_ACTIVE
+	CaptureInvalidated CaptureStatus = 2 // CU_STREAM_CAPTURE_STATUS_INVALIDATED
 )
 
 // String names the state.

@@ -51,7 +51,7 @@ const (
 	// every launch of an executable (CU_GRAPH_COND_ASSIGN_DEFAULT). Without
 	// it, CUDA gives no value at launch: a kernel upstream of the
 	// conditional node must set the condition before the node reads it.
-	AssignDefault ConditionFlags = ConditionFlags(cu.CU_GRAPH_COND_ASSIGN_DEFAULT)
+	AssignDefault ConditionFlags = 1 // CU_GRAPH_COND_ASSIGN_DEFAULT
 )
 
 // Driver versions (as cuDriverGetVersion reports them) that the kinds of

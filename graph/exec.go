@@ -20,15 +20,15 @@ type InstantiateFlags uint64
 const (
 	// AutoFreeOnLaunch frees memory the graph's alloc nodes allocated and
 	// did not free when the executable is launched again.
-	AutoFreeOnLaunch InstantiateFlags = InstantiateFlags(cu.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
+	AutoFreeOnLaunch InstantiateFlags = 1 // CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
 	// Upload uploads the executable on InstantiateOptions.UploadStream as
 	// part of instantiation.
-	Upload InstantiateFlags = InstantiateFlags(cu.CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)
+	Upload InstantiateFlags = 2 // CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD
 	// DeviceLaunch makes an executable that device code can launch.
-	DeviceLaunch InstantiateFlags = InstantiateFlags(cu.CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
+	DeviceLaunch InstantiateFlags = 4 // CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH
 	// UseNodePriority launches kernels with their node priority attributes
 	// instead of the stream's priority.
-	UseNodePriority InstantiateFlags = InstantiateFlags(cu.CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
+	UseNodePriority InstantiateFlags = 8 // CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY
 )
 
 // InstantiateOptions are the options of InstantiateWith.
@@ -52,12 +52,12 @@ type InstantiateResult int
 
 // Instantiation results.
 const (
-	InstantiateSuccess                  InstantiateResult = InstantiateResult(cu.CUDA_GRAPH_INSTANTIATE_SUCCESS)
-	InstantiateFailed                   InstantiateResult = InstantiateResult(cu.CUDA_GRAPH_INSTANTIATE_ERROR)
-	InstantiateInvalidStructure         InstantiateResult = InstantiateResult(cu.CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE)
-	InstantiateNodeOperationUnsupported InstantiateResult = InstantiateResult(cu.CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED)
-	InstantiateMultipleContexts         InstantiateResult = InstantiateResult(cu.CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED)
-	InstantiateConditionalHandleUnused  InstantiateResult = InstantiateResult(cu.CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED)
+	InstantiateSuccess                  InstantiateResult = 0 // CUDA_GRAPH_INSTANTIATE_SUCCESS
+	InstantiateFailed                   InstantiateResult = 1 // CUDA_GRAPH_INSTANTIATE_ERROR
+	InstantiateInvalidStructure         InstantiateResult = 2 // CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE
+	InstantiateNodeOperationUnsupported InstantiateResult = 3 // CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED
+	InstantiateMultipleContexts         InstantiateResult = 4 // CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED
+	InstantiateConditionalHandleUnused  InstantiateResult = 5 // CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED
 )
 
 // String is the C name of the result.

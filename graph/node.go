@@ -101,17 +101,17 @@ type Kind int
 
 // Node kinds.
 const (
-	KindKernel      Kind = Kind(cu.CU_GRAPH_NODE_TYPE_KERNEL)
-	KindMemcpy      Kind = Kind(cu.CU_GRAPH_NODE_TYPE_MEMCPY)
-	KindMemset      Kind = Kind(cu.CU_GRAPH_NODE_TYPE_MEMSET)
-	KindHost        Kind = Kind(cu.CU_GRAPH_NODE_TYPE_HOST)
-	KindChild       Kind = Kind(cu.CU_GRAPH_NODE_TYPE_GRAPH)
-	KindEmpty       Kind = Kind(cu.CU_GRAPH_NODE_TYPE_EMPTY)
-	KindEventWait   Kind = Kind(cu.CU_GRAPH_NODE_TYPE_WAIT_EVENT)
-	KindEventRecord Kind = Kind(cu.CU_GRAPH_NODE_TYPE_EVENT_RECORD)
-	KindMemAlloc    Kind = Kind(cu.CU_GRAPH_NODE_TYPE_MEM_ALLOC)
-	KindMemFree     Kind = Kind(cu.CU_GRAPH_NODE_TYPE_MEM_FREE)
-	KindConditional Kind = Kind(cu.CU_GRAPH_NODE_TYPE_CONDITIONAL)
+	KindKernel      Kind = 0  // CU_GRAPH_NODE_TYPE_KERNEL
+	KindMemcpy      Kind = 1  // CU_GRAPH_NODE_TYPE_MEMCPY
+	KindMemset      Kind = 2  // CU_GRAPH_NODE_TYPE_MEMSET
+	KindHost        Kind = 3  // CU_GRAPH_NODE_TYPE_HOST
+	KindChild       Kind = 4  // CU_GRAPH_NODE_TYPE_GRAPH
+	KindEmpty       Kind = 5  // CU_GRAPH_NODE_TYPE_EMPTY
+	KindEventWait   Kind = 6  // CU_GRAPH_NODE_TYPE_WAIT_EVENT
+	KindEventRecord Kind = 7  // CU_GRAPH_NODE_TYPE_EVENT_RECORD
+	KindMemAlloc    Kind = 10 // CU_GRAPH_NODE_TYPE_MEM_ALLOC
+	KindMemFree     Kind = 11 // CU_GRAPH_NODE_TYPE_MEM_FREE
+	KindConditional Kind = 13 // CU_GRAPH_NODE_TYPE_CONDITIONAL
 )
 
 var kindNames = map[Kind]string{

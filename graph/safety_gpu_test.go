@@ -19,8 +19,8 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
-	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/internal/gputest"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 

@@ -26,15 +26,15 @@ type UpdateResult int
 
 // Update results.
 const (
-	UpdateSuccess                   UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_SUCCESS)
-	UpdateFailed                    UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR)
-	UpdateTopologyChanged           UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED)
-	UpdateNodeTypeChanged           UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED)
-	UpdateFunctionChanged           UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED)
-	UpdateParametersChanged         UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED)
-	UpdateNotSupported              UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED)
-	UpdateUnsupportedFunctionChange UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE)
-	UpdateAttributesChanged         UpdateResult = UpdateResult(cu.CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED)
+	UpdateSuccess                   UpdateResult = 0 // CU_GRAPH_EXEC_UPDATE_SUCCESS
+	UpdateFailed                    UpdateResult = 1 // CU_GRAPH_EXEC_UPDATE_ERROR
+	UpdateTopologyChanged           UpdateResult = 2 // CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED
+	UpdateNodeTypeChanged           UpdateResult = 3 // CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED
+	UpdateFunctionChanged           UpdateResult = 4 // CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED
+	UpdateParametersChanged         UpdateResult = 5 // CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED
+	UpdateNotSupported              UpdateResult = 6 // CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED
+	UpdateUnsupportedFunctionChange UpdateResult = 7 // CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE
+	UpdateAttributesChanged         UpdateResult = 8 // CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED
 )
 
 // String is the C name of the result.

@@ -6,7 +6,9 @@ package errs
 
 import "errors"
 
-// InvalidArgument is driver.ErrInvalidArgument.
+// InvalidArgument is what nvrtc's refusals wrap: driver.ErrInvalidArgument
+// once package driver is initialised (it sets it), so that both packages'
+// refusals match it; a value of its own before.
 //
-//lint:ignore ST1012 re-exported as driver.ErrInvalidArgument (and matched by nvrtc's errors): the Err prefix lives there
+//lint:ignore ST1012 driver.ErrInvalidArgument is the exported name
 var InvalidArgument = errors.New("invalid argument")
