@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -406,7 +407,7 @@ type argsHold struct {
 	ld     lifetime.Ref
 }
 
-// Release drops one reference (lifetime.Owner).
+// Release drops one reference (release.Owner).
 func (h *argsHold) Release() error { return h.obj.Release() }
 
 func (h *argsHold) free() error {
@@ -420,7 +421,7 @@ func (h *argsHold) free() error {
 	return lifetime.Counted(err) // the allocation's Release counted it
 }
 
-func deferArgs(h *argsHold) { lifetime.Defer(h) }
+func deferArgs(h *argsHold) { release.Defer(h) }
 
 // NewArgs marshals and checks args for f once.
 func (f *Function) NewArgs(args ...any) (*Args, error) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -79,7 +81,7 @@ func init() {
 			st.leave(h)
 		}
 	}
-	capture.AfterWork = func(s any, o lifetime.Owner) {
+	capture.AfterWork = func(s any, o release.Owner) {
 		if st := str(s); st != nil {
 			st.afterWork(o)
 		} else {
@@ -226,7 +228,7 @@ func (s *Stream) leave(h *captureHook) {
 // keepObjs hands h's sink one more reference on each of objs, which the
 // caller holds: the captured work names them.
 func (h *captureHook) keepObjs(objs ...*lifetime.Object) {
-	owners := make([]lifetime.Owner, 0, len(objs))
+	owners := make([]release.Owner, 0, len(objs))
 	for _, o := range objs {
 		if o.Hold() {
 			owners = append(owners, lifetime.RefOf(o))
@@ -238,7 +240,7 @@ func (h *captureHook) keepObjs(objs ...*lifetime.Object) {
 // keepLaunch hands h's sink a reference on a launched kernel's module or
 // library and on each buffer among its arguments.
 func (h *captureHook) keepLaunch(f *Function, allocs []*allocation) {
-	owners := make([]lifetime.Owner, 0, 1+len(allocs))
+	owners := make([]release.Owner, 0, 1+len(allocs))
 	if f.obj.Hold() {
 		owners = append(owners, lifetime.RefOf(&f.obj))
 	}
@@ -286,16 +288,16 @@ func leaveAll(streams []*Stream) {
 // the host function becomes a node of the graph, which runs it at every
 // launch, so it stays registered until the capture's sink releases it.
 func (s *Stream) enqueueCapturedHost(h *captureHook, f func()) error {
-	tramp, err := lifetime.HostFn()
+	tramp, err := hostfn.HostFn()
 	if err != nil {
 		return err
 	}
-	id := lifetime.Register(lifetime.Callback{Fn: f, Sink: h.sink})
+	id := hostfn.Register(hostfn.Callback{Fn: f, Sink: h.sink})
 	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id) }); err != nil {
-		lifetime.Unregister(id)
+		hostfn.Unregister(id)
 		return s.ctx.sawError(err)
 	}
-	h.sink.Keep([]lifetime.Owner{lifetime.CallbackOwner(id)})
+	h.sink.Keep([]release.Owner{hostfn.CallbackOwner(id)})
 	return nil
 }
 
@@ -305,10 +307,10 @@ func (s *Stream) enqueueCapturedHost(h *captureHook, f func()) error {
 // capture): a worker records an event on s once no capture is installed,
 // with none able to begin meanwhile, and waits for it. The worker runs
 // only while there is something to wait for.
-func (s *Stream) afterWork(o lifetime.Owner) {
+func (s *Stream) afterWork(o release.Owner) {
 	obj := s.lifetimeObj()
 	if !obj.Hold() { // cannot happen while the caller holds s
-		lifetime.KeepForever(o, errors.New("driver: the stream of work that may have been captured was gone"))
+		release.KeepForever(o, errors.New("driver: the stream of work that may have been captured was gone"))
 		return
 	}
 	waits.mu.Lock()
@@ -324,7 +326,7 @@ func (s *Stream) afterWork(o lifetime.Owner) {
 type waitItem struct {
 	s   *Stream
 	ref lifetime.Ref
-	o   lifetime.Owner
+	o   release.Owner
 }
 
 var waits struct {
@@ -382,7 +384,7 @@ func (it waitItem) try() bool {
 	if err == nil || isSticky(err) { // a sticky error: nothing runs in the context any more
 		_ = it.o.Release()
 	} else {
-		lifetime.KeepForever(it.o, fmt.Errorf("driver: work that may have been captured could not be waited for: %w", err))
+		release.KeepForever(it.o, fmt.Errorf("driver: work that may have been captured could not be waited for: %w", err))
 	}
 	_ = it.ref.Release()
 	return true

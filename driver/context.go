@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/hostfn"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -382,7 +383,7 @@ func (c *Context) addPending(id uintptr) {
 	if len(c.pending) >= 64 && len(c.pending) == cap(c.pending) {
 		kept := c.pending[:0]
 		for _, p := range c.pending {
-			if lifetime.Pending(p) {
+			if hostfn.Pending(p) {
 				kept = append(kept, p)
 			}
 		}
@@ -401,7 +402,7 @@ func (c *Context) cancelPending() {
 	c.pending = nil
 	c.pendMu.Unlock()
 	for _, id := range ids {
-		lifetime.Cancel(id)
+		hostfn.Cancel(id)
 	}
 }
 

@@ -5,7 +5,8 @@ import (
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
-	"github.com/purecuda/cuda/lifetime"
+	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/release"
 )
 
 // Copies and memsets of a Buffer: synchronous ones, and stream-ordered
@@ -161,8 +162,8 @@ func (b *Buffer[T]) CopyToHostAsync(s *Stream, dst []T) error {
 // cannot be queued after the work was, it waits for s instead, so the
 // memory is never released while the work may still use it.
 func (s *Stream) keepSlice(h *captureHook, data unsafe.Pointer, queue func() error) error {
-	pin := lifetime.Pin(data)
-	tramp, err := lifetime.HostFn()
+	pin := release.Pin(data)
+	tramp, err := hostfn.HostFn()
 	if err != nil {
 		_ = pin.Release()
 		return err
@@ -172,17 +173,17 @@ func (s *Stream) keepSlice(h *captureHook, data unsafe.Pointer, queue func() err
 		return err
 	}
 	if h != nil {
-		h.sink.Keep([]lifetime.Owner{pin}) // captured: the graph holds the pin
+		h.sink.Keep([]release.Owner{pin}) // captured: the graph holds the pin
 		return nil
 	}
 	// Uncaptured (the caller entered s): so is the unpin queued after it.
 	unpin := func() { _ = pin.Release() } // no CUDA call: fine on a CUDA thread
-	id := lifetime.Register(lifetime.Callback{Fn: unpin, Once: true, OnCancel: unpin})
-	lifetime.Expect()
+	id := hostfn.Register(hostfn.Callback{Fn: unpin, Once: true, OnCancel: unpin})
+	hostfn.Expect()
 	if err := cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id); err != nil {
 		// The work is queued but its keep-alive is not: wait for the work.
 		serr := cu.StreamSynchronize(s.h)
-		lifetime.Cancel(id)
+		hostfn.Cancel(id)
 		return serr
 	}
 	s.ctx.addPending(id)

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -193,14 +194,14 @@ type Registered[T any] struct {
 type registration struct {
 	obj lifetime.Object
 	p   unsafe.Pointer
-	pin *lifetime.Pinned
+	pin *release.Pinned
 	ctx *Context
 }
 
-// Release drops one reference (lifetime.Owner).
+// Release drops one reference (release.Owner).
 func (r *registration) Release() error { return r.obj.Release() }
 
-func deferUnregister(r *registration) { lifetime.Defer(r) }
+func deferUnregister(r *registration) { release.Defer(r) }
 
 // RegisterHost pins an existing Go slice for fast, asynchronous copies
 // (cuMemHostRegister). The slice must not be resliced beyond its length or
@@ -215,7 +216,7 @@ func RegisterHost[T any](c *Context, s []T) (*Registered[T], error) {
 		return nil, err
 	}
 	p := unsafe.Pointer(&s[0])
-	reg := &registration{p: p, ctx: c, pin: lifetime.Pin(p)}
+	reg := &registration{p: p, ctx: c, pin: release.Pin(p)}
 	if err := bound(c, func() error { return cu.MemHostRegister(p, sliceBytes(s), 0) }); err != nil {
 		_ = reg.pin.Release()
 		c.release()

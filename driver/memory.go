@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -45,7 +46,7 @@ type foreignUse struct {
 	ref lifetime.Ref
 }
 
-// Release drops one reference (lifetime.Owner), for the release queue and
+// Release drops one reference (release.Owner), for the release queue and
 // cleanups.
 func (a *allocation) Release() error { return a.obj.Release() }
 
@@ -140,7 +141,7 @@ func (a *allocation) usedOn(s *Stream) {
 // deferRelease is the cleanup of a Buffer that became unreachable without
 // Close: the release may free memory, a CUDA call, so it goes to the release
 // queue and never runs on the runtime's cleanup goroutine.
-func deferRelease(a *allocation) { lifetime.Defer(a) }
+func deferRelease(a *allocation) { release.Defer(a) }
 
 // Buffer is a typed device allocation of n elements of T.
 //
@@ -174,7 +175,6 @@ type Buffer[T any] struct {
 	closeErr  error
 	cleanup   runtime.Cleanup
 }
-
 
 // plainData reports whether t holds no Go pointers (so it may live in
 // device memory or be passed to a kernel by value).

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/hostfn"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -346,7 +347,7 @@ func (s *Stream) Priority() (int, error) {
 // CUDA, nor a purecuda method that waits for the device (Synchronize, a
 // synchronous copy): the device waits for f. Closing objects in f itself
 // is safe: what the last reference frees or unloads is queued and done
-// after f returns (lifetime.InCallback). That holds on f's goroutine only,
+// after f returns (hostfn.InCallback). That holds on f's goroutine only,
 // not on one f starts and waits for, and not when another goroutine is
 // closing the same object at that moment (f's Close waits for that one,
 // which may wait for f). A panic in f, or a runtime.Goexit (t.FailNow),
@@ -363,9 +364,9 @@ func (s *Stream) LaunchHostFunc(f func()) error {
 		return invalid(op, "nil function")
 	}
 	if s == nil || s.cap == nil {
-		return s.enqueueHost(op, lifetime.Callback{Fn: f, Once: true, Sink: streamPanics{s}})
+		return s.enqueueHost(op, hostfn.Callback{Fn: f, Once: true, Sink: streamPanics{s}})
 	}
-	tramp, err := lifetime.HostFn()
+	tramp, err := hostfn.HostFn()
 	if err != nil {
 		return err
 	}
@@ -379,10 +380,10 @@ func (s *Stream) LaunchHostFunc(f func()) error {
 		return s.enqueueCapturedHost(h, f)
 	}
 	// No capture can begin on s before leave: f runs on s, once.
-	id := lifetime.Register(lifetime.Callback{Fn: f, Once: true, Sink: streamPanics{s}})
-	lifetime.Expect()
+	id := hostfn.Register(hostfn.Callback{Fn: f, Once: true, Sink: streamPanics{s}})
+	hostfn.Expect()
 	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id) }); err != nil {
-		lifetime.Cancel(id) // it will never run
+		hostfn.Cancel(id) // it will never run
 		return s.ctx.sawError(err)
 	}
 	s.ctx.addPending(id)
@@ -391,8 +392,8 @@ func (s *Stream) LaunchHostFunc(f func()) error {
 
 // enqueueHost queues a registered callback on s. When CUDA refuses it, the
 // callback is cancelled (its Done released) and nothing is left behind.
-func (s *Stream) enqueueHost(op string, cb lifetime.Callback) error {
-	tramp, err := lifetime.HostFn()
+func (s *Stream) enqueueHost(op string, cb hostfn.Callback) error {
+	tramp, err := hostfn.HostFn()
 	if err != nil {
 		return err
 	}
@@ -400,10 +401,10 @@ func (s *Stream) enqueueHost(op string, cb lifetime.Callback) error {
 		return err
 	}
 	defer s.release()
-	id := lifetime.Register(cb)
-	lifetime.Expect()
+	id := hostfn.Register(cb)
+	hostfn.Expect()
 	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id) }); err != nil {
-		lifetime.Cancel(id) // it will never run
+		hostfn.Cancel(id) // it will never run
 		return s.ctx.sawError(err)
 	}
 	s.ctx.addPending(id)
@@ -413,7 +414,7 @@ func (s *Stream) enqueueHost(op string, cb lifetime.Callback) error {
 // streamPanics is a stream as the sink of its host functions' panics.
 type streamPanics struct{ s *Stream }
 
-// CallbackPanicked implements lifetime.PanicSink.
+// CallbackPanicked implements hostfn.PanicSink.
 func (p streamPanics) CallbackPanicked(v any, stack []byte) { p.s.callbackPanicked(v, stack) }
 
 // callbackPanicked records a host function's panic (or Goexit) for the
@@ -423,7 +424,7 @@ func (s *Stream) callbackPanicked(p any, stack []byte) {
 		return
 	}
 	var err error
-	if e, ok := p.(*lifetime.Goexited); ok {
+	if e, ok := p.(*hostfn.Goexited); ok {
 		err = fmt.Errorf("driver: host function: %w", e)
 	} else {
 		err = fmt.Errorf("driver: host function panicked: %v\n%s", p, stack)

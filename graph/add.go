@@ -5,6 +5,8 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
@@ -126,7 +128,7 @@ func (b Builder) kernel(op string, fn *driver.Function, cfg driver.LaunchConfig,
 	}
 	var rb [8]lifetime.Ref
 	refs := p.TakeRefs(rb[:0])
-	var ob [8]lifetime.Owner
+	var ob [8]release.Owner
 	owners := ob[:0]
 	for _, r := range refs {
 		owners = append(owners, r)
@@ -166,7 +168,7 @@ func (b Builder) KernelArgs(a *driver.Args, grid, block driver.Dim3) (Node, erro
 	err = a.Raw(func(fh uintptr, params unsafe.Pointer) error {
 		_, kern := seam.Function(fn)
 		var err error
-		node, err = g.add(op, b.deps, []lifetime.Owner{ref}, func(d *cu.CUgraphNode, n uintptr) error {
+		node, err = g.add(op, b.deps, []release.Owner{ref}, func(d *cu.CUgraphNode, n uintptr) error {
 			return cu.GraphAddKernelNode(&g.scr.node, g.h, d, n, g.kernelParams(cfg, fh, kern, params))
 		})
 		ref = lifetime.Ref{} // add owns it now
@@ -225,13 +227,13 @@ func (b Builder) HostFunc(f func()) (Node, error) {
 	if f == nil {
 		return Node{}, invalid(op, "nil function")
 	}
-	tramp, err := lifetime.HostFn()
+	tramp, err := hostfn.HostFn()
 	if err != nil {
 		return Node{}, err
 	}
 	g := b.g
-	id := lifetime.Register(lifetime.Callback{Fn: f, Sink: g.sink})
-	return g.add(op, b.deps, []lifetime.Owner{lifetime.CallbackOwner(id)}, func(d *cu.CUgraphNode, n uintptr) error {
+	id := hostfn.Register(hostfn.Callback{Fn: f, Sink: g.sink})
+	return g.add(op, b.deps, []release.Owner{hostfn.CallbackOwner(id)}, func(d *cu.CUgraphNode, n uintptr) error {
 		g.sink.hosts.Store(true)
 		g.scr.host = cu.CUDA_HOST_NODE_PARAMS_v1{Fn: cu.CUhostFn(tramp), UserData: id}
 		return cu.GraphAddHostNode(&g.scr.node, g.h, d, n, &g.scr.host)
@@ -308,7 +310,7 @@ func (b Builder) Memcpy(dst, src Operand) (Node, error) {
 		return Node{}, invalid(op, "copy of %d bytes into %d", s.bytes, d.bytes)
 	}
 	g := b.g
-	var ob [2]lifetime.Owner
+	var ob [2]release.Owner
 	owners := append(append(ob[:0], d.owners()...), s.owners()...)
 	return g.add(op, b.deps, owners, func(dp *cu.CUgraphNode, n uintptr) error {
 		c := &g.scr.copy
@@ -477,7 +479,7 @@ func (b Builder) event(op string, e *driver.Event, addFn func(*cu.CUgraphNode, c
 		return Node{}, invalid(op, "the event belongs to another context than the graph")
 	}
 	h := cu.CUevent(seam.Event(e))
-	return g.add(op, b.deps, []lifetime.Owner{ref}, func(d *cu.CUgraphNode, n uintptr) error {
+	return g.add(op, b.deps, []release.Owner{ref}, func(d *cu.CUgraphNode, n uintptr) error {
 		return addFn(&g.scr.node, g.h, d, n, h)
 	})
 }

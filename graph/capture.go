@@ -9,6 +9,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -237,7 +238,7 @@ func captureFunc(op string, s *driver.Stream, mode CaptureMode, target *Graph, d
 // abortLeaked is the cleanup of a StreamCapture dropped while capturing:
 // it aborts on the release goroutine.
 func abortLeaked(st *captureState) {
-	lifetime.Defer(lifetime.OwnerFunc(func() error {
+	release.Defer(lifetime.OwnerFunc(func() error {
 		_, _, err := st.finish(true, nil)
 		if errors.Is(err, ErrNotCapturing) {
 			return nil

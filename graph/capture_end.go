@@ -9,7 +9,9 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
+	"github.com/purecuda/cuda/internal/tables"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -102,7 +104,7 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 
 	var g *Graph
 	var nodes []Node
-	var table *lifetime.Table
+	var table *tables.Table
 	var err error
 	if st.target != nil {
 		nodes, table, err = st.endInto(abort || endErr != nil, endErr, kept, tail, target)
@@ -135,12 +137,12 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 // target's owner table. It returns the tail's nodes and the table late
 // owners go to (nil: release them), then lets the family's calls and
 // destroys go on and releases the target.
-func (st *captureState) endInto(failed bool, endErr error, kept []lifetime.Owner, tail []cu.CUgraphNode, target *Graph) ([]Node, *lifetime.Table, error) {
+func (st *captureState) endInto(failed bool, endErr error, kept []release.Owner, tail []cu.CUgraphNode, target *Graph) ([]Node, *tables.Table, error) {
 	c := st.target
 	f := c.fam
 	f.mu.Lock() // no refusal: the family's capture is this one
 	var nodes []Node
-	var table *lifetime.Table
+	var table *tables.Table
 	kept, drop := redundant(c, kept)
 	err := c.bind(func() error {
 		current, err := fetchNodes(func(p *cu.CUgraphNode, n *uintptr) error { return cu.GraphGetNodes(c.h, p, n) })
@@ -188,7 +190,7 @@ func (st *captureState) endInto(failed bool, endErr error, kept []lifetime.Owner
 		// could not be recorded: keep them for good rather than release
 		// what the graph names.
 		for _, o := range kept {
-			lifetime.KeepForever(o, fmt.Errorf("graph: owners of captured nodes kept for good: %w", err))
+			release.KeepForever(o, fmt.Errorf("graph: owners of captured nodes kept for good: %w", err))
 		}
 		kept = nil
 	}
@@ -227,13 +229,13 @@ func validTail(tail, nodes []cu.CUgraphNode) []cu.CUgraphNode {
 
 // wrap makes the captured graph h a Graph that owns kept, with a family of
 // its own. On failure the graph is destroyed and kept released.
-func (st *captureState) wrap(h cu.CUgraph, kept []lifetime.Owner, tail []cu.CUgraphNode) (*Graph, []Node, *lifetime.Table, error) {
+func (st *captureState) wrap(h cu.CUgraph, kept []release.Owner, tail []cu.CUgraphNode) (*Graph, []Node, *tables.Table, error) {
 	c := newCore(st.ctx, st.ctxRef, st.psink, &family{})
 	st.ctxRef = lifetime.Ref{} // the graph's now
 	c.h = h
 	g := c.open()
 	var nodes []Node
-	var table *lifetime.Table
+	var table *tables.Table
 	c.fam.mu.Lock()
 	err := c.bind(func() error {
 		t, err := c.ownerTable()

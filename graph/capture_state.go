@@ -9,7 +9,10 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
+	"github.com/purecuda/cuda/internal/tables"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -35,14 +38,14 @@ type captureState struct {
 	thread *osThread // begins and ends the capture; nil: the caller's thread
 
 	mu      sync.Mutex
-	ending  bool             // End or Abort has begun
-	done    bool             // the capture is over and the sink off its streams
-	final   bool             // the end is complete: table says where late owners go
-	streams []heldStream     // the sink is installed on these; origin first
-	kept    []lifetime.Owner // what captured work names
-	late    []lifetime.Owner // given after done, before final
-	after   []lifetime.Owner // releases waiting for the end (AfterCapture)
-	table   *lifetime.Table  // after a successful end
+	ending  bool            // End or Abort has begun
+	done    bool            // the capture is over and the sink off its streams
+	final   bool            // the end is complete: table says where late owners go
+	streams []heldStream    // the sink is installed on these; origin first
+	kept    []release.Owner // what captured work names
+	late    []release.Owner // given after done, before final
+	after   []release.Owner // releases waiting for the end (AfterCapture)
+	table   *tables.Table   // after a successful end
 
 	evMu sync.Mutex // fork and join record and wait in pairs
 	ev   cu.CUevent
@@ -340,9 +343,9 @@ func (st *captureState) join(op string, other *driver.Stream) error {
 }
 
 // Keep implements capture.Sink.
-func (st *captureState) Keep(owners []lifetime.Owner) {
+func (st *captureState) Keep(owners []release.Owner) {
 	for _, o := range owners {
-		if _, ok := o.(lifetime.CallbackOwner); ok { // a captured host function
+		if _, ok := o.(hostfn.CallbackOwner); ok { // a captured host function
 			st.psink.hosts.Store(true)
 		}
 	}
@@ -357,7 +360,7 @@ func (st *captureState) Keep(owners []lifetime.Owner) {
 	default:
 		t := st.table
 		st.mu.Unlock()
-		var drop []lifetime.Owner
+		var drop []release.Owner
 		if c := st.target; c != nil && t != nil {
 			c.fam.mu.Lock()
 			owners, drop = redundant(c, owners)
@@ -372,7 +375,7 @@ func (st *captureState) Keep(owners []lifetime.Owner) {
 // graph holds itself (a capture into a graph of what an executable of that
 // graph named): kept in the graph's own table they would keep that table
 // alive for good. The family lock is held.
-func redundant(c *graphCore, owners []lifetime.Owner) (keep, drop []lifetime.Owner) {
+func redundant(c *graphCore, owners []release.Owner) (keep, drop []release.Owner) {
 	t := c.top()
 	for _, o := range owners {
 		if u, ok := o.(uoOwner); ok && slices.Contains(t.uos, cu.CUuserObject(u)) {
@@ -389,7 +392,7 @@ func redundant(c *graphCore, owners []lifetime.Owner) (keep, drop []lifetime.Own
 // released: no graph may run the work they serve any more. The caller
 // releases them with no lock held (a release may destroy an executable,
 // which takes its family's lock).
-func keepIn(t *lifetime.Table, owners []lifetime.Owner) (refused []lifetime.Owner) {
+func keepIn(t *tables.Table, owners []release.Owner) (refused []release.Owner) {
 	for _, o := range owners {
 		if t == nil || t.Add(0, o) != nil {
 			refused = append(refused, o)
@@ -437,24 +440,24 @@ func (st *captureState) Unjoin(s any) {
 }
 
 // AfterCapture implements capture.Sink.
-func (st *captureState) AfterCapture(o lifetime.Owner) {
+func (st *captureState) AfterCapture(o release.Owner) {
 	st.mu.Lock()
 	if st.done {
 		st.mu.Unlock()
-		lifetime.Defer(o)
+		release.Defer(o)
 		return
 	}
 	st.after = append(st.after, o)
 	st.mu.Unlock()
 }
 
-// CallbackPanicked implements capture.Sink (lifetime.PanicSink): a
+// CallbackPanicked implements capture.Sink (hostfn.PanicSink): a
 // captured host function's panic goes where the graph's host nodes report.
 func (st *captureState) CallbackPanicked(p any, stack []byte) {
 	st.psink.CallbackPanicked(p, stack)
 }
 
-func releaseOwners(os []lifetime.Owner) {
+func releaseOwners(os []release.Owner) {
 	for _, o := range os {
 		_ = o.Release()
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
@@ -192,12 +194,12 @@ func (g *Graph) InstantiateWith(o InstantiateOptions) (*Exec, error) {
 		uos: slices.Clone(g.uos)}
 	c.obj.Init(c.destroy)
 	e := &Exec{execCore: c, src: g}
-	runtime.AddCleanup(e, func(c *execCore) { lifetime.Defer(execCloser{c}) }, c)
+	runtime.AddCleanup(e, func(c *execCore) { release.Defer(execCloser{c}) }, c)
 	return e, nil
 }
 
 // execCloser closes the executable of an unreachable Exec handle, on the
-// release queue (a lifetime.Owner).
+// release queue (a release.Owner).
 type execCloser struct{ c *execCore }
 
 func (x execCloser) Release() error { return lifetime.Counted(x.c.obj.Close()) }
@@ -217,7 +219,7 @@ func (e *execCore) destroy() error {
 	err := e.ctx.Raw(func(uintptr) error { return cu.GraphExecDestroy(e.h) })
 	f.mu.Unlock()
 	e.mu.Lock()
-	var os []lifetime.Owner
+	var os []release.Owner
 	for _, o := range e.own {
 		os = append(os, o)
 	}
@@ -263,7 +265,7 @@ func (e *Exec) acquire(op string) error {
 // reports host functions launched on the stream itself.
 func (e *Exec) Launch(s *driver.Stream) error {
 	if e != nil && e.execCore != nil && e.sink.hosts.Load() {
-		lifetime.Expect() // its host nodes are served without entering Go
+		hostfn.Expect() // its host nodes are served without entering Go
 	}
 	return e.onStream("Exec.Launch", s, cu.GraphLaunch)
 }
@@ -319,8 +321,8 @@ func (e *Exec) onStream(op string, s *driver.Stream, call func(cu.CUgraphExec, c
 // Not e itself: CUDA copies the executable's work into the captured graph,
 // and a reference on e from a capture into e's own graph would keep both
 // alive for good. e.mu is held.
-func (e *execCore) capturedOwners() []lifetime.Owner {
-	var os []lifetime.Owner
+func (e *execCore) capturedOwners() []release.Owner {
+	var os []release.Owner
 	for _, set := range e.own {
 		os = append(os, set.share())
 	}

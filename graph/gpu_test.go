@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/hostfn"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -337,7 +338,7 @@ func TestIntrospection(t *testing.T) {
 	assert.Equal(t, ptr, fp)
 	id, err := h.HostCallbackID()
 	require.NoError(t, err)
-	assert.True(t, lifetime.Pending(id), "the host node's callback is registered")
+	assert.True(t, hostfn.Pending(id), "the host node's callback is registered")
 
 	var dot bytes.Buffer
 	require.NoError(t, g.WriteDOT(&dot, DOTVerbose))

@@ -10,7 +10,9 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
+	"github.com/purecuda/cuda/internal/tables"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -84,7 +86,7 @@ type graphCore struct {
 	scr   *scratch
 
 	// Under fam.mu. A top-level graph's owner tables and user objects:
-	table  *lifetime.Table                 // owners of the nodes added since the graph was last shared
+	table  *tables.Table                   // owners of the nodes added since the graph was last shared
 	bodies map[cu.CUgraphNode][]*graphCore // body graphs owned by a node (of g or its bodies), in the root
 	uos    []cu.CUuserObject               // user objects this graph holds: its tables' and its children's
 	// Every graph's live nodes, for Node's generation check (nodes.go).
@@ -151,12 +153,12 @@ func newCore(ctx *driver.Context, ref lifetime.Ref, s *sink, f *family) *graphCo
 func (c *graphCore) open() *Graph {
 	c.obj.Init(c.destroy)
 	g := &Graph{graphCore: c}
-	runtime.AddCleanup(g, func(c *graphCore) { lifetime.Defer(graphCloser{c}) }, c)
+	runtime.AddCleanup(g, func(c *graphCore) { release.Defer(graphCloser{c}) }, c)
 	return g
 }
 
 // graphCloser closes the graph of an unreachable Graph handle, on the
-// release queue (a lifetime.Owner).
+// release queue (a release.Owner).
 type graphCloser struct{ c *graphCore }
 
 func (x graphCloser) Release() error { return lifetime.Counted(x.c.obj.Close()) }

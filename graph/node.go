@@ -5,7 +5,8 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
-	"github.com/purecuda/cuda/lifetime"
+	"github.com/purecuda/cuda/internal/release"
+	"github.com/purecuda/cuda/internal/tables"
 )
 
 // Node is a node of a Graph (CUgraphNode). It is a small value; the zero
@@ -183,7 +184,7 @@ func (n Node) neighbours(op string, q func(*cu.CUgraphNode, *uintptr) error) ([]
 // ErrDestroyedNode. CUDA refuses to destroy nodes of graphs that have
 // memory alloc or free nodes.
 func (n Node) Destroy() error {
-	var owners []lifetime.Owner
+	var owners []release.Owner
 	err := n.use("Node.Destroy", func() error {
 		g := n.g
 		if err := cu.GraphDestroyNode(n.h); err != nil {
@@ -196,7 +197,7 @@ func (n Node) Destroy() error {
 	})
 	// Released with the graph's lock let go: an owner's Release (a Raw
 	// operand's) may call back into the graph.
-	if rerr := lifetime.ReleaseAll(owners); err == nil {
+	if rerr := tables.ReleaseAll(owners); err == nil {
 		err = rerr
 	}
 	return err

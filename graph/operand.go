@@ -8,6 +8,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
@@ -74,7 +75,7 @@ func Slice[T any](s []T) Operand {
 // Raw is memory purecuda does not manage: bytes at addr, host or device
 // memory. owner, if not nil, is held for as long as the node may run and
 // then released (the graph takes it, also when the add fails).
-func Raw(addr uintptr, bytes int, host bool, owner lifetime.Owner) Operand {
+func Raw(addr uintptr, bytes int, host bool, owner release.Owner) Operand {
 	if addr == 0 || bytes <= 0 {
 		return Operand{err: fmt.Errorf("raw operand at %#x of %d bytes: %w", addr, bytes, driver.ErrInvalidArgument), owner: oneShot(owner)}
 	}
@@ -84,7 +85,7 @@ func Raw(addr uintptr, bytes int, host bool, owner lifetime.Owner) Operand {
 // oneShot wraps a Raw operand's owner so that it is handed over once: an
 // Operand is a value and may be copied, but its owner must be released
 // exactly once. A second use of the operand is refused.
-func oneShot(o lifetime.Owner) *rawOwner {
+func oneShot(o release.Owner) *rawOwner {
 	if o == nil {
 		return nil
 	}
@@ -93,11 +94,11 @@ func oneShot(o lifetime.Owner) *rawOwner {
 
 type rawOwner struct {
 	taken atomic.Bool
-	o     lifetime.Owner
+	o     release.Owner
 }
 
 // take hands the owner over, once.
-func (r *rawOwner) take() (lifetime.Owner, bool) {
+func (r *rawOwner) take() (release.Owner, bool) {
 	if r.taken.Swap(true) {
 		return nil, false
 	}
@@ -121,14 +122,14 @@ type resolved struct {
 	dev   uintptr        // device memory: an address, not a Go pointer
 	bytes int
 	host  bool
-	owner lifetime.Owner
+	owner release.Owner
 }
 
-func (o resolved) owners() []lifetime.Owner {
+func (o resolved) owners() []release.Owner {
 	if o.owner == nil {
 		return nil
 	}
-	return []lifetime.Owner{o.owner}
+	return []release.Owner{o.owner}
 }
 
 func (o resolved) release() {
@@ -175,9 +176,9 @@ func (o Operand) resolve(op string, ctx *driver.Context) (resolved, error) {
 		}
 		return resolved{ptr: o.host.Pointer(), bytes: o.bytes, host: true, owner: ref}, nil
 	case o.pin:
-		return resolved{ptr: o.ptr, bytes: o.bytes, host: true, owner: lifetime.Pin(o.ptr)}, nil
+		return resolved{ptr: o.ptr, bytes: o.bytes, host: true, owner: release.Pin(o.ptr)}, nil
 	}
-	var owner lifetime.Owner
+	var owner release.Owner
 	if o.owner != nil {
 		own, ok := o.owner.take()
 		if !ok {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	"github.com/purecuda/cuda/internal/cu"
-	"github.com/purecuda/cuda/lifetime"
+	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/release"
+	"github.com/purecuda/cuda/internal/tables"
 )
 
 // Owner tables and node adds: what a node names is recorded against it in
@@ -15,12 +17,12 @@ import (
 // ownerTable returns the table for a new node's owners, making and
 // attaching a new one when the graph has none it has not shared. The
 // family lock is held and the context bound.
-func (c *graphCore) ownerTable() (*lifetime.Table, error) {
+func (c *graphCore) ownerTable() (*tables.Table, error) {
 	t := c.top()
 	if t.table != nil {
 		return t.table, nil
 	}
-	tab := lifetime.NewTable()
+	tab := tables.New()
 	uo, err := attach(t.h, tab, c.scr)
 	if err != nil {
 		return nil, err
@@ -34,8 +36,8 @@ func (c *graphCore) ownerTable() (*lifetime.Table, error) {
 // (lifetime's trampoline, with t's destructor callback as userData) runs
 // after h, its clones and executables are gone and their work finished,
 // and only queues t's release. On failure t is released.
-func attach(h cu.CUgraph, t *lifetime.Table, scr *scratch) (cu.CUuserObject, error) {
-	fn, err := lifetime.HostFn()
+func attach(h cu.CUgraph, t *tables.Table, scr *scratch) (cu.CUuserObject, error) {
+	fn, err := hostfn.HostFn()
 	if err != nil {
 		_ = t.Release()
 		return 0, err
@@ -70,7 +72,7 @@ func (c *graphCore) shared() { c.top().table = nil }
 // release with lifetime.ReleaseAll once it has let go of the family lock:
 // an owner's Release (a Raw operand's, written by the user) may call back
 // into the graph. The family lock is held.
-func (c *graphCore) takeOwners(h cu.CUgraphNode) []lifetime.Owner {
+func (c *graphCore) takeOwners(h cu.CUgraphNode) []release.Owner {
 	t := c.top()
 	if t.table == nil {
 		return nil
@@ -87,14 +89,14 @@ var testRecordHook func() error
 // records owners against the new node. It owns owners from the start: on
 // any failure each is released, and a node the driver added is removed
 // again, so nothing is left half-built.
-func (g *Graph) add(op string, deps []Node, owners []lifetime.Owner, addFn func(deps *cu.CUgraphNode, n uintptr) error) (Node, error) {
+func (g *Graph) add(op string, deps []Node, owners []release.Owner, addFn func(deps *cu.CUgraphNode, n uintptr) error) (Node, error) {
 	return g.addWith(op, deps, owners, nil, addFn)
 }
 
 // addWith is add with another graph held and its family locked too (in a
 // fixed order, so two adds that lock each other's families cannot
 // deadlock): Child reads the child graph while the driver copies it.
-func (g *Graph) addWith(op string, deps []Node, owners []lifetime.Owner, other *Graph, addFn func(deps *cu.CUgraphNode, n uintptr) error) (Node, error) {
+func (g *Graph) addWith(op string, deps []Node, owners []release.Owner, other *Graph, addFn func(deps *cu.CUgraphNode, n uintptr) error) (Node, error) {
 	n, unattached, taken, err := g.addHeld(op, deps, owners, other, addFn)
 	// What the add did not keep is released with every lock let go: an
 	// owner's Release (a Raw operand's) may call back into the graph.
@@ -105,7 +107,7 @@ func (g *Graph) addWith(op string, deps []Node, owners []lifetime.Owner, other *
 			err = errors.Join(err, rerr)
 		}
 	}
-	if rerr := lifetime.ReleaseAll(taken); rerr != nil && err != nil {
+	if rerr := tables.ReleaseAll(taken); rerr != nil && err != nil {
 		err = errors.Join(err, rerr)
 	}
 	return n, err
@@ -114,8 +116,8 @@ func (g *Graph) addWith(op string, deps []Node, owners []lifetime.Owner, other *
 // addHeld is addWith's body, under the locks; it returns the owners that
 // are still the caller's to release (none on success): those that never
 // entered a table and those taken back from it.
-func (g *Graph) addHeld(op string, deps []Node, owners []lifetime.Owner, other *Graph, addFn func(deps *cu.CUgraphNode, n uintptr) error) (_ Node, unattached, taken []lifetime.Owner, _ error) {
-	fail := func(err error) (Node, []lifetime.Owner, []lifetime.Owner, error) {
+func (g *Graph) addHeld(op string, deps []Node, owners []release.Owner, other *Graph, addFn func(deps *cu.CUgraphNode, n uintptr) error) (_ Node, unattached, taken []release.Owner, _ error) {
+	fail := func(err error) (Node, []release.Owner, []release.Owner, error) {
 		return Node{}, owners, taken, err
 	}
 	if err := g.acquire(op); err != nil {
@@ -176,10 +178,10 @@ func (g *Graph) addHeld(op string, deps []Node, owners []lifetime.Owner, other *
 // nodes), the owners recorded so far stay with it, the rest (*unattached)
 // are kept for good — never a node naming released memory — and the error
 // says the node is still there.
-func (g *Graph) unadd(h cu.CUgraphNode, unattached, taken *[]lifetime.Owner, err error) error {
+func (g *Graph) unadd(h cu.CUgraphNode, unattached, taken *[]release.Owner, err error) error {
 	if derr := cu.GraphDestroyNode(h); derr != nil {
 		for _, o := range *unattached {
-			lifetime.KeepForever(o, fmt.Errorf("graph: owners of a node that could not be removed again kept for good: %w", derr))
+			release.KeepForever(o, fmt.Errorf("graph: owners of a node that could not be removed again kept for good: %w", derr))
 		}
 		*unattached = nil
 		g.register(h) // it is a node of the graph now

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/purecuda/cuda/internal/capture"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -31,10 +32,10 @@ const maxTracked = 16
 // did each of those graphs (its share).
 type ownerSet struct {
 	n      atomic.Int64
-	owners []lifetime.Owner
+	owners []release.Owner
 }
 
-func newOwnerSet(owners []lifetime.Owner) *ownerSet {
+func newOwnerSet(owners []release.Owner) *ownerSet {
 	s := &ownerSet{owners: owners}
 	s.n.Store(1)
 	return s
@@ -60,7 +61,7 @@ func (s *ownerSet) Release() error {
 }
 
 // share adds a holder, while the caller holds one.
-func (s *ownerSet) share() lifetime.Owner {
+func (s *ownerSet) share() release.Owner {
 	s.n.Add(1)
 	return &setShare{s: s}
 }
@@ -82,7 +83,7 @@ func (x *setShare) Release() error {
 type retireLink struct {
 	mu      sync.Mutex
 	done    bool
-	waiting []lifetime.Owner // shares of later batches
+	waiting []release.Owner // shares of later batches
 }
 
 // Release marks the batch done (its last share was released) and lets the
@@ -103,7 +104,7 @@ func (l *retireLink) Release() error {
 }
 
 // after releases o once the batch is done.
-func (l *retireLink) after(o lifetime.Owner) {
+func (l *retireLink) after(o release.Owner) {
 	l.mu.Lock()
 	if !l.done {
 		l.waiting = append(l.waiting, o)
@@ -111,12 +112,12 @@ func (l *retireLink) after(o lifetime.Owner) {
 		return
 	}
 	l.mu.Unlock()
-	lifetime.Defer(o)
+	release.Defer(o)
 }
 
 // retire releases owners once every launch of e enqueued so far has
 // finished. e.mu is held.
-func (e *execCore) retire(os []lifetime.Owner) {
+func (e *execCore) retire(os []release.Owner) {
 	if len(os) > 0 {
 		e.checkpoint(os)
 	}
@@ -128,7 +129,7 @@ func (e *execCore) retire(os []lifetime.Owner) {
 // one, so for these launches too. It keeps an executable launched on many
 // streams from holding them all until it is closed. e.mu is held; nothing
 // is released here.
-func (e *execCore) checkpoint(os []lifetime.Owner) {
+func (e *execCore) checkpoint(os []release.Owner) {
 	link := &retireLink{}
 	n := len(e.streams)
 	parts := capture.Share(append(os, link), n+1)
@@ -140,7 +141,7 @@ func (e *execCore) checkpoint(os []lifetime.Owner) {
 	if e.prev != nil {
 		e.prev.after(parts[n])
 	} else {
-		lifetime.Defer(parts[n])
+		release.Defer(parts[n])
 	}
 	e.prev = link
 }

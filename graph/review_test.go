@@ -29,6 +29,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
@@ -182,22 +183,22 @@ func TestReviewCPURawOwnerReleasedOnEveryRefusal(t *testing.T) {
 	var nilGraph *Graph
 	var nilExec *Exec
 	zero := new(Graph)
-	cases := map[string]func(o lifetime.Owner){
-		"nil graph Memset":      func(o lifetime.Owner) { _, _ = nilGraph.Memset(Raw(0x1000, 16, false, o), 0, 4) },
-		"Memset element size 3": func(o lifetime.Owner) { _, _ = zero.Memset(Raw(0x1000, 16, false, o), 0, 3) },
-		"Memset value too big":  func(o lifetime.Owner) { _, _ = zero.Memset(Raw(0x1000, 16, false, o), 0x1ff, 1) },
-		"nil graph Memcpy":      func(o lifetime.Owner) { _, _ = nilGraph.Memcpy(Raw(0x1000, 16, false, o), Raw(0x2000, 16, false, nil)) },
-		"Memcpy bad dst, raw src": func(o lifetime.Owner) {
+	cases := map[string]func(o release.Owner){
+		"nil graph Memset":      func(o release.Owner) { _, _ = nilGraph.Memset(Raw(0x1000, 16, false, o), 0, 4) },
+		"Memset element size 3": func(o release.Owner) { _, _ = zero.Memset(Raw(0x1000, 16, false, o), 0, 3) },
+		"Memset value too big":  func(o release.Owner) { _, _ = zero.Memset(Raw(0x1000, 16, false, o), 0x1ff, 1) },
+		"nil graph Memcpy":      func(o release.Owner) { _, _ = nilGraph.Memcpy(Raw(0x1000, 16, false, o), Raw(0x2000, 16, false, nil)) },
+		"Memcpy bad dst, raw src": func(o release.Owner) {
 			_, _ = zero.Memcpy(Slice([]int32{}), Raw(0x2000, 16, false, o))
 		},
-		"nil Exec SetMemset": func(o lifetime.Owner) { _ = nilExec.SetMemset(Node{}, Raw(0x1000, 16, false, o), 0, 4) },
-		"Exec SetMemset element size 3": func(o lifetime.Owner) {
+		"nil Exec SetMemset": func(o release.Owner) { _ = nilExec.SetMemset(Node{}, Raw(0x1000, 16, false, o), 0, 4) },
+		"Exec SetMemset element size 3": func(o release.Owner) {
 			_ = new(Exec).SetMemset(Node{}, Raw(0x1000, 16, false, o), 0, 3)
 		},
-		"nil Exec SetMemcpy": func(o lifetime.Owner) {
+		"nil Exec SetMemcpy": func(o release.Owner) {
 			_ = nilExec.SetMemcpy(Node{}, Raw(0x1000, 16, false, o), Raw(0x2000, 16, false, nil))
 		},
-		"Exec SetMemcpy bad dst, raw src": func(o lifetime.Owner) {
+		"Exec SetMemcpy bad dst, raw src": func(o release.Owner) {
 			_ = new(Exec).SetMemcpy(Node{}, Slice([]int32{}), Raw(0x2000, 16, false, o))
 		},
 	}

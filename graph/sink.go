@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"weak"
 
-	"github.com/purecuda/cuda/lifetime"
+	"github.com/purecuda/cuda/internal/hostfn"
 )
 
 // maxSinkErrs is how many host-callback panics a sink keeps for Err; the
@@ -27,14 +27,14 @@ type sink struct {
 	dropped int
 	fwd     []weak.Pointer[sink] // sinks that see this one's panics too
 	// hosts is set once a graph reporting here has a host node: launching
-	// its executables then tells the host-function server (lifetime.Expect).
+	// its executables then tells the host-function server (hostfn.Expect).
 	hosts atomic.Bool
 }
 
-// CallbackPanicked implements lifetime.PanicSink.
+// CallbackPanicked implements hostfn.PanicSink.
 func (s *sink) CallbackPanicked(p any, stack []byte) {
 	var err error
-	if e, ok := p.(*lifetime.Goexited); ok {
+	if e, ok := p.(*hostfn.Goexited); ok {
 		err = fmt.Errorf("graph: host node: %w", e)
 	} else {
 		err = fmt.Errorf("graph: host node panicked: %v\n%s", p, stack)

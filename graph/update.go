@@ -5,8 +5,9 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
-	"github.com/purecuda/cuda/lifetime"
 )
 
 // Executable update
@@ -99,7 +100,7 @@ func (e *Exec) Update(g *Graph) error {
 	}
 	defer unlockTwo(e.fam, g.fam)
 	info := new(cu.CUgraphExecUpdateResultInfo)
-	var held []lifetime.Owner
+	var held []release.Owner
 	updated := false
 	err := g.bind(func() error {
 		// Retain g's user objects first, so that nothing has changed when
@@ -131,7 +132,7 @@ func (e *Exec) Update(g *Graph) error {
 	}
 	// The executable now runs g's parameters: what earlier updates gave it
 	// is replaced.
-	var old []lifetime.Owner
+	var old []release.Owner
 	for _, o := range e.own {
 		old = append(old, o)
 	}
@@ -155,14 +156,14 @@ func (e *Exec) Update(g *Graph) error {
 // graph call reads (SetChild's child), whose family is locked too. It
 // works after the source graph is closed (the executable holds it), but
 // not on a node destroyed since.
-func (e *Exec) setNode(op string, n Node, owners []lifetime.Owner, other *Graph, replace bool, call func() ([]lifetime.Owner, error)) error {
+func (e *Exec) setNode(op string, n Node, owners []release.Owner, other *Graph, replace bool, call func() ([]release.Owner, error)) error {
 	refused, err := e.setNodeHeld(op, n, owners, other, replace, call)
 	releaseOwners(refused)
 	return err
 }
 
 // setNodeHeld is setNode under the locks; it returns the owners to release.
-func (e *Exec) setNodeHeld(op string, n Node, owners []lifetime.Owner, other *Graph, replace bool, call func() ([]lifetime.Owner, error)) ([]lifetime.Owner, error) {
+func (e *Exec) setNodeHeld(op string, n Node, owners []release.Owner, other *Graph, replace bool, call func() ([]release.Owner, error)) ([]release.Owner, error) {
 	if err := e.acquire(op); err != nil {
 		return owners, err
 	}
@@ -195,7 +196,7 @@ func (e *Exec) setNodeHeld(op string, n Node, owners []lifetime.Owner, other *Gr
 			return owners, err
 		}
 	}
-	var more []lifetime.Owner
+	var more []release.Owner
 	if err := e.ctx.Raw(func(uintptr) error {
 		var err error
 		more, err = call()
@@ -217,7 +218,7 @@ func (e *Exec) setNodeHeld(op string, n Node, owners []lifetime.Owner, other *Gr
 		delete(e.own, n.h)
 	}
 	if had {
-		e.retire([]lifetime.Owner{old})
+		e.retire([]release.Owner{old})
 	}
 	return nil, nil
 }
@@ -251,14 +252,14 @@ func (e *Exec) setKernel(op string, n Node, fn *driver.Function, cfg driver.Laun
 		return err
 	}
 	defer p.Free()
-	var owners []lifetime.Owner
+	var owners []release.Owner
 	for _, r := range p.TakeRefs(nil) {
 		owners = append(owners, r)
 	}
 	fh, kern := seam.Function(fn)
 	kp := new(cu.CUDA_KERNEL_NODE_PARAMS_v2)
 	fillKernel(kp, cfg, fh, kern, p.Pointer(), e.ctx)
-	return e.setNode(op, n, owners, nil, true, func() ([]lifetime.Owner, error) { return nil, cu.GraphExecKernelNodeSetParams(e.h, n.h, kp) })
+	return e.setNode(op, n, owners, nil, true, func() ([]release.Owner, error) { return nil, cu.GraphExecKernelNodeSetParams(e.h, n.h, kp) })
 }
 
 // SetMemset changes memset node n to set dst's elements to value
@@ -283,7 +284,7 @@ func (e *Exec) SetMemset(n Node, dst Operand, value uint32, elemSize int) error 
 	}
 	p := &cu.CUDA_MEMSET_NODE_PARAMS_v1{Dst: cu.CUdeviceptr(o.dev), Value: value, ElementSize: uint32(elemSize),
 		Width: uintptr(o.bytes / elemSize), Height: 1}
-	return e.setNode(op, n, o.owners(), nil, true, func() ([]lifetime.Owner, error) {
+	return e.setNode(op, n, o.owners(), nil, true, func() ([]release.Owner, error) {
 		return nil, cu.GraphExecMemsetNodeSetParams(e.h, n.h, p, cu.CUcontext(seam.Context(e.ctx)))
 	})
 }
@@ -316,7 +317,7 @@ func (e *Exec) SetMemcpy(n Node, dst, src Operand) error {
 	c := &cu.CUDA_MEMCPY3D_v2{WidthInBytes: uintptr(s.bytes), Height: 1, Depth: 1}
 	c.SrcMemoryType, c.SrcHost, c.SrcDevice = s.side()
 	c.DstMemoryType, c.DstHost, c.DstDevice = d.side()
-	return e.setNode(op, n, append(d.owners(), s.owners()...), nil, true, func() ([]lifetime.Owner, error) {
+	return e.setNode(op, n, append(d.owners(), s.owners()...), nil, true, func() ([]release.Owner, error) {
 		return nil, cu.GraphExecMemcpyNodeSetParams(e.h, n.h, c, cu.CUcontext(seam.Context(e.ctx)))
 	})
 }
@@ -331,16 +332,16 @@ func (e *Exec) SetHostFunc(n Node, f func()) error {
 	if f == nil {
 		return invalid(op, "nil function")
 	}
-	tramp, err := lifetime.HostFn()
+	tramp, err := hostfn.HostFn()
 	if err != nil {
 		return err
 	}
-	id := lifetime.Register(lifetime.Callback{Fn: f, Sink: e.sink})
+	id := hostfn.Register(hostfn.Callback{Fn: f, Sink: e.sink})
 	if e.sink != nil {
 		e.sink.hosts.Store(true)
 	}
 	p := &cu.CUDA_HOST_NODE_PARAMS_v1{Fn: cu.CUhostFn(tramp), UserData: id}
-	return e.setNode(op, n, []lifetime.Owner{lifetime.CallbackOwner(id)}, nil, true, func() ([]lifetime.Owner, error) {
+	return e.setNode(op, n, []release.Owner{hostfn.CallbackOwner(id)}, nil, true, func() ([]release.Owner, error) {
 		return nil, cu.GraphExecHostNodeSetParams(e.h, n.h, p)
 	})
 }
@@ -370,7 +371,7 @@ func (e *Exec) setEvent(op string, n Node, ev *driver.Event, call func(cu.CUgrap
 		return invalid(op, "the event belongs to another context")
 	}
 	h := cu.CUevent(seam.Event(ev))
-	return e.setNode(op, n, []lifetime.Owner{ref}, nil, true, func() ([]lifetime.Owner, error) { return nil, call(e.h, n.h, h) })
+	return e.setNode(op, n, []release.Owner{ref}, nil, true, func() ([]release.Owner, error) { return nil, call(e.h, n.h, h) })
 }
 
 // SetChild changes child-graph node n to run a copy of child, which must
@@ -394,8 +395,8 @@ func (e *Exec) SetChild(n Node, child *Graph) error {
 	// Under child's family lock too (setNode takes it with the
 	// executable's): the driver reads child while it copies it, and the
 	// executable takes its own references on child's user objects.
-	return e.setNode(op, n, nil, child, true, func() ([]lifetime.Owner, error) {
-		var owners []lifetime.Owner
+	return e.setNode(op, n, nil, child, true, func() ([]release.Owner, error) {
+		var owners []release.Owner
 		for _, uo := range child.uos {
 			if err := cu.UserObjectRetain(uo, 1); err != nil {
 				return owners, err
@@ -422,7 +423,7 @@ func (e *Exec) SetEnabled(n Node, on bool) error {
 	if on {
 		v = 1
 	}
-	return e.setNode("Exec.SetEnabled", n, nil, nil, false, func() ([]lifetime.Owner, error) { return nil, cu.GraphNodeSetEnabled(e.h, n.h, v) })
+	return e.setNode("Exec.SetEnabled", n, nil, nil, false, func() ([]release.Owner, error) { return nil, cu.GraphNodeSetEnabled(e.h, n.h, v) })
 }
 
 // Enabled reports whether node n of the executable is enabled
@@ -432,6 +433,6 @@ func (e *Exec) Enabled(n Node) (bool, error) {
 		return false, err
 	}
 	v := new(uint32)
-	err := e.setNode("Exec.Enabled", n, nil, nil, false, func() ([]lifetime.Owner, error) { return nil, cu.GraphNodeGetEnabled(e.h, n.h, v) })
+	err := e.setNode("Exec.Enabled", n, nil, nil, false, func() ([]release.Owner, error) { return nil, cu.GraphNodeGetEnabled(e.h, n.h, v) })
 	return *v != 0, err
 }

@@ -1,6 +1,9 @@
 package lifetime_test
 
 import (
+	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/release"
+	"github.com/purecuda/cuda/internal/tables"
 	"testing"
 
 	"github.com/purecuda/cuda/lifetime"
@@ -31,7 +34,7 @@ func BenchmarkTableAddRef(b *testing.B) {
 	var o lifetime.Object
 	o.Init(nil)
 	defer o.Close()
-	tab := lifetime.NewTable()
+	tab := tables.New()
 	node := uintptr(0)
 	for b.Loop() {
 		r, _ := o.Ref()
@@ -39,7 +42,7 @@ func BenchmarkTableAddRef(b *testing.B) {
 		_ = tab.Add(node, r)
 		if node%1000 == 0 {
 			_ = tab.Release()
-			tab = lifetime.NewTable()
+			tab = tables.New()
 		}
 	}
 	_ = tab.Release()
@@ -47,20 +50,20 @@ func BenchmarkTableAddRef(b *testing.B) {
 
 func BenchmarkMapPutTake(b *testing.B) {
 	b.ReportAllocs()
-	var m lifetime.Map[lifetime.Callback]
+	var m hostfn.Map[hostfn.Callback]
 	fn := func() {}
 	for b.Loop() {
-		id := m.Put(lifetime.Callback{Fn: fn, Once: true})
+		id := m.Put(hostfn.Callback{Fn: fn, Once: true})
 		_, _ = m.Take(id)
 	}
 }
 
 func BenchmarkInvoke(b *testing.B) {
 	b.ReportAllocs()
-	id := lifetime.Register(lifetime.Callback{Fn: func() {}})
-	defer lifetime.Unregister(id)
+	id := hostfn.Register(hostfn.Callback{Fn: func() {}})
+	defer hostfn.Unregister(id)
 	for b.Loop() {
-		lifetime.Invoke(id)
+		hostfn.Invoke(id)
 	}
 }
 
@@ -68,7 +71,7 @@ func BenchmarkInvokeOnce(b *testing.B) {
 	b.ReportAllocs()
 	fn := func() {}
 	for b.Loop() {
-		lifetime.Invoke(lifetime.Register(lifetime.Callback{Fn: fn, Once: true}))
+		hostfn.Invoke(hostfn.Register(hostfn.Callback{Fn: fn, Once: true}))
 	}
 }
 
@@ -76,7 +79,7 @@ func BenchmarkDefer(b *testing.B) {
 	b.ReportAllocs()
 	nop := lifetime.OwnerFunc(func() error { return nil })
 	for b.Loop() {
-		lifetime.Defer(nop)
+		release.Defer(nop)
 	}
 	lifetime.Flush()
 }
@@ -85,6 +88,6 @@ func BenchmarkPinSlice(b *testing.B) {
 	b.ReportAllocs()
 	buf := make([]byte, 1024)
 	for b.Loop() {
-		_ = lifetime.PinSlice(buf).Release()
+		_ = release.PinSlice(buf).Release()
 	}
 }

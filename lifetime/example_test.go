@@ -2,8 +2,8 @@ package lifetime_test
 
 import (
 	"fmt"
-	"runtime"
 
+	"github.com/purecuda/cuda/graph"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -54,76 +54,27 @@ func ExampleObject() {
 	// stream is closed
 }
 
-// A graph's owner table: a kernel node names a buffer, a memcpy node a pinned
-// Go slice. Destroying a node drops its owners; the graph's user-object
-// destructor (here invoked by hand, as CUDA would from its own thread)
-// only queues the table's release.
-func ExampleTable() {
-	var buf lifetime.Object
-	buf.Init(func() error { fmt.Println("cuMemFree"); return nil })
-
-	tab := lifetime.NewTable()
-	const kernelNode, copyNode = 1, 2
-	ref, _ := buf.Ref()
-	_ = tab.Add(kernelNode, ref)
-	_ = tab.Add(copyNode, lifetime.PinSlice(make([]float32, 256)))
-	_ = buf.Close() // the user is done with the buffer; the graph is not
-	fmt.Println("owners:", tab.Len(), "buffer destroyed:", buf.Destroyed())
-
-	_ = tab.Drop(copyNode) // the memcpy node was removed: unpin its slice
-	fmt.Println("owners:", tab.Len())
-
-	id, _ := tab.DestructorID() // userData for cuUserObjectCreate with HostFn
-	lifetime.Invoke(id)         // CUDA: the graph and its executables are gone
-	lifetime.Flush()
-	fmt.Println("table released:", tab.Released(), "buffer destroyed:", buf.Destroyed())
-	// Output:
-	// owners: 2 buffer destroyed: false
-	// owners: 1
-	// cuMemFree
-	// table released: true buffer destroyed: true
-}
-
-// A cleanup must not block and must not call CUDA itself: it hands the
-// release to the queue, which runs it on a goroutine of ours.
-func ExampleDefer() {
-	type buffer struct{ _ [64]byte }
-	done := make(chan struct{})
-	b := &buffer{}
-	runtime.AddCleanup(b, func(ptr uintptr) {
-		lifetime.Defer(lifetime.OwnerFunc(func() error {
-			fmt.Println("cuMemFree, from the release queue")
-			close(done)
-			return nil
-		}))
-	}, uintptr(0xd000))
-	b = nil
-	for {
-		runtime.GC()
-		select {
-		case <-done:
-			lifetime.Flush()
-			fmt.Println("queued:", lifetime.ReadStats().Queued)
-			return
-		default:
-			runtime.Gosched()
-		}
+// A resource purecuda does not manage — memory another library allocated,
+// a cuBLAS workspace — that a graph node names: the user counts it with an
+// Object, and hands the node a Ref. The graph releases the Ref once the
+// graph, its clones and executables are gone; the resource is freed when
+// its owner has closed it too.
+func ExampleRef() {
+	var workspace lifetime.Object
+	addr, size := uintptr(0x7f00_0000_0000), 1<<20 // from the other library
+	workspace.Init(func() error {
+		fmt.Println("the other library frees the workspace")
+		return nil
+	})
+	ref, ok := workspace.Ref()
+	if !ok {
+		return
 	}
+	var g *graph.Graph // made with graph.New
+	_, err := g.Memset(graph.Raw(addr, size, false, ref), 0, 4)
+	fmt.Println(err != nil) // g is nil here: the add fails, and still releases ref
+	_ = workspace.Close()
 	// Output:
-	// cuMemFree, from the release queue
-	// queued: 0
-}
-
-// A Sink tells a host function's runtime.Goexit (t.FailNow) from a panic.
-func ExampleGoexited() {
-	sink := &recordingSink{}
-	lifetime.Invoke(lifetime.Register(lifetime.Callback{
-		Fn:   func() { runtime.Goexit() },
-		Once: true,
-		Sink: sink,
-	}))
-	vals, _ := sink.got()
-	_, goexit := vals[0].(*lifetime.Goexited)
-	fmt.Println("Goexit:", goexit)
-	// Output: Goexit: true
+	// true
+	// the other library frees the workspace
 }

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+
+	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/release"
 )
 
 // ErrOverRelease is returned by Release when more references are dropped
@@ -52,7 +55,7 @@ type Object struct {
 func (o *Object) Init(destroy func() error) {
 	o.destroy = destroy
 	o.refs.Store(1)
-	stats.objects.Add(1)
+	release.Counters.Objects.Add(1)
 }
 
 // Acquire takes a reference. It fails once the object is closed or
@@ -102,19 +105,19 @@ func (o *Object) released(n int64) error {
 		o.refs.Add(1)
 		return ErrOverRelease
 	}
-	stats.objects.Add(-1)
+	release.Counters.Objects.Add(-1)
 	if o.destroy == nil {
 		return nil
 	}
-	if InCallback() {
+	if hostfn.InCallback() {
 		// Not here: the destroy calls CUDA, and may wait for the device,
 		// which waits for this callback (I8).
-		Defer(OwnerFunc(o.destroy))
+		release.Defer(OwnerFunc(o.destroy))
 		return nil
 	}
 	err := o.destroy()
 	if err != nil {
-		noteError(err)
+		release.NoteError(err)
 	}
 	return err
 }
@@ -184,3 +187,15 @@ func (r Ref) Valid() bool { return r.o != nil }
 
 // Same reports whether r is a reference on o.
 func (r Ref) Same(o *Object) bool { return r.o == o }
+
+// OwnerFunc adapts a function to Owner.
+type OwnerFunc func() error
+
+// Release calls f; an error is counted like a failed destroy.
+func (f OwnerFunc) Release() error {
+	err := f()
+	if err != nil {
+		release.NoteError(err)
+	}
+	return err
+}

@@ -2,6 +2,7 @@ package lifetime_test
 
 import (
 	"errors"
+	"github.com/purecuda/cuda/internal/lifetest"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -54,8 +55,8 @@ func (p *probe) use() bool {
 // take a reference again, however many goroutines race Acquire/Release/Hold
 // against Close.
 func TestObjectNeverRisesFromZero_I1(t *testing.T) {
-	drainErrors()
-	before := settle()
+	lifetest.DrainErrors()
+	before := lifetest.Settle()
 	iters := 2000
 	if testing.Short() {
 		iters = 200
@@ -101,7 +102,7 @@ func TestObjectNeverRisesFromZero_I1(t *testing.T) {
 		_, ok := p.obj.Ref()
 		require.False(t, ok)
 	}
-	requireLiveCountsBack(t, before)
+	lifetest.RequireLiveCountsBack(t, before)
 }
 
 // Invariant I2: destroy runs exactly once, on whichever release is last —
@@ -130,7 +131,7 @@ func TestObjectDestroyOnLastRelease_I2(t *testing.T) {
 // Invariant I2: releasing more than was taken is ErrOverRelease, destroys
 // nothing more, and leaves the count at zero (never negative).
 func TestObjectOverRelease_I2(t *testing.T) {
-	drainErrors()
+	lifetest.DrainErrors()
 	before := lifetime.ReadStats()
 	p := newProbe(nil)
 	require.NoError(t, p.obj.Release()) // the owner's reference: destroys
@@ -194,7 +195,7 @@ func TestObjectDestroyError_I2_I3_I11(t *testing.T) {
 	boom := errors.New("cuMemFree failed")
 
 	// Close is the last release: it returns the error, and keeps returning it.
-	drainErrors()
+	lifetest.DrainErrors()
 	before := lifetime.ReadStats()
 	p := newProbe(boom)
 	var wg sync.WaitGroup
@@ -228,7 +229,7 @@ func TestObjectDestroyError_I2_I3_I11(t *testing.T) {
 
 // Invariant I11: Errors keeps the 16 most recent errors, oldest first.
 func TestErrorsKeepsMostRecent_I11(t *testing.T) {
-	drainErrors()
+	lifetest.DrainErrors()
 	for i := range 20 {
 		_ = lifetime.OwnerFunc(func() error { return errors.New(string(rune('a' + i))) }).Release()
 	}
@@ -266,7 +267,7 @@ func TestObjectZeroValues_I1(t *testing.T) {
 // Invariant I2: a Ref stored in an Owner interface costs no allocation (it
 // is one pointer), and Acquire/Release cost none either.
 func TestRefAsOwnerAllocs_I2(t *testing.T) {
-	allocsOK(t)
+	lifetest.AllocsOK(t)
 	p := newProbe(nil)
 	defer p.obj.Close()
 	var sink lifetime.Owner

@@ -2,6 +2,10 @@ package lifetime_test
 
 import (
 	"errors"
+	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/lifetest"
+	"github.com/purecuda/cuda/internal/release"
+	"github.com/purecuda/cuda/internal/tables"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -118,7 +122,7 @@ func FuzzMapModel(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 1, 2, 0, 3, 1, 0, 0})
 	f.Add([]byte{0, 0, 3, 0, 0, 0, 2, 0, 4, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		var m lifetime.Map[int]
+		var m hostfn.Map[int]
 		model := map[uintptr]int{}
 		var live, stale []uintptr
 		next := 0
@@ -169,8 +173,8 @@ func FuzzMapModel(f *testing.F) {
 // never while a reference the test took is live and never before Close;
 // every table owner is released exactly once; counters return to start.
 func TestRandomizedMix_I1_I2_I3_I9_I11(t *testing.T) {
-	drainErrors()
-	before := settle()
+	lifetest.DrainErrors()
+	before := lifetest.Settle()
 	rounds := 40
 	if testing.Short() {
 		rounds = 5
@@ -196,9 +200,9 @@ func TestRandomizedMix_I1_I2_I3_I9_I11(t *testing.T) {
 			})
 			probes[i] = p
 		}
-		tabs := make([]*lifetime.Table, nTab)
+		tabs := make([]*tables.Table, nTab)
 		for i := range tabs {
-			tabs[i] = lifetime.NewTable()
+			tabs[i] = tables.New()
 		}
 		var tabOwners sync.Map // *counted -> table index
 		var refused atomic.Int32
@@ -224,7 +228,7 @@ func TestRandomizedMix_I1_I2_I3_I9_I11(t *testing.T) {
 						}
 					case 4: // a dependent released later, on the queue
 						if p.obj.Hold() {
-							lifetime.Defer(&p.obj)
+							release.Defer(&p.obj)
 						}
 					case 5:
 						closedAt[i].Store(true)
@@ -239,15 +243,15 @@ func TestRandomizedMix_I1_I2_I3_I9_I11(t *testing.T) {
 						_ = tabs[rng.IntN(nTab)].Drop(uintptr(rng.IntN(4)))
 					case 8: // a host function that releases a dependent
 						if r, ok := p.obj.Ref(); ok {
-							lifetime.Invoke(lifetime.Register(lifetime.Callback{
-								Fn: func() { lifetime.Defer(r) }, Once: true,
+							hostfn.Invoke(hostfn.Register(hostfn.Callback{
+								Fn: func() { release.Defer(r) }, Once: true,
 							}))
 						}
 					case 9: // rarely, a table's destructor runs
 						if rng.IntN(20) == 0 {
 							tab := tabs[rng.IntN(nTab)]
 							if id, err := tab.DestructorID(); err == nil {
-								lifetime.Invoke(id)
+								hostfn.Invoke(id)
 							}
 						}
 					}
@@ -273,8 +277,16 @@ func TestRandomizedMix_I1_I2_I3_I9_I11(t *testing.T) {
 			return true
 		})
 	}
-	requireLiveCountsBack(t, before)
+	lifetest.RequireLiveCountsBack(t, before)
 	for _, err := range lifetime.Errors() {
 		require.ErrorIs(t, err, boom)
 	}
 }
+
+// counted is an Owner that counts its releases.
+type counted struct {
+	n   atomic.Int32
+	err error
+}
+
+func (c *counted) Release() error { c.n.Add(1); return c.err }

@@ -1,21 +1,9 @@
 package lifetime
 
 import (
-	"sync"
-	"sync/atomic"
+	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/release"
 )
-
-var stats struct {
-	objects        atomic.Int64
-	attached       atomic.Int64
-	released       atomic.Int64
-	queued         atomic.Int64
-	releaseErrors  atomic.Int64
-	callbackPanics atomic.Int64
-	pinned         atomic.Int64
-	tables         atomic.Int64
-	kept           atomic.Int64
-}
 
 // Stats are the lifetime counters (I11). Tests and users read them to prove
 // that nothing leaks: after everything is closed and Flush has returned,
@@ -42,73 +30,40 @@ type Stats struct {
 func ReadStats() Stats {
 	// Released first: an owner is counted attached before it can be
 	// released, so reading in this order never shows Live below 0.
-	r := stats.released.Load()
-	a := stats.attached.Load()
+	r := release.Counters.Released.Load()
+	a := release.Counters.Attached.Load()
 	return Stats{
-		Objects:        stats.objects.Load(),
+		Objects:        release.Counters.Objects.Load(),
 		Attached:       a,
 		Released:       r,
 		Live:           a - r,
-		Queued:         stats.queued.Load(),
-		ReleaseErrors:  stats.releaseErrors.Load(),
-		CallbackPanics: stats.callbackPanics.Load(),
-		Pinned:         stats.pinned.Load(),
-		Tables:         stats.tables.Load(),
-		Kept:           stats.kept.Load(),
-		Callbacks:      callbacks.Len(),
-		HostFnFast:     fast.served.Load(),
-		HostFnPortable: fast.portable.Load(),
+		Queued:         release.Counters.Queued.Load(),
+		ReleaseErrors:  release.Counters.ReleaseErrors.Load(),
+		CallbackPanics: release.Counters.CallbackPanics.Load(),
+		Pinned:         release.Counters.Pinned.Load(),
+		Tables:         release.Counters.Tables.Load(),
+		Kept:           release.Counters.Kept.Load(),
+		Callbacks:      hostfn.Registered(),
+		HostFnFast:     hostfn.ServedFast(),
+		HostFnPortable: hostfn.ServedPortable(),
 	}
-}
-
-const keptErrors = 16
-
-var recent struct {
-	sync.Mutex
-	errs []error
-}
-
-func noteError(err error) {
-	if _, ok := err.(*countedError); ok {
-		return
-	}
-	stats.releaseErrors.Add(1)
-	recent.Lock()
-	if len(recent.errs) == keptErrors {
-		copy(recent.errs, recent.errs[1:])
-		recent.errs = recent.errs[:keptErrors-1]
-	}
-	recent.errs = append(recent.errs, err)
-	recent.Unlock()
 }
 
 // Errors returns the most recent release errors (up to 16), oldest first,
 // and forgets them. Releases that nobody waits for (a cleanup, the release
 // queue, the last call to drop an object closed meanwhile) report here.
-func Errors() []error {
-	recent.Lock()
-	defer recent.Unlock()
-	e := recent.errs
-	recent.errs = nil
-	return e
-}
+func Errors() []error { return release.Errors() }
 
 // Counted marks err as counted already, by the Object or OwnerFunc whose
 // release returned it, so that a destroy function or OwnerFunc passing it
 // on (one object's destroy that releases another) does not count or report
 // it a second time. The result reads like err, and errors.Is and errors.As
 // see through it; Counted(nil) is nil.
-func Counted(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := err.(*countedError); ok {
-		return err
-	}
-	return &countedError{err}
-}
+func Counted(err error) error { return release.Counted(err) }
 
-type countedError struct{ err error }
-
-func (e *countedError) Error() string { return e.err.Error() }
-func (e *countedError) Unwrap() error { return e.err }
+// Flush waits until every release queued before it has run (releases
+// queued meanwhile do not delay it): tests and leak checks call it before
+// reading Stats. It must not be called from a queued release, which would
+// wait for itself, nor from a host function, whose queued destroys may wait
+// for the device that waits for the host function.
+func Flush() { release.Flush() }

@@ -2,6 +2,10 @@ package lifetime_test
 
 import (
 	"errors"
+	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/lifetest"
+	"github.com/purecuda/cuda/internal/release"
+	"github.com/purecuda/cuda/internal/tables"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,8 +20,8 @@ import (
 // where they started; the cumulative ones (Attached, Released,
 // ReleaseErrors, CallbackPanics) only grew.
 func TestStatsReturnToStart_I11(t *testing.T) {
-	drainErrors()
-	before := settle()
+	lifetest.DrainErrors()
+	before := lifetest.Settle()
 
 	objs := make([]*lifetime.Object, 10)
 	for i := range objs {
@@ -29,23 +33,23 @@ func TestStatsReturnToStart_I11(t *testing.T) {
 			return nil
 		})
 	}
-	tab := lifetime.NewTable()
+	tab := tables.New()
 	for i, o := range objs {
 		r, ok := o.Ref()
 		require.True(t, ok)
 		require.NoError(t, tab.Add(uintptr(i%3), r))
 	}
-	pin := lifetime.PinSlice(make([]byte, 64))
+	pin := release.PinSlice(make([]byte, 64))
 	require.NoError(t, tab.Add(0, pin))
 	cbs := []uintptr{
-		lifetime.Register(lifetime.Callback{Fn: func() {}}),
-		lifetime.Register(lifetime.Callback{Fn: func() { panic("x") }, Once: true}),
+		hostfn.Register(hostfn.Callback{Fn: func() {}}),
+		hostfn.Register(hostfn.Callback{Fn: func() { panic("x") }, Once: true}),
 	}
 	did, err := tab.DestructorID()
 	require.NoError(t, err)
 	gate := make(chan struct{})
-	lifetime.Defer(lifetime.OwnerFunc(func() error { <-gate; return nil }))
-	lifetime.Defer(lifetime.OwnerFunc(func() error { return nil }))
+	release.Defer(lifetime.OwnerFunc(func() error { <-gate; return nil }))
+	release.Defer(lifetime.OwnerFunc(func() error { return nil }))
 
 	mid := lifetime.ReadStats()
 	assert.Equal(t, before.Objects+10, mid.Objects)
@@ -61,13 +65,13 @@ func TestStatsReturnToStart_I11(t *testing.T) {
 	}
 	assert.Equal(t, before.Objects+10, lifetime.ReadStats().Objects)
 	require.NoError(t, tab.Drop(1))
-	lifetime.Invoke(cbs[1])
-	require.True(t, lifetime.Unregister(cbs[0]))
-	lifetime.Invoke(did) // the table's destructor: queues its release
+	hostfn.Invoke(cbs[1])
+	require.True(t, hostfn.Unregister(cbs[0]))
+	hostfn.Invoke(did) // the table's destructor: queues its release
 	close(gate)
 
-	after := settle()
-	requireLiveCountsBack(t, before)
+	after := lifetest.Settle()
+	lifetest.RequireLiveCountsBack(t, before)
 	assert.Equal(t, before.Attached+11, after.Attached)
 	assert.Equal(t, before.Released+11, after.Released)
 	assert.Equal(t, before.ReleaseErrors+1, after.ReleaseErrors)
@@ -80,7 +84,7 @@ func TestStatsReturnToStart_I11(t *testing.T) {
 // caller sees it (errors.Is works), ReleaseErrors grows by one, and Errors
 // reports it once.
 func TestCountedErrorCountedOnce_I11(t *testing.T) {
-	drainErrors()
+	lifetest.DrainErrors()
 	assert.NoError(t, lifetime.Counted(nil))
 	boom := errors.New("unload failed")
 	var parent, child lifetime.Object

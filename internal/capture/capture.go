@@ -15,6 +15,8 @@ import (
 	"errors"
 	"sync/atomic"
 
+	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -24,7 +26,7 @@ type Sink interface {
 	// capture. The sink releases each exactly once, when nothing that may
 	// run the work is left: with the graph made from the capture (or the
 	// graph captured into), or at once when the capture is discarded.
-	Keep(owners []lifetime.Owner)
+	Keep(owners []release.Owner)
 	// Join asks the sink to take in stream s (a *driver.Stream), which
 	// is about to wait for an event recorded in the capture: unless the
 	// capture is ending, the sink installs itself on s (Install), keeps
@@ -36,10 +38,10 @@ type Sink interface {
 	// AfterCapture takes a release that must wait until the capture is
 	// over (a stream-ordered free or an unload, which would otherwise be
 	// captured or invalidate the capture); the sink releases it then.
-	AfterCapture(o lifetime.Owner)
+	AfterCapture(o release.Owner)
 	// CallbackPanicked receives the panics of host functions captured on
 	// the stream, at every later launch of the graph.
-	lifetime.PanicSink
+	hostfn.PanicSink
 }
 
 // ErrInstalled is matched by Install's error when another sink is installed
@@ -78,17 +80,17 @@ var (
 	// the caller for the call. If the work cannot be waited for (an error
 	// that does not end the context), o is kept for good
 	// (lifetime.KeepForever).
-	AfterWork func(s any, o lifetime.Owner)
+	AfterWork func(s any, o release.Owner)
 )
 
 // Share returns n owners that together hold owners: each releases its
 // share once, and the last share released releases every owner. It is for
 // work that several holders may each be the last to need (the captures that
 // may have seen one call, and the call's own wait for its stream).
-func Share(owners []lifetime.Owner, n int) []lifetime.Owner {
+func Share(owners []release.Owner, n int) []release.Owner {
 	s := &shared{owners: owners}
 	s.n.Store(int64(n))
-	out := make([]lifetime.Owner, n)
+	out := make([]release.Owner, n)
 	for i := range out {
 		out[i] = &share{s: s}
 	}
@@ -97,7 +99,7 @@ func Share(owners []lifetime.Owner, n int) []lifetime.Owner {
 
 type shared struct {
 	n      atomic.Int64
-	owners []lifetime.Owner
+	owners []release.Owner
 }
 
 type share struct {

@@ -2,7 +2,7 @@
 
 package fakedriver_test
 
-// Review tests for c190aba (lifetime.InCallback: a last release inside a
+// Review tests for c190aba (hostfn.InCallback: a last release inside a
 // host function queues the free or unload), against the fake driver.
 
 import (

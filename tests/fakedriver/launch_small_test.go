@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/hostfn"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -183,7 +184,7 @@ func TestLaunchSmallBlockBufferTypes(t *testing.T) {
 func TestHostFnIDsThatLookLikeHeapAddresses(t *testing.T) {
 	f := ltSetup(t)
 	for range 400 { // one slot, reused: its generation passes 0xc0
-		lifetime.Unregister(lifetime.Register(lifetime.Callback{Fn: func() {}}))
+		hostfn.Unregister(hostfn.Register(hostfn.Callback{Fn: func() {}}))
 	}
 	var ran atomic.Int32
 	for i := range 300 {

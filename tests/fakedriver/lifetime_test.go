@@ -27,8 +27,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
-	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 	"github.com/purecuda/cuda/nvrtc"
 )

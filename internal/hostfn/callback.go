@@ -1,0 +1,313 @@
+package hostfn
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/purecuda/cuda/internal/release"
+)
+
+// PanicSink receives what a callback could not finish with: a recovered
+// panic, or a runtime.Goexit (reported as a panic value of type *Goexited).
+// A *driver.Stream is one: it returns the panic from its next Synchronize.
+type PanicSink interface {
+	CallbackPanicked(v any, stack []byte)
+}
+
+// Goexited is the value a PanicSink receives when a callback called
+// runtime.Goexit (t.FailNow does) instead of returning.
+type Goexited = release.Goexited
+
+// Registered is the number of callbacks registered now.
+func Registered() int { return callbacks.Len() }
+
+// ServedFast and ServedPortable count the HostFn calls served by the
+// polling server without entering Go on the C thread, and those that
+// entered Go through purego.
+func ServedFast() int64     { return fast.served.Load() }
+func ServedPortable() int64 { return fast.portable.Load() }
+
+// Callback is a Go function registered for C to call through HostFn.
+type Callback struct {
+	// Fn is the function to run. It runs on a goroutine of ours (the
+	// host-function server, or a worker) while the CUDA thread that called
+	// waits; it must not call CUDA.
+	Fn func()
+	// Once removes the entry before its first run (stream host functions,
+	// user-object destructors). Otherwise it stays until Unregister (graph
+	// host nodes, which run at every launch).
+	Once bool
+	// Sink, if set, receives a panic or Goexit of Fn (or of OnCancel).
+	// Without it they are only counted (Stats.CallbackPanics). It is called
+	// on a goroutine of its own while a CUDA thread may wait for it: it
+	// must return promptly and must not call CUDA. A panic in it is
+	// recovered and dropped; a runtime.Goexit in it ends only its goroutine.
+	Sink PanicSink
+	// OnCancel, if set, is run by Cancel instead of Fn: it releases what
+	// the callback holds when CUDA will never call it (a host function
+	// queued on a context that hit a sticky error). Like Fn it must not
+	// call CUDA; panics and Goexit in it are contained the same way.
+	OnCancel func()
+}
+
+var callbacks Map[Callback]
+
+// Register stores cb and returns the id to pass to C as userData (I5).
+func Register(cb Callback) uintptr { return callbacks.Put(cb) }
+
+// Unregister removes a callback without running it; it reports whether it
+// was there (a Once callback that already ran is not). A non-Once callback
+// that an Invoke already looked up may still be running, or about to run,
+// when Unregister returns: Unregister waits for nothing.
+func Unregister(id uintptr) bool { return callbacks.Delete(id) }
+
+// Pending reports whether callback id is registered: for a Once callback,
+// that it has neither run (nor started to) nor been cancelled or
+// unregistered.
+func Pending(id uintptr) bool {
+	if id == 0 {
+		return false
+	}
+	_, ok := callbacks.Get(id)
+	return ok
+}
+
+// Cancel removes callback id without running its Fn, for when CUDA will
+// never call it, and runs its OnCancel (contained like Fn, on a goroutine
+// of ours, while Cancel waits). It reports whether the callback was still
+// registered; a callback that already ran, or started to, is not cancelled,
+// so exactly one of Fn and OnCancel runs for a Once callback.
+func Cancel(id uintptr) bool {
+	if id == 0 {
+		return false
+	}
+	cb, ok := callbacks.Take(id)
+	if !ok {
+		return false
+	}
+	if cb.OnCancel != nil {
+		run(cb.OnCancel, cb.Sink)
+	}
+	return true
+}
+
+func takeOnce(cb *Callback) bool { return cb.Once }
+
+// CallbackOwner is the Owner of a registered callback that runs more than
+// once (a graph's host node): its Release unregisters the callback. A
+// graph's owner table holds one for each host node, and a graph layer can
+// tell from it that a graph runs host functions (see Expect).
+type CallbackOwner uintptr
+
+// Release unregisters the callback. It never fails.
+func (c CallbackOwner) Release() error {
+	Unregister(uintptr(c))
+	return nil
+}
+
+// Invoke runs callback id as the trampoline does: an unknown id runs
+// nothing; a panic or Goexit in the callback is contained (I6). A Once
+// callback is removed before it runs, so it runs once even when invoked
+// concurrently. Invoke returns when the callback has finished. It is
+// exported for tests and fake drivers that dispatch without CUDA.
+func Invoke(id uintptr) {
+	if id == 0 {
+		return
+	}
+	cb, ok := callbacks.load(id, takeOnce)
+	if !ok || cb.Fn == nil {
+		return
+	}
+	run(cb.Fn, cb.Sink)
+}
+
+// run runs fn on a worker goroutine and waits for it, then reports a panic
+// or Goexit of fn to sink.
+func run(fn func(), sink PanicSink) {
+	w := getWorker()
+	w.fn = fn
+	w.start <- struct{}{}
+	<-w.done
+	p, stack, exited := w.p, w.stack, w.exited
+	w.fn, w.p, w.stack = nil, nil, nil
+	if !exited {
+		putWorker(w)
+	}
+	if p == nil && !exited {
+		return
+	}
+	if exited {
+		p = &Goexited{}
+	}
+	release.Counters.CallbackPanics.Add(1)
+	if sink != nil {
+		report(sink, p, stack)
+	}
+}
+
+// report hands a contained panic to sink, on a goroutine of its own, and
+// waits for it: a panic in the sink is dropped, and a runtime.Goexit in it
+// (a test's t.Fatal) ends only that goroutine, since nothing may escape
+// into C and the thread that reports may be CUDA's or the host-function
+// server. Panics are rare: the goroutine costs nothing in the steady state.
+func report(sink PanicSink, p any, stack []byte) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer callbackGoroutine()()
+		defer inCallback()()
+		defer func() { _ = recover() }()
+		sink.CallbackPanicked(p, stack)
+	}()
+	<-done
+}
+
+// A worker runs callbacks on a goroutine the Go runtime created, so that a
+// runtime.Goexit in one ends that goroutine instead of aborting the process
+// (Goexit on a thread CUDA created is fatal). A worker whose callback
+// called Goexit reports it and is not reused.
+type worker struct {
+	start  chan struct{}
+	done   chan struct{}
+	fn     func()
+	p      any
+	stack  []byte
+	exited bool
+	pooled bool // in idle.ws (under idle's lock)
+}
+
+// The idle workers: at most maxIdle wait for the next callback, each for
+// at most workerIdle, then ends, so that a burst of concurrent callbacks
+// leaves no goroutines behind.
+var idle struct {
+	sync.Mutex
+	ws []*worker
+}
+
+const (
+	maxIdle    = 64
+	workerIdle = time.Second
+)
+
+func getWorker() *worker {
+	idle.Lock()
+	if n := len(idle.ws); n > 0 {
+		w := idle.ws[n-1]
+		idle.ws[n-1] = nil
+		idle.ws = idle.ws[:n-1]
+		w.pooled = false
+		idle.Unlock()
+		return w
+	}
+	idle.Unlock()
+	w := &worker{start: make(chan struct{}), done: make(chan struct{})}
+	go w.loop()
+	return w
+}
+
+func putWorker(w *worker) {
+	idle.Lock()
+	if len(idle.ws) < maxIdle {
+		w.pooled = true
+		idle.ws = append(idle.ws, w)
+		idle.Unlock()
+		return
+	}
+	idle.Unlock()
+	close(w.start) // enough idle workers: let this one end
+}
+
+// retire takes w out of the idle pool if it is still there, and reports
+// whether it was: a worker taken meanwhile has a callback coming.
+func (w *worker) retire() bool {
+	idle.Lock()
+	defer idle.Unlock()
+	if !w.pooled {
+		return false
+	}
+	for i, x := range idle.ws {
+		if x == w {
+			idle.ws = append(idle.ws[:i], idle.ws[i+1:]...)
+			idle.ws = idle.ws[:len(idle.ws):len(idle.ws)]
+			break
+		}
+	}
+	w.pooled = false
+	return true
+}
+
+func (w *worker) loop() {
+	defer callbackGoroutine()()
+	finished := false
+	defer func() {
+		if !finished { // the callback called runtime.Goexit
+			w.exited = true
+			w.stack = debug.Stack() // still shows where Goexit was called
+			w.done <- struct{}{}
+		}
+	}()
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		select {
+		case _, ok := <-w.start:
+			if !ok {
+				finished = true
+				return
+			}
+			w.run()
+			w.done <- struct{}{}
+			t.Reset(workerIdle)
+		case <-t.C:
+			if w.retire() {
+				finished = true
+				return
+			}
+			t.Reset(workerIdle) // taken meanwhile: its callback is coming
+		}
+	}
+}
+
+func (w *worker) run() {
+	defer inCallback()()
+	defer func() {
+		if p := recover(); p != nil {
+			w.p, w.stack = p, debug.Stack()
+		}
+	}()
+	w.fn()
+}
+
+var hostFn = sync.OnceValues(func() (fn uintptr, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("lifetime: cannot create the host-function callback: %v", p)
+		}
+	}()
+	cold := purego.NewCallback(coldInvoke)
+	if !fastSupported {
+		return cold, nil
+	}
+	fastCold = cold // read by the fast trampoline, which is not yet handed out
+	return fastTrampoline(), nil
+})
+
+// HostFn returns the C function pointer of the one trampoline for CUhostFn
+// (void (*)(void *userData)), made once per process (I7). Stream host
+// functions and user-object destructors both use it, with the id of a
+// registered Callback as userData.
+//
+// On linux/amd64 the trampoline is written in assembly and hands the
+// callback to the host-function server, a goroutine of ours that polls for
+// a short window after Expect, without entering Go (see Expect and
+// SetPollWindow). It enters Go through purego and hands the callback to a
+// worker goroutine instead when the server sleeps, when it does not take
+// the callback within a few tens of microseconds (it is running a long
+// one), when eight callbacks are posted already, and on other platforms.
+// Either way the callback runs on a goroutine the Go runtime created, while
+// the calling thread waits.
+func HostFn() (uintptr, error) { return hostFn() }

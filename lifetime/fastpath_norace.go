@@ -1,7 +1,0 @@
-//go:build !(race && linux && amd64)
-
-package lifetime
-
-// raceSync is needed only under the race detector (see
-// fastpath_race_linux_amd64.go).
-func raceSync() {}
