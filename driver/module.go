@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"runtime"
@@ -95,22 +96,20 @@ func (j *jitOptions) logs() (errLog, info string) {
 	return n(j.errLog, j.vals[j.errIdx]), n(j.info, j.vals[j.infIx])
 }
 
-// image returns a NUL-terminated copy of code (PTX must end in NUL; binary
-// images don't mind the extra byte).
-func image(op string, code []byte) ([]byte, error) {
-	if len(code) == 0 {
-		return nil, invalid(op, "empty image")
-	}
-	img := make([]byte, len(code)+1)
-	copy(img, code)
-	return img, nil
-}
-
-// LoadModule loads PTX, CUBIN or a fatbin into c (cuModuleLoadDataEx). On
-// failure the error is a *ModuleError carrying the JIT log.
+// LoadModule loads PTX, CUBIN or a fatbin into c (cuModuleLoadDataEx).
+//
+// CUDA takes no length and trusts what it reads, so code is checked first:
+// a CUBIN's ELF headers and sections and a fatbin's header and entries must
+// lie inside code and hold what CUDA's tools write there (a known
+// architecture and flags, valid section and symbol indices, …), and PTX
+// must be text (CUDA gets a NUL-terminated copy). Anything else (empty,
+// truncated, damaged, random bytes) is refused before CUDA reads it, with an
+// error matching ErrInvalidImage and ErrInvalidArgument that says what is
+// wrong and where. When CUDA refuses the image, the error is a *ModuleError
+// carrying the JIT log.
 func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 	const op = "Context.LoadModule"
-	img, err := image(op, code)
+	img, _, err := image(op, code)
 	if err != nil {
 		return nil, err
 	}
@@ -311,6 +310,7 @@ type Library struct {
 	obj   lifetime.Object // owner + calls in flight + its Functions
 	h     cu.CUlibrary
 	funcs kernels
+	jit   *jitOptions // the JIT options and logs, which a lazy load may still use
 
 	// The contexts its kernels were launched in, each held until the
 	// unload: cuLibraryUnload does not wait for kernels still queued or
@@ -369,26 +369,53 @@ func (l *Library) unload() error {
 }
 
 // LoadLibrary loads PTX, CUBIN or a fatbin as a context-independent library
-// (cuLibraryLoadData). On failure the error is a *ModuleError with the JIT log.
+// (cuLibraryLoadData). code is checked as LoadModule checks it, with the
+// same ErrInvalidImage errors.
+//
+// cuLibraryLoadData succeeds even for PTX that does not compile (driver
+// 580, lazy or eager module loading: it compiles the PTX and writes the JIT
+// log, but reports the error only when a kernel is looked up or the
+// library is loaded into a context). So for PTX text LoadLibrary looks up
+// the first kernel the PTX declares (cuLibraryGetKernel, no context
+// needed); when that is not found or fails, it asks for the library's
+// module in device 0's primary context (cuLibraryGetModule; the context is
+// retained for the call and released after, which creates and destroys it
+// if nothing else holds it): PTX that does not compile fails here, as a
+// *ModuleError with the driver's error (ErrInvalidPtx, …) and the JIT log,
+// and nothing stays loaded. On a machine whose devices
+// differ, PTX that does not load on device 0 (it targets a newer
+// architecture, say) is tried on one device of each other compute
+// capability, and passes if it loads on any. A device whose primary
+// context cannot be had (an exclusive-process device in use elsewhere) is
+// passed over; when none can be had, errors surface at the first kernel
+// lookup. A CUBIN or fatbin is left to CUDA's own pace: a kernel a device
+// cannot run fails when it is first used there.
 func LoadLibrary(code []byte, opts ...JITOptions) (*Library, error) {
 	const op = "LoadLibrary"
-	if err := Init(); err != nil {
-		return nil, err
-	}
-	img, err := image(op, code)
+	img, kind, err := image(op, code)
 	if err != nil {
 		return nil, err
 	}
 	if len(opts) > 1 {
 		return nil, invalid(op, "at most one JITOptions")
 	}
+	if err := Init(); err != nil {
+		return nil, err
+	}
 	var o JITOptions
 	if len(opts) == 1 {
 		o = opts[0]
 	}
+	// The driver may keep the option values for a lazy load: the log
+	// buffers live as long as the library.
 	j := newJITOptions(o)
-	l := &Library{}
+	l := &Library{jit: j}
 	err = cu.LibraryLoadData(&l.h, unsafe.Pointer(&img[0]), &j.keys[0], j.valuesPtr(), uint32(len(j.keys)), nil, nil, 0)
+	if err == nil && kind == imageText && !compiled(l.h, img) {
+		if err = loadsSomewhere(l.h); err != nil {
+			_ = cu.LibraryUnload(l.h)
+		}
+	}
 	runtime.KeepAlive(j)
 	if err != nil {
 		errLog, _ := j.logs()
@@ -396,6 +423,100 @@ func LoadLibrary(code []byte, opts ...JITOptions) (*Library, error) {
 	}
 	l.obj.Init(l.unload)
 	return l, nil
+}
+
+// compiled reports whether the driver hands out the first kernel (.entry)
+// of PTX library h (cuLibraryGetKernel needs no context), which it does
+// only once the PTX compiled. Any other outcome (no .entry found, an
+// error) leaves the verdict to loadsSomewhere, which may try other devices.
+func compiled(h cu.CUlibrary, ptx []byte) bool {
+	name := firstEntry(ptx)
+	if name == "" {
+		return false
+	}
+	cname, err := cstring("LoadLibrary", "kernel name", name)
+	if err != nil {
+		return false
+	}
+	var k cu.CUkernel
+	return cu.LibraryGetKernel(&k, h, cname) == nil
+}
+
+// firstEntry returns the name of the first kernel PTX text declares
+// (".entry name"), or "" if it finds none.
+func firstEntry(ptx []byte) string {
+	const tok = ".entry"
+	for off := 0; ; {
+		i := bytes.Index(ptx[off:], []byte(tok))
+		if i < 0 {
+			return ""
+		}
+		i += off + len(tok)
+		off = i
+		if i >= len(ptx) || (ptx[i] != ' ' && ptx[i] != '\t' && ptx[i] != '\n' && ptx[i] != '\r') {
+			continue // ".entryfoo" is some other word
+		}
+		for i < len(ptx) && (ptx[i] == ' ' || ptx[i] == '\t' || ptx[i] == '\n' || ptx[i] == '\r') {
+			i++
+		}
+		j := i
+		for j < len(ptx) && isPTXIdent(ptx[j], j == i) {
+			j++
+		}
+		if j > i {
+			return string(ptx[i:j])
+		}
+	}
+}
+
+// isPTXIdent reports whether c may appear in a PTX identifier (first: at
+// its start).
+func isPTXIdent(c byte, first bool) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_', c == '$':
+		return true
+	case c == '%':
+		return first
+	case c >= '0' && c <= '9':
+		return !first
+	}
+	return false
+}
+
+// loadsSomewhere loads library h into a device's primary context
+// (cuLibraryGetModule), which makes the driver report a failed
+// compilation: nil if it loads on device 0, or on one device of each other
+// compute capability, or if no device's primary context can be had (or
+// the driver lacks cuLibraryGetModule); else the first device's error.
+func loadsSomewhere(h cu.CUlibrary) error {
+	n, _ := DeviceCount() // no device (0): CUDA judges the library at its first use
+	var first error
+	tried := map[[2]int]bool{}
+	for i := range n {
+		d, err := DeviceByOrdinal(i)
+		if err != nil {
+			continue
+		}
+		major, minor := d.ComputeCapability()
+		if tried[[2]int{major, minor}] {
+			continue
+		}
+		c, err := d.PrimaryContext()
+		if err != nil {
+			continue // another device may do
+		}
+		tried[[2]int{major, minor}] = true
+		var m cu.CUmodule
+		err = bound(c, func() error { return cu.LibraryGetModule(&m, h) })
+		_ = c.Close()
+		if err == nil || isNotSupported(err) {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 func (l *Library) acquire(op string) error {
