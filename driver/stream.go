@@ -347,7 +347,7 @@ func (s *Stream) Priority() (int, error) {
 // CUDA, nor a purecuda method that waits for the device (Synchronize, a
 // synchronous copy): the device waits for f. Closing objects in f itself
 // is safe: what the last reference frees or unloads is queued and done
-// after f returns (hostfn.InCallback). That holds on f's goroutine only,
+// after f returns. That holds on f's goroutine only,
 // not on one f starts and waits for, and not when another goroutine is
 // closing the same object at that moment (f's Close waits for that one,
 // which may wait for f). A panic in f, or a runtime.Goexit (t.FailNow),

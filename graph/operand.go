@@ -75,7 +75,7 @@ func Slice[T any](s []T) Operand {
 // Raw is memory purecuda does not manage: bytes at addr, host or device
 // memory. owner, if not nil, is held for as long as the node may run and
 // then released (the graph takes it, also when the add fails).
-func Raw(addr uintptr, bytes int, host bool, owner release.Owner) Operand {
+func Raw(addr uintptr, bytes int, host bool, owner lifetime.Owner) Operand {
 	if addr == 0 || bytes <= 0 {
 		return Operand{err: fmt.Errorf("raw operand at %#x of %d bytes: %w", addr, bytes, driver.ErrInvalidArgument), owner: oneShot(owner)}
 	}

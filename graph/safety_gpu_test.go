@@ -1,3 +1,5 @@
+//go:build linux
+
 package graph
 
 // Issue 18 on the GPU: what the real driver does that fakecuda cannot show
