@@ -1,14 +1,10 @@
 package driver_test
 
 import (
-	"sync"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/purecuda/cuda/driver"
-	"github.com/purecuda/cuda/internal/gputest"
-	"github.com/purecuda/cuda/nvrtc"
+	"github.com/purecuda/cuda/internal/gputest/gpuenv"
 )
 
 const kernelSrc = `
@@ -43,6 +39,11 @@ type params struct {
 	D float64
 }
 
+// kernels is this package's GPU fixture: kernelSrc, compiled and loaded
+// once per test binary.
+var kernels = gpuenv.Shared(kernelSrc, "empty", "add4", "vadd", "structArg", "fill", "incr", "spin", "many")
+
+// testEnv is the shared gpuenv.Env under the names this package's tests use.
 type testEnv struct {
 	dev *driver.Device
 	ctx *driver.Context
@@ -51,40 +52,9 @@ type testEnv struct {
 	fn  map[string]*driver.Function
 }
 
-var envOnce = sync.OnceValues(func() (*testEnv, error) {
-	dev, err := driver.DeviceByOrdinal(0)
-	if err != nil {
-		return nil, err
-	}
-	ctx, err := dev.PrimaryContext()
-	if err != nil {
-		return nil, err
-	}
-	res, err := nvrtc.Compile(kernelSrc, nvrtc.Options{Arch: "compute_75"})
-	if err != nil {
-		return nil, err
-	}
-	mod, err := ctx.LoadModule(res.PTX)
-	if err != nil {
-		return nil, err
-	}
-	e := &testEnv{dev: dev, ctx: ctx, mod: mod, ptx: res.PTX, fn: map[string]*driver.Function{}}
-	for _, name := range []string{"empty", "add4", "vadd", "structArg", "fill", "incr", "spin", "many"} {
-		if e.fn[name], err = mod.Function(name); err != nil {
-			return nil, err
-		}
-	}
-	return e, nil
-})
-
 // setup returns the shared environment and a fresh non-blocking stream.
 func setup(tb testing.TB) (*testEnv, *driver.Stream) {
 	tb.Helper()
-	gputest.Require(tb)
-	e, err := envOnce()
-	require.NoError(tb, err)
-	s, err := e.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = s.Close() })
-	return e, s
+	e, s := gpuenv.Setup(tb, kernels)
+	return &testEnv{dev: e.Dev, ctx: e.Ctx, mod: e.Mod, ptx: e.PTX, fn: e.Fn}, s
 }

@@ -61,11 +61,11 @@ __global__ void parity(const int* step, cudaGraphConditionalHandle h) { cudaGrap
 `
 
 var condOnce = sync.OnceValues(func() (map[string]*driver.Function, error) {
-	e, err := envOnce()
+	e, err := kernels()
 	if err != nil {
 		return nil, err
 	}
-	mod, _, err := e.ctx.CompileModule(condSrc, nvrtc.Options{Name: "conditional_test.cu"})
+	mod, _, err := e.Ctx.CompileModule(condSrc, nvrtc.Options{Name: "conditional_test.cu"})
 	if err != nil {
 		return nil, err
 	}

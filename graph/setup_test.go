@@ -2,16 +2,14 @@ package graph
 
 import (
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
-	"github.com/purecuda/cuda/internal/gputest"
+	"github.com/purecuda/cuda/internal/gputest/gpuenv"
 	"github.com/purecuda/cuda/lifetime"
-	"github.com/purecuda/cuda/nvrtc"
 )
 
 const kernelSrc = `
@@ -34,6 +32,11 @@ __global__ void spin(long long cycles) { long long t = clock64(); while (clock64
 }
 `
 
+// kernels is this package's GPU fixture: kernelSrc, compiled and loaded
+// once per test binary.
+var kernels = gpuenv.Shared(kernelSrc, "empty", "fill", "scale", "addTo", "incr", "spin")
+
+// testEnv is the shared gpuenv.Env under the names this package's tests use.
 type testEnv struct {
 	dev *driver.Device
 	ctx *driver.Context
@@ -42,42 +45,11 @@ type testEnv struct {
 	fn  map[string]*driver.Function
 }
 
-var envOnce = sync.OnceValues(func() (*testEnv, error) {
-	dev, err := driver.DeviceByOrdinal(0)
-	if err != nil {
-		return nil, err
-	}
-	ctx, err := dev.PrimaryContext()
-	if err != nil {
-		return nil, err
-	}
-	res, err := nvrtc.Compile(kernelSrc, nvrtc.Options{Arch: "compute_75"})
-	if err != nil {
-		return nil, err
-	}
-	mod, err := ctx.LoadModule(res.PTX)
-	if err != nil {
-		return nil, err
-	}
-	e := &testEnv{dev: dev, ctx: ctx, mod: mod, ptx: res.PTX, fn: map[string]*driver.Function{}}
-	for _, name := range []string{"empty", "fill", "scale", "addTo", "incr", "spin"} {
-		if e.fn[name], err = mod.Function(name); err != nil {
-			return nil, err
-		}
-	}
-	return e, nil
-})
-
 // setup returns the shared environment and a fresh non-blocking stream.
 func setup(tb testing.TB) (*testEnv, *driver.Stream) {
 	tb.Helper()
-	gputest.Require(tb)
-	e, err := envOnce()
-	require.NoError(tb, err)
-	s, err := e.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = s.Close() })
-	return e, s
+	e, s := gpuenv.Setup(tb, kernels)
+	return &testEnv{dev: e.Dev, ctx: e.Ctx, mod: e.Mod, ptx: e.PTX, fn: e.Fn}, s
 }
 
 // cfg is a 1-D launch over n threads in blocks of 256.

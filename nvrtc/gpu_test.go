@@ -11,6 +11,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/gputest"
+	"github.com/purecuda/cuda/internal/gputest/gpuenv"
 	"github.com/purecuda/cuda/nvrtc"
 )
 
@@ -25,24 +26,14 @@ func requireNVRTC(tb testing.TB) {
 	}
 }
 
-var ctxOnce = sync.OnceValues(func() (*driver.Context, error) {
-	dev, err := driver.DeviceByOrdinal(0)
-	if err != nil {
-		return nil, err
-	}
-	return dev.PrimaryContext()
-})
+// primary is device 0's primary context, shared by the GPU tests.
+var primary = gpuenv.Shared("")
 
 func gpu(tb testing.TB) (*driver.Context, *driver.Stream) {
 	tb.Helper()
 	requireNVRTC(tb)
-	gputest.Require(tb)
-	ctx, err := ctxOnce()
-	require.NoError(tb, err)
-	s, err := ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = s.Close() })
-	return ctx, s
+	e, s := gpuenv.Setup(tb, primary)
+	return e.Ctx, s
 }
 
 func TestVersionAndArchs(t *testing.T) {
