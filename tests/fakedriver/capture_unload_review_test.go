@@ -19,7 +19,6 @@ package fakedriver_test
 
 import (
 	"errors"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,23 +31,9 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
 	"github.com/purecuda/cuda/internal/capture"
+	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/lifetime"
 )
-
-// curWait waits up to d for cond, flushing the release queue and collecting
-// garbage; unlike settle it does not end the test.
-func curWait(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		runtime.GC()
-		lifetime.Flush()
-		time.Sleep(time.Millisecond)
-	}
-	return true
-}
 
 // A BeginCapture that fails after it installed its sink (here
 // cuStreamBeginCapture fails; also ErrCapturing for a stream captured
@@ -60,13 +45,13 @@ func curWait(d time.Duration, cond func() bool) bool {
 // stream-ordered free that AfterCapture took.
 func TestCaptureUnloadReviewFailedBeginLosesUnload(t *testing.T) {
 	f := setup(t)
-	defer ltCall(t, "fake_fail_clear")
-	mods := counter(t, "fake_live_modules")
+	defer fcall(t, "fake_fail_clear")
+	mods := fcall(t, "fake_live_modules")
 	s2, err := f.ctx.NewStream(driver.StreamNonBlocking)
 	require.NoError(t, err)
 	defer s2.Close()
 
-	ltFail(t, "cuStreamBeginCapture", 999, -1) // every begin fails
+	faketest.FailCalls(t, "cuStreamBeginCapture", 999, 0, -1) // every begin fails
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var began atomic.Int64
@@ -94,17 +79,17 @@ func TestCaptureUnloadReviewFailedBeginLosesUnload(t *testing.T) {
 		require.NoError(t, m.Close())
 		// No capture ever began: an unload that did not run at once was
 		// handed to a failed begin's sink.
-		deferred = counter(t, "fake_live_modules") != mods
+		deferred = fcall(t, "fake_live_modules") != mods
 	}
 	close(stop)
 	wg.Wait()
-	ltCall(t, "fake_fail_clear")
+	fcall(t, "fake_fail_clear")
 	require.Zero(t, began.Load(), "no capture began")
 	if !deferred {
 		t.Logf("no unload met a failing begin in %d rounds", rounds)
 		return
 	}
-	assert.True(t, curWait(time.Second, func() bool { return counter(t, "fake_live_modules") == mods }),
+	assert.True(t, settleWithin(time.Second, func() bool { return fcall(t, "fake_live_modules") == mods }),
 		"round %d: a module closed while a BeginCapture was failing is never unloaded (lost in the failed capture's AfterCapture list)", rounds)
 }
 
@@ -119,10 +104,10 @@ func TestCaptureUnloadReviewFailedBeginLosesUnload(t *testing.T) {
 func TestCaptureUnloadReviewLibraryLaterContextSyncInvalidatesCapture(t *testing.T) {
 	f := setup(t)
 	defer func() {
-		ltCall(t, "fake_set_kernel_delay_us", 0)
-		ltCall(t, "fake_quiesce", 5000)
+		fcall(t, "fake_set_kernel_delay_us", 0)
+		fcall(t, "fake_quiesce", 5000)
 		_ = lifetime.Errors()
-		ltCall(t, "fake_reset_counters")
+		fcall(t, "fake_reset_counters")
 	}()
 	ctxB, err := f.ctx.Device().NewContext(0)
 	require.NoError(t, err)
@@ -141,12 +126,12 @@ func TestCaptureUnloadReviewLibraryLaterContextSyncInvalidatesCapture(t *testing
 	lf, err := lib.Function("empty")
 	require.NoError(t, err)
 	// Used in f.ctx first, then in ctxB: the unload syncs them in that order.
-	require.NoError(t, f.s.Launch(lf, g1b1[0], g1b1[1]))
+	require.NoError(t, f.s.Launch(lf, g1, b1))
 	require.NoError(t, f.s.Synchronize())
-	require.NoError(t, sB.Launch(lf, g1b1[0], g1b1[1]))
+	require.NoError(t, sB.Launch(lf, g1, b1))
 	require.NoError(t, sB.Synchronize())
-	ltCall(t, "fake_set_kernel_delay_us", 300000)
-	require.NoError(t, f.s.Launch(lf, g1b1[0], g1b1[1]), "queued for 300 ms")
+	fcall(t, "fake_set_kernel_delay_us", 300000)
+	require.NoError(t, f.s.Launch(lf, g1, b1), "queued for 300 ms")
 
 	closed := make(chan error, 1)
 	go func() { closed <- lib.Close() }()
@@ -154,7 +139,7 @@ func TestCaptureUnloadReviewLibraryLaterContextSyncInvalidatesCapture(t *testing
 	sc, err := graph.BeginCapture(sB, graph.CaptureRelaxed)
 	require.NoError(t, err)
 	defer sc.Abort()
-	assert.NoError(t, sB.Launch(emptyB, g1b1[0], g1b1[1]), "captured")
+	assert.NoError(t, sB.Launch(emptyB, g1, b1), "captured")
 	var cerr error
 	select {
 	case cerr = <-closed:
@@ -162,7 +147,7 @@ func TestCaptureUnloadReviewLibraryLaterContextSyncInvalidatesCapture(t *testing
 		t.Fatal("Library.Close did not return")
 	}
 	assert.NoError(t, cerr, "Library.Close while a capture runs in a context the library was used in")
-	assert.NoError(t, sB.Launch(emptyB, g1b1[0], g1b1[1]), "the capture goes on after the library's unload")
+	assert.NoError(t, sB.Launch(emptyB, g1, b1), "the capture goes on after the library's unload")
 	g, err := sc.End()
 	assert.NoError(t, err, "the capture survives the library's unload")
 	if g != nil {
@@ -178,9 +163,9 @@ func TestCaptureUnloadReviewLibraryLaterContextSyncInvalidatesCapture(t *testing
 func TestCaptureUnloadReviewModuleCheckThenSyncRace(t *testing.T) {
 	f := setup(t)
 	defer func() {
-		ltCall(t, "fake_quiesce", 5000)
+		fcall(t, "fake_quiesce", 5000)
 		_ = lifetime.Errors()
-		ltCall(t, "fake_reset_counters")
+		fcall(t, "fake_reset_counters")
 	}()
 	s2, err := f.ctx.NewStream(driver.StreamNonBlocking)
 	require.NoError(t, err)
@@ -204,7 +189,7 @@ func TestCaptureUnloadReviewModuleCheckThenSyncRace(t *testing.T) {
 				firstErr.CompareAndSwap(nil, err)
 				continue
 			}
-			lerr := s2.Launch(f.empty, g1b1[0], g1b1[1])
+			lerr := s2.Launch(f.empty, g1, b1)
 			g, err := sc.End()
 			captures.Add(1)
 			if lerr != nil || err != nil {
@@ -245,11 +230,11 @@ func TestCaptureUnloadReviewModuleCheckThenSyncRace(t *testing.T) {
 func TestCaptureUnloadReviewLibrarySkipsSharedPrimaryContext(t *testing.T) {
 	f := setup(t)
 	defer func() {
-		ltCall(t, "fake_set_kernel_delay_us", 0)
-		ltCall(t, "fake_quiesce", 5000)
-		ltCall(t, "fake_reset_counters")
+		fcall(t, "fake_set_kernel_delay_us", 0)
+		fcall(t, "fake_quiesce", 5000)
+		fcall(t, "fake_reset_counters")
 	}()
-	ltCall(t, "fake_reset_counters")
+	fcall(t, "fake_reset_counters")
 	ctx2, err := f.ctx.Device().PrimaryContext()
 	require.NoError(t, err)
 	require.True(t, ctx2.Same(f.ctx))
@@ -260,17 +245,17 @@ func TestCaptureUnloadReviewLibrarySkipsSharedPrimaryContext(t *testing.T) {
 	lf, err := lib.Function("empty")
 	require.NoError(t, err)
 
-	ltCall(t, "fake_set_kernel_delay_us", 100000)
+	fcall(t, "fake_set_kernel_delay_us", 100000)
 	// A module kernel first (f.empty: the same CUDA context), so that the
 	// library's kernel is still queued, not yet started, for 100 ms.
-	require.NoError(t, s2.Launch(f.empty, g1b1[0], g1b1[1]))
-	require.NoError(t, s2.Launch(lf, g1b1[0], g1b1[1]))
+	require.NoError(t, s2.Launch(f.empty, g1, b1))
+	require.NoError(t, s2.Launch(lf, g1, b1))
 	require.NoError(t, s2.Close())   // destroyed; its queued kernels still run
 	require.NoError(t, ctx2.Close()) // one retain released; f.ctx keeps the CUDA context
 	require.NoError(t, lib.Close())
-	require.Equal(t, int64(1), ltCall(t, "fake_quiesce", 5000))
-	ptr, handle := counter(t, "fake_bad_ptr_uses"), counter(t, "fake_bad_handle_uses")
-	assert.Zero(t, handle+ptr, "the library was unloaded under a kernel still queued in the shared primary context: %s", ltLastBad(t))
+	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 5000))
+	ptr, handle := fcall(t, "fake_bad_ptr_uses"), fcall(t, "fake_bad_handle_uses")
+	assert.Zero(t, handle+ptr, "the library was unloaded under a kernel still queued in the shared primary context: %s", faketest.LastBadUse(t))
 }
 
 // A failed release is counted once (lifetime I11, as 185c8b2 states it):
@@ -281,7 +266,7 @@ func TestCaptureUnloadReviewLibrarySkipsSharedPrimaryContext(t *testing.T) {
 // the same error, counts it again.
 func TestCaptureUnloadReviewArgsFailedFreeCountedOnce(t *testing.T) {
 	f := setup(t)
-	defer ltCall(t, "fake_fail_clear")
+	defer fcall(t, "fake_fail_clear")
 	_ = lifetime.Errors()
 	buf, err := driver.Alloc[int32](f.ctx, 4)
 	require.NoError(t, err)
@@ -289,7 +274,7 @@ func TestCaptureUnloadReviewArgsFailedFreeCountedOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, buf.Close(), "the Args hold the memory")
 	before := lifetime.ReadStats().ReleaseErrors
-	ltFail(t, "cuMemFree", 999, 1)
+	faketest.FailCalls(t, "cuMemFree", 999, 0, 1)
 	assert.Error(t, args.Close(), "the free failed")
 	assert.Equal(t, int64(1), lifetime.ReadStats().ReleaseErrors-before, "one failed free, counted once")
 	assert.Len(t, lifetime.Errors(), 1, "one failed free, reported once")
@@ -304,7 +289,7 @@ func TestCaptureUnloadReviewArgsFailedFreeCountedOnce(t *testing.T) {
 // nothing fails, nothing names an unloaded module.
 func TestCaptureUnloadReviewDeferredUnloadPaths(t *testing.T) {
 	f := ltSetup(t)
-	mods, libs := counter(t, "fake_live_modules"), counter(t, "fake_live_libraries")
+	mods, libs := fcall(t, "fake_live_modules"), fcall(t, "fake_live_libraries")
 	ctx2, err := f.ctx.Device().PrimaryContext()
 	require.NoError(t, err)
 	defer ctx2.Close()
@@ -325,20 +310,20 @@ func TestCaptureUnloadReviewDeferredUnloadPaths(t *testing.T) {
 			require.NoError(t, err)
 			lf, err := l.Function("empty")
 			require.NoError(t, err)
-			require.NoError(t, f.s.Launch(lf, g1b1[0], g1b1[1]))
+			require.NoError(t, f.s.Launch(lf, g1, b1))
 			require.NoError(t, f.s.Synchronize())
-			return loaded{l.Close, func() bool { return counter(t, "fake_live_libraries") > libs }}
+			return loaded{l.Close, func() bool { return fcall(t, "fake_live_libraries") > libs }}
 		}
 		m, err := f.ctx.LoadModule([]byte("FAKE module"))
 		require.NoError(t, err)
 		_, err = m.Function("empty")
 		require.NoError(t, err)
-		return loaded{m.Close, func() bool { return counter(t, "fake_live_modules") > mods }}
+		return loaded{m.Close, func() bool { return fcall(t, "fake_live_modules") > mods }}
 	}
 	unloaded := func(what string) {
 		t.Helper()
 		assert.True(t, ltSettle(func() bool {
-			return counter(t, "fake_live_modules") == mods && counter(t, "fake_live_libraries") == libs
+			return fcall(t, "fake_live_modules") == mods && fcall(t, "fake_live_libraries") == libs
 		}), "%s: unloaded once the captures are over", what)
 	}
 
@@ -348,7 +333,7 @@ func TestCaptureUnloadReviewDeferredUnloadPaths(t *testing.T) {
 		sc, err := graph.BeginCapture(s3, graph.CaptureRelaxed)
 		require.NoError(t, err)
 		require.NoError(t, x.close(), "lib %v: Close during a capture on another Context value's stream", lib)
-		require.NoError(t, s3.Launch(f.empty, g1b1[0], g1b1[1]), "lib %v: the capture goes on", lib)
+		require.NoError(t, s3.Launch(f.empty, g1, b1), "lib %v: the capture goes on", lib)
 		assert.True(t, x.live(), "lib %v: waits for the capture", lib)
 		require.NoError(t, sc.Abort())
 		unloaded("abort")
@@ -374,12 +359,12 @@ func TestCaptureUnloadReviewDeferredUnloadPaths(t *testing.T) {
 		b, err := graph.BeginCapture(s3, graph.CaptureRelaxed)
 		require.NoError(t, err)
 		require.NoError(t, x.close())
-		require.NoError(t, s2.Launch(f.empty, g1b1[0], g1b1[1]))
+		require.NoError(t, s2.Launch(f.empty, g1, b1))
 		ga, err := a.End()
 		require.NoError(t, err)
 		lifetime.Flush()
 		assert.True(t, x.live(), "lib %v: the second capture still runs", lib)
-		require.NoError(t, s3.Launch(f.empty, g1b1[0], g1b1[1]), "lib %v: the second capture goes on", lib)
+		require.NoError(t, s3.Launch(f.empty, g1, b1), "lib %v: the second capture goes on", lib)
 		gb, err := b.End()
 		require.NoError(t, err, "lib %v: the second capture was not invalidated", lib)
 		unloaded("two captures")
@@ -396,7 +381,7 @@ func TestCaptureUnloadReviewDeferredUnloadPaths(t *testing.T) {
 // is collected.
 func TestCaptureUnloadReviewRegistryKeepsNoStream(t *testing.T) {
 	f := ltSetup(t)
-	defer ltCall(t, "fake_fail_clear")
+	defer fcall(t, "fake_fail_clear")
 	newS := func() *driver.Stream {
 		s, err := f.ctx.NewStream(driver.StreamNonBlocking)
 		require.NoError(t, err)
@@ -422,7 +407,7 @@ func TestCaptureUnloadReviewRegistryKeepsNoStream(t *testing.T) {
 			require.NoError(t, sc.Abort())
 		}},
 		{"failed begin", func(s *driver.Stream) {
-			ltFail(t, "cuStreamBeginCapture", 999, 1)
+			faketest.FailCalls(t, "cuStreamBeginCapture", 999, 0, 1)
 			_, err := graph.BeginCapture(s, graph.CaptureRelaxed)
 			require.Error(t, err)
 		}},
@@ -433,7 +418,7 @@ func TestCaptureUnloadReviewRegistryKeepsNoStream(t *testing.T) {
 			sc, err := graph.BeginCapture(s, graph.CaptureRelaxed)
 			require.NoError(t, err)
 			require.NoError(t, sc.Fork(o1))
-			ltFail(t, "cuStreamWaitEvent", 999, 1)
+			faketest.FailCalls(t, "cuStreamWaitEvent", 999, 0, 1)
 			require.Error(t, sc.Fork(o2))
 			g, err := sc.End()
 			require.NoError(t, err)
@@ -478,7 +463,7 @@ func TestCaptureUnloadReviewRegistryKeepsNoStream(t *testing.T) {
 			require.NoError(t, s.Close())
 			return weak.Make(s)
 		}()
-		assert.True(t, curWait(2*time.Second, func() bool { return w.Value() == nil }), "%s: the Stream is still reachable", p.name)
+		assert.True(t, settleWithin(2*time.Second, func() bool { return w.Value() == nil }), "%s: the Stream is still reachable", p.name)
 	}
 	_ = lifetime.Errors()
 }
@@ -491,7 +476,7 @@ func TestCaptureUnloadReviewRegistryKeepsNoStream(t *testing.T) {
 // panic that ends the test binary.
 func TestCloseInHostFunctionDoesNotDeadlock(t *testing.T) {
 	f := ltSetup(t)
-	mods, allocs := counter(t, "fake_live_modules"), counter(t, "fake_live_allocations")
+	mods, allocs := fcall(t, "fake_live_modules"), fcall(t, "fake_live_allocations")
 	done := make(chan error, 1)
 	go func() {
 		done <- func() error {
@@ -507,7 +492,7 @@ func TestCloseInHostFunctionDoesNotDeadlock(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if err := f.s.Launch(fn, g1b1[0], g1b1[1], buf, int32(1), int32(4)); err != nil {
+			if err := f.s.Launch(fn, g1, b1, buf, int32(1), int32(4)); err != nil {
 				return err
 			}
 			var closeErrs [2]error
@@ -529,7 +514,7 @@ func TestCloseInHostFunctionDoesNotDeadlock(t *testing.T) {
 	}
 	lifetime.Flush()
 	settle(t, func() bool {
-		return counter(t, "fake_live_modules") == mods && counter(t, "fake_live_allocations") == allocs
+		return fcall(t, "fake_live_modules") == mods && fcall(t, "fake_live_allocations") == allocs
 	}, "the module unloaded and the buffer freed once the host function returned")
 	assert.Empty(t, lifetime.Errors())
 	ltNoBadUses(t)

@@ -4,10 +4,6 @@ package fakedriver_test
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -15,108 +11,22 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/internal/gputest"
 	"github.com/purecuda/cuda/internal/stress"
 	"github.com/purecuda/cuda/lifetime"
 )
 
-var (
-	libPath string
-	skipWhy string
-)
-
-// TestMain compiles fakecuda and points the loader at it before anything
-// opens the driver.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fakecuda")
-	if err != nil {
-		panic(err)
-	}
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		skipWhy = "gcc not found: fakecuda cannot be built"
-	} else {
-		libPath = filepath.Join(dir, "libfakecuda.so")
-		if out, err := exec.Command(gcc, "-O2", "-shared", "-fPIC", "-o", libPath, "testdata/fakecuda.c", "-lpthread").CombinedOutput(); err != nil {
-			skipWhy = fmt.Sprintf("building fakecuda failed: %v\n%s", err, out)
-		} else {
-			os.Setenv("PURECUDA_LIBCUDA", libPath)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-func need(t testing.TB) {
-	t.Helper()
-	if skipWhy != "" {
-		t.Skip(skipWhy)
-	}
-}
-
-// counter reads one of fakecuda's counters.
-func counter(t testing.TB, name string) int64 {
-	h, err := purego.Dlopen(libPath, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	require.NoError(t, err)
-	fn, err := purego.Dlsym(h, name)
-	require.NoError(t, err)
-	r, _, _ := purego.SyscallN(fn)
-	return int64(r)
-}
-
-type fixture struct {
-	ctx   *driver.Context
-	s     *driver.Stream
-	mod   *driver.Module
-	fill  *driver.Function
-	add4  *driver.Function
-	empty *driver.Function
-}
-
-func setup(t testing.TB) *fixture {
-	t.Helper()
-	need(t)
-	// Objects earlier tests forgot are freed by cleanups at some GC: let
-	// that happen now, and their queued work run, so that it does not move
-	// the fake's live counters under this test (go test -shuffle puts any
-	// test after any other).
-	gcAll()
-	if fcall(t, "fake_quiesce", 5000) != 1 {
-		t.Fatal("fakecuda's queues did not drain")
-	}
-	dev, err := driver.DeviceByOrdinal(0)
-	require.NoError(t, err)
-	ctx, err := dev.PrimaryContext()
-	require.NoError(t, err)
-	f := &fixture{ctx: ctx}
-	f.s, err = ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	f.mod, err = ctx.LoadModule([]byte("FAKE module"))
-	require.NoError(t, err)
-	for name, dst := range map[string]**driver.Function{"fill": &f.fill, "add4": &f.add4, "empty": &f.empty} {
-		*dst, err = f.mod.Function(name)
-		require.NoError(t, err)
-	}
-	t.Cleanup(func() {
-		f.mod.Close()
-		f.s.Close()
-		ctx.Close()
-	})
-	return f
-}
-
 func TestFakeDriverFlow(t *testing.T) {
 	f := setup(t)
 	path, err := driver.LibraryPath()
 	require.NoError(t, err)
-	assert.Equal(t, libPath, path)
+	assert.Equal(t, faketest.Path(), path)
 	dev := f.ctx.Device()
 	assert.Equal(t, "sm_90", dev.Arch())
 	name, err := dev.Name()
@@ -227,24 +137,24 @@ func TestFakeMigrationStress(t *testing.T) {
 	defer cmod.Close()
 	cfill, err := cmod.Function("fill")
 	require.NoError(t, err)
-	liveBefore := counter(t, "fake_live_allocations")
+	liveBefore := fcall(t, "fake_live_allocations")
 
 	const workers, ops, n = 32, 2000, 64
 	require.NoError(t, stress.Run([]stress.Target{{Ctx: f.ctx, Fill: f.fill}, {Ctx: created, Fill: cfill}}, workers, ops, n))
-	assert.Equal(t, liveBefore, counter(t, "fake_live_allocations"), "every buffer was freed")
+	assert.Equal(t, liveBefore, fcall(t, "fake_live_allocations"), "every buffer was freed")
 }
 
 func TestFakeHostFunctions(t *testing.T) {
 	f := setup(t)
 	before := lifetime.ReadStats().Callbacks
-	callsBefore := counter(t, "fake_host_calls")
+	callsBefore := fcall(t, "fake_host_calls")
 	var n atomic.Int64
 	for i := 0; i < 300; i++ {
 		require.NoError(t, f.s.LaunchHostFunc(func() { n.Add(1) }))
 	}
 	require.NoError(t, f.s.Synchronize())
 	assert.EqualValues(t, 300, n.Load())
-	assert.EqualValues(t, 300, counter(t, "fake_host_calls")-callsBefore, "each ran on a fakecuda thread")
+	assert.EqualValues(t, 300, fcall(t, "fake_host_calls")-callsBefore, "each ran on a fakecuda thread")
 	assert.Equal(t, before, lifetime.ReadStats().Callbacks, "and was released")
 
 	require.NoError(t, f.s.LaunchHostFunc(func() { panic("from a C thread") }))
@@ -256,50 +166,50 @@ func TestFakeHostFunctions(t *testing.T) {
 
 func TestFakeFreesAndCleanup(t *testing.T) {
 	f := setup(t)
-	base := counter(t, "fake_live_allocations")
+	base := fcall(t, "fake_live_allocations")
 	var keep []*driver.Buffer[float64]
 	for i := 0; i < 10; i++ {
 		b, err := driver.Alloc[float64](f.ctx, 8)
 		require.NoError(t, err)
 		keep = append(keep, b)
 	}
-	assert.Equal(t, base+10, counter(t, "fake_live_allocations"))
+	assert.Equal(t, base+10, fcall(t, "fake_live_allocations"))
 	for _, b := range keep[:5] {
 		require.NoError(t, b.Close())
 	}
-	assert.Equal(t, base+5, counter(t, "fake_live_allocations"))
+	assert.Equal(t, base+5, fcall(t, "fake_live_allocations"))
 	// Retain keeps the memory after Close.
 	require.NoError(t, keep[5].Retain())
 	require.NoError(t, keep[5].Close())
-	assert.Equal(t, base+5, counter(t, "fake_live_allocations"))
+	assert.Equal(t, base+5, fcall(t, "fake_live_allocations"))
 	require.NoError(t, keep[5].Release())
-	assert.Equal(t, base+4, counter(t, "fake_live_allocations"))
+	assert.Equal(t, base+4, fcall(t, "fake_live_allocations"))
 	// The rest are forgotten: the cleanup frees them.
 	keep = nil
 	deadline := time.Now().Add(5 * time.Second)
-	for counter(t, "fake_live_allocations") > base && time.Now().Before(deadline) {
+	for fcall(t, "fake_live_allocations") > base && time.Now().Before(deadline) {
 		runtime.GC()
 		time.Sleep(5 * time.Millisecond)
 	}
-	assert.Equal(t, base, counter(t, "fake_live_allocations"))
+	assert.Equal(t, base, fcall(t, "fake_live_allocations"))
 
 	// A created context is destroyed when its last child closes.
-	ctxBase := counter(t, "fake_live_contexts")
+	ctxBase := fcall(t, "fake_live_contexts")
 	c, err := f.ctx.Device().NewContext(driver.ContextSchedAuto)
 	require.NoError(t, err)
 	b, err := driver.Alloc[int32](c, 1)
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
-	assert.Equal(t, ctxBase+1, counter(t, "fake_live_contexts"), "kept alive by the buffer")
+	assert.Equal(t, ctxBase+1, fcall(t, "fake_live_contexts"), "kept alive by the buffer")
 	require.NoError(t, b.Close())
-	assert.Equal(t, ctxBase, counter(t, "fake_live_contexts"))
+	assert.Equal(t, ctxBase, fcall(t, "fake_live_contexts"))
 }
 
 // Args keep their kernel's module loaded and their buffers allocated until
 // they are closed (or forgotten) and no launch with them is in progress.
 func TestFakeArgsHoldModuleAndBuffers(t *testing.T) {
 	f := setup(t)
-	mods, allocs := counter(t, "fake_live_modules"), counter(t, "fake_live_allocations")
+	mods, allocs := fcall(t, "fake_live_modules"), fcall(t, "fake_live_allocations")
 	mod, err := f.ctx.LoadModule([]byte("FAKE module"))
 	require.NoError(t, err)
 	add4, err := mod.Function("add4")
@@ -310,8 +220,8 @@ func TestFakeArgsHoldModuleAndBuffers(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, mod.Close())
 	require.NoError(t, out.Close())
-	assert.Equal(t, mods+1, counter(t, "fake_live_modules"), "the Args keep the module")
-	assert.Equal(t, allocs+1, counter(t, "fake_live_allocations"), "the Args keep the buffer")
+	assert.Equal(t, mods+1, fcall(t, "fake_live_modules"), "the Args keep the module")
+	assert.Equal(t, allocs+1, fcall(t, "fake_live_allocations"), "the Args keep the buffer")
 	_, err = mod.Function("add4")
 	assert.ErrorIs(t, err, driver.ErrClosed)
 	assert.ErrorIs(t, f.s.Launch(add4, driver.Grid(1), driver.Block(1), uint32(0), uint32(1), uint32(2), uint32(3)), driver.ErrClosed)
@@ -319,8 +229,8 @@ func TestFakeArgsHoldModuleAndBuffers(t *testing.T) {
 	require.NoError(t, f.s.LaunchArgs(args, g, b), "the Args still launch")
 	require.NoError(t, f.s.Synchronize())
 	require.NoError(t, args.Close())
-	assert.Equal(t, mods, counter(t, "fake_live_modules"))
-	assert.Equal(t, allocs, counter(t, "fake_live_allocations"))
+	assert.Equal(t, mods, fcall(t, "fake_live_modules"))
+	assert.Equal(t, allocs, fcall(t, "fake_live_allocations"))
 	assert.ErrorIs(t, f.s.LaunchArgs(args, g, b), driver.ErrClosed)
 	assert.NoError(t, args.Close(), "Close is idempotent")
 
@@ -356,7 +266,7 @@ func TestFakeArgsHoldModuleAndBuffers(t *testing.T) {
 	require.NoError(t, args.Close())
 	wg.Wait()
 	assert.Equal(t, int64(8*2000), launched.Load()+refused.Load())
-	assert.Equal(t, mods, counter(t, "fake_live_modules"))
+	assert.Equal(t, mods, fcall(t, "fake_live_modules"))
 	t.Logf("%d launches before the close, %d refused after", launched.Load(), refused.Load())
 
 	// Forgotten Args release the module through their cleanup.
@@ -368,11 +278,11 @@ func TestFakeArgsHoldModuleAndBuffers(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, mod.Close())
 	deadline := time.Now().Add(5 * time.Second)
-	for counter(t, "fake_live_modules") > mods && time.Now().Before(deadline) {
+	for fcall(t, "fake_live_modules") > mods && time.Now().Before(deadline) {
 		runtime.GC()
 		time.Sleep(5 * time.Millisecond)
 	}
-	assert.Equal(t, mods, counter(t, "fake_live_modules"))
+	assert.Equal(t, mods, fcall(t, "fake_live_modules"))
 }
 
 func TestFakeZeroAllocHotPaths(t *testing.T) {
@@ -415,8 +325,6 @@ func benchLoop(b *testing.B, setupCall func(f *fixture, out *driver.Buffer[uint3
 		_ = call()
 	}
 }
-
-var g1, b1 = driver.Grid(1), driver.Block(1)
 
 // fakeArgs makes Args for the benchmark's lifetime.
 func fakeArgs(b *testing.B, fn *driver.Function, args ...any) *driver.Args {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -28,7 +29,7 @@ import (
 // without leaking it in fakecuda: a module's or library's unload first
 // synchronises the context (a library's, each context its kernels were
 // launched in) and returns that error after unloading.
-func frFailUnload(t *testing.T) { ltFail(t, "cuCtxSynchronize", 999, 1) }
+func frFailUnload(t *testing.T) { faketest.FailCalls(t, "cuCtxSynchronize", 999, 0, 1) }
 
 // A failed unload is one failure, counted once in lifetime's stats and
 // reported once by lifetime.Errors, whoever drops the module's last
@@ -66,7 +67,7 @@ func TestFunctionReviewUnloadFailureCountedOnce(t *testing.T) {
 	_ = ref.Release() // the unload failed (whether this says so is not checked)
 	assert.Equal(t, int64(1), lifetime.ReadStats().ReleaseErrors-before, "Hold's release: one failed unload, counted once")
 	assert.Len(t, lifetime.Errors(), 1, "Hold's release: one failed unload, reported once")
-	ltCall(t, "fake_fail_clear")
+	fcall(t, "fake_fail_clear")
 }
 
 // Close is idempotent and keeps its first result (driver's package doc,
@@ -97,7 +98,7 @@ func TestFunctionReviewConcurrentCloseKeepsFirstResult(t *testing.T) {
 			}
 			lf, err := l.Function("empty")
 			require.NoError(t, err)
-			require.NoError(t, f.s.Launch(lf, g1b1[0], g1b1[1]), "the library's unload syncs f.ctx")
+			require.NoError(t, f.s.Launch(lf, g1, b1), "the library's unload syncs f.ctx")
 			closeFn = l.Close
 		} else {
 			m, err := f.ctx.LoadModule([]byte("FAKE module"))
@@ -138,7 +139,7 @@ func TestFunctionReviewConcurrentCloseKeepsFirstResult(t *testing.T) {
 				break
 			}
 		}
-		ltCall(t, "fake_fail_clear")
+		fcall(t, "fake_fail_clear")
 	}
 	_ = lifetime.Errors()
 }
@@ -150,7 +151,7 @@ func TestFunctionReviewConcurrentCloseKeepsFirstResult(t *testing.T) {
 // are gone (I4, I9).
 func TestFunctionReviewGraphAndCaptureHoldThroughFunction(t *testing.T) {
 	f := ltSetup(t)
-	mods, libs := counter(t, "fake_live_modules"), counter(t, "fake_live_libraries")
+	mods, libs := fcall(t, "fake_live_modules"), fcall(t, "fake_live_libraries")
 	buf, err := driver.Alloc[int32](f.ctx, 4)
 	require.NoError(t, err)
 	defer buf.Close()
@@ -168,7 +169,7 @@ func TestFunctionReviewGraphAndCaptureHoldThroughFunction(t *testing.T) {
 	k, err := g.KernelWith(fill, graphCfg, buf, int32(10), int32(4))
 	require.NoError(t, err)
 	_, err = g.After(k).Capture(f.s, graph.CaptureThreadLocal, func(s *driver.Stream) error {
-		return s.Launch(lfill, g1b1[0], g1b1[1], buf, int32(20), int32(2))
+		return s.Launch(lfill, g1, b1, buf, int32(20), int32(2))
 	})
 	require.NoError(t, err)
 	exe, err := g.Instantiate()
@@ -178,8 +179,8 @@ func TestFunctionReviewGraphAndCaptureHoldThroughFunction(t *testing.T) {
 	require.NoError(t, lib.Close())
 	_, err = fill.Hold()
 	assert.ErrorIs(t, err, driver.ErrClosed, "the Function is closed with its module")
-	assert.Equal(t, mods+1, counter(t, "fake_live_modules"), "the graph holds the module")
-	assert.Equal(t, libs+1, counter(t, "fake_live_libraries"), "the graph holds the library")
+	assert.Equal(t, mods+1, fcall(t, "fake_live_modules"), "the graph holds the module")
+	assert.Equal(t, libs+1, fcall(t, "fake_live_libraries"), "the graph holds the library")
 	gcAll()
 	require.NoError(t, exe.Launch(f.s))
 	require.NoError(t, f.s.Synchronize())
@@ -187,10 +188,10 @@ func TestFunctionReviewGraphAndCaptureHoldThroughFunction(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int32{20, 21, 12, 13}, got)
 	require.NoError(t, g.Close())
-	assert.Equal(t, mods+1, counter(t, "fake_live_modules"), "the executable still holds the module")
+	assert.Equal(t, mods+1, fcall(t, "fake_live_modules"), "the executable still holds the module")
 	require.NoError(t, exe.Close())
 	settle(t, func() bool {
-		return counter(t, "fake_live_modules") == mods && counter(t, "fake_live_libraries") == libs
+		return fcall(t, "fake_live_modules") == mods && fcall(t, "fake_live_libraries") == libs
 	}, "module and library unloaded after the graph and the executable")
 }
 
@@ -199,7 +200,7 @@ func TestFunctionReviewGraphAndCaptureHoldThroughFunction(t *testing.T) {
 // Functions' lifetime objects are gone with it (I8, I11).
 func TestFunctionReviewDroppedArgsUnloadClosedModule(t *testing.T) {
 	f := ltSetup(t)
-	mods := counter(t, "fake_live_modules")
+	mods := fcall(t, "fake_live_modules")
 	lifetime.Flush()
 	objects := lifetime.ReadStats().Objects
 	buf, err := driver.Alloc[int32](f.ctx, 4)
@@ -218,8 +219,8 @@ func TestFunctionReviewDroppedArgsUnloadClosedModule(t *testing.T) {
 	}()
 	require.NoError(t, mod.Close())
 	require.NoError(t, buf.Close())
-	assert.Equal(t, mods+1, counter(t, "fake_live_modules"), "the Args hold the module")
-	assert.True(t, ltSettle(func() bool { return counter(t, "fake_live_modules") == mods }),
+	assert.Equal(t, mods+1, fcall(t, "fake_live_modules"), "the Args hold the module")
+	assert.True(t, ltSettle(func() bool { return fcall(t, "fake_live_modules") == mods }),
 		"the Args' cleanup unloads the module")
 	assert.True(t, ltSettle(func() bool { return lifetime.ReadStats().Objects <= objects }),
 		"every lifetime object is gone: %d, was %d", lifetime.ReadStats().Objects, objects)
@@ -233,7 +234,7 @@ func TestFunctionReviewDroppedArgsUnloadClosedModule(t *testing.T) {
 // the context breaks it, TestFunctionReviewCloseDuringUnrelatedCapture.)
 func TestFunctionReviewGraphsRaceClose(t *testing.T) {
 	f := ltSetup(t)
-	mods, libs := counter(t, "fake_live_modules"), counter(t, "fake_live_libraries")
+	mods, libs := fcall(t, "fake_live_modules"), fcall(t, "fake_live_libraries")
 	buf, err := driver.Alloc[int32](f.ctx, 4)
 	require.NoError(t, err)
 	defer buf.Close()
@@ -275,7 +276,7 @@ func TestFunctionReviewGraphsRaceClose(t *testing.T) {
 				refused.Add(1)
 			}
 			if a, err := fn.NewArgs(buf, int32(3), int32(4)); err == nil {
-				ltClosedOr(t, "LaunchArgs", streams[g].LaunchArgs(a, g1b1[0], g1b1[1]))
+				ltClosedOr(t, "LaunchArgs", streams[g].LaunchArgs(a, g1, b1))
 				_, err = gr.KernelArgs(a, graphCfg.Grid, graphCfg.Block)
 				ltClosedOr(t, "Graph.KernelArgs", err)
 				assert.NoError(t, a.Close())
@@ -304,7 +305,7 @@ func TestFunctionReviewGraphsRaceClose(t *testing.T) {
 			require.NoError(t, s.Close())
 		}
 		settle(t, func() bool {
-			return counter(t, "fake_live_modules") == mods && counter(t, "fake_live_libraries") == libs
+			return fcall(t, "fake_live_modules") == mods && fcall(t, "fake_live_libraries") == libs
 		}, "module and library unloaded once the graphs are gone")
 		ltNoBadUses(t)
 	}
@@ -320,7 +321,7 @@ func TestFunctionReviewGraphsRaceClose(t *testing.T) {
 func TestFunctionReviewCloseDuringUnrelatedCapture(t *testing.T) {
 	f := ltSetup(t)
 	defer func() { _ = lifetime.Errors() }()
-	mods, libs := counter(t, "fake_live_modules"), counter(t, "fake_live_libraries")
+	mods, libs := fcall(t, "fake_live_modules"), fcall(t, "fake_live_libraries")
 	for _, lib := range []bool{false, true} {
 		var closeFn func() error
 		if lib {
@@ -328,7 +329,7 @@ func TestFunctionReviewCloseDuringUnrelatedCapture(t *testing.T) {
 			require.NoError(t, err)
 			lf, err := l.Function("empty")
 			require.NoError(t, err)
-			require.NoError(t, f.s.Launch(lf, g1b1[0], g1b1[1]), "the library was used in f.ctx")
+			require.NoError(t, f.s.Launch(lf, g1, b1), "the library was used in f.ctx")
 			require.NoError(t, f.s.Synchronize())
 			closeFn = l.Close
 		} else {
@@ -343,7 +344,7 @@ func TestFunctionReviewCloseDuringUnrelatedCapture(t *testing.T) {
 		sc, err := graph.BeginCapture(s2, graph.CaptureRelaxed)
 		require.NoError(t, err)
 		assert.NoError(t, closeFn(), "library %v: Close during another stream's capture", lib)
-		assert.NoError(t, s2.Launch(f.empty, g1b1[0], g1b1[1]), "library %v: the capture goes on", lib)
+		assert.NoError(t, s2.Launch(f.empty, g1, b1), "library %v: the capture goes on", lib)
 		g, err := sc.End()
 		assert.NoError(t, err, "library %v: the capture ends", lib)
 		if g != nil {
@@ -352,7 +353,7 @@ func TestFunctionReviewCloseDuringUnrelatedCapture(t *testing.T) {
 		sc.Abort()
 		require.NoError(t, s2.Close())
 		settle(t, func() bool {
-			return counter(t, "fake_live_modules") == mods && counter(t, "fake_live_libraries") == libs
+			return fcall(t, "fake_live_modules") == mods && fcall(t, "fake_live_libraries") == libs
 		}, "the unload ran once the capture ended")
 		assert.Empty(t, lifetime.Errors(), "library %v: no failed release", lib)
 		ltNoBadUses(t)

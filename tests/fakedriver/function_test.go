@@ -21,7 +21,7 @@ import (
 // I3).
 func TestFunctionOnePerNameHoldsItsModule(t *testing.T) {
 	f := ltSetup(t)
-	mods, libs := counter(t, "fake_live_modules"), counter(t, "fake_live_libraries")
+	mods, libs := fcall(t, "fake_live_modules"), fcall(t, "fake_live_libraries")
 
 	mod, err := f.ctx.LoadModule([]byte("FAKE module"))
 	require.NoError(t, err)
@@ -38,12 +38,12 @@ func TestFunctionOnePerNameHoldsItsModule(t *testing.T) {
 	_, err = mod.Function("add4\x00x")
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
 	require.NoError(t, mod.Close())
-	assert.Equal(t, mods, counter(t, "fake_live_modules"), "nothing held a Function: Close unloads")
+	assert.Equal(t, mods, fcall(t, "fake_live_modules"), "nothing held a Function: Close unloads")
 	_, err = mod.Function("add4")
 	assert.ErrorIs(t, err, driver.ErrClosed)
 	_, err = a.Hold()
 	assert.ErrorIs(t, err, driver.ErrClosed)
-	assert.ErrorIs(t, f.s.Launch(a, g1b1[0], g1b1[1]), driver.ErrClosed)
+	assert.ErrorIs(t, f.s.Launch(a, g1, b1), driver.ErrClosed)
 	assert.NoError(t, mod.Close(), "idempotent")
 
 	lib, err := driver.LoadLibrary([]byte("FAKE library"))
@@ -63,14 +63,14 @@ func TestFunctionOnePerNameHoldsItsModule(t *testing.T) {
 	ref, err := la.Hold()
 	require.NoError(t, err)
 	require.NoError(t, lib.Close())
-	assert.Equal(t, libs+1, counter(t, "fake_live_libraries"), "the Args and the Hold keep the library")
+	assert.Equal(t, libs+1, fcall(t, "fake_live_libraries"), "the Args and the Hold keep the library")
 	_, err = lib.Function("fill")
 	assert.ErrorIs(t, err, driver.ErrClosed)
-	require.NoError(t, f.s.LaunchArgs(args, g1b1[0], g1b1[1]), "the Args still launch")
+	require.NoError(t, f.s.LaunchArgs(args, g1, b1), "the Args still launch")
 	require.NoError(t, args.Close())
-	assert.Equal(t, libs+1, counter(t, "fake_live_libraries"), "the Hold keeps the library")
+	assert.Equal(t, libs+1, fcall(t, "fake_live_libraries"), "the Hold keeps the library")
 	require.NoError(t, ref.Release())
-	assert.Equal(t, libs, counter(t, "fake_live_libraries"))
+	assert.Equal(t, libs, fcall(t, "fake_live_libraries"))
 	require.NoError(t, f.s.Synchronize())
 	ltNoBadUses(t)
 }
@@ -82,7 +82,7 @@ func TestFunctionOnePerNameHoldsItsModule(t *testing.T) {
 // would keep the module loaded for good).
 func TestFunctionLookupRacesModuleClose(t *testing.T) {
 	f := ltSetup(t)
-	mods := counter(t, "fake_live_modules")
+	mods := fcall(t, "fake_live_modules")
 	buf, err := driver.Alloc[uint32](f.ctx, 1)
 	require.NoError(t, err)
 	defer buf.Close()
@@ -109,7 +109,7 @@ func TestFunctionLookupRacesModuleClose(t *testing.T) {
 					var lerr error
 					switch name {
 					case "add4":
-						lerr = f.s.Launch(fn, g1b1[0], g1b1[1], buf, uint32(1), uint32(2), uint32(3))
+						lerr = f.s.Launch(fn, g1, b1, buf, uint32(1), uint32(2), uint32(3))
 					case "fill":
 						if r, err := fn.Hold(); err == nil {
 							lerr = r.Release()
@@ -117,7 +117,7 @@ func TestFunctionLookupRacesModuleClose(t *testing.T) {
 							lerr = err
 						}
 					default:
-						lerr = f.s.Launch(fn, g1b1[0], g1b1[1])
+						lerr = f.s.Launch(fn, g1, b1)
 					}
 					if lerr != nil && !errors.Is(lerr, driver.ErrClosed) {
 						t.Errorf("%s: %v", name, lerr)
@@ -135,7 +135,7 @@ func TestFunctionLookupRacesModuleClose(t *testing.T) {
 		}
 		require.NoError(t, mod.Close())
 		wg.Wait()
-		require.Equal(t, mods, counter(t, "fake_live_modules"), "round %d: the module is unloaded after the last call", round)
+		require.Equal(t, mods, fcall(t, "fake_live_modules"), "round %d: the module is unloaded after the last call", round)
 	}
 	require.NoError(t, f.s.Synchronize())
 	ltNoBadUses(t)

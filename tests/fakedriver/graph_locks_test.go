@@ -19,6 +19,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -97,7 +98,7 @@ func TestCaptureOfOwnExecLaunchLeavesNothing(t *testing.T) {
 	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
 	require.NoError(t, err)
 	defer s.Close()
-	graphs0, execs0 := counter(t, "fake_live_graphs"), counter(t, "fake_live_execs")
+	graphs0, execs0 := fcall(t, "fake_live_graphs"), fcall(t, "fake_live_execs")
 
 	g, err := graph.New(f.ctx)
 	require.NoError(t, err)
@@ -115,12 +116,12 @@ func TestCaptureOfOwnExecLaunchLeavesNothing(t *testing.T) {
 
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) &&
-		(counter(t, "fake_live_graphs") != graphs0 || counter(t, "fake_live_execs") != execs0) {
+		(fcall(t, "fake_live_graphs") != graphs0 || fcall(t, "fake_live_execs") != execs0) {
 		gcAll()
 		time.Sleep(5 * time.Millisecond)
 	}
-	assert.Equal(t, graphs0, counter(t, "fake_live_graphs"), "the graph is destroyed after Close")
-	assert.Equal(t, execs0, counter(t, "fake_live_execs"), "the executable is destroyed after Close")
+	assert.Equal(t, graphs0, fcall(t, "fake_live_graphs"), "the graph is destroyed after Close")
+	assert.Equal(t, execs0, fcall(t, "fake_live_execs"), "the executable is destroyed after Close")
 	noBadUses(t)
 }
 
@@ -204,8 +205,8 @@ func TestExecSetChildLocksTheChild(t *testing.T) {
 		assert.NoError(t, err)
 	}
 	<-done
-	assert.Zero(t, counter(t, "fake_concurrent_graph_calls"),
-		"calls on the child graph overlapped SetChild's copy of it: %s", ltLastBad(t))
+	assert.Zero(t, fcall(t, "fake_concurrent_graph_calls"),
+		"calls on the child graph overlapped SetChild's copy of it: %s", faketest.LastBadUse(t))
 	noBadUses(t)
 }
 
@@ -274,9 +275,9 @@ func TestFailedWaitEventLeavesCaptureAlone(t *testing.T) {
 	sc, err := graph.BeginCapture(s, graph.CaptureRelaxed)
 	require.NoError(t, err)
 	defer sc.Abort()
-	require.NoError(t, s.Launch(f.fill, g1b1[0], g1b1[1], buf, int32(1), int32(8)))
+	require.NoError(t, s.Launch(f.fill, g1, b1, buf, int32(1), int32(8)))
 	require.NoError(t, ev.Record(s))
-	failNext(t, "cuStreamWaitEvent", 1)
+	faketest.FailNext(t, "cuStreamWaitEvent", 1)
 	require.Error(t, s2.WaitEvent(ev), "the injected failure")
 	g, err := sc.End()
 	require.NoError(t, err, "nothing joined the capture: End works")

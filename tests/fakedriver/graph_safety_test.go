@@ -24,20 +24,6 @@ import (
 	"github.com/purecuda/cuda/lifetime"
 )
 
-// noConcurrentGraphCalls checks that fakecuda saw no two calls on one graph
-// (or on an executable and its graph) at once.
-func noConcurrentGraphCalls(t *testing.T) {
-	t.Helper()
-	assert.Zero(t, counter(t, "fake_concurrent_graph_calls"), "concurrent calls on one graph: %s", ltLastBad(t))
-}
-
-// graphCallDelay widens every graph call by us microseconds for the test.
-func graphCallDelay(t *testing.T, us uintptr) {
-	t.Helper()
-	fcall(t, "fake_set_graph_call_delay_us", us)
-	t.Cleanup(func() { fcall(t, "fake_set_graph_call_delay_us", 0) })
-}
-
 // Item 1: instantiations, clones, node adds and executable closes racing
 // the graph's Close never reach CUDA with one graph at once (libcuda
 // crashed inside cuGraphInstantiateWithParams), and every call works or
@@ -118,7 +104,7 @@ func TestGraphDroppedWithoutCloseIsReleased(t *testing.T) {
 				return
 			default:
 			}
-			assert.NoError(t, s2.Launch(f.fill, g1b1[0], g1b1[1], busy, int32(1), int32(8)))
+			assert.NoError(t, s2.Launch(f.fill, g1, b1, busy, int32(1), int32(8)))
 			runtime.Gosched()
 		}
 	}()
@@ -126,8 +112,8 @@ func TestGraphDroppedWithoutCloseIsReleased(t *testing.T) {
 	require.EqualValues(t, 1, fcall(t, "fake_quiesce", 5000))
 	before := lifetime.ReadStats()
 	live := func() [4]int64 {
-		return [4]int64{counter(t, "fake_live_graphs"), counter(t, "fake_live_execs"),
-			counter(t, "fake_live_user_objects"), counter(t, "fake_live_allocations")}
+		return [4]int64{fcall(t, "fake_live_graphs"), fcall(t, "fake_live_execs"),
+			fcall(t, "fake_live_user_objects"), fcall(t, "fake_live_allocations")}
 	}
 	live0 := live()
 	n := 10000
@@ -234,7 +220,7 @@ func TestCaptureAbortKeepsNodesCUDAKeeps(t *testing.T) {
 	buf, err := driver.Alloc[int32](f.ctx, 8)
 	require.NoError(t, err)
 	_, err = g.Capture(f.s, graph.CaptureRelaxed, func(s *driver.Stream) error {
-		if err := s.Launch(f.fill, g1b1[0], g1b1[1], buf, int32(3), int32(8)); err != nil {
+		if err := s.Launch(f.fill, g1, b1, buf, int32(3), int32(8)); err != nil {
 			return err
 		}
 		return errors.New("changed my mind")
@@ -272,7 +258,7 @@ func TestGraphRefusesCallsDuringCapture(t *testing.T) {
 	sc, err := g.BeginCapture(f.s, graph.CaptureRelaxed)
 	require.NoError(t, err)
 	defer sc.Abort()
-	require.NoError(t, f.s.Launch(f.fill, g1b1[0], g1b1[1], buf, int32(3), int32(8)))
+	require.NoError(t, f.s.Launch(f.fill, g1, b1, buf, int32(3), int32(8)))
 	require.NoError(t, buf.Close())
 
 	var copies []func() error
@@ -388,7 +374,7 @@ func TestCaptureEndRacingLaunches(t *testing.T) {
 						if !assert.NoError(t, err) {
 							return
 						}
-						err = s.Launch(f.fill, g1b1[0], g1b1[1], buf, int32(j), int32(8))
+						err = s.Launch(f.fill, g1, b1, buf, int32(j), int32(8))
 						_ = buf.Close()
 						if err != nil && !errors.Is(err, driver.ErrInvalidValue) { // an invalidated capture may refuse
 							t.Errorf("launch: %v", err)
@@ -445,7 +431,7 @@ func TestRetireAfterStickyErrorEnds(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	lifetime.Flush()
 	g0 := runtime.NumGoroutine()
-	allocs0 := counter(t, "fake_live_allocations")
+	allocs0 := fcall(t, "fake_live_allocations")
 
 	fcall(t, "fake_set_sticky_error", 700)
 	defer fcall(t, "fake_clear_sticky_error")
@@ -458,10 +444,10 @@ func TestRetireAfterStickyErrorEnds(t *testing.T) {
 		require.NoError(t, b.Close())
 	}
 	ok := ltSettle(func() bool {
-		return counter(t, "fake_live_allocations") <= allocs0-3 && runtime.NumGoroutine() <= g0
+		return fcall(t, "fake_live_allocations") <= allocs0-3 && runtime.NumGoroutine() <= g0
 	})
 	assert.True(t, ok, "retired owners released and no goroutine waiting: %d allocations (were %d), %d goroutines (were %d)",
-		counter(t, "fake_live_allocations"), allocs0, runtime.NumGoroutine(), g0)
+		fcall(t, "fake_live_allocations"), allocs0, runtime.NumGoroutine(), g0)
 	fcall(t, "fake_clear_sticky_error")
 	fcall(t, "fake_reset_counters")
 }

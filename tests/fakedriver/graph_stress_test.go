@@ -30,7 +30,7 @@ func TestGraphStressCloseRaces(t *testing.T) {
 	counters := append([]string{"fake_live_graphs", "fake_live_execs", "fake_live_user_objects", "fake_live_nodes"}, fakeLive...)
 	live := map[string]int64{}
 	for _, c := range counters {
-		live[c] = counter(t, c)
+		live[c] = fcall(t, c)
 	}
 	// The host-function server starts with the first host function: start
 	// it now, so that the goroutines can be compared.
@@ -49,10 +49,10 @@ func TestGraphStressCloseRaces(t *testing.T) {
 	noConcurrentGraphCalls(t)
 
 	require.NoError(t, f.ctx.Synchronize())
-	assert.Equal(t, int64(1), ltCall(t, "fake_quiesce", 10000))
+	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
 	ok := ltSettle(func() bool {
 		for _, c := range counters {
-			if counter(t, c) != live[c] {
+			if fcall(t, c) != live[c] {
 				return false
 			}
 		}
@@ -64,7 +64,7 @@ func TestGraphStressCloseRaces(t *testing.T) {
 		keys := append([]string(nil), counters...)
 		sort.Strings(keys)
 		for _, k := range keys {
-			assert.Equal(t, live[k], counter(t, k), "%s back to its start", k)
+			assert.Equal(t, live[k], fcall(t, k), "%s back to its start", k)
 		}
 		assert.Equal(t, before.Objects, lifetime.ReadStats().Objects, "lifetime back to its start: %+v, was %+v", lifetime.ReadStats(), before)
 		assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines0, "goroutines back to where they were")

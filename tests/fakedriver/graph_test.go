@@ -3,8 +3,6 @@
 package fakedriver_test
 
 import (
-	"errors"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,50 +13,13 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/lifetime"
 )
 
-// The graph layer against fakecuda's graph model: the lifetime promises of
-// package graph checked on a CPU, where the fake counts every use of a
-// freed pointer or destroyed handle and every node add without a context.
-
-var graphCfg = driver.LaunchConfig{Grid: driver.Grid(1), Block: driver.Block(1)}
-
-func gcAll() {
-	for i := 0; i < 4; i++ {
-		runtime.GC()
-		time.Sleep(time.Millisecond)
-	}
-	lifetime.Flush()
-}
-
-// settle waits up to 10 s for cond, flushing the release queue: the fake
-// runs user-object destructors on a thread of its own, as CUDA does.
-func settle(t *testing.T, cond func() bool, msg string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s (%+v)", msg, lifetime.ReadStats())
-		}
-		time.Sleep(time.Millisecond)
-		lifetime.Flush()
-	}
-}
-
-// noBadUses checks that nothing reached the fake with a freed pointer, a
-// destroyed handle, or without a context where one is needed.
-func noBadUses(t *testing.T) {
-	t.Helper()
-	defer fcall(t, "fake_reset_counters")
-	assert.Zero(t, counter(t, "fake_bad_ptr_uses"), "uses of freed or unknown device memory")
-	assert.Zero(t, counter(t, "fake_bad_handle_uses"), "uses of destroyed handles")
-	assert.Zero(t, counter(t, "fake_no_ctx_graph_calls"), "graph calls without a current context")
-}
-
 func TestFakeGraphInlineBufferSurvivesGC(t *testing.T) {
 	f := setupGraph(t)
-	allocs0 := counter(t, "fake_live_allocations")
+	allocs0 := fcall(t, "fake_live_allocations")
 	g, err := graph.New(f.ctx)
 	require.NoError(t, err)
 	out := make([]int32, 64)
@@ -71,7 +32,7 @@ func TestFakeGraphInlineBufferSurvivesGC(t *testing.T) {
 		require.NoError(t, err)
 	}()
 	gcAll()
-	assert.Equal(t, allocs0+1, counter(t, "fake_live_allocations"), "the graph holds the buffer")
+	assert.Equal(t, allocs0+1, fcall(t, "fake_live_allocations"), "the graph holds the buffer")
 	exe, err := g.Instantiate()
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
@@ -80,7 +41,7 @@ func TestFakeGraphInlineBufferSurvivesGC(t *testing.T) {
 	require.NoError(t, f.s.Synchronize())
 	assert.Equal(t, int32(9+63), out[63])
 	require.NoError(t, exe.Close())
-	settle(t, func() bool { return counter(t, "fake_live_allocations") == allocs0 }, "buffer freed after teardown")
+	settle(t, func() bool { return fcall(t, "fake_live_allocations") == allocs0 }, "buffer freed after teardown")
 	noBadUses(t)
 }
 
@@ -128,7 +89,7 @@ func TestFakeGraphRollback(t *testing.T) {
 	buf, err := driver.Alloc[int32](f.ctx, 8)
 	require.NoError(t, err)
 	defer buf.Close()
-	failNext(t, "cuGraphAddKernelNode", 2) // the driver refuses: nothing is held afterwards
+	faketest.FailNext(t, "cuGraphAddKernelNode", 2) // the driver refuses: nothing is held afterwards
 	_, err = g.KernelWith(f.fill, graphCfg, buf, int32(0), int32(8))
 	require.Error(t, err)
 	nodes, err := g.Nodes()
@@ -150,7 +111,7 @@ func TestFakeGraphNoLeakCycles(t *testing.T) {
 		bufs[i] = b
 	}
 	st0 := lifetime.ReadStats()
-	graphs0, execs0 := counter(t, "fake_live_graphs"), counter(t, "fake_live_execs")
+	graphs0, execs0 := fcall(t, "fake_live_graphs"), fcall(t, "fake_live_execs")
 	var calls atomic.Int64
 	const cycles = 300
 	for c := 0; c < cycles; c++ {
@@ -179,8 +140,8 @@ func TestFakeGraphNoLeakCycles(t *testing.T) {
 		st := lifetime.ReadStats()
 		return st.Live <= st0.Live && st.Callbacks <= st0.Callbacks && st.Tables <= st0.Tables
 	}, "everything released")
-	assert.Equal(t, graphs0, counter(t, "fake_live_graphs"))
-	assert.Equal(t, execs0, counter(t, "fake_live_execs"))
+	assert.Equal(t, graphs0, fcall(t, "fake_live_graphs"))
+	assert.Equal(t, execs0, fcall(t, "fake_live_execs"))
 	noBadUses(t)
 }
 
@@ -268,29 +229,6 @@ func TestFakeGraphCloseRaces(t *testing.T) {
 	noBadUses(t)
 }
 
-func assertClosedOr(t *testing.T, err error) {
-	t.Helper()
-	if err != nil && !errors.Is(err, driver.ErrClosed) {
-		t.Errorf("unexpected error: %v", err)
-	}
-}
-
-// failNext makes fakecuda's next call of fn fail with code.
-func failNext(t *testing.T, fn string, code int32) {
-	t.Helper()
-	modelLib(t)
-	model.failNext(fn, code)
-	t.Cleanup(func() { fcall(t, "fake_fail_clear") })
-}
-
-// setupGraph is setup with fakecuda's bad-use counters reset.
-func setupGraph(t *testing.T) *fixture {
-	t.Helper()
-	f := setup(t)
-	fcall(t, "fake_reset_counters")
-	return f
-}
-
 // An executable launched on many short-lived streams lets them go: it
 // holds at most a few at a time, not every stream it ever ran on.
 func TestFakeExecDoesNotHoldEveryStream(t *testing.T) {
@@ -306,7 +244,7 @@ func TestFakeExecDoesNotHoldEveryStream(t *testing.T) {
 	exe, err := g.Instantiate()
 	require.NoError(t, err)
 	defer exe.Close()
-	streams0 := counter(t, "fake_live_streams")
+	streams0 := fcall(t, "fake_live_streams")
 	for i := 0; i < 64; i++ {
 		s, err := f.ctx.NewStream(driver.StreamNonBlocking)
 		require.NoError(t, err)
@@ -314,7 +252,7 @@ func TestFakeExecDoesNotHoldEveryStream(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 	require.NoError(t, f.ctx.Synchronize())
-	settle(t, func() bool { return counter(t, "fake_live_streams") <= streams0+17 }, "closed streams destroyed while the executable lives")
+	settle(t, func() bool { return fcall(t, "fake_live_streams") <= streams0+17 }, "closed streams destroyed while the executable lives")
 	noBadUses(t)
 }
 
@@ -368,7 +306,7 @@ func TestFakeGraphOwnerReleaseCallsBack(t *testing.T) {
 		assert.EqualValues(t, 2, released.Load(), "released when the add failed")
 
 		// A node the driver refuses releases its owner the same way.
-		failNext(t, "cuGraphAddMemsetNode", 1)
+		faketest.FailNext(t, "cuGraphAddMemsetNode", 1)
 		_, err = g.Memset(graph.Raw(addr, 32, false, owner), 7, 4)
 		assert.Error(t, err)
 		assert.EqualValues(t, 3, released.Load(), "released when the driver refused the node")

@@ -20,7 +20,7 @@ import (
 // function and the stats come back once flushed.
 func TestInCallbackReviewHostFuncCloseStreamAndEvent(t *testing.T) {
 	f := ltSetup(t)
-	streams, events := counter(t, "fake_live_streams"), counter(t, "fake_live_events")
+	streams, events := fcall(t, "fake_live_streams"), fcall(t, "fake_live_events")
 	before := lifetime.ReadStats()
 	s, err := f.ctx.NewStream(0)
 	require.NoError(t, err)
@@ -31,14 +31,14 @@ func TestInCallbackReviewHostFuncCloseStreamAndEvent(t *testing.T) {
 	var destroyedIn atomic.Bool
 	require.NoError(t, s.LaunchHostFunc(func() {
 		errs = [2]error{ev.Close(), s.Close()}
-		destroyedIn.Store(counter(t, "fake_live_streams") < streams+1)
+		destroyedIn.Store(fcall(t, "fake_live_streams") < streams+1)
 	}))
 	require.NoError(t, f.ctx.Synchronize())
 	assert.NoError(t, errs[0])
 	assert.NoError(t, errs[1])
 	assert.False(t, destroyedIn.Load(), "not destroyed inside the host function")
 	settle(t, func() bool {
-		return counter(t, "fake_live_streams") == streams && counter(t, "fake_live_events") == events
+		return fcall(t, "fake_live_streams") == streams && fcall(t, "fake_live_events") == events
 	}, "stream and event destroyed after the host function")
 	lifetime.Flush()
 	assert.Equal(t, before.Objects, lifetime.ReadStats().Objects)

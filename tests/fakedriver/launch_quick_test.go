@@ -10,6 +10,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -70,7 +71,7 @@ func TestLaunchQuickSmallScalars(t *testing.T) {
 func TestLaunchQuickFailedLaunchReleases(t *testing.T) {
 	f := ltSetup(t)
 	before := lifetime.ReadStats()
-	liveBefore := counter(t, "fake_live_allocations")
+	liveBefore := fcall(t, "fake_live_allocations")
 	g := driver.Grid(1)
 	out, err := driver.Alloc[uint32](f.ctx, 1)
 	require.NoError(t, err)
@@ -80,7 +81,7 @@ func TestLaunchQuickFailedLaunchReleases(t *testing.T) {
 	args, err := f.add4.NewArgs(out, uint32(4), uint32(5), uint32(6))
 	require.NoError(t, err)
 
-	ltFail(t, "cuLaunchKernel", 1, 2) // CUDA_ERROR_INVALID_VALUE, twice
+	faketest.FailCalls(t, "cuLaunchKernel", 1, 0, 2) // CUDA_ERROR_INVALID_VALUE, twice
 	err = s.Launch(f.add4, g, g, out, uint32(1), uint32(2), uint32(3))
 	assert.ErrorIs(t, err, driver.ErrInvalidValue)
 	err = s.LaunchArgs(args, g, g)
@@ -96,7 +97,7 @@ func TestLaunchQuickFailedLaunchReleases(t *testing.T) {
 	require.NoError(t, s.Close())
 	lifetime.Flush()
 	assert.Equal(t, before.Objects, lifetime.ReadStats().Objects, "nothing kept a reference")
-	assert.Equal(t, liveBefore, counter(t, "fake_live_allocations"), "the buffer was freed")
+	assert.Equal(t, liveBefore, fcall(t, "fake_live_allocations"), "the buffer was freed")
 }
 
 // Launches captured into a graph through the quick paths hand the graph
@@ -136,6 +137,6 @@ func TestLaunchQuickCaptured(t *testing.T) {
 	require.NoError(t, b.Close())
 	require.NoError(t, ex.Launch(f.s))
 	require.NoError(t, f.s.Synchronize())
-	assert.Zero(t, counter(t, "fake_bad_ptr_uses"), "the graph's kernels wrote to live memory")
-	assert.Zero(t, counter(t, "fake_bad_handle_uses"), "the graph's kernels ran in a loaded module")
+	assert.Zero(t, fcall(t, "fake_bad_ptr_uses"), "the graph's kernels wrote to live memory")
+	assert.Zero(t, fcall(t, "fake_bad_handle_uses"), "the graph's kernels ran in a loaded module")
 }

@@ -22,174 +22,22 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 	"github.com/purecuda/cuda/nvrtc"
 )
-
-// ---- fakecuda controls (MODEL.md), prefixed lt to stay apart from the
-// other test files' helpers ----
-
-var ltLib = struct {
-	once sync.Once
-	h    uintptr
-	err  error
-}{}
-
-func ltSym(t testing.TB, name string) uintptr {
-	t.Helper()
-	need(t)
-	ltLib.once.Do(func() { ltLib.h, ltLib.err = purego.Dlopen(libPath, purego.RTLD_NOW|purego.RTLD_LOCAL) })
-	require.NoError(t, ltLib.err)
-	p, err := purego.Dlsym(ltLib.h, name)
-	require.NoError(t, err, "fakecuda lacks %s", name)
-	return p
-}
-
-// ltCall calls a fake_* control or counter with integer arguments.
-func ltCall(t testing.TB, name string, args ...uintptr) int64 {
-	t.Helper()
-	r, _, _ := purego.SyscallN(ltSym(t, name), args...)
-	return int64(r)
-}
 
 // CUresult codes the tests inject.
 const (
 	ltOutOfMemory  = 2   // CUDA_ERROR_OUT_OF_MEMORY
 	ltLaunchFailed = 719 // CUDA_ERROR_LAUNCH_FAILED, a sticky error
 )
-
-// ltFail makes the next times calls of fn (a CUDA function's base name)
-// fail with code.
-func ltFail(t testing.TB, fn string, code uintptr, times int) {
-	t.Helper()
-	b := append([]byte(fn), 0)
-	purego.SyscallN(ltSym(t, "fake_fail_calls"), uintptr(unsafe.Pointer(&b[0])), code, 0, uintptr(times))
-	runtime.KeepAlive(b)
-}
-
-// ltLastBad is fakecuda's description of the latest bad use.
-func ltLastBad(t testing.TB) string {
-	r, _, _ := purego.SyscallN(ltSym(t, "fake_last_bad_use"))
-	if r == 0 {
-		return ""
-	}
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&r))
-	var sb strings.Builder
-	for i := 0; i < 512; i++ {
-		c := *(*byte)(unsafe.Add(p, i))
-		if c == 0 {
-			break
-		}
-		sb.WriteByte(c)
-	}
-	return sb.String()
-}
-
-// ltSetup is setup with fakecuda's bad-use counters reset; when the test
-// ends it undoes every slow-down, failure and sticky error, waits for the
-// fake's queues, and checks that nothing reached the fake with a freed
-// pointer or a destroyed handle.
-func ltSetup(t *testing.T) *fixture {
-	t.Helper()
-	f := setup(t)
-	// What earlier tests left queued runs first, so that it does not count
-	// against this one.
-	ltCall(t, "fake_quiesce", 10000)
-	lifetime.Flush()
-	ltCall(t, "fake_reset_counters")
-	before := lifetime.ReadStats()
-	t.Cleanup(func() {
-		ltCall(t, "fake_set_copy_delay_us", 0)
-		ltCall(t, "fake_set_kernel_delay_us", 0)
-		ltCall(t, "fake_fail_clear")
-		assert.Equal(t, int64(1), ltCall(t, "fake_quiesce", 10000), "fakecuda's queues drained")
-		ltCall(t, "fake_clear_sticky_error")
-		ltNoBadUses(t)
-		// Nothing the test made is left pinned or registered (I10, I11).
-		assert.True(t, ltSettle(func() bool {
-			now := lifetime.ReadStats()
-			return now.Pinned <= before.Pinned && now.Callbacks <= before.Callbacks
-		}), "pins and callbacks back to %d and %d: %+v", before.Pinned, before.Callbacks, lifetime.ReadStats())
-		assert.Equal(t, before.ReleaseErrors, lifetime.ReadStats().ReleaseErrors, "no release failed: %v", lifetime.Errors())
-	})
-	return f
-}
-
-// ltNoBadUses checks fakecuda's bad-use counters, and resets them.
-func ltNoBadUses(t *testing.T) {
-	t.Helper()
-	ptr, handle := counter(t, "fake_bad_ptr_uses"), counter(t, "fake_bad_handle_uses")
-	if ptr != 0 || handle != 0 {
-		t.Errorf("fakecuda saw %d uses of freed or unknown memory and %d of destroyed handles; the latest: %s", ptr, handle, ltLastBad(t))
-	}
-	ltCall(t, "fake_reset_counters")
-}
-
-// ltClosedOr fails unless err is nil or matches ErrClosed.
-func ltClosedOr(t *testing.T, what string, err error) {
-	t.Helper()
-	if err != nil && !errors.Is(err, driver.ErrClosed) {
-		t.Errorf("%s: %v", what, err)
-	}
-}
-
-// ltSettle flushes the release queue and collects garbage until cond holds
-// or 10 s pass.
-func ltSettle(cond func() bool) bool {
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		runtime.GC()
-		lifetime.Flush()
-		time.Sleep(time.Millisecond)
-	}
-	return true
-}
-
-// ltRace runs n goroutines calling op until stop is closed, and close
-// after a short while; it returns once all have returned.
-func ltRace(n int, op func(g int), close func()) { ltRaceN(n, 1<<30, op, close) }
-
-// ltRaceN is ltRace with at most max calls per goroutine.
-func ltRaceN(n, max int, op func(g int), close func()) {
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for g := 0; g < n; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < max; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				op(g)
-				if i > 10000 {
-					runtime.Gosched()
-				}
-			}
-		}()
-	}
-	time.Sleep(200 * time.Microsecond)
-	close()
-	time.Sleep(200 * time.Microsecond) // calls after the Close must fail cleanly too
-	closeStop(stop)
-	wg.Wait()
-}
-
-func closeStop(c chan struct{}) { close(c) }
-
-var g1b1 = [2]driver.Dim3{driver.Grid(1), driver.Block(1)}
 
 // ---- fix 1 ----
 
@@ -203,7 +51,7 @@ var g1b1 = [2]driver.Dim3{driver.Grid(1), driver.Block(1)}
 func TestFix01_ContextCloseNeverRevives(t *testing.T) {
 	f := ltSetup(t)
 	dev := f.ctx.Device()
-	contexts := counter(t, "fake_live_contexts")
+	contexts := fcall(t, "fake_live_contexts")
 	// More running threads than CPUs: the kernel then preempts goroutines
 	// anywhere, also between an old-style closed check and its increment.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(16))
@@ -240,9 +88,9 @@ func TestFix01_ContextCloseNeverRevives(t *testing.T) {
 			// The bystander, f.ctx, still holds the primary context.
 			_, _, err = f.ctx.MemGetInfo()
 			require.NoError(t, err, "%s round %d: a Close released the primary context too often", name, round)
-			require.Equal(t, contexts, counter(t, "fake_live_contexts"), "%s round %d", name, round)
-			if counter(t, "fake_bad_handle_uses") != 0 {
-				t.Fatalf("%s round %d: a context was released twice: %s", name, round, ltLastBad(t))
+			require.Equal(t, contexts, fcall(t, "fake_live_contexts"), "%s round %d", name, round)
+			if fcall(t, "fake_bad_handle_uses") != 0 {
+				t.Fatalf("%s round %d: a context was released twice: %s", name, round, faketest.LastBadUse(t))
 			}
 		}
 	}
@@ -257,7 +105,7 @@ func TestFix01_ContextCloseNeverRevives(t *testing.T) {
 // during the copy".
 func TestFix02_BufferMethodsHoldMemory(t *testing.T) {
 	f := ltSetup(t)
-	allocs := counter(t, "fake_live_allocations")
+	allocs := fcall(t, "fake_live_allocations")
 	src, err := driver.Alloc[int32](f.ctx, 4096)
 	require.NoError(t, err)
 	defer src.Close()
@@ -278,7 +126,7 @@ func TestFix02_BufferMethodsHoldMemory(t *testing.T) {
 		"CopyToPinnedAsync":   func(b *driver.Buffer[int32]) error { return b.CopyToPinnedAsync(f.s, pinned) },
 		"ToHost":              func(b *driver.Buffer[int32]) error { _, err := b.ToHost(); return err },
 	}
-	ltCall(t, "fake_set_copy_delay_us", 3000)
+	fcall(t, "fake_set_copy_delay_us", 3000)
 	for name, op := range ops {
 		for i := 0; i < 3; i++ {
 			b, err := driver.Alloc[int32](f.ctx, 4096)
@@ -291,9 +139,9 @@ func TestFix02_BufferMethodsHoldMemory(t *testing.T) {
 		}
 		require.NoError(t, f.s.Synchronize())
 	}
-	ltCall(t, "fake_set_copy_delay_us", 0)
+	fcall(t, "fake_set_copy_delay_us", 0)
 	require.NoError(t, src.Close())
-	assert.True(t, ltSettle(func() bool { return counter(t, "fake_live_allocations") == allocs }), "every buffer was freed")
+	assert.True(t, ltSettle(func() bool { return fcall(t, "fake_live_allocations") == allocs }), "every buffer was freed")
 	ltNoBadUses(t)
 }
 
@@ -304,7 +152,7 @@ func TestFix02_BufferMethodsHoldMemory(t *testing.T) {
 // freed the memory mid-copy.
 func TestFix02_LastUseIsHeld(t *testing.T) {
 	f := ltSetup(t)
-	allocs := counter(t, "fake_live_allocations")
+	allocs := fcall(t, "fake_live_allocations")
 	stop := make(chan struct{})
 	var gcs sync.WaitGroup
 	gcs.Add(1)
@@ -321,7 +169,7 @@ func TestFix02_LastUseIsHeld(t *testing.T) {
 			}
 		}
 	}()
-	ltCall(t, "fake_set_copy_delay_us", 5000)
+	fcall(t, "fake_set_copy_delay_us", 5000)
 	host := make([]int32, 1024)
 	for i := 0; i < 10; i++ {
 		func() {
@@ -335,10 +183,10 @@ func TestFix02_LastUseIsHeld(t *testing.T) {
 		}()
 	}
 	require.NoError(t, f.s.Synchronize())
-	ltCall(t, "fake_set_copy_delay_us", 0)
+	fcall(t, "fake_set_copy_delay_us", 0)
 	closeStop(stop)
 	gcs.Wait()
-	assert.True(t, ltSettle(func() bool { return counter(t, "fake_live_allocations") == allocs }), "the cleanups freed every buffer")
+	assert.True(t, ltSettle(func() bool { return fcall(t, "fake_live_allocations") == allocs }), "the cleanups freed every buffer")
 	ltNoBadUses(t)
 }
 
@@ -352,7 +200,7 @@ func TestFix02_LastUseIsHeld(t *testing.T) {
 // GPU, a fault).
 func TestFix03_HostSliceKeepsManagedMemory(t *testing.T) {
 	f := ltSetup(t)
-	allocs := counter(t, "fake_live_allocations")
+	allocs := fcall(t, "fake_live_allocations")
 	var hs []int32
 	func() {
 		b, err := driver.AllocManaged[int32](f.ctx, 256)
@@ -366,13 +214,13 @@ func TestFix03_HostSliceKeepsManagedMemory(t *testing.T) {
 		lifetime.Flush()
 		time.Sleep(time.Millisecond)
 	}
-	assert.Equal(t, allocs+1, counter(t, "fake_live_allocations"), "the memory behind a host slice stays allocated")
+	assert.Equal(t, allocs+1, fcall(t, "fake_live_allocations"), "the memory behind a host slice stays allocated")
 	hs[255] = 9
 	assert.Equal(t, int32(7), hs[0], "the slice still reads what was written (freed fake memory reads 0xdddddddd)")
 	// Free it by hand so the counters balance: nothing else can now.
 	p := uintptr(unsafe.Pointer(&hs[0]))
 	require.NoError(t, f.ctx.Raw(func(uintptr) error { return cu.MemFree(cu.CUdeviceptr(p)) }))
-	assert.Equal(t, allocs, counter(t, "fake_live_allocations"))
+	assert.Equal(t, allocs, fcall(t, "fake_live_allocations"))
 }
 
 // ---- fix 4 ----
@@ -384,7 +232,7 @@ func TestFix03_HostSliceKeepsManagedMemory(t *testing.T) {
 // handle (on the H200, SIGSEGV).
 func TestFix04_StreamCloseRacesCalls(t *testing.T) {
 	f := ltSetup(t)
-	streams := counter(t, "fake_live_streams")
+	streams := fcall(t, "fake_live_streams")
 	buf, err := driver.Alloc[int32](f.ctx, 64)
 	require.NoError(t, err)
 	defer buf.Close()
@@ -402,9 +250,9 @@ func TestFix04_StreamCloseRacesCalls(t *testing.T) {
 			var err error
 			switch g {
 			case 0:
-				err = s.Launch(f.fill, g1b1[0], g1b1[1], buf, int32(2), int32(64))
+				err = s.Launch(f.fill, g1, b1, buf, int32(2), int32(64))
 			case 1:
-				err = s.LaunchArgs(args, g1b1[0], g1b1[1])
+				err = s.LaunchArgs(args, g1, b1)
 			case 2:
 				err = ev.Record(s)
 			case 3:
@@ -426,14 +274,14 @@ func TestFix04_StreamCloseRacesCalls(t *testing.T) {
 		}, func() { assert.NoError(t, s.Close()) })
 	}
 	require.NoError(t, f.ctx.Synchronize())
-	assert.True(t, ltSettle(func() bool { return counter(t, "fake_live_streams") == streams }), "every stream destroyed")
+	assert.True(t, ltSettle(func() bool { return fcall(t, "fake_live_streams") == streams }), "every stream destroyed")
 	ltNoBadUses(t)
 }
 
 // TestFix04_EventCloseRacesCalls: the same for Event.Close.
 func TestFix04_EventCloseRacesCalls(t *testing.T) {
 	f := ltSetup(t)
-	events := counter(t, "fake_live_events")
+	events := fcall(t, "fake_live_events")
 	for round := 0; round < 200; round++ {
 		e, err := f.ctx.NewEvent(driver.EventDefault)
 		require.NoError(t, err)
@@ -456,7 +304,7 @@ func TestFix04_EventCloseRacesCalls(t *testing.T) {
 		}, func() { assert.NoError(t, e.Close()) })
 	}
 	require.NoError(t, f.s.Synchronize())
-	assert.Equal(t, events, counter(t, "fake_live_events"))
+	assert.Equal(t, events, fcall(t, "fake_live_events"))
 	ltNoBadUses(t)
 }
 
@@ -464,7 +312,7 @@ func TestFix04_EventCloseRacesCalls(t *testing.T) {
 // buffers allocated from the pool holding it until they are freed.
 func TestFix04_MemPoolCloseRacesCalls(t *testing.T) {
 	f := ltSetup(t)
-	pools, allocs := counter(t, "fake_live_pools"), counter(t, "fake_live_allocations")
+	pools, allocs := fcall(t, "fake_live_pools"), fcall(t, "fake_live_allocations")
 	for round := 0; round < 40; round++ {
 		p, err := f.ctx.NewMemPool()
 		require.NoError(t, err)
@@ -488,8 +336,8 @@ func TestFix04_MemPoolCloseRacesCalls(t *testing.T) {
 		}, func() { assert.NoError(t, p.Close()) })
 	}
 	require.NoError(t, f.s.Synchronize())
-	assert.Equal(t, pools, counter(t, "fake_live_pools"))
-	assert.Equal(t, allocs, counter(t, "fake_live_allocations"))
+	assert.Equal(t, pools, fcall(t, "fake_live_pools"))
+	assert.Equal(t, allocs, fcall(t, "fake_live_allocations"))
 	ltNoBadUses(t)
 }
 
@@ -499,11 +347,11 @@ func TestFix04_MemPoolCloseRacesCalls(t *testing.T) {
 // freed host memory.
 func TestFix04_HostBufferCloseWaitsForCopies(t *testing.T) {
 	f := ltSetup(t)
-	hosts := counter(t, "fake_live_host_allocs")
+	hosts := fcall(t, "fake_live_host_allocs")
 	buf, err := driver.Alloc[int32](f.ctx, 1024)
 	require.NoError(t, err)
 	defer buf.Close()
-	ltCall(t, "fake_set_copy_delay_us", 2000)
+	fcall(t, "fake_set_copy_delay_us", 2000)
 	for round := 0; round < 10; round++ {
 		h, err := driver.AllocHost[int32](f.ctx, 1024, driver.HostAllocDefault)
 		require.NoError(t, err)
@@ -518,8 +366,8 @@ func TestFix04_HostBufferCloseWaitsForCopies(t *testing.T) {
 		}, func() { assert.NoError(t, h.Close()) })
 	}
 	require.NoError(t, f.s.Synchronize())
-	ltCall(t, "fake_set_copy_delay_us", 0)
-	assert.Equal(t, hosts, counter(t, "fake_live_host_allocs"))
+	fcall(t, "fake_set_copy_delay_us", 0)
+	assert.Equal(t, hosts, fcall(t, "fake_live_host_allocs"))
 	ltNoBadUses(t)
 }
 
@@ -532,20 +380,20 @@ func TestFix04_HostBufferCloseWaitsForCopies(t *testing.T) {
 // the slowed kernel still queued then wrote freed memory.
 func TestFix05_StreamOrderedFreeAfterStreamClose(t *testing.T) {
 	f := ltSetup(t)
-	allocs, streams := counter(t, "fake_live_allocations"), counter(t, "fake_live_streams")
+	allocs, streams := fcall(t, "fake_live_allocations"), fcall(t, "fake_live_streams")
 	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
 	require.NoError(t, err)
 	b, err := driver.AllocAsync[int32](s, 256)
 	require.NoError(t, err)
-	ltCall(t, "fake_set_kernel_delay_us", 20000)
-	require.NoError(t, s.Launch(f.fill, g1b1[0], g1b1[1], b, int32(5), int32(256)))
+	fcall(t, "fake_set_kernel_delay_us", 20000)
+	require.NoError(t, s.Launch(f.fill, g1, b1, b, int32(5), int32(256)))
 	require.NoError(t, s.Close())
 	require.NoError(t, b.Close())
 	require.NoError(t, f.ctx.Synchronize())
-	ltCall(t, "fake_set_kernel_delay_us", 0)
-	assert.Equal(t, int64(1), ltCall(t, "fake_quiesce", 10000))
-	assert.Equal(t, allocs, counter(t, "fake_live_allocations"), "the buffer was freed")
-	assert.Equal(t, streams, counter(t, "fake_live_streams"), "and then its stream destroyed")
+	fcall(t, "fake_set_kernel_delay_us", 0)
+	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
+	assert.Equal(t, allocs, fcall(t, "fake_live_allocations"), "the buffer was freed")
+	assert.Equal(t, streams, fcall(t, "fake_live_streams"), "and then its stream destroyed")
 	ltNoBadUses(t)
 }
 
@@ -556,7 +404,7 @@ func TestFix05_StreamOrderedFreeAfterStreamClose(t *testing.T) {
 // on the other stream still used the memory.
 func TestFix05_StreamOrderedFreeWaitsForOtherStreams(t *testing.T) {
 	f := ltSetup(t)
-	allocs := counter(t, "fake_live_allocations")
+	allocs := fcall(t, "fake_live_allocations")
 	other, err := f.ctx.NewStream(driver.StreamNonBlocking)
 	require.NoError(t, err)
 	defer other.Close()
@@ -568,7 +416,7 @@ func TestFix05_StreamOrderedFreeWaitsForOtherStreams(t *testing.T) {
 	defer plain.Close()
 	uses := map[string]func(b *driver.Buffer[int32]) error{
 		"Launch": func(b *driver.Buffer[int32]) error {
-			return other.Launch(f.fill, g1b1[0], g1b1[1], b, int32(1), int32(256))
+			return other.Launch(f.fill, g1, b1, b, int32(1), int32(256))
 		},
 		"LaunchArgs": func(b *driver.Buffer[int32]) error {
 			a, err := f.fill.NewArgs(b, int32(1), int32(256))
@@ -576,7 +424,7 @@ func TestFix05_StreamOrderedFreeWaitsForOtherStreams(t *testing.T) {
 				return err
 			}
 			defer a.Close()
-			return other.LaunchArgs(a, g1b1[0], g1b1[1])
+			return other.LaunchArgs(a, g1, b1)
 		},
 		"CopyToHostAsync": func(b *driver.Buffer[int32]) error { return b.CopyToHostAsync(other, make([]int32, 256)) },
 		"CopyFromAsync":   func(b *driver.Buffer[int32]) error { return b.CopyFromAsync(other, plain) },
@@ -595,24 +443,24 @@ func TestFix05_StreamOrderedFreeWaitsForOtherStreams(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.NoError(t, f.s.Synchronize()) // the allocation has happened
-			ltCall(t, "fake_set_kernel_delay_us", 10000)
-			ltCall(t, "fake_set_copy_delay_us", 10000)
+			fcall(t, "fake_set_kernel_delay_us", 10000)
+			fcall(t, "fake_set_copy_delay_us", 10000)
 			// Something slow first, so that the use is still queued on
 			// other when the buffer is closed.
-			require.NoError(t, other.Launch(f.empty, g1b1[0], g1b1[1]))
+			require.NoError(t, other.Launch(f.empty, g1, b1))
 			require.NoError(t, use(b), name)
 			require.NoError(t, b.Close())
 			require.NoError(t, other.Synchronize())
 			require.NoError(t, f.s.Synchronize())
-			ltCall(t, "fake_set_kernel_delay_us", 0)
-			ltCall(t, "fake_set_copy_delay_us", 0)
-			if counter(t, "fake_bad_ptr_uses") != 0 {
-				t.Errorf("%s (pool %v): the memory was freed while the other stream used it: %s", name, fromPool, ltLastBad(t))
-				ltCall(t, "fake_reset_counters")
+			fcall(t, "fake_set_kernel_delay_us", 0)
+			fcall(t, "fake_set_copy_delay_us", 0)
+			if fcall(t, "fake_bad_ptr_uses") != 0 {
+				t.Errorf("%s (pool %v): the memory was freed while the other stream used it: %s", name, fromPool, faketest.LastBadUse(t))
+				fcall(t, "fake_reset_counters")
 			}
 		}
 	}
-	assert.Equal(t, allocs+1, counter(t, "fake_live_allocations"), "only plain is left")
+	assert.Equal(t, allocs+1, fcall(t, "fake_live_allocations"), "only plain is left")
 	ltNoBadUses(t)
 }
 
@@ -622,7 +470,7 @@ func TestFix05_StreamOrderedFreeWaitsForOtherStreams(t *testing.T) {
 // cuMemFreeAsync fail on a dead handle, and the memory leaked.
 func TestFix05_FreeRacingStreamClose(t *testing.T) {
 	f := ltSetup(t)
-	allocs, streams := counter(t, "fake_live_allocations"), counter(t, "fake_live_streams")
+	allocs, streams := fcall(t, "fake_live_allocations"), fcall(t, "fake_live_streams")
 	lifetime.Errors()
 	relErrs := lifetime.ReadStats().ReleaseErrors
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(16)) // preemption anywhere (see fix 1)
@@ -639,7 +487,7 @@ func TestFix05_FreeRacingStreamClose(t *testing.T) {
 	}
 	require.NoError(t, f.ctx.Synchronize())
 	assert.True(t, ltSettle(func() bool {
-		return counter(t, "fake_live_allocations") == allocs && counter(t, "fake_live_streams") == streams
+		return fcall(t, "fake_live_allocations") == allocs && fcall(t, "fake_live_streams") == streams
 	}), "every buffer freed and every stream destroyed")
 	assert.Equal(t, relErrs, lifetime.ReadStats().ReleaseErrors, "no release failed: %v", lifetime.Errors())
 	ltNoBadUses(t)
@@ -682,21 +530,21 @@ func TestFix07_LibraryKernelArgsCheckContexts(t *testing.T) {
 	args, err := fill.NewArgs(foreign, int32(1), int32(16))
 	if err == nil {
 		defer args.Close()
-		assert.ErrorIs(t, f.s.LaunchArgs(args, g1b1[0], g1b1[1]), driver.ErrInvalidArgument, "LaunchArgs")
+		assert.ErrorIs(t, f.s.LaunchArgs(args, g1, b1), driver.ErrInvalidArgument, "LaunchArgs")
 	} else {
 		assert.ErrorIs(t, err, driver.ErrInvalidArgument, "NewArgs may refuse at once")
 	}
-	assert.ErrorIs(t, f.s.Launch(fill, g1b1[0], g1b1[1], foreign, int32(1), int32(16)), driver.ErrInvalidArgument, "Launch")
+	assert.ErrorIs(t, f.s.Launch(fill, g1, b1, foreign, int32(1), int32(16)), driver.ErrInvalidArgument, "Launch")
 	mixed, err := fill.NewArgs(mine, int32(1), int32(16))
 	require.NoError(t, err)
 	defer mixed.Close()
 	os, err := other.NewStream(driver.StreamNonBlocking)
 	require.NoError(t, err)
 	defer os.Close()
-	assert.ErrorIs(t, os.LaunchArgs(mixed, g1b1[0], g1b1[1]), driver.ErrInvalidArgument, "Args of context A on a stream of B")
+	assert.ErrorIs(t, os.LaunchArgs(mixed, g1, b1), driver.ErrInvalidArgument, "Args of context A on a stream of B")
 
 	// The control: the same kernel with a buffer of the stream's context.
-	require.NoError(t, f.s.LaunchArgs(mixed, g1b1[0], g1b1[1]))
+	require.NoError(t, f.s.LaunchArgs(mixed, g1, b1))
 	require.NoError(t, f.s.Synchronize())
 	got := make([]int32, 16)
 	require.NoError(t, mine.CopyToHost(got))
@@ -721,8 +569,8 @@ func TestFix08_StickyErrorReleasesHostFunctions(t *testing.T) {
 	defer buf.Close()
 	lifetime.Flush()
 	before := lifetime.ReadStats()
-	ltCall(t, "fake_set_kernel_delay_us", 300000)
-	require.NoError(t, s.Launch(f.empty, g1b1[0], g1b1[1])) // the rest queues behind it (for long enough even under -race)
+	fcall(t, "fake_set_kernel_delay_us", 300000)
+	require.NoError(t, s.Launch(f.empty, g1, b1)) // the rest queues behind it (for long enough even under -race)
 	var ran atomic.Int64
 	for i := 0; i < 10; i++ {
 		require.NoError(t, s.LaunchHostFunc(func() { ran.Add(1) }))
@@ -733,7 +581,7 @@ func TestFix08_StickyErrorReleasesHostFunctions(t *testing.T) {
 	assert.Equal(t, before.Callbacks+12, mid.Callbacks, "ten host functions and two keep-alives registered")
 	assert.Equal(t, before.Pinned+2, mid.Pinned, "two slices pinned")
 
-	ltCall(t, "fake_set_sticky_error", ltLaunchFailed)
+	fcall(t, "fake_set_sticky_error", ltLaunchFailed)
 	assert.ErrorIs(t, s.Synchronize(), driver.ErrLaunchFailed)
 	after := lifetime.ReadStats()
 	assert.Equal(t, before.Callbacks, after.Callbacks, "the host functions CUDA will never run were released")
@@ -741,9 +589,9 @@ func TestFix08_StickyErrorReleasesHostFunctions(t *testing.T) {
 	assert.Zero(t, ran.Load(), "none ran")
 	// Let fakecuda drop the queued work before the error is cleared (a real
 	// sticky error is never cleared).
-	assert.Equal(t, int64(1), ltCall(t, "fake_quiesce", 10000))
-	ltCall(t, "fake_set_kernel_delay_us", 0)
-	ltCall(t, "fake_clear_sticky_error")
+	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
+	fcall(t, "fake_set_kernel_delay_us", 0)
+	fcall(t, "fake_clear_sticky_error")
 	ltNoBadUses(t)
 }
 
@@ -763,13 +611,13 @@ func TestFix09_AsyncCopyKeepAliveFailure(t *testing.T) {
 	defer buf.Close()
 	lifetime.Flush()
 	before := lifetime.ReadStats()
-	ltCall(t, "fake_set_copy_delay_us", 5000)
+	fcall(t, "fake_set_copy_delay_us", 5000)
 
 	src := make([]int32, 256)
 	for i := range src {
 		src[i] = int32(i + 1)
 	}
-	ltFail(t, "cuLaunchHostFunc", ltOutOfMemory, 1)
+	faketest.FailCalls(t, "cuLaunchHostFunc", ltOutOfMemory, 0, 1)
 	assert.NoError(t, buf.CopyFromHostAsync(f.s, src), "the copy was queued: the call succeeds")
 	for i := range src {
 		src[i] = -1 // the caller may reuse the slice once the call returned... only after a sync, but the copy has run
@@ -781,11 +629,11 @@ func TestFix09_AsyncCopyKeepAliveFailure(t *testing.T) {
 	assert.Equal(t, int32(256), got[255], "the copy read the slice before the call returned")
 
 	dst := make([]int32, 256)
-	ltFail(t, "cuLaunchHostFunc", ltOutOfMemory, 1)
+	faketest.FailCalls(t, "cuLaunchHostFunc", ltOutOfMemory, 0, 1)
 	assert.NoError(t, buf.CopyToHostAsync(f.s, dst))
 	assert.Equal(t, int32(256), dst[255], "the copy into the slice is complete when the call returns")
 
-	ltCall(t, "fake_set_copy_delay_us", 0)
+	fcall(t, "fake_set_copy_delay_us", 0)
 	after := lifetime.ReadStats()
 	assert.Equal(t, before.Pinned, after.Pinned, "nothing left pinned")
 	assert.Equal(t, before.Callbacks, after.Callbacks, "nothing left registered")
@@ -807,11 +655,11 @@ func TestFix10_PrimaryContextHandlesAreOneContext(t *testing.T) {
 	b, err := driver.Alloc[int32](other, 64)
 	require.NoError(t, err)
 	defer b.Close()
-	require.NoError(t, f.s.Launch(f.fill, g1b1[0], g1b1[1], b, int32(10), int32(64)))
+	require.NoError(t, f.s.Launch(f.fill, g1, b1, b, int32(10), int32(64)))
 	args, err := f.fill.NewArgs(b, int32(20), int32(64))
 	require.NoError(t, err)
 	defer args.Close()
-	require.NoError(t, f.s.LaunchArgs(args, g1b1[0], g1b1[1]))
+	require.NoError(t, f.s.LaunchArgs(args, g1, b1))
 	mine, err := driver.Alloc[int32](f.ctx, 64)
 	require.NoError(t, err)
 	defer mine.Close()
@@ -820,7 +668,7 @@ func TestFix10_PrimaryContextHandlesAreOneContext(t *testing.T) {
 	require.NoError(t, err)
 	defer os.Close()
 	require.NoError(t, f.s.Synchronize())
-	require.NoError(t, os.Launch(f.fill, g1b1[0], g1b1[1], mine, int32(30), int32(64)), "a kernel of one handle on a stream of the other")
+	require.NoError(t, os.Launch(f.fill, g1, b1, mine, int32(30), int32(64)), "a kernel of one handle on a stream of the other")
 	require.NoError(t, os.Synchronize())
 	got := make([]int32, 64)
 	require.NoError(t, b.CopyToHost(got))
@@ -930,7 +778,7 @@ func ltDispose(t *testing.T, method string, out []reflect.Value) {
 // none: the pages stayed registered for the life of the process.
 func TestFix12_RegisteredHasCleanup(t *testing.T) {
 	f := ltSetup(t)
-	regs := counter(t, "fake_live_registrations")
+	regs := fcall(t, "fake_live_registrations")
 	lifetime.Flush()
 	pinned := lifetime.ReadStats().Pinned
 	func() {
@@ -940,8 +788,8 @@ func TestFix12_RegisteredHasCleanup(t *testing.T) {
 			require.Len(t, r.Slice(), 1024)
 		}
 	}()
-	assert.Equal(t, regs+4, counter(t, "fake_live_registrations"))
-	assert.True(t, ltSettle(func() bool { return counter(t, "fake_live_registrations") == regs }), "the cleanups unregistered the memory")
+	assert.Equal(t, regs+4, fcall(t, "fake_live_registrations"))
+	assert.True(t, ltSettle(func() bool { return fcall(t, "fake_live_registrations") == regs }), "the cleanups unregistered the memory")
 	assert.True(t, ltSettle(func() bool { return lifetime.ReadStats().Pinned == pinned }), "and unpinned it")
 	ltNoBadUses(t)
 }
@@ -960,7 +808,7 @@ func TestFix12_RegisteredHasCleanup(t *testing.T) {
 // the new Raw methods rely on.)
 func TestFix14_PanicInBoundCallLeavesNoContext(t *testing.T) {
 	f := ltSetup(t)
-	contexts := counter(t, "fake_live_contexts")
+	contexts := fcall(t, "fake_live_contexts")
 	c, err := f.ctx.Device().NewContext(driver.ContextSchedAuto)
 	require.NoError(t, err)
 	s, err := c.NewStream(driver.StreamNonBlocking)
@@ -988,7 +836,7 @@ func TestFix14_PanicInBoundCallLeavesNoContext(t *testing.T) {
 	require.NoError(t, e.Close())
 	require.NoError(t, s.Close())
 	require.NoError(t, c.Close())
-	assert.Equal(t, contexts, counter(t, "fake_live_contexts"), "the context was destroyed")
+	assert.Equal(t, contexts, fcall(t, "fake_live_contexts"), "the context was destroyed")
 	ltNoBadUses(t)
 }
 
@@ -1046,7 +894,7 @@ func TestFix15_NULBytesRefused(t *testing.T) {
 // first and ignored the rest.
 func TestFix16_LoadLibraryRefusesExtraJITOptions(t *testing.T) {
 	f := ltSetup(t)
-	libs := counter(t, "fake_live_libraries")
+	libs := fcall(t, "fake_live_libraries")
 	_, err := driver.LoadLibrary([]byte("FAKE library"), driver.JITOptions{}, driver.JITOptions{MaxRegisters: 32})
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
 	_, err = f.ctx.LoadModule([]byte("FAKE module"), driver.JITOptions{}, driver.JITOptions{MaxRegisters: 32})
@@ -1054,7 +902,7 @@ func TestFix16_LoadLibraryRefusesExtraJITOptions(t *testing.T) {
 	lib, err := driver.LoadLibrary([]byte("FAKE library"), driver.JITOptions{MaxRegisters: 32})
 	require.NoError(t, err, "one is fine")
 	require.NoError(t, lib.Close())
-	assert.Equal(t, libs, counter(t, "fake_live_libraries"))
+	assert.Equal(t, libs, fcall(t, "fake_live_libraries"))
 }
 
 // ---- found while proving the fixes ----
@@ -1067,7 +915,7 @@ func TestFix16_LoadLibraryRefusesExtraJITOptions(t *testing.T) {
 // call, and fakecuda saw the slowed kernel run with its function unloaded.
 func TestModuleAndLibraryCloseWaitForQueuedKernels(t *testing.T) {
 	f := ltSetup(t)
-	mods, libs := counter(t, "fake_live_modules"), counter(t, "fake_live_libraries")
+	mods, libs := fcall(t, "fake_live_modules"), fcall(t, "fake_live_libraries")
 	b, err := driver.Alloc[int32](f.ctx, 64)
 	require.NoError(t, err)
 	defer b.Close()
@@ -1081,7 +929,7 @@ func TestModuleAndLibraryCloseWaitForQueuedKernels(t *testing.T) {
 	require.NoError(t, err)
 	defer ob.Close()
 
-	ltCall(t, "fake_set_kernel_delay_us", 10000)
+	fcall(t, "fake_set_kernel_delay_us", 10000)
 	for _, viaArgs := range []bool{false, true} {
 		mod, err := f.ctx.LoadModule([]byte("FAKE module"))
 		require.NoError(t, err)
@@ -1091,28 +939,28 @@ func TestModuleAndLibraryCloseWaitForQueuedKernels(t *testing.T) {
 		require.NoError(t, err)
 		lfill, err := lib.Function("fill")
 		require.NoError(t, err)
-		require.NoError(t, f.s.Launch(f.empty, g1b1[0], g1b1[1])) // slow work first: the rest queues
+		require.NoError(t, f.s.Launch(f.empty, g1, b1)) // slow work first: the rest queues
 		if viaArgs {
 			a, err := fill.NewArgs(b, int32(1), int32(64))
 			require.NoError(t, err)
-			require.NoError(t, f.s.LaunchArgs(a, g1b1[0], g1b1[1]))
+			require.NoError(t, f.s.LaunchArgs(a, g1, b1))
 			require.NoError(t, a.Close())
 			la, err := lfill.NewArgs(b, int32(2), int32(64))
 			require.NoError(t, err)
-			require.NoError(t, f.s.LaunchArgs(la, g1b1[0], g1b1[1]))
+			require.NoError(t, f.s.LaunchArgs(la, g1, b1))
 			lo, err := lfill.NewArgs(ob, int32(3), int32(64))
 			require.NoError(t, err)
-			require.NoError(t, os.LaunchArgs(lo, g1b1[0], g1b1[1]), "a library kernel in a second context")
+			require.NoError(t, os.LaunchArgs(lo, g1, b1), "a library kernel in a second context")
 			require.NoError(t, errors.Join(la.Close(), lo.Close()))
 		} else {
-			require.NoError(t, f.s.Launch(fill, g1b1[0], g1b1[1], b, int32(1), int32(64)))
-			require.NoError(t, f.s.Launch(lfill, g1b1[0], g1b1[1], b, int32(2), int32(64)))
-			require.NoError(t, os.Launch(lfill, g1b1[0], g1b1[1], ob, int32(3), int32(64)), "a library kernel in a second context")
+			require.NoError(t, f.s.Launch(fill, g1, b1, b, int32(1), int32(64)))
+			require.NoError(t, f.s.Launch(lfill, g1, b1, b, int32(2), int32(64)))
+			require.NoError(t, os.Launch(lfill, g1, b1, ob, int32(3), int32(64)), "a library kernel in a second context")
 		}
 		require.NoError(t, mod.Close())
 		require.NoError(t, lib.Close())
-		assert.Equal(t, mods, counter(t, "fake_live_modules"), "Close returns after the unload")
-		assert.Equal(t, libs, counter(t, "fake_live_libraries"))
+		assert.Equal(t, mods, fcall(t, "fake_live_modules"), "Close returns after the unload")
+		assert.Equal(t, libs, fcall(t, "fake_live_libraries"))
 		require.NoError(t, f.s.Synchronize())
 		require.NoError(t, os.Synchronize())
 		ltNoBadUses(t)

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/faketest"
 )
 
 // mcDelay sets the graph call delay for the rest of the test.
@@ -107,7 +108,7 @@ func TestModelConcurrentGraphInstantiateRacesExecDestroy(t *testing.T) {
 	require.NoError(t, <-maker)
 	require.NoError(t, <-destroyer)
 	assert.Positive(t, fcall(t, "fake_concurrent_graph_calls"))
-	assert.Regexp(t, `^cuGraph(InstantiateWithFlags|ExecDestroy): concurrent graph call: graph 0x[0-9a-f]+ in use by cuGraph(InstantiateWithFlags|ExecDestroy) on another thread$`, model.lastBad())
+	assert.Regexp(t, `^cuGraph(InstantiateWithFlags|ExecDestroy): concurrent graph call: graph 0x[0-9a-f]+ in use by cuGraph(InstantiateWithFlags|ExecDestroy) on another thread$`, faketest.LastBadUse(t))
 	assert.Equal(t, execs, fcall(t, "fake_live_execs"), "every executable made was destroyed")
 	assert.Zero(t, fcall(t, "fake_bad_handle_uses"))
 	require.NoError(t, cu.GraphDestroy(g))
@@ -124,7 +125,7 @@ func TestModelConcurrentGraphSerialisedCallsAreNotCounted(t *testing.T) {
 	maker, destroyer := mcInstantiateAndDestroy(ctx, g, 40, &stop, &mu)
 	require.NoError(t, <-maker)
 	require.NoError(t, <-destroyer)
-	assert.Zero(t, fcall(t, "fake_concurrent_graph_calls"), model.lastBad())
+	assert.Zero(t, fcall(t, "fake_concurrent_graph_calls"), faketest.LastBadUse(t))
 	require.NoError(t, cu.GraphDestroy(g))
 }
 
@@ -143,7 +144,7 @@ func TestModelConcurrentGraphUnrelatedGraphsAreNotCounted(t *testing.T) {
 	for _, done := range []<-chan error{m1, d1, m2, d2} {
 		require.NoError(t, <-done)
 	}
-	assert.Zero(t, fcall(t, "fake_concurrent_graph_calls"), model.lastBad())
+	assert.Zero(t, fcall(t, "fake_concurrent_graph_calls"), faketest.LastBadUse(t))
 	require.NoError(t, cu.GraphDestroy(g1))
 	require.NoError(t, cu.GraphDestroy(g2))
 }
@@ -182,7 +183,7 @@ func TestModelConcurrentGraphLaunchAndInstantiateAreNotCounted(t *testing.T) {
 	require.NoError(t, <-launcher)
 	require.NoError(t, <-maker)
 	require.NoError(t, cu.StreamSynchronize(s))
-	assert.Zero(t, fcall(t, "fake_concurrent_graph_calls"), model.lastBad())
+	assert.Zero(t, fcall(t, "fake_concurrent_graph_calls"), faketest.LastBadUse(t))
 	require.NoError(t, cu.GraphExecDestroy(a))
 	require.NoError(t, cu.GraphDestroy(g))
 	require.NoError(t, cu.StreamDestroy(s))
@@ -235,7 +236,7 @@ func TestModelConcurrentGraphCaptureRacesExplicitAdds(t *testing.T) {
 	require.NoError(t, <-capturer)
 	require.NoError(t, <-adder)
 	assert.Positive(t, fcall(t, "fake_concurrent_graph_calls"))
-	assert.Regexp(t, `^(cuLaunchHostFunc|cuGraphAddEmptyNode): concurrent graph call: graph 0x[0-9a-f]+ (\(capturing\) )?in use by`, model.lastBad())
+	assert.Regexp(t, `^(cuLaunchHostFunc|cuGraphAddEmptyNode): concurrent graph call: graph 0x[0-9a-f]+ (\(capturing\) )?in use by`, faketest.LastBadUse(t))
 	var n uintptr
 	require.NoError(t, cu.GraphGetNodes(g, nil, &n))
 	assert.EqualValues(t, captured.Load()+added.Load(), n, "every call still added its node")
@@ -274,7 +275,7 @@ func TestModelConcurrentGraphLaunchesOfOneExec(t *testing.T) {
 	require.NoError(t, <-l1)
 	require.NoError(t, <-l2)
 	assert.Positive(t, fcall(t, "fake_concurrent_graph_calls"))
-	assert.Regexp(t, `^cuGraphLaunch: concurrent graph call: graph exec 0x[0-9a-f]+ in use by cuGraphLaunch on another thread$`, model.lastBad())
+	assert.Regexp(t, `^cuGraphLaunch: concurrent graph call: graph exec 0x[0-9a-f]+ in use by cuGraphLaunch on another thread$`, faketest.LastBadUse(t))
 	require.NoError(t, cu.StreamSynchronize(s1))
 	require.NoError(t, cu.StreamSynchronize(s2))
 	fcall(t, "fake_reset_counters")

@@ -24,57 +24,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/internal/gputest"
 )
-
-// model holds fakecuda's controls, resolved once. model, modelLib and
-// fcall are used by the other tests of this package too.
-var model struct {
-	once      sync.Once
-	err       error
-	h         uintptr
-	failNext  func(fn string, code int32)
-	failCalls func(fn string, code, skip, times int32)
-	lastBad   func() string
-}
-
-func modelLib(t testing.TB) uintptr {
-	t.Helper()
-	need(t)
-	model.once.Do(func() {
-		model.h, model.err = purego.Dlopen(libPath, purego.RTLD_NOW|purego.RTLD_LOCAL)
-		if model.err != nil {
-			return
-		}
-		purego.RegisterLibFunc(&model.failNext, model.h, "fake_fail_next")
-		purego.RegisterLibFunc(&model.failCalls, model.h, "fake_fail_calls")
-		purego.RegisterLibFunc(&model.lastBad, model.h, "fake_last_bad_use")
-	})
-	require.NoError(t, model.err)
-	return model.h
-}
-
-// fsym is the address of one of fakecuda's exported symbols.
-func mSym(t testing.TB, name string) uintptr {
-	t.Helper()
-	p, err := purego.Dlsym(modelLib(t), name)
-	require.NoError(t, err)
-	return p
-}
-
-// fcall calls a fake_* control or counter with integer arguments.
-func fcall(t testing.TB, name string, args ...uintptr) int64 {
-	t.Helper()
-	r, _, _ := purego.SyscallN(mSym(t, name), args...)
-	return int64(r)
-}
 
 // modelCtx makes device 0's primary context current on a locked thread,
 // resets the bad-use counters, and undoes every slow-down and error the
 // test may set.
 func modelCtx(t *testing.T) cu.CUcontext {
 	t.Helper()
-	modelLib(t)
+	need(t)
 	ctx := gputest.PrimaryContext(t)
 	fcall(t, "fake_reset_counters")
 	fcall(t, "fake_reset_log")
@@ -119,7 +78,7 @@ func mNoContext(f func()) {
 	<-done
 }
 
-func mHostFn(t testing.TB, name string) cu.CUhostFn { return cu.CUhostFn(mSym(t, name)) }
+func mHostFn(t testing.TB, name string) cu.CUhostFn { return cu.CUhostFn(faketest.Sym(t, name)) }
 
 func mLoadFake(t *testing.T) (cu.CUmodule, map[string]cu.CUfunction) {
 	t.Helper()
@@ -191,7 +150,7 @@ func TestModelAllocationRegistry(t *testing.T) {
 
 	assert.ErrorIs(t, cu.MemcpyHtoD(p+32, unsafe.Pointer(&in[0]), 64), cu.CUDA_ERROR_INVALID_VALUE, "overrun")
 	assert.EqualValues(t, 1, fcall(t, "fake_bad_ptr_uses"))
-	assert.Contains(t, model.lastBad(), "overruns")
+	assert.Contains(t, faketest.LastBadUse(t), "overruns")
 
 	require.NoError(t, cu.MemFree(p))
 	assert.Equal(t, live, fcall(t, "fake_live_allocations"))
@@ -199,7 +158,7 @@ func TestModelAllocationRegistry(t *testing.T) {
 	assert.ErrorIs(t, cu.MemFree(p), cu.CUDA_ERROR_INVALID_VALUE, "double free")
 	assert.ErrorIs(t, cu.MemsetD32(0x1234000, 1, 4), cu.CUDA_ERROR_INVALID_VALUE, "never allocated")
 	assert.EqualValues(t, 4, fcall(t, "fake_bad_ptr_uses"))
-	assert.Contains(t, model.lastBad(), "cuMemsetD32")
+	assert.Contains(t, faketest.LastBadUse(t), "cuMemsetD32")
 	assert.ErrorIs(t, cu.MemsetD16(p+1, 1, 1), cu.CUDA_ERROR_INVALID_VALUE, "misaligned")
 
 	// A new allocation never reuses the old addresses.
@@ -342,7 +301,7 @@ func TestModelFreeUnderQueuedWork(t *testing.T) {
 	require.NoError(t, cu.MemFree(a))
 	require.NoError(t, cu.StreamSynchronize(s))
 	assert.EqualValues(t, 1, fcall(t, "fake_bad_ptr_uses"), "the queued copy found its memory freed")
-	assert.Contains(t, model.lastBad(), "cuMemcpyHtoDAsync")
+	assert.Contains(t, faketest.LastBadUse(t), "cuMemcpyHtoDAsync")
 
 	b := mAlloc(t, 64)
 	require.NoError(t, cu.MemcpyHtoDAsync(b, unsafe.Pointer(&buf[0]), 64, s))
@@ -553,13 +512,13 @@ func TestModelFailureInjection(t *testing.T) {
 	modelCtx(t)
 	s := mStream(t)
 	count := mHostFn(t, "fake_count_fn")
-	model.failNext("cuLaunchHostFunc", int32(cu.CUDA_ERROR_OUT_OF_MEMORY))
+	faketest.FailCalls(t, "cuLaunchHostFunc", int32(cu.CUDA_ERROR_OUT_OF_MEMORY), 0, 1)
 	assert.ErrorIs(t, cu.LaunchHostFunc(s, count, uintptr(3)), cu.CUDA_ERROR_OUT_OF_MEMORY)
 	require.NoError(t, cu.LaunchHostFunc(s, count, uintptr(3)), "only the next call fails")
 	require.NoError(t, cu.StreamSynchronize(s))
 	assert.EqualValues(t, 1, fcall(t, "fake_count", 3))
 
-	model.failCalls("cuMemFreeAsync_v2", int32(cu.CUDA_ERROR_ILLEGAL_ADDRESS), 1, 1) // versioned names match too
+	faketest.FailCalls(t, "cuMemFreeAsync_v2", int32(cu.CUDA_ERROR_ILLEGAL_ADDRESS), 1, 1) // versioned names match too
 	var a, b cu.CUdeviceptr
 	require.NoError(t, cu.MemAllocAsync(&a, 64, s))
 	require.NoError(t, cu.MemAllocAsync(&b, 64, s))
@@ -594,7 +553,7 @@ func TestModelCallbacksMayNotCallCUDA(t *testing.T) {
 	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_cuda_fn"), 0))
 	require.NoError(t, cu.StreamSynchronize(s))
 	assert.EqualValues(t, 1, fcall(t, "fake_callback_cuda_calls"))
-	assert.Contains(t, model.lastBad(), "cuCtxSynchronize")
+	assert.Contains(t, faketest.LastBadUse(t), "cuCtxSynchronize")
 }
 
 func TestModelStreamDestroyLetsWorkFinish(t *testing.T) {
@@ -685,7 +644,7 @@ func TestModelKernelArguments(t *testing.T) {
 	other := mAlloc(t, 64)
 	require.NoError(t, cu.CtxPopCurrent(nil))
 	assert.ErrorIs(t, mLaunchFill(fs["fill"], s, mFill(other, 1, 16)), cu.CUDA_ERROR_INVALID_VALUE)
-	assert.Contains(t, model.lastBad(), "another context")
+	assert.Contains(t, faketest.LastBadUse(t), "another context")
 	require.NoError(t, cu.CtxDestroy(c))
 
 	p := mAlloc(t, 64)
@@ -1038,7 +997,7 @@ func TestModelGraphChecksPointers(t *testing.T) {
 	require.NoError(t, cu.GraphLaunch(x, s), "the launch is queued")
 	require.NoError(t, cu.StreamSynchronize(s))
 	assert.EqualValues(t, 1, fcall(t, "fake_bad_ptr_uses"), "the node's pointer was checked when it ran")
-	assert.Contains(t, model.lastBad(), "graph kernel node")
+	assert.Contains(t, faketest.LastBadUse(t), "graph kernel node")
 
 	var n cu.CUgraphNode
 	kp := cu.CUDA_KERNEL_NODE_PARAMS_v2{Func: fs["fill"], GridDimX: 1, GridDimY: 1, GridDimZ: 1, BlockDimX: 1, BlockDimY: 1,
@@ -1090,6 +1049,7 @@ func TestModelGraphCloneAndExecOutliveOriginals(t *testing.T) {
 var mGoDestructor = sync.OnceValue(func() uintptr {
 	return purego.NewCallback(func(data uintptr) { mGoDestroyed.Add(int64(data)) })
 })
+
 var mGoDestroyed atomic.Int64
 
 // A user object's destructor runs on a fake CUDA thread after the last

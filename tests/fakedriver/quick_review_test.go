@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -46,7 +47,7 @@ func TestQuickReviewStreamClosedDuringLaunchLosesFreeOrder(t *testing.T) {
 		b, err := driver.AllocAsync[int32](f.s, 4)
 		require.NoError(t, err)
 		require.NoError(t, f.s.Synchronize())
-		ltCall(t, "fake_set_kernel_delay_us", 300)
+		fcall(t, "fake_set_kernel_delay_us", 300)
 		require.NoError(t, s.Launch(f.empty, g, g)) // keeps the next kernel queued for a while
 
 		var start sync.WaitGroup
@@ -73,16 +74,16 @@ func TestQuickReviewStreamClosedDuringLaunchLosesFreeOrder(t *testing.T) {
 		start.Wait()
 		require.NoError(t, b.Close()) // the free, on f.s, must wait for s
 		require.NoError(t, f.ctx.Synchronize())
-		ltCall(t, "fake_set_kernel_delay_us", 0)
+		fcall(t, "fake_set_kernel_delay_us", 0)
 		if launchErr == nil {
 			launched++
 		} else {
 			require.ErrorIs(t, launchErr, driver.ErrClosed)
 		}
-		if counter(t, "fake_bad_ptr_uses") != 0 {
+		if fcall(t, "fake_bad_ptr_uses") != 0 {
 			lost++
-			t.Errorf("try %d: the kernel launched on the closing stream wrote freed memory: %s", i, ltLastBad(t))
-			ltCall(t, "fake_reset_counters")
+			t.Errorf("try %d: the kernel launched on the closing stream wrote freed memory: %s", i, faketest.LastBadUse(t))
+			fcall(t, "fake_reset_counters")
 		}
 	}
 	t.Logf("%d launches went through", launched)
@@ -283,7 +284,7 @@ func TestQuickReviewQuickLaunchUsedOnMovingStacks(t *testing.T) {
 		assert.Equal(t, uint32(i+1000*i+7), out[0], "kernel %d read its own arguments", i)
 	}
 	// The frees, queued on other, wait for f.s (usedOn recorded it).
-	ltCall(t, "fake_set_kernel_delay_us", 2000)
+	fcall(t, "fake_set_kernel_delay_us", 2000)
 	for i, b := range bufs {
 		require.NoError(t, f.s.Launch(f.add4, g, g, b, uint32(i), uint32(0), uint32(0)))
 	}
@@ -347,7 +348,7 @@ func TestQuickReviewNilEmbeddingPointerPanics(t *testing.T) {
 func TestQuickReviewQuickLaunchesRaceClose(t *testing.T) {
 	f := ltSetup(t)
 	before := lifetime.ReadStats().Objects
-	mods, streams, allocs := counter(t, "fake_live_modules"), counter(t, "fake_live_streams"), counter(t, "fake_live_allocations")
+	mods, streams, allocs := fcall(t, "fake_live_modules"), fcall(t, "fake_live_streams"), fcall(t, "fake_live_allocations")
 	g := driver.Grid(1)
 	for round := range 20 {
 		mod, err := f.ctx.LoadModule([]byte("FAKE module"))
@@ -361,7 +362,7 @@ func TestQuickReviewQuickLaunchesRaceClose(t *testing.T) {
 		learnLaunch(t, s, add4, buf, uint32(0), uint32(0), uint32(0))
 		args, err := add4.NewArgs(buf, uint32(1), uint32(2), uint32(3))
 		require.NoError(t, err)
-		ltCall(t, "fake_set_kernel_delay_us", 50)
+		fcall(t, "fake_set_kernel_delay_us", 50)
 		closers := []func() error{s.Close, mod.Close, buf.Close, args.Close}
 		ltRaceN(4, 200, func(gr int) {
 			var err error
@@ -377,11 +378,11 @@ func TestQuickReviewQuickLaunchesRaceClose(t *testing.T) {
 				assert.NoError(t, c())
 			}
 		})
-		ltCall(t, "fake_set_kernel_delay_us", 0)
+		fcall(t, "fake_set_kernel_delay_us", 0)
 		require.NoError(t, f.ctx.Synchronize())
 	}
 	assert.True(t, ltSettle(func() bool {
-		return lifetime.ReadStats().Objects == before && counter(t, "fake_live_modules") == mods &&
-			counter(t, "fake_live_streams") == streams && counter(t, "fake_live_allocations") == allocs
+		return lifetime.ReadStats().Objects == before && fcall(t, "fake_live_modules") == mods &&
+			fcall(t, "fake_live_streams") == streams && fcall(t, "fake_live_allocations") == allocs
 	}), "every module, stream, buffer and Args released")
 }

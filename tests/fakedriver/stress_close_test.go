@@ -168,8 +168,6 @@ type stressOp struct {
 	allow  func(error) bool
 }
 
-var g11 = [2]driver.Dim3{driver.Grid(1), driver.Block(1)}
-
 func isAny(targets ...error) func(error) bool {
 	return func(err error) bool {
 		for _, t := range targets {
@@ -268,13 +266,13 @@ func stressOps() []stressOp {
 		// Stream
 		{covers: []string{"Stream.Hold"}, do: func(w *stressWorld, r *rand.Rand) error { return releaseRef(w.anyStream(r).Hold()) }},
 		{covers: []string{"Stream.Launch"}, do: func(w *stressWorld, r *rand.Rand) error {
-			return w.anyStream(r).Launch(w.fill, g11[0], g11[1], w.anyBuf(r), int32(3), int32(stressN/4))
+			return w.anyStream(r).Launch(w.fill, g1, b1, w.anyBuf(r), int32(3), int32(stressN/4))
 		}},
 		{covers: []string{"Stream.LaunchWith"}, do: func(w *stressWorld, r *rand.Rand) error {
-			return w.anyStream(r).LaunchWith(w.lfill, driver.LaunchConfig{Grid: g11[0], Block: g11[1]}, w.anyBuf(r), int32(4), int32(stressN/4))
+			return w.anyStream(r).LaunchWith(w.lfill, driver.LaunchConfig{Grid: g1, Block: b1}, w.anyBuf(r), int32(4), int32(stressN/4))
 		}},
 		{covers: []string{"Stream.LaunchArgs"}, do: func(w *stressWorld, r *rand.Rand) error {
-			return w.anyStream(r).LaunchArgs(pick(r, w.args, w.largs), g11[0], g11[1])
+			return w.anyStream(r).LaunchArgs(pick(r, w.args, w.largs), g1, b1)
 		}},
 		{covers: []string{"Stream.LaunchHostFunc"}, do: func(w *stressWorld, r *rand.Rand) error {
 			return w.anyStream(r).LaunchHostFunc(func() { w.hostCalls.Add(1) })
@@ -497,7 +495,7 @@ func stressOps() []stressOp {
 				}
 				_ = a.Function()
 				err = errors.Join(releaseRef(a.Hold()), a.Raw(func(uintptr, unsafePointer) error { return nil }), driver.SetArg(a, 1, int32(6)),
-					w.anyStream(r).LaunchArgs(a, g11[0], g11[1]))
+					w.anyStream(r).LaunchArgs(a, g1, b1))
 				return errors.Join(err, a.Close())
 			}, allow: isAny(driver.ErrInvalidArgument)}, // a library kernel's buffer of another context than the stream's
 		{covers: []string{"Args.Hold", "Args.Raw", "Args.Function"}, do: func(w *stressWorld, r *rand.Rand) error {
@@ -617,7 +615,7 @@ func TestStressCloseRaces(t *testing.T) {
 	lifetime.Flush()
 	live := map[string]int64{}
 	for _, c := range fakeLive {
-		live[c] = counter(t, c)
+		live[c] = fcall(t, c)
 	}
 	objects := lifetime.ReadStats().Objects
 	ops := stressOps()
@@ -685,10 +683,10 @@ func TestStressCloseRaces(t *testing.T) {
 	// No leak: everything the rounds made is gone once the cleanups and
 	// the release queue have run and fakecuda's queues are empty.
 	require.NoError(t, f.ctx.Synchronize())
-	assert.Equal(t, int64(1), ltCall(t, "fake_quiesce", 10000))
+	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
 	ok := ltSettle(func() bool {
 		for _, c := range fakeLive {
-			if counter(t, c) != live[c] {
+			if fcall(t, c) != live[c] {
 				return false
 			}
 		}
@@ -697,7 +695,7 @@ func TestStressCloseRaces(t *testing.T) {
 	if !ok {
 		now := map[string]int64{}
 		for _, c := range fakeLive {
-			now[c] = counter(t, c) - live[c]
+			now[c] = fcall(t, c) - live[c]
 		}
 		keys := make([]string, 0, len(now))
 		for k := range now {
