@@ -252,3 +252,29 @@ func graphCallDelay(t *testing.T, us uintptr) {
 	fcall(t, "fake_set_graph_call_delay_us", us)
 	t.Cleanup(func() { fcall(t, "fake_set_graph_call_delay_us", 0) })
 }
+
+// learnLaunch launches fn twice and waits: the first launch reads the
+// kernel's parameters, the second remembers the buffer type, and later
+// launches with the same types take Launch's quick path.
+func learnLaunch(t *testing.T, s *driver.Stream, fn *driver.Function, args ...any) {
+	t.Helper()
+	for range 2 {
+		require.NoError(t, s.Launch(fn, driver.Grid(1), driver.Block(1), args...))
+	}
+	require.NoError(t, s.Synchronize())
+}
+
+// deep recurses n frames, each with a large local array, before calling f:
+// the goroutine's stack grows (and moves) on the way, at a different point
+// for each n.
+//
+//go:noinline
+func deep(n int, f func()) int {
+	var pad [512]byte
+	pad[n%len(pad)] = byte(n)
+	if n == 0 {
+		f()
+		return int(pad[0])
+	}
+	return deep(n-1, f) + int(pad[n%len(pad)])
+}

@@ -4,33 +4,15 @@ package fakedriver_test
 
 import (
 	"math"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
-	"github.com/purecuda/cuda/internal/hostfn"
 	"github.com/purecuda/cuda/lifetime"
 )
-
-// deep recurses n frames, each with a large local array, before calling f:
-// the goroutine's stack grows (and moves) on the way, at a different point
-// for each n.
-//
-//go:noinline
-func deep(n int, f func()) int {
-	var pad [512]byte
-	pad[n%len(pad)] = byte(n)
-	if n == 0 {
-		f()
-		return int(pad[0])
-	}
-	return deep(n-1, f) + int(pad[n%len(pad)])
-}
 
 // Stream.Launch marshals ordinary arguments into a block on the launching
 // goroutine's stack and hands cuLaunchKernel pointers into it through a
@@ -172,28 +154,4 @@ func TestLaunchSmallBlockBufferTypes(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, gone.Close())
 	assert.ErrorIs(t, f.s.Launch(f.fill, g, g, gone, int32(0), int32(2)), driver.ErrClosed)
-}
-
-// Callback ids carry their slot's generation in the high 32 bits, so after
-// a few hundred reuses of one slot an id looks like an address in the Go
-// heap (0xc0_0000_00xx under the race detector). Such ids go through C as
-// host functions' user data while the garbage collector runs. (Whether a
-// stray pointer crashes the collector depends on what lives at that address
-// at that moment; internal/cu's TestUserDataIsNeverAGoPointer checks the
-// cause: the user-data parameters and fields are integers.)
-func TestHostFnIDsThatLookLikeHeapAddresses(t *testing.T) {
-	f := ltSetup(t)
-	for range 400 { // one slot, reused: its generation passes 0xc0
-		hostfn.Unregister(hostfn.Register(hostfn.Callback{Fn: func() {}}))
-	}
-	var ran atomic.Int32
-	for i := range 300 {
-		require.NoError(t, f.s.LaunchHostFunc(func() { ran.Add(1) }))
-		if i%10 == 0 {
-			runtime.GC()
-		}
-	}
-	require.NoError(t, f.s.Synchronize())
-	runtime.GC()
-	assert.EqualValues(t, 300, ran.Load())
 }

@@ -2,35 +2,26 @@
 
 package fakedriver_test
 
-// Review tests for 185c8b2: the registry of streams with a capture sink per
-// CUDA context (driver/stream.go captures), which a module's or library's
-// unload consults (captureIn) to hand itself to the capture's AfterCapture
-// instead of synchronising the context; lifetime.Counted.
-//
-// Failing on 185c8b2, passing after the fix:
-//   - TestCaptureUnloadReviewFailedBeginLosesUnload
-//   - TestCaptureUnloadReviewLibraryLaterContextSyncInvalidatesCapture
-//   - TestCaptureUnloadReviewModuleCheckThenSyncRace
-//   - TestCaptureUnloadReviewLibrarySkipsSharedPrimaryContext
-//   - TestCaptureUnloadReviewArgsFailedFreeCountedOnce
-// Passing (coverage the commit's tests lack):
-//   - TestCaptureUnloadReviewDeferredUnloadPaths
-//   - TestCaptureUnloadReviewRegistryKeepsNoStream
+// A module's or library's unload while streams of its context are being
+// captured. An unload synchronises the context (cuCtxSynchronize), which a
+// capture in the context forbids (MODEL.md: it fails with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture); so
+// it consults the registry of streams with a capture sink per CUDA context
+// (driver/stream.go, captureIn) and hands itself to the capture's
+// AfterCapture instead. lifetime.Counted keeps a failure passed on from
+// being counted twice.
 
 import (
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-	"weak"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
-	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/lifetime"
 )
@@ -38,12 +29,12 @@ import (
 // A BeginCapture that fails after it installed its sink (here
 // cuStreamBeginCapture fails; also ErrCapturing for a stream captured
 // through Raw, a bad dependency of Graph.BeginCapture) removes the sink with
-// ClearCaptureSink but never runs finish. An unload that found the sink
-// meanwhile (captureIn) handed itself to the sink's AfterCapture, which
-// appended it to st.after; nothing ever releases st.after, so the module
-// stays loaded for good (and holds its context). The same goes for a
-// stream-ordered free that AfterCapture took.
-func TestCaptureUnloadReviewFailedBeginLosesUnload(t *testing.T) {
+// ClearCaptureSink without running finish. An unload that found the sink
+// meanwhile (captureIn) and handed itself to the sink's AfterCapture still
+// runs: the module must not stay loaded for good (holding its context) in
+// a list that nothing releases. The same goes for a stream-ordered free
+// that AfterCapture took.
+func TestUnloadDuringFailedBeginCaptureIsNotLost(t *testing.T) {
 	f := setup(t)
 	defer fcall(t, "fake_fail_clear")
 	mods := fcall(t, "fake_live_modules")
@@ -93,15 +84,14 @@ func TestCaptureUnloadReviewFailedBeginLosesUnload(t *testing.T) {
 		"round %d: a module closed while a BeginCapture was failing is never unloaded (lost in the failed capture's AfterCapture list)", rounds)
 }
 
-// Library.unload checks every context the library was used in for a
-// capture once, up front, and then synchronises them one after another. A
-// capture that begins in a later context while an earlier one is being
-// synchronised (its queued kernels take a while) is not seen: the later
-// cuCtxSynchronize fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
-// invalidates that capture, and Close returns that error, which is exactly
-// what 185c8b2 set out to prevent. (The check and each sync must be one
-// step with respect to a capture's begin.)
-func TestCaptureUnloadReviewLibraryLaterContextSyncInvalidatesCapture(t *testing.T) {
+// Library.unload synchronises every context the library was used in, one
+// after another. A capture that begins in a later context while an earlier
+// one is being synchronised (its queued kernels take a while) must be
+// seen: a check of all contexts up front would miss it, and the later
+// cuCtxSynchronize would fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+// invalidate that capture and make Close return that error. (The check and
+// each sync must be one step with respect to a capture's begin.)
+func TestLibraryUnloadDoesNotInvalidateLaterCapture(t *testing.T) {
 	f := setup(t)
 	defer func() {
 		fcall(t, "fake_set_kernel_delay_us", 0)
@@ -155,12 +145,12 @@ func TestCaptureUnloadReviewLibraryLaterContextSyncInvalidatesCapture(t *testing
 	}
 }
 
-// The same check-then-sync gap for a module, with nothing slow: the unload
-// asks captureIn, finds no capture, and calls cuCtxSynchronize a moment
-// later; a capture that began in between is invalidated. Captures run back
-// to back on another stream while modules are closed; one End failing is
-// the bug.
-func TestCaptureUnloadReviewModuleCheckThenSyncRace(t *testing.T) {
+// The same check-then-sync gap for a module, with nothing slow: an unload
+// that asks captureIn, finds no capture, and calls cuCtxSynchronize a
+// moment later must not invalidate a capture that began in between.
+// Captures run back to back on another stream while modules are closed;
+// every End succeeds.
+func TestModuleUnloadDoesNotInvalidateConcurrentCapture(t *testing.T) {
 	f := setup(t)
 	defer func() {
 		fcall(t, "fake_quiesce", 5000)
@@ -220,14 +210,15 @@ func TestCaptureUnloadReviewModuleCheckThenSyncRace(t *testing.T) {
 		broken.Load(), captures.Load(), rounds, closeErrs, firstErr.Load())
 }
 
-// Library.unload skips the synchronisation of a context it was used in
-// whose Context value is destroyed ("a destroyed context's work is gone
-// with it"). With two PrimaryContext values of one device, destroying one
-// releases one retain of the primary context, which lives on (and runs the
-// queued kernels) through the other: the library is unloaded under a
-// kernel still queued there. (The capture registry keys by handle for this
-// very reason; Library.used keys by Context value.)
-func TestCaptureUnloadReviewLibrarySkipsSharedPrimaryContext(t *testing.T) {
+// Library.unload may skip the synchronisation of a context it was used in
+// only when the CUDA context is gone ("a destroyed context's work is gone
+// with it"), not when one Context value of it is. With two PrimaryContext
+// values of one device, destroying one releases one retain of the primary
+// context, which lives on (and runs the queued kernels) through the other:
+// the library must not be unloaded under a kernel still queued there. (The
+// capture registry keys by handle for this very reason; Library.used keys
+// by Context value.)
+func TestLibraryUnloadSyncsSharedPrimaryContext(t *testing.T) {
 	f := setup(t)
 	defer func() {
 		fcall(t, "fake_set_kernel_delay_us", 0)
@@ -258,36 +249,14 @@ func TestCaptureUnloadReviewLibrarySkipsSharedPrimaryContext(t *testing.T) {
 	assert.Zero(t, handle+ptr, "the library was unloaded under a kernel still queued in the shared primary context: %s", faketest.LastBadUse(t))
 }
 
-// A failed release is counted once (lifetime I11, as 185c8b2 states it):
-// the commit marks a Function's pass-on of its module's error with
-// Counted, but Args pass on their buffers' errors unmarked. Args holding
-// the last reference of a buffer whose free fails: the allocation's
-// Object counts the failure, and the Args' Object, whose destroy returns
-// the same error, counts it again.
-func TestCaptureUnloadReviewArgsFailedFreeCountedOnce(t *testing.T) {
-	f := setup(t)
-	defer fcall(t, "fake_fail_clear")
-	_ = lifetime.Errors()
-	buf, err := driver.Alloc[int32](f.ctx, 4)
-	require.NoError(t, err)
-	args, err := f.fill.NewArgs(buf, int32(1), int32(4))
-	require.NoError(t, err)
-	require.NoError(t, buf.Close(), "the Args hold the memory")
-	before := lifetime.ReadStats().ReleaseErrors
-	faketest.FailCalls(t, "cuMemFree", 999, 0, 1)
-	assert.Error(t, args.Close(), "the free failed")
-	assert.Equal(t, int64(1), lifetime.ReadStats().ReleaseErrors-before, "one failed free, counted once")
-	assert.Len(t, lifetime.Errors(), 1, "one failed free, reported once")
-}
-
-// Passing: the deferred unload of a module and of a library runs exactly
-// once, and only once no capture is left in the context, on the paths the
-// commit's test does not take: a capture aborted, a StreamCapture dropped
-// and aborted by its cleanup, a capture on a stream of a second Context
-// value of the same primary context, and two overlapping captures (the
-// unload handed from the first to the second). No capture is invalidated,
-// nothing fails, nothing names an unloaded module.
-func TestCaptureUnloadReviewDeferredUnloadPaths(t *testing.T) {
+// The deferred unload of a module and of a library runs exactly once, and
+// only once no capture is left in the context, on each of these paths: a
+// capture aborted, a StreamCapture dropped and aborted by its cleanup, a
+// capture on a stream of a second Context value of the same primary
+// context, and two overlapping captures (the unload handed from the first
+// to the second). No capture is invalidated, nothing fails, nothing names
+// an unloaded module.
+func TestCaptureDeferredUnloadPaths(t *testing.T) {
 	f := ltSetup(t)
 	mods, libs := fcall(t, "fake_live_modules"), fcall(t, "fake_live_libraries")
 	ctx2, err := f.ctx.Device().PrimaryContext()
@@ -374,148 +343,50 @@ func TestCaptureUnloadReviewDeferredUnloadPaths(t *testing.T) {
 	assert.Empty(t, lifetime.Errors())
 }
 
-// Passing: the registry of capturing streams lets go of every stream once
-// its capture is over, whichever way it ended (End, Abort, a failed begin,
-// a failed fork, a join through WaitEvent, a wait for an event of a capture
-// already over, a StreamCapture dropped): closed and dropped, each Stream
-// is collected.
-func TestCaptureUnloadReviewRegistryKeepsNoStream(t *testing.T) {
+// Closing a module or library while another stream of the same context is
+// being captured: the unload synchronises the context (cuCtxSynchronize),
+// which a capture in the context forbids (MODEL.md: it fails with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture), so
+// it waits until the capture ends and then runs. Nothing of the module is
+// in the capture.
+func TestModuleCloseDuringUnrelatedCapture(t *testing.T) {
 	f := ltSetup(t)
-	defer fcall(t, "fake_fail_clear")
-	newS := func() *driver.Stream {
-		s, err := f.ctx.NewStream(driver.StreamNonBlocking)
-		require.NoError(t, err)
-		return s
-	}
-	ev, err := f.ctx.NewEvent(0)
-	require.NoError(t, err)
-	defer ev.Close()
-	paths := []struct {
-		name string
-		run  func(s *driver.Stream)
-	}{
-		{"End", func(s *driver.Stream) {
-			sc, err := graph.BeginCapture(s, graph.CaptureRelaxed)
+	defer func() { _ = lifetime.Errors() }()
+	mods, libs := fcall(t, "fake_live_modules"), fcall(t, "fake_live_libraries")
+	for _, lib := range []bool{false, true} {
+		var closeFn func() error
+		if lib {
+			l, err := driver.LoadLibrary([]byte("FAKE library"))
 			require.NoError(t, err)
-			g, err := sc.End()
+			lf, err := l.Function("empty")
 			require.NoError(t, err)
-			require.NoError(t, g.Close())
-		}},
-		{"Abort", func(s *driver.Stream) {
-			sc, err := graph.BeginCapture(s, graph.CaptureThreadLocal)
-			require.NoError(t, err)
-			require.NoError(t, sc.Abort())
-		}},
-		{"failed begin", func(s *driver.Stream) {
-			faketest.FailCalls(t, "cuStreamBeginCapture", 999, 0, 1)
-			_, err := graph.BeginCapture(s, graph.CaptureRelaxed)
-			require.Error(t, err)
-		}},
-		{"fork, and a failed fork", func(s *driver.Stream) {
-			o1, o2 := newS(), newS()
-			defer o1.Close()
-			defer o2.Close()
-			sc, err := graph.BeginCapture(s, graph.CaptureRelaxed)
-			require.NoError(t, err)
-			require.NoError(t, sc.Fork(o1))
-			faketest.FailCalls(t, "cuStreamWaitEvent", 999, 0, 1)
-			require.Error(t, sc.Fork(o2))
-			g, err := sc.End()
-			require.NoError(t, err)
-			require.NoError(t, g.Close())
-		}},
-		{"WaitEvent join", func(s *driver.Stream) {
-			o := newS()
-			defer o.Close()
-			sc, err := graph.BeginCapture(o, graph.CaptureRelaxed)
-			require.NoError(t, err)
-			require.NoError(t, ev.Record(o))
-			require.NoError(t, s.WaitEvent(ev))
-			require.Equal(t, capture.Installed(o), capture.Installed(s), "s joined")
-			require.NotNil(t, capture.Installed(s))
-			require.NoError(t, ev.Record(s))
-			require.NoError(t, o.WaitEvent(ev))
-			g, err := sc.End()
-			require.NoError(t, err)
-			require.NoError(t, g.Close())
-			require.NoError(t, ev.Record(f.s)) // ev forgets the capture
-		}},
-		{"wait for an event of a capture over", func(s *driver.Stream) {
-			o := newS()
-			defer o.Close()
-			sc, err := graph.BeginCapture(o, graph.CaptureRelaxed)
-			require.NoError(t, err)
-			require.NoError(t, ev.Record(o))
-			require.NoError(t, sc.Abort())
-			require.NoError(t, s.WaitEvent(ev))
-			assert.Nil(t, capture.Installed(s))
-			require.NoError(t, ev.Record(f.s))
-		}},
-		{"dropped StreamCapture", func(s *driver.Stream) {
-			_, err := graph.BeginCapture(s, graph.CaptureRelaxed)
-			require.NoError(t, err)
-		}},
-	}
-	for _, p := range paths {
-		w := func() weak.Pointer[driver.Stream] {
-			s := newS()
-			p.run(s)
-			require.NoError(t, s.Close())
-			return weak.Make(s)
-		}()
-		assert.True(t, settleWithin(2*time.Second, func() bool { return w.Value() == nil }), "%s: the Stream is still reachable", p.name)
-	}
-	_ = lifetime.Errors()
-}
-
-// A host function that closes the last reference of a module or a buffer
-// (a natural "free it when the kernel is done"): the unload and the free
-// wait for the device, which waits for the host function, so they must
-// not run in it (lifetime I8: its last release hands them to the release
-// queue). Before, this deadlocked; the watchdog turns the hang into a
-// panic that ends the test binary.
-func TestCloseInHostFunctionDoesNotDeadlock(t *testing.T) {
-	f := ltSetup(t)
-	mods, allocs := fcall(t, "fake_live_modules"), fcall(t, "fake_live_allocations")
-	done := make(chan error, 1)
-	go func() {
-		done <- func() error {
+			require.NoError(t, f.s.Launch(lf, g1, b1), "the library was used in f.ctx")
+			require.NoError(t, f.s.Synchronize())
+			closeFn = l.Close
+		} else {
 			m, err := f.ctx.LoadModule([]byte("FAKE module"))
-			if err != nil {
-				return err
-			}
-			fn, err := m.Function("fill")
-			if err != nil {
-				return err
-			}
-			buf, err := driver.Alloc[int32](f.ctx, 4)
-			if err != nil {
-				return err
-			}
-			if err := f.s.Launch(fn, g1, b1, buf, int32(1), int32(4)); err != nil {
-				return err
-			}
-			var closeErrs [2]error
-			if err := f.s.LaunchHostFunc(func() { closeErrs = [2]error{m.Close(), buf.Close()} }); err != nil {
-				return err
-			}
-			if err := f.s.Synchronize(); err != nil {
-				return err
-			}
-			return errors.Join(closeErrs[0], closeErrs[1])
-		}()
-	}()
-	select {
-	case err := <-done:
+			require.NoError(t, err)
+			_, err = m.Function("empty")
+			require.NoError(t, err)
+			closeFn = m.Close
+		}
+		s2, err := f.ctx.NewStream(driver.StreamNonBlocking)
 		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
-		// Not t.Fatal: its cleanups would wait on the deadlocked fake.
-		panic("Close in a host function deadlocked")
+		sc, err := graph.BeginCapture(s2, graph.CaptureRelaxed)
+		require.NoError(t, err)
+		assert.NoError(t, closeFn(), "library %v: Close during another stream's capture", lib)
+		assert.NoError(t, s2.Launch(f.empty, g1, b1), "library %v: the capture goes on", lib)
+		g, err := sc.End()
+		assert.NoError(t, err, "library %v: the capture ends", lib)
+		if g != nil {
+			require.NoError(t, g.Close())
+		}
+		sc.Abort()
+		require.NoError(t, s2.Close())
+		settle(t, func() bool {
+			return fcall(t, "fake_live_modules") == mods && fcall(t, "fake_live_libraries") == libs
+		}, "the unload ran once the capture ended")
+		assert.Empty(t, lifetime.Errors(), "library %v: no failed release", lib)
+		ltNoBadUses(t)
 	}
-	lifetime.Flush()
-	settle(t, func() bool {
-		return fcall(t, "fake_live_modules") == mods && fcall(t, "fake_live_allocations") == allocs
-	}, "the module unloaded and the buffer freed once the host function returned")
-	assert.Empty(t, lifetime.Errors())
-	ltNoBadUses(t)
 }

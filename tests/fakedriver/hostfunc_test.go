@@ -1,0 +1,126 @@
+//go:build linux
+
+package fakedriver_test
+
+import (
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// A host function closes the last reference of its own stream and of an
+// event: the destroys run after it, on the release goroutine, and name
+// nothing destroyed; Close returns nil in the host function and the stats
+// come back once flushed.
+func TestHostFuncClosesItsStreamAndEvent(t *testing.T) {
+	f := ltSetup(t)
+	streams, events := fcall(t, "fake_live_streams"), fcall(t, "fake_live_events")
+	before := lifetime.ReadStats()
+	s, err := f.ctx.NewStream(0)
+	require.NoError(t, err)
+	ev, err := f.ctx.NewEvent(0)
+	require.NoError(t, err)
+	require.NoError(t, ev.Record(s))
+	var errs [2]error
+	var destroyedIn atomic.Bool
+	require.NoError(t, s.LaunchHostFunc(func() {
+		errs = [2]error{ev.Close(), s.Close()}
+		destroyedIn.Store(fcall(t, "fake_live_streams") < streams+1)
+	}))
+	require.NoError(t, f.ctx.Synchronize())
+	assert.NoError(t, errs[0])
+	assert.NoError(t, errs[1])
+	assert.False(t, destroyedIn.Load(), "not destroyed inside the host function")
+	settle(t, func() bool {
+		return fcall(t, "fake_live_streams") == streams && fcall(t, "fake_live_events") == events
+	}, "stream and event destroyed after the host function")
+	lifetime.Flush()
+	assert.Equal(t, before.Objects, lifetime.ReadStats().Objects)
+	assert.Empty(t, lifetime.Errors())
+	ltNoBadUses(t)
+}
+
+// A host function that closes the last reference of a module or a buffer
+// (a natural "free it when the kernel is done"): the unload and the free
+// wait for the device, which waits for the host function, so they must
+// not run in it (lifetime I8: its last release hands them to the release
+// queue). Were they run there, they would deadlock: the watchdog turns
+// the hang into a panic that ends the test binary.
+func TestCloseInHostFunctionDoesNotDeadlock(t *testing.T) {
+	f := ltSetup(t)
+	mods, allocs := fcall(t, "fake_live_modules"), fcall(t, "fake_live_allocations")
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			m, err := f.ctx.LoadModule([]byte("FAKE module"))
+			if err != nil {
+				return err
+			}
+			fn, err := m.Function("fill")
+			if err != nil {
+				return err
+			}
+			buf, err := driver.Alloc[int32](f.ctx, 4)
+			if err != nil {
+				return err
+			}
+			if err := f.s.Launch(fn, g1, b1, buf, int32(1), int32(4)); err != nil {
+				return err
+			}
+			var closeErrs [2]error
+			if err := f.s.LaunchHostFunc(func() { closeErrs = [2]error{m.Close(), buf.Close()} }); err != nil {
+				return err
+			}
+			if err := f.s.Synchronize(); err != nil {
+				return err
+			}
+			return errors.Join(closeErrs[0], closeErrs[1])
+		}()
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		// Not t.Fatal: its cleanups would wait on the deadlocked fake.
+		panic("Close in a host function deadlocked")
+	}
+	lifetime.Flush()
+	settle(t, func() bool {
+		return fcall(t, "fake_live_modules") == mods && fcall(t, "fake_live_allocations") == allocs
+	}, "the module unloaded and the buffer freed once the host function returned")
+	assert.Empty(t, lifetime.Errors())
+	ltNoBadUses(t)
+}
+
+// Callback ids carry their slot's generation in the high 32 bits, so after
+// a few hundred reuses of one slot an id looks like an address in the Go
+// heap (0xc0_0000_00xx under the race detector). Such ids go through C as
+// host functions' user data while the garbage collector runs. (Whether a
+// stray pointer crashes the collector depends on what lives at that address
+// at that moment; internal/cu's TestUserDataIsNeverAGoPointer checks the
+// cause: the user-data parameters and fields are integers.)
+func TestHostFnIDsThatLookLikeHeapAddresses(t *testing.T) {
+	f := ltSetup(t)
+	for range 400 { // one slot, reused: its generation passes 0xc0
+		hostfn.Unregister(hostfn.Register(hostfn.Callback{Fn: func() {}}))
+	}
+	var ran atomic.Int32
+	for i := range 300 {
+		require.NoError(t, f.s.LaunchHostFunc(func() { ran.Add(1) }))
+		if i%10 == 0 {
+			runtime.GC()
+		}
+	}
+	require.NoError(t, f.s.Synchronize())
+	runtime.GC()
+	assert.EqualValues(t, 300, ran.Load())
+}

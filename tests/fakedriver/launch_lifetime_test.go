@@ -1,0 +1,266 @@
+//go:build linux
+
+package fakedriver_test
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/internal/faketest"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// A launch that CUDA refuses, on Launch's and LaunchArgs' quick paths,
+// returns CUDA's error and holds nothing afterwards: the buffer, the Args
+// and the stream close and free as if the launch had not happened.
+func TestLaunchFailedOnQuickPathReleases(t *testing.T) {
+	f := ltSetup(t)
+	before := lifetime.ReadStats()
+	liveBefore := fcall(t, "fake_live_allocations")
+	g := driver.Grid(1)
+	out, err := driver.Alloc[uint32](f.ctx, 1)
+	require.NoError(t, err)
+	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	learnLaunch(t, s, f.add4, out, uint32(1), uint32(2), uint32(3))
+	args, err := f.add4.NewArgs(out, uint32(4), uint32(5), uint32(6))
+	require.NoError(t, err)
+
+	faketest.FailCalls(t, "cuLaunchKernel", 1, 0, 2) // CUDA_ERROR_INVALID_VALUE, twice
+	err = s.Launch(f.add4, g, g, out, uint32(1), uint32(2), uint32(3))
+	assert.ErrorIs(t, err, driver.ErrInvalidValue)
+	err = s.LaunchArgs(args, g, g)
+	assert.ErrorIs(t, err, driver.ErrInvalidValue)
+
+	require.NoError(t, s.LaunchArgs(args, g, g), "launches again")
+	require.NoError(t, s.Synchronize())
+	v := make([]uint32, 1)
+	require.NoError(t, out.CopyToHost(v))
+	assert.Equal(t, uint32(15), v[0])
+	require.NoError(t, args.Close())
+	require.NoError(t, out.Close())
+	require.NoError(t, s.Close())
+	lifetime.Flush()
+	assert.Equal(t, before.Objects, lifetime.ReadStats().Objects, "nothing kept a reference")
+	assert.Equal(t, liveBefore, fcall(t, "fake_live_allocations"), "the buffer was freed")
+}
+
+// Launches captured into a graph through the quick paths hand the graph
+// their buffers and kernel: closed before the graph runs, they are still
+// there when it does.
+func TestLaunchCapturedOnQuickPathHoldsArguments(t *testing.T) {
+	f := ltSetup(t)
+	g := driver.Grid(1)
+	mod, err := f.ctx.LoadModule([]byte("FAKE module"))
+	require.NoError(t, err)
+	add4, err := mod.Function("add4")
+	require.NoError(t, err)
+	a, err := driver.Alloc[uint32](f.ctx, 1)
+	require.NoError(t, err)
+	b, err := driver.Alloc[uint32](f.ctx, 1)
+	require.NoError(t, err)
+	learnLaunch(t, f.s, add4, a, uint32(0), uint32(0), uint32(0))
+	args, err := add4.NewArgs(b, uint32(10), uint32(20), uint32(30))
+	require.NoError(t, err)
+	require.NoError(t, f.s.Synchronize())
+
+	sc, err := graph.BeginCapture(f.s, graph.CaptureRelaxed)
+	require.NoError(t, err)
+	require.NoError(t, f.s.Launch(add4, g, g, a, uint32(1), uint32(2), uint32(3)))
+	require.NoError(t, f.s.LaunchArgs(args, g, g))
+	gr, err := sc.End()
+	require.NoError(t, err)
+	defer gr.Close()
+	ex, err := gr.Instantiate()
+	require.NoError(t, err)
+	defer ex.Close()
+
+	// Everything the launches named is closed; the graph holds it.
+	require.NoError(t, args.Close())
+	require.NoError(t, mod.Close())
+	require.NoError(t, a.Close())
+	require.NoError(t, b.Close())
+	require.NoError(t, ex.Launch(f.s))
+	require.NoError(t, f.s.Synchronize())
+	assert.Zero(t, fcall(t, "fake_bad_ptr_uses"), "the graph's kernels wrote to live memory")
+	assert.Zero(t, fcall(t, "fake_bad_handle_uses"), "the graph's kernels ran in a loaded module")
+}
+
+// A stream-ordered buffer of stream A launched on stream B while B is being
+// closed: the launch holds B, but Close marks B closed, and usedOn must
+// still record B (a Stream.Hold would refuse the closed stream and record
+// nothing). The kernel is queued on B all the same, so the buffer's free on
+// A must wait for it; otherwise the kernel, held back behind a slow one,
+// writes freed memory (fakecuda counts it). The Close has to land between
+// the launch's Acquire and usedOn, so the test tries many times; driver's
+// TestUsedOnRecordsStreamClosedDuringCall plays the same race step by step.
+func TestLaunchOnClosingStreamKeepsFreeOrder(t *testing.T) {
+	f := ltSetup(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(4, runtime.GOMAXPROCS(0))))
+	g := driver.Grid(1)
+	warm, err := driver.Alloc[int32](f.ctx, 4)
+	require.NoError(t, err)
+	defer warm.Close()
+	learnLaunch(t, f.s, f.fill, warm, int32(0), int32(4)) // quick path from here on
+
+	var launched, lost int
+	for i := 0; i < 1500 && lost == 0; i++ {
+		s, err := f.ctx.NewStream(driver.StreamNonBlocking)
+		require.NoError(t, err)
+		b, err := driver.AllocAsync[int32](f.s, 4)
+		require.NoError(t, err)
+		require.NoError(t, f.s.Synchronize())
+		fcall(t, "fake_set_kernel_delay_us", 300)
+		require.NoError(t, s.Launch(f.empty, g, g)) // keeps the next kernel queued for a while
+
+		var start sync.WaitGroup
+		var ready atomic.Int32
+		start.Add(2)
+		var launchErr error
+		go func() {
+			defer start.Done()
+			ready.Add(1)
+			for ready.Load() < 2 {
+			}
+			launchErr = s.Launch(f.fill, g, g, b, int32(7), int32(4))
+		}()
+		go func() {
+			defer start.Done()
+			ready.Add(1)
+			for ready.Load() < 2 {
+			}
+			for range i % 64 { // move the Close across the launch
+				runtime.Gosched()
+			}
+			assert.NoError(t, s.Close())
+		}()
+		start.Wait()
+		require.NoError(t, b.Close()) // the free, on f.s, must wait for s
+		require.NoError(t, f.ctx.Synchronize())
+		fcall(t, "fake_set_kernel_delay_us", 0)
+		if launchErr == nil {
+			launched++
+		} else {
+			require.ErrorIs(t, launchErr, driver.ErrClosed)
+		}
+		if fcall(t, "fake_bad_ptr_uses") != 0 {
+			lost++
+			t.Errorf("try %d: the kernel launched on the closing stream wrote freed memory: %s", i, faketest.LastBadUse(t))
+			fcall(t, "fake_reset_counters")
+		}
+	}
+	t.Logf("%d launches went through", launched)
+}
+
+// Launch's quick path fills its parameter array (pointers into
+// its own stack) before it notes, for stream-ordered buffers of another
+// stream, that they are used on this one (usedOn: a lock, a reference, an
+// append), which may grow and move the stack; the array is a stack object
+// whose pointers the runtime adjusts, and it becomes an integer only just
+// before the call. Launched from goroutines whose stacks sit at different
+// depths, every kernel reads its own arguments and the buffers' frees wait
+// for the launches. TestLaunchSmallBlockOnMovingStacks has no stream-ordered
+// buffer, so no call inside that window.
+func TestLaunchStreamOrderedBuffersOnMovingStacks(t *testing.T) {
+	f := ltSetup(t)
+	other, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	defer other.Close()
+	warm, err := driver.Alloc[uint32](f.ctx, 1)
+	require.NoError(t, err)
+	defer warm.Close()
+	learnLaunch(t, f.s, f.add4, warm, uint32(0), uint32(0), uint32(0))
+	const n = 64
+	bufs := make([]*driver.Buffer[uint32], n)
+	for i := range bufs {
+		bufs[i], err = driver.AllocAsync[uint32](other, 1)
+		require.NoError(t, err)
+	}
+	require.NoError(t, other.Synchronize())
+	g := driver.Grid(1)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			deep(i*3, func() {
+				errs[i] = f.s.Launch(f.add4, g, g, bufs[i], uint32(i), uint32(1000*i), uint32(7))
+				deep(i%7, func() {})
+			})
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, f.s.Synchronize())
+	out := make([]uint32, 1)
+	for i, b := range bufs {
+		require.NoError(t, errs[i], "launch %d", i)
+		require.NoError(t, b.CopyToHost(out))
+		assert.Equal(t, uint32(i+1000*i+7), out[0], "kernel %d read its own arguments", i)
+	}
+	// The frees, queued on other, wait for f.s (usedOn recorded it).
+	fcall(t, "fake_set_kernel_delay_us", 2000)
+	for i, b := range bufs {
+		require.NoError(t, f.s.Launch(f.add4, g, g, b, uint32(i), uint32(0), uint32(0)))
+	}
+	for _, b := range bufs {
+		require.NoError(t, b.Close())
+	}
+	require.NoError(t, f.ctx.Synchronize())
+}
+
+// Launches on the quick paths racing Close of everything they
+// name (stream, module and so kernel, buffer, Args), with kernels slowed
+// down so that work is still queued when the last reference goes: every
+// launch returns nil or ErrClosed, nothing reaches fakecuda freed or
+// destroyed (ltSetup's check), and everything is released in the end.
+// TestStressCloseRaces covers this among everything else, without slowed
+// kernels; here every launch after the first two takes a quick path.
+func TestLaunchQuickPathsRaceClose(t *testing.T) {
+	f := ltSetup(t)
+	before := lifetime.ReadStats().Objects
+	mods, streams, allocs := fcall(t, "fake_live_modules"), fcall(t, "fake_live_streams"), fcall(t, "fake_live_allocations")
+	g := driver.Grid(1)
+	for round := range 20 {
+		mod, err := f.ctx.LoadModule([]byte("FAKE module"))
+		require.NoError(t, err)
+		add4, err := mod.Function("add4")
+		require.NoError(t, err)
+		s, err := f.ctx.NewStream(driver.StreamNonBlocking)
+		require.NoError(t, err)
+		buf, err := driver.Alloc[uint32](f.ctx, 1)
+		require.NoError(t, err)
+		learnLaunch(t, s, add4, buf, uint32(0), uint32(0), uint32(0))
+		args, err := add4.NewArgs(buf, uint32(1), uint32(2), uint32(3))
+		require.NoError(t, err)
+		fcall(t, "fake_set_kernel_delay_us", 50)
+		closers := []func() error{s.Close, mod.Close, buf.Close, args.Close}
+		ltRaceN(4, 200, func(gr int) {
+			var err error
+			if gr%2 == 0 {
+				err = s.Launch(add4, g, g, buf, uint32(gr), uint32(round), uint32(0))
+			} else {
+				err = s.LaunchArgs(args, g, g)
+			}
+			ltClosedOr(t, "launch", err)
+		}, func() {
+			for i := range closers {
+				c := closers[(i+round)%len(closers)]
+				assert.NoError(t, c())
+			}
+		})
+		fcall(t, "fake_set_kernel_delay_us", 0)
+		require.NoError(t, f.ctx.Synchronize())
+	}
+	assert.True(t, ltSettle(func() bool {
+		return lifetime.ReadStats().Objects == before && fcall(t, "fake_live_modules") == mods &&
+			fcall(t, "fake_live_streams") == streams && fcall(t, "fake_live_allocations") == allocs
+	}), "every module, stream, buffer and Args released")
+}
