@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/internal/hostfn"
 	"github.com/purecuda/cuda/lifetime"
 )
@@ -123,4 +124,93 @@ func TestHostFnIDsThatLookLikeHeapAddresses(t *testing.T) {
 	require.NoError(t, f.s.Synchronize())
 	runtime.GC()
 	assert.EqualValues(t, 300, ran.Load())
+}
+
+// CUresult codes the tests inject.
+const (
+	ltOutOfMemory  = 2   // CUDA_ERROR_OUT_OF_MEMORY
+	ltLaunchFailed = 719 // CUDA_ERROR_LAUNCH_FAILED, a sticky error
+)
+
+// TestStickyErrorReleasesHostFunctions: after a sticky error CUDA never
+// runs the host functions queued on the context; the stream's next call
+// that reports the error releases what they hold: the callbacks' handle-map
+// entries and the Go slices pinned for async copies, which would otherwise
+// stay registered and pinned forever.
+func TestStickyErrorReleasesHostFunctions(t *testing.T) {
+	f := ltSetup(t)
+	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	defer s.Close()
+	buf, err := driver.Alloc[int32](f.ctx, 64)
+	require.NoError(t, err)
+	defer buf.Close()
+	lifetime.Flush()
+	before := lifetime.ReadStats()
+	fcall(t, "fake_set_kernel_delay_us", 300000)
+	require.NoError(t, s.Launch(f.empty, g1, b1)) // the rest queues behind it (for long enough even under -race)
+	var ran atomic.Int64
+	for i := 0; i < 10; i++ {
+		require.NoError(t, s.LaunchHostFunc(func() { ran.Add(1) }))
+	}
+	require.NoError(t, buf.CopyToHostAsync(s, make([]int32, 64)))
+	require.NoError(t, buf.CopyFromHostAsync(s, make([]int32, 64)))
+	mid := lifetime.ReadStats()
+	assert.Equal(t, before.Callbacks+12, mid.Callbacks, "ten host functions and two keep-alives registered")
+	assert.Equal(t, before.Pinned+2, mid.Pinned, "two slices pinned")
+
+	fcall(t, "fake_set_sticky_error", ltLaunchFailed)
+	assert.ErrorIs(t, s.Synchronize(), driver.ErrLaunchFailed)
+	after := lifetime.ReadStats()
+	assert.Equal(t, before.Callbacks, after.Callbacks, "the host functions CUDA will never run were released")
+	assert.Equal(t, before.Pinned, after.Pinned, "and the slices unpinned")
+	assert.Zero(t, ran.Load(), "none ran")
+	// Let fakecuda drop the queued work before the error is cleared (a real
+	// sticky error is never cleared).
+	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
+	fcall(t, "fake_set_kernel_delay_us", 0)
+	fcall(t, "fake_clear_sticky_error")
+	ltNoBadUses(t)
+}
+
+// TestAsyncCopyKeepAliveFailureWaitsForCopy: when the host function that
+// keeps an async copy's Go slice pinned cannot be queued after the copy
+// was, the call waits for the copy instead, so it neither returns an error
+// for a copy that was queued nor lets the slice go while the copy may read
+// it (the slowed copy would then read whatever the caller wrote into it
+// after the call).
+func TestAsyncCopyKeepAliveFailureWaitsForCopy(t *testing.T) {
+	f := ltSetup(t)
+	buf, err := driver.Alloc[int32](f.ctx, 256)
+	require.NoError(t, err)
+	defer buf.Close()
+	lifetime.Flush()
+	before := lifetime.ReadStats()
+	fcall(t, "fake_set_copy_delay_us", 5000)
+
+	src := make([]int32, 256)
+	for i := range src {
+		src[i] = int32(i + 1)
+	}
+	faketest.FailCalls(t, "cuLaunchHostFunc", ltOutOfMemory, 0, 1)
+	assert.NoError(t, buf.CopyFromHostAsync(f.s, src), "the copy was queued: the call succeeds")
+	for i := range src {
+		src[i] = -1 // the caller may reuse the slice once the call returned... only after a sync, but the copy has run
+	}
+	require.NoError(t, f.s.Synchronize())
+	got := make([]int32, 256)
+	require.NoError(t, buf.CopyToHost(got))
+	assert.Equal(t, int32(1), got[0])
+	assert.Equal(t, int32(256), got[255], "the copy read the slice before the call returned")
+
+	dst := make([]int32, 256)
+	faketest.FailCalls(t, "cuLaunchHostFunc", ltOutOfMemory, 0, 1)
+	assert.NoError(t, buf.CopyToHostAsync(f.s, dst))
+	assert.Equal(t, int32(256), dst[255], "the copy into the slice is complete when the call returns")
+
+	fcall(t, "fake_set_copy_delay_us", 0)
+	after := lifetime.ReadStats()
+	assert.Equal(t, before.Pinned, after.Pinned, "nothing left pinned")
+	assert.Equal(t, before.Callbacks, after.Callbacks, "nothing left registered")
+	ltNoBadUses(t)
 }
