@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"math"
 	"reflect"
 	"testing"
 	"unsafe"
@@ -158,4 +159,43 @@ func TestPlainData(t *testing.T) {
 	assert.False(t, plainData(reflect.TypeFor[*int]()))
 	assert.False(t, plainData(reflect.TypeFor[struct{ X []int }]()))
 	assert.False(t, plainData(reflect.TypeFor[unsafe.Pointer]()))
+}
+
+// quickScalar (Launch's quick path) reads every type scalarBits (the
+// general path) takes with the same bits and size, and nothing else: named
+// types, int, uint, pointers, structs and nil take the general path, which
+// explains them.
+func TestQuickScalarMatchesScalarBits(t *testing.T) {
+	type myU32 uint32
+	type myBool bool
+	vals := []any{
+		int8(-1), int8(0), int8(math.MinInt8), uint8(0xff), uint8(7), true, false,
+		int16(-2), int16(math.MinInt16), uint16(0xfffe), int32(-3), int32(math.MinInt32), uint32(0xdeadbeef),
+		float32(math.Copysign(0, -1)), float32(math.Inf(-1)), math.Float32frombits(0x7fc00001),
+		int64(-4), int64(math.MinInt64), uint64(math.MaxUint64), float64(-2.5), math.Float64frombits(0x7ff8000000000001),
+		^uintptr(0), DevicePtr(0xfeedface_12345678),
+	}
+	for _, v := range vals {
+		bits, size, ok := scalarBits(v)
+		require.True(t, ok, "%T", v)
+		typ, data := efaceWords(&v)
+		qb, qs := quickScalar(typ, data)
+		assert.Equal(t, size, qs, "%T %v: size", v, v)
+		assert.Equal(t, bits, qb, "%T %v: bits", v, v)
+	}
+	x := 5
+	for _, v := range []any{nil, int(1), uint(1), myU32(1), myBool(true), &x, unsafe.Pointer(&x), struct{ A uint32 }{1}, [1]uint32{1}, "s", complex64(1)} {
+		_, _, ok := scalarBits(v)
+		typ, data := efaceWords(&v)
+		_, qs := quickScalar(typ, data)
+		assert.Equal(t, ok, qs != 0, "%T", v)
+		assert.Zero(t, qs, "%T is no quick scalar", v)
+	}
+	seen := map[uintptr]bool{}
+	for _, q := range quickTypes {
+		assert.NotZero(t, q.typ)
+		assert.False(t, seen[q.typ], "a type listed twice")
+		seen[q.typ] = true
+	}
+	assert.Len(t, seen, 13, "the 13 types scalarBits takes")
 }

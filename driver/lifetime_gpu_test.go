@@ -1,11 +1,12 @@
 package driver_test
 
-// GPU regression tests for issue 9's fixes where fakecuda cannot stand in
-// for the real driver: synchronous copies and memsets that return before
-// the device has them (fix 13), stream-ordered frees racing a kernel that
-// still runs (fix 5), Close racing calls, which crashed libcuda (fix 4),
-// and modules unloaded under queued kernels. The rest is proved on a CPU in
-// tests/fakedriver/lifetime_test.go. They skip without a GPU (fail under
+// Lifetime tests where fakecuda cannot stand in for the real driver:
+// synchronous copies and memsets that must not return before the device has
+// them, stream-ordered frees racing a kernel that still runs, Close racing
+// calls, which crashed libcuda, and modules unloaded under queued kernels.
+// The rest is proved on a CPU in tests/fakedriver (buffer_test.go,
+// stream_ordered_free_test.go, close_races_test.go, context_test.go and
+// their neighbours). They skip without a GPU (fail under
 // PURECUDA_REQUIRE_GPU) and take about a second together.
 
 import (
@@ -66,14 +67,14 @@ func wrong[T comparable](got []T, want T) (n, first int) {
 	return n, first
 }
 
-// TestFix13_SyncCopiesCompleteBeforeReturn: a synchronous copy or memset
-// has reached the device when it returns, so a kernel launched at once on
-// a non-blocking stream (which does not wait for the legacy stream) reads
-// the new data. Before the fix a pageable host-to-device copy returned once
-// the data was staged, and a device memset or device-to-device copy as
-// soon as it was queued: here behind a slow kernel on the legacy stream,
-// where CUDA queues them.
-func TestFix13_SyncCopiesCompleteBeforeReturn(t *testing.T) {
+// TestSyncCopiesCompleteBeforeReturn: a synchronous copy or memset has
+// reached the device when it returns, so a kernel launched at once on a
+// non-blocking stream (which does not wait for the legacy stream) reads the
+// new data. The failure it guards against: a pageable host-to-device copy
+// returning once the data is staged, and a device memset or
+// device-to-device copy as soon as it is queued: here behind a slow kernel
+// on the legacy stream, where CUDA queues them.
+func TestSyncCopiesCompleteBeforeReturn(t *testing.T) {
 	e, s := setup(t)
 	mod, spin := loadSpin(t, e)
 	defer mod.Close()
@@ -136,15 +137,14 @@ func TestFix13_SyncCopiesCompleteBeforeReturn(t *testing.T) {
 	}
 }
 
-// TestFix05_StreamOrderedFreeAfterRunningKernel: a stream-ordered buffer
-// closed while a kernel writing it still runs is freed after the kernel,
-// even when its stream was closed first or the kernel runs on another
-// stream, so memory allocated next never receives the kernel's writes.
-// Before the fix the free was immediate (cuMemFree for a closed stream, or
-// cuMemFreeAsync on an idle allocating stream), the pool handed the same
-// memory out again, and the running kernel overwrote the new buffer (seen
-// on an H200).
-func TestFix05_StreamOrderedFreeAfterRunningKernel(t *testing.T) {
+// TestStreamOrderedFreeAfterRunningKernel: a stream-ordered buffer closed
+// while a kernel writing it still runs is freed after the kernel, even when
+// its stream was closed first or the kernel runs on another stream, so
+// memory allocated next never receives the kernel's writes. An immediate
+// free (cuMemFree for a closed stream, or cuMemFreeAsync on an idle
+// allocating stream) would let the pool hand the same memory out again and
+// the running kernel overwrite the new buffer (seen on an H200).
+func TestStreamOrderedFreeAfterRunningKernel(t *testing.T) {
 	e, s := setup(t)
 	mod, spin := loadSpin(t, e)
 	defer mod.Close()
@@ -185,11 +185,11 @@ func TestFix05_StreamOrderedFreeAfterRunningKernel(t *testing.T) {
 	require.NoError(t, e.ctx.Synchronize())
 }
 
-// TestFix04_GPUCloseRacesCalls: Stream, Event and Buffer Close racing calls
-// on them from other goroutines: every call succeeds or says closed, and
-// the process survives. Before the fix this ended in SIGSEGV inside libcuda
-// (destroyed handles reached it) on an H200.
-func TestFix04_GPUCloseRacesCalls(t *testing.T) {
+// TestGPUCloseRacesCalls: Stream, Event and Buffer Close racing calls on
+// them from other goroutines: every call succeeds or says closed, and the
+// process survives; destroyed handles reaching libcuda end in SIGSEGV
+// inside it (seen on an H200).
+func TestGPUCloseRacesCalls(t *testing.T) {
 	e, _ := setup(t)
 	fill := e.fn["fill"]
 	deadline := time.Now().Add(time.Second)
@@ -293,9 +293,9 @@ func TestModuleAndLibraryCloseWaitForRunningKernels_GPU(t *testing.T) {
 	}
 }
 
-// TestFix10_GPUPrimaryContextHandles: buffers of one PrimaryContext handle
+// TestGPUPrimaryContextHandles: buffers of one PrimaryContext handle
 // launch on streams of another handle of the same device.
-func TestFix10_GPUPrimaryContextHandles(t *testing.T) {
+func TestGPUPrimaryContextHandles(t *testing.T) {
 	e, s := setup(t)
 	other, err := e.dev.PrimaryContext()
 	require.NoError(t, err)

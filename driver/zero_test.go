@@ -17,7 +17,7 @@ import (
 	"github.com/purecuda/cuda/lifetime"
 )
 
-// Issue 9, fix 11: nil receivers and zero values are errors, never panics.
+// Nil receivers and zero values are errors, never panics.
 //
 // Every exported method of every driver type is called, through reflection
 // so that no method (and no method added later) is missed, on a nil pointer
@@ -167,7 +167,7 @@ func allowedZeroError(err error) bool {
 	return errors.Is(err, driver.ErrInvalidArgument) || errors.Is(err, driver.ErrNilStream) || errors.Is(err, driver.ErrClosed)
 }
 
-func TestFix11_NilAndZeroReceiversNeverPanic(t *testing.T) {
+func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 	methods := 0
 	for _, r := range zeroReceivers() {
 		rv := reflect.ValueOf(r.v)
@@ -222,9 +222,9 @@ func checkZeroResults(t *testing.T, what, name string, nilRecv bool, mt reflect.
 	}
 }
 
-// TestFix11_NilAndZeroArguments: the package's functions given nil and zero
+// TestNilAndZeroArguments: the package's functions given nil and zero
 // objects return errors.
-func TestFix11_NilAndZeroArguments(t *testing.T) {
+func TestNilAndZeroArguments(t *testing.T) {
 	type call struct {
 		name string
 		f    func() error
@@ -270,7 +270,7 @@ func TestFix11_NilAndZeroArguments(t *testing.T) {
 			assert.True(t, allowedZeroError(err), "%s: error %q matches none of ErrInvalidArgument, ErrNilStream, ErrClosed", c.name, err)
 		}
 	}
-	// A nil *Args is a bad argument, not a closed object (issue 9, fix 11).
+	// A nil *Args is a bad argument, not a closed object.
 	assert.ErrorIs(t, driver.SetArg((*driver.Args)(nil), 0, int32(1)), driver.ErrInvalidArgument)
 	assert.NotErrorIs(t, driver.SetArg((*driver.Args)(nil), 0, int32(1)), driver.ErrClosed)
 	assert.ErrorIs(t, (*driver.Args)(nil).Close(), driver.ErrInvalidArgument)
@@ -278,9 +278,9 @@ func TestFix11_NilAndZeroArguments(t *testing.T) {
 	assert.ErrorIs(t, s.LaunchArgs(nil, driver.Grid(1), driver.Block(1)), driver.ErrInvalidArgument)
 }
 
-// TestFix11_ZeroTypesCovered: the receivers above cover every exported type
-// of the package with pointer methods, so that a new type is not missed.
-func TestFix11_ZeroTypesCovered(t *testing.T) {
+// TestZeroTypesCovered: the receivers above cover every exported type of
+// the package with pointer methods, so that a new type is not missed.
+func TestZeroTypesCovered(t *testing.T) {
 	covered := map[string]bool{}
 	for _, r := range zeroReceivers() {
 		name := reflect.TypeOf(r.v).Elem().Name()
