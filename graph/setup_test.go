@@ -92,3 +92,15 @@ func must[T any](tb testing.TB) func(T, error) T {
 		return v
 	}
 }
+
+// one is a launch of a single thread.
+var one = driver.LaunchConfig{Grid: driver.Grid(1), Block: driver.Block(1)}
+
+// memFree is the device memory free in ctx once its work is done.
+func memFree(t *testing.T, ctx *driver.Context) int {
+	t.Helper()
+	require.NoError(t, ctx.Synchronize())
+	f, _, err := ctx.MemGetInfo()
+	require.NoError(t, err)
+	return f
+}
