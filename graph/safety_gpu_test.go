@@ -2,10 +2,10 @@
 
 package graph
 
-// Issue 18 on the GPU: what the real driver does that fakecuda cannot show
-// (handle reuse, memory it keeps, a sticky fault, conditional bodies) and
-// the fake-driver regressions once more against libcuda, where the old
-// code crashed.
+// Graph safety on the GPU: what the real driver does that fakecuda cannot
+// show (handle reuse, memory it keeps, a sticky fault, conditional bodies)
+// and the fake-driver safety tests (tests/fakedriver/graph_safety_test.go)
+// once more against libcuda, which crashes where they fail.
 
 import (
 	"errors"
@@ -26,9 +26,9 @@ import (
 	"github.com/purecuda/cuda/lifetime"
 )
 
-// Item 1: six goroutines instantiate, launch and close executables and
-// clones while another adds nodes and the graph is closed: no crash inside
-// libcuda, every call works or says the graph is closed.
+// Six goroutines instantiate, launch and close executables and clones while
+// another adds nodes and the graph is closed: no crash inside libcuda,
+// every call works or says the graph is closed.
 func TestGPUFamilyCallsRacingClose(t *testing.T) {
 	e, s := setup(t)
 	for round := 0; round < 150; round++ {
@@ -127,13 +127,12 @@ int graph_loop(CUcontext ctx, CUfunction f, long n, int hold) {
 }
 `
 
-// Items 2 and 3: 10,000 graphs with a kernel node and a host node,
-// instantiated and launched from 16 goroutines, closed, then dropped
-// without Close. Afterwards every lifetime counter and the goroutines are
-// back, and the device memory CUDA keeps is no more than the same loops in
-// C keep, run here first: destroying at once (Close), and keeping
-// everything until the end (dropping, where the garbage collector decides
-// when).
+// 10,000 graphs with a kernel node and a host node, instantiated and
+// launched from 16 goroutines, closed, then dropped without Close.
+// Afterwards every lifetime counter and the goroutines are back, and the
+// device memory CUDA keeps is no more than the same loops in C keep, run
+// here first: destroying at once (Close), and keeping everything until the
+// end (dropping, where the garbage collector decides when).
 func TestGPUManyGraphsLeaveNothing(t *testing.T) {
 	e, _ := setup(t)
 	c := gputest.BuildC(t, cGraphLoop, "graph_loop")
@@ -230,8 +229,8 @@ func TestGPUManyGraphsLeaveNothing(t *testing.T) {
 	}
 }
 
-// Item 4: CUDA reuses the handle of a destroyed node; the destroyed Node
-// stays destroyed.
+// CUDA reuses the handle of a destroyed node; the destroyed Node stays
+// destroyed.
 func TestGPUDestroyedNodeStaysDestroyed(t *testing.T) {
 	e, _ := setup(t)
 	g, err := New(e.ctx)
@@ -299,8 +298,8 @@ func TestGPUCaptureIntoGraphSafety(t *testing.T) {
 	require.NoError(t, s.Synchronize())
 }
 
-// Item 9 on the GPU: a child graph's and an update graph's host-node panics
-// reach the executable that ran them.
+// A child graph's and an update graph's host-node panics reach the
+// executable that ran them.
 func TestGPUHostPanicsOfChildAndUpdate(t *testing.T) {
 	e, s := setup(t)
 	child, err := New(e.ctx)
@@ -339,8 +338,8 @@ func TestGPUHostPanicsOfChildAndUpdate(t *testing.T) {
 	assert.ErrorContains(t, y.Err(), "update boom")
 }
 
-// Item 10 on the GPU: launches racing the end of their stream's capture
-// (libcuda crashed inside StreamCapture.End); the captured graphs run.
+// Launches racing the end of their stream's capture (libcuda crashed inside
+// StreamCapture.End); the captured graphs run.
 func TestGPULaunchesRacingCaptureEnd(t *testing.T) {
 	e, s := setup(t)
 	run, err := e.ctx.NewStream(driver.StreamNonBlocking)
@@ -387,10 +386,10 @@ func TestGPULaunchesRacingCaptureEnd(t *testing.T) {
 	require.NoError(t, s.Synchronize())
 }
 
-// Item 11 on the GPU: after an illegal-address fault, what an update
-// retired is released (nothing runs in the context any more) and no
-// goroutine is left polling. The fault ends every context on the device,
-// so the test runs in a process of its own.
+// After an illegal-address fault, what an update retired is released
+// (nothing runs in the context any more) and no goroutine is left polling.
+// The fault ends every context on the device, so the test runs in a process
+// of its own.
 func TestGPURetireAfterFault(t *testing.T) {
 	gputest.Require(t)
 	if os.Getenv("PURECUDA_FAULT_CHILD") != "1" {

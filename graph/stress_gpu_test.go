@@ -16,13 +16,13 @@ import (
 	"github.com/purecuda/cuda/nvrtc"
 )
 
-// TestGPUGraphStressCloseRaces runs the graph Close stress of issue 18
+// TestGPUGraphStressCloseRaces runs the graph Close stress
 // (internal/stress/graph.go; tests/fakedriver runs it against fakecuda) on
 // the GPU, conditional nodes included: 64 goroutines race Close against
-// every exported method of package graph. Nothing may crash or panic,
-// every error must be one the call may give, and once everything is
-// closed the lifetime counters are back where they started.
-// PURECUDA_STRESS_DURATION sets how long (default 10 s, 2 s with -short).
+// every exported method of package graph. Nothing may crash or panic, every
+// error must be one the call may give, and once everything is closed the
+// lifetime counters are back where they started. PURECUDA_STRESS_DURATION
+// sets how long (default 10 s, 2 s with -short).
 func TestGPUGraphStressCloseRaces(t *testing.T) {
 	gputest.Require(t)
 	total := 10 * time.Second

@@ -205,7 +205,7 @@ func (f *failNower) Errorf(format string, args ...any) { f.failed.Store(true) }
 func (f *failNower) FailNow()                          { f.failed.Store(true); runtime.Goexit() }
 
 // Invariant I6: a require assertion failing inside a host function (the
-// t.FailNow case from issue 9) is contained and reported as *Goexited.
+// t.FailNow case) is contained and reported as *Goexited.
 func TestCallbackRequireFailureContained_I6(t *testing.T) {
 	sink := &recordingSink{}
 	fake := &failNower{}

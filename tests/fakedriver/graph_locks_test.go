@@ -3,10 +3,10 @@
 package fakedriver_test
 
 // Graph families, captures and executables: lock order and lifetime cycles.
-// Each test guards a defect an adversarial review found in the family lock
-// (a capture of an executable's launch into its own graph, releases under
-// the family lock, SetChild reading its child unlocked, a failed
-// WaitEvent join); the comment above each says how.
+// Each test guards a way the family lock can fail (a capture of an
+// executable's launch into its own graph, releases under the family lock,
+// SetChild reading its child unlocked, a failed WaitEvent join); the
+// comment above each says how.
 
 import (
 	"runtime"
@@ -84,15 +84,16 @@ func advStraddle(t *testing.T, e *graph.Exec, g *graph.Graph, s *driver.Stream) 
 	return sc
 }
 
-// Finding: a capture into an executable's own source graph that may hold a
-// launch of that executable keeps a reference on the executable in the
-// graph's owner table (capture_state.go endInto → keepIn; exec.go
-// capturedOwners hands out RefOf(&e.obj)). The executable holds the graph
-// (srcRef, and its CUDA object holds the table's user object), and the
-// table is released only once the graph and every executable of it are
-// destroyed: a cycle. After both Close calls nothing is ever destroyed.
-// On a GPU the certain path (E.Launch on a stream captured into E's graph,
-// then End) makes the same cycle without any race.
+// A capture into an executable's own source graph that may hold a launch of
+// that executable must not make a cycle that nothing ever destroys. Such a
+// capture keeps a reference on the executable in the graph's owner table
+// (capture_state.go endInto → keepIn; exec.go capturedOwners hands out
+// RefOf(&e.obj)), while the executable holds the graph (srcRef, and its
+// CUDA object holds the table's user object), and the table is released
+// only once the graph and every executable of it are destroyed. After both
+// Close calls, everything is destroyed. On a GPU the certain path (E.Launch
+// on a stream captured into E's graph, then End) makes the same shape
+// without any race.
 func TestCaptureOfOwnExecLaunchLeavesNothing(t *testing.T) {
 	f := setupGraph(t)
 	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
@@ -125,15 +126,14 @@ func TestCaptureOfOwnExecLaunchLeavesNothing(t *testing.T) {
 	noBadUses(t)
 }
 
-// Finding: endInto (capture_state.go) releases the owners a failed or
-// aborted capture kept while it holds the family lock
-// (releaseOwners(kept) before f.mu.Unlock). One of them may be the last
-// reference on an executable of the same family (capturedOwners); its
-// destroy (execCore.destroy) takes the family lock: Abort never returns,
-// and the family is locked for good. Run by abortLeaked, it blocks
-// purecuda's release goroutine. Here the executable's launch straddled the
-// capture's begin; on a GPU a captured launch of the executable, Close,
-// Abort does it every time.
+// endInto (capture_state.go) releases the owners a failed or aborted
+// capture kept after letting the family lock go. One of them may be the
+// last reference on an executable of the same family (capturedOwners),
+// whose destroy (execCore.destroy) takes the family lock: released under
+// the lock, Abort would never return and the family would stay locked for
+// good (run by abortLeaked, it would block purecuda's release goroutine).
+// Here the executable's launch straddled the capture's begin; on a GPU a
+// captured launch of the executable, Close, Abort does it every time.
 func TestCaptureAbortReleasesSameFamilyExecUnlocked(t *testing.T) {
 	f := setupGraph(t)
 	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
@@ -163,12 +163,12 @@ func TestCaptureAbortReleasesSameFamilyExecUnlocked(t *testing.T) {
 	noBadUses(t)
 }
 
-// Finding: Exec.SetChild (update.go) takes child's family lock only to
-// retain its user objects, lets it go, and makes the CUDA call that reads
-// child (cuGraphExecChildGraphNodeSetParams) under the executable's family
-// lock only. For a child of another family, calls on child (a query here;
-// an instantiation, a clone, or a stream capture into child beginning) run
-// at the same time as CUDA copies it: CUDA graphs are not thread-safe.
+// Exec.SetChild (update.go) holds child's family lock while CUDA reads
+// child (cuGraphExecChildGraphNodeSetParams), not only while it retains
+// child's user objects: for a child of another family, calls on child (a
+// query here; an instantiation, a clone, or a stream capture into child
+// beginning) must not run while CUDA copies it, since CUDA graphs are not
+// thread-safe.
 func TestExecSetChildLocksTheChild(t *testing.T) {
 	f := setupGraph(t)
 	shape, err := graph.New(f.ctx)
@@ -210,13 +210,12 @@ func TestExecSetChildLocksTheChild(t *testing.T) {
 	noBadUses(t)
 }
 
-// Finding: Exec.setNode (update.go) releases the owners of a refused change
-// with e.mu and the family lock held (its release closure runs under the
-// deferred unlocks). A Raw operand's owner is user code, and elsewhere the
-// package releases such owners only after letting its locks go "since an
-// owner's release may call back into the graph" (graph.go addWith,
-// node.go Destroy). An owner that calls back into the graph, or into the
-// executable, deadlocks.
+// Exec.setNode (update.go) releases the owners of a refused change after
+// letting the executable's lock and the family lock go, as the package does
+// elsewhere "since an owner's release may call back into the graph"
+// (graph.go addWith, node.go Destroy): a Raw operand's owner is user code,
+// and one that calls back into the graph, or into the executable, must not
+// deadlock.
 func TestExecSetNodeReleasesRefusedOwnersUnlocked(t *testing.T) {
 	f := setupGraph(t)
 	g, err := graph.New(f.ctx)
@@ -249,14 +248,15 @@ func TestExecSetNodeReleasesRefusedOwnersUnlocked(t *testing.T) {
 	noBadUses(t)
 }
 
-// Finding: Stream.WaitEvent (driver/stream.go) lets the capture's sink join
-// the waiting stream (captureState.Join installs the sink and adds the
-// stream to st.streams) before cuStreamWaitEvent, and does not undo it when
-// that call fails: the stream was never brought into the capture, yet End
-// "joins it back" (finish → link records an event on it, outside the
+// A Stream.WaitEvent (driver/stream.go) whose cuStreamWaitEvent fails
+// leaves the capture as it was: the waiting stream, never brought into the
+// capture, must not stay joined to the capture's sink (captureState.Join
+// installs the sink and adds the stream to st.streams). End would otherwise
+// "join it back" (finish → link records an event on it, outside the
 // capture, and makes the capture's stream wait for it), which invalidates
-// the capture. A refused WaitEvent makes a good capture fail, and until
-// the end every call on the other stream pays for a possible capture.
+// the capture: a refused WaitEvent would make a good capture fail, and
+// until the end every call on the other stream would pay for a possible
+// capture.
 func TestFailedWaitEventLeavesCaptureAlone(t *testing.T) {
 	f := setupGraph(t)
 	s, err := f.ctx.NewStream(driver.StreamNonBlocking)

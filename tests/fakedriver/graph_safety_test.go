@@ -2,10 +2,9 @@
 
 package fakedriver_test
 
-// Issue 18's regressions: package graph against fakecuda, which counts every
-// use of freed memory or a destroyed handle and every pair of concurrent
-// calls on one graph (or an executable and its graph). Each test names the
-// item of the issue it guards.
+// The safety of package graph against fakecuda, which counts every use of
+// freed memory or a destroyed handle and every pair of concurrent calls on
+// one graph (or an executable and its graph).
 
 import (
 	"errors"
@@ -24,10 +23,10 @@ import (
 	"github.com/purecuda/cuda/lifetime"
 )
 
-// Item 1: instantiations, clones, node adds and executable closes racing
-// the graph's Close never reach CUDA with one graph at once (libcuda
-// crashed inside cuGraphInstantiateWithParams), and every call works or
-// says the graph is closed.
+// Instantiations, clones, node adds and executable closes racing the
+// graph's Close never reach CUDA with one graph at once (libcuda crashed
+// inside cuGraphInstantiateWithParams), and every call works or says the
+// graph is closed.
 func TestGraphFamilyCallsNeverOverlap(t *testing.T) {
 	f := setupGraph(t)
 	graphCallDelay(t, 20)
@@ -84,9 +83,9 @@ func TestGraphFamilyCallsNeverOverlap(t *testing.T) {
 	noBadUses(t)
 }
 
-// Item 2 (and the GC stress): graphs and executables dropped without Close,
-// while launches run on another stream, are released by their cleanups:
-// owner tables, callbacks, user objects, device memory.
+// Graphs and executables dropped without Close (the GC stress), while
+// launches run on another stream, are released by their cleanups: owner
+// tables, callbacks, user objects, device memory.
 func TestGraphDroppedWithoutCloseIsReleased(t *testing.T) {
 	f := setupGraph(t)
 	s2, err := f.ctx.NewStream(driver.StreamNonBlocking)
@@ -152,7 +151,7 @@ func TestGraphDroppedWithoutCloseIsReleased(t *testing.T) {
 	noBadUses(t)
 }
 
-// Item 3: closing many graphs and executables from many goroutines leaves no
+// Closing many graphs and executables from many goroutines leaves no
 // goroutine behind beyond purecuda's fixed pool.
 func TestGraphCloseLeavesNoGoroutines(t *testing.T) {
 	f := setupGraph(t)
@@ -207,9 +206,9 @@ func TestGraphCloseLeavesNoGoroutines(t *testing.T) {
 	noBadUses(t)
 }
 
-// Item 6: an aborted capture into a graph with memory nodes, whose
-// captured nodes CUDA refuses to destroy, keeps what they name: the
-// graph's next launch finds its buffer alive.
+// An aborted capture into a graph with memory nodes, whose captured nodes
+// CUDA refuses to destroy, keeps what they name: the graph's next launch
+// finds its buffer alive.
 func TestCaptureAbortKeepsNodesCUDAKeeps(t *testing.T) {
 	f := setupGraph(t)
 	g, err := graph.New(f.ctx)
@@ -240,11 +239,11 @@ func TestCaptureAbortKeepsNodesCUDAKeeps(t *testing.T) {
 	noBadUses(t)
 }
 
-// Items 7 and 8: while a capture into a graph runs, the graph refuses
-// clones, instantiations, use as a child and explicit adds (they would copy
-// nodes whose owners the capture still holds, or add nodes the capture's
-// abort destroys): ErrCapturing. Nothing reaches CUDA with a destroyed
-// node, and the graph holds what the capture named.
+// While a capture into a graph runs, the graph refuses clones,
+// instantiations, use as a child and explicit adds (they would copy nodes
+// whose owners the capture still holds, or add nodes the capture's abort
+// destroys): ErrCapturing. Nothing reaches CUDA with a destroyed node, and
+// the graph holds what the capture named.
 func TestGraphRefusesCallsDuringCapture(t *testing.T) {
 	f := setupGraph(t)
 	g, err := graph.New(f.ctx)
@@ -306,8 +305,8 @@ func launchOnce(f *fixture, g *graph.Graph) error {
 	return e.Launch(f.s)
 }
 
-// Item 9: a host node of a child graph, or of the graph an executable was
-// updated with, reports its panic to the executable that ran it.
+// A host node of a child graph, or of the graph an executable was updated
+// with, reports its panic to the executable that ran it.
 func TestHostNodePanicsReachTheExecutableThatRanThem(t *testing.T) {
 	f := setupGraph(t)
 	child, err := graph.New(f.ctx)
@@ -351,9 +350,9 @@ func TestHostNodePanicsReachTheExecutableThatRanThem(t *testing.T) {
 	noBadUses(t)
 }
 
-// Item 10: launches on a captured stream racing the capture's End are
-// either captured, and then held by the graph for as long as it may run,
-// or run on the stream: the graph's launch never uses freed memory.
+// Launches on a captured stream racing the capture's End are either
+// captured, and then held by the graph for as long as it may run, or run on
+// the stream: the graph's launch never uses freed memory.
 func TestCaptureEndRacingLaunches(t *testing.T) {
 	for _, procs := range []int{1, 4} {
 		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
@@ -408,8 +407,8 @@ func TestCaptureEndRacingLaunches(t *testing.T) {
 	}
 }
 
-// Item 11: after a sticky error, what an update retired is released (the
-// context runs nothing any more), and no goroutine is left waiting.
+// After a sticky error, what an update retired is released (the context
+// runs nothing any more), and no goroutine is left waiting.
 func TestRetireAfterStickyErrorEnds(t *testing.T) {
 	f := setupGraph(t)
 	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
@@ -457,8 +456,8 @@ type countingRelease struct{ n atomic.Int32 }
 
 func (c *countingRelease) Release() error { c.n.Add(1); return nil }
 
-// Item 12: an add refused before its owners entered a table releases them
-// without counting them as released from one: lifetime's Live never drops.
+// An add refused before its owners entered a table releases them without
+// counting them as released from one: lifetime's Live never drops.
 func TestRefusedAddKeepsLiveCount(t *testing.T) {
 	f := setupGraph(t)
 	g, err := graph.New(f.ctx)
@@ -554,8 +553,8 @@ func TestCopyNodesRefuseAnotherContextsMemory(t *testing.T) {
 	noBadUses(t)
 }
 
-// Item 15: an empty asynchronous copy with a nil stream is refused like
-// every other stream-ordered call.
+// An empty asynchronous copy with a nil stream is refused like every other
+// stream-ordered call.
 func TestEmptyAsyncCopyNeedsAStream(t *testing.T) {
 	f := setupGraph(t)
 	buf, err := driver.Alloc[int32](f.ctx, 8)

@@ -14,7 +14,7 @@ import (
 	"github.com/purecuda/cuda/lifetime"
 )
 
-// The graph Close stress of issue 18 (internal/stress/graph.go) against
+// The graph Close stress (internal/stress/graph.go) against
 // fakecuda: 64 goroutines race Close of graphs, clones, executables,
 // streams, buffers, events and Args against every exported method of
 // package graph. Nothing may panic, every error must be one the call may

@@ -170,7 +170,7 @@ func indent(s string) string {
 // TestReadmeCompileErrorsNameTheLine builds blocks that do not compile and
 // checks that each failure names its block and gives the compiler's message
 // at the line of the Markdown file. The continuation is the README's graph
-// snippet as it was before issue 19: it declared a and c again.
+// snippet in an older form that declared a and c again.
 func TestReadmeCompileErrorsNameTheLine(t *testing.T) {
 	goTool := lookGo(t)
 	root, mod := moduleRoot(t)
