@@ -230,7 +230,7 @@ func (s *Stream) leave(h *captureHook) {
 func (h *captureHook) keepObjs(objs ...*lifetime.Object) {
 	owners := make([]release.Owner, 0, len(objs))
 	for _, o := range objs {
-		if o.Hold() {
+		if o.Retain() {
 			owners = append(owners, lifetime.RefOf(o))
 		}
 	}
@@ -241,11 +241,11 @@ func (h *captureHook) keepObjs(objs ...*lifetime.Object) {
 // library and on each buffer among its arguments.
 func (h *captureHook) keepLaunch(f *Function, allocs []*allocation) {
 	owners := make([]release.Owner, 0, 1+len(allocs))
-	if f.obj.Hold() {
+	if f.obj.Retain() {
 		owners = append(owners, lifetime.RefOf(&f.obj))
 	}
 	for _, a := range allocs {
-		if a.obj.Hold() {
+		if a.obj.Retain() {
 			owners = append(owners, lifetime.RefOf(&a.obj))
 		}
 	}
@@ -309,7 +309,7 @@ func (s *Stream) enqueueCapturedHost(h *captureHook, f func()) error {
 // only while there is something to wait for.
 func (s *Stream) afterWork(o release.Owner) {
 	obj := s.lifetimeObj()
-	if !obj.Hold() { // cannot happen while the caller holds s
+	if !obj.Retain() { // cannot happen while the caller holds s
 		release.KeepForever(o, errors.New("driver: the stream of work that may have been captured was gone"))
 		return
 	}

@@ -349,7 +349,7 @@ func (c *Context) Raw(f func(handle uintptr) error) error {
 	if c == nil {
 		return invalid(op, "nil context")
 	}
-	if !c.obj.Hold() {
+	if !c.obj.Retain() {
 		return notOpen(op, "context")
 	}
 	defer c.release()
@@ -363,7 +363,7 @@ func (c *Context) Hold() (lifetime.Ref, error) {
 	if c == nil {
 		return lifetime.Ref{}, invalid("Context.Hold", "nil context")
 	}
-	r, ok := c.obj.Ref()
+	r, ok := c.obj.Hold()
 	if !ok {
 		return lifetime.Ref{}, notOpen("Context.Hold", "context")
 	}

@@ -154,7 +154,7 @@ func (e *Event) Hold() (lifetime.Ref, error) {
 	if e == nil {
 		return lifetime.Ref{}, invalid("Event.Hold", "nil event")
 	}
-	r, ok := e.obj.Ref()
+	r, ok := e.obj.Hold()
 	if !ok {
 		return lifetime.Ref{}, notOpen("Event.Hold", "event")
 	}

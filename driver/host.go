@@ -112,7 +112,7 @@ func (h *HostBuffer[T]) Hold() (lifetime.Ref, error) {
 	if h == nil {
 		return lifetime.Ref{}, invalid("HostBuffer.Hold", "nil host buffer")
 	}
-	r, ok := h.obj.Ref()
+	r, ok := h.obj.Hold()
 	if !ok {
 		return lifetime.Ref{}, notOpen("HostBuffer.Hold", "host buffer")
 	}
@@ -253,7 +253,7 @@ func (r *Registered[T]) Hold() (lifetime.Ref, error) {
 	if r == nil || r.reg == nil || r.closed.Load() {
 		return lifetime.Ref{}, notOpen("Registered.Hold", "registration")
 	}
-	ref, ok := r.reg.obj.Ref()
+	ref, ok := r.reg.obj.Hold()
 	if !ok {
 		return lifetime.Ref{}, notOpen("Registered.Hold", "registration")
 	}

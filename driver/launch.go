@@ -72,7 +72,7 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 				goto bail
 			}
 			a := b.a
-			if a == nil || b.closed.Load() || a.ctx != s.ctx || !a.obj.Hold() {
+			if a == nil || b.closed.Load() || a.ctx != s.ctx || !a.obj.Retain() {
 				goto bail
 			}
 			allocs[nb] = a

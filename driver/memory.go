@@ -133,7 +133,7 @@ func (a *allocation) usedOn(s *Stream) {
 	// Not s.Hold, which refuses a stream marked closed: a Close racing the
 	// caller's use may mark s closed after the caller took its reference,
 	// and the work the caller queues on s must still hold back the free.
-	if o := s.lifetimeObj(); o.Hold() {
+	if o := s.lifetimeObj(); o.Retain() {
 		a.foreign = append(a.foreign, foreignUse{s, lifetime.RefOf(o)})
 	}
 }
@@ -320,7 +320,7 @@ func (b *Buffer[T]) use(op string) (*allocation, error) {
 		return nil, invalid(op, "nil buffer")
 	}
 	a := b.a
-	if a == nil || b.closed.Load() || !a.obj.Hold() {
+	if a == nil || b.closed.Load() || !a.obj.Retain() {
 		return nil, notOpen(op, "buffer")
 	}
 	return a, nil
@@ -371,7 +371,7 @@ func (b *Buffer[T]) Retain() error {
 	if b == nil {
 		return invalid("Buffer.Retain", "nil buffer")
 	}
-	if b.a == nil || !b.a.obj.Hold() {
+	if b.a == nil || !b.a.obj.Retain() {
 		return closedErr("Buffer.Retain", "buffer memory already freed")
 	}
 	b.retains.Add(1)

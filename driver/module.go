@@ -245,7 +245,7 @@ func (k *kernels) get(op, what, name string, parent *lifetime.Object, find func(
 	if err := find(f); err != nil {
 		return nil, err
 	}
-	if !parent.Hold() { // cannot fail: the caller holds parent
+	if !parent.Retain() { // cannot fail: the caller holds parent
 		return nil, notOpen(op, what)
 	}
 	// A failed unload is counted by parent's Release: passing it on must
@@ -329,7 +329,7 @@ func (l *Library) launchedIn(c *Context) {
 		return
 	}
 	l.usedMu.Lock()
-	if !slices.Contains(l.used, c) && c.obj.Hold() {
+	if !slices.Contains(l.used, c) && c.obj.Retain() {
 		l.used = append(l.used, c)
 	}
 	l.usedMu.Unlock()

@@ -194,7 +194,7 @@ func (s *Stream) Hold() (lifetime.Ref, error) {
 	if s == nil {
 		return lifetime.Ref{}, fmt.Errorf("driver: %s: %w", op, ErrNilStream)
 	}
-	r, ok := s.lifetimeObj().Ref()
+	r, ok := s.lifetimeObj().Hold()
 	if !ok {
 		return lifetime.Ref{}, notOpen(op, "stream")
 	}
@@ -310,7 +310,7 @@ func (s *Stream) WaitEvent(e *Event) error {
 	if h := e.capture.Load(); h != nil && s.cap != nil && s.capture.Load() == nil {
 		// Join before the wait (the sink installs itself, its gate held),
 		// so that the calls on s after the wait are captured.
-		if o := &s.obj; o.Hold() {
+		if o := &s.obj; o.Retain() {
 			if h.sink.Join(s, lifetime.RefOf(o)) {
 				joined = h
 			} else {

@@ -167,7 +167,7 @@ func fakeRoot(t *testing.T, realDestroy ...bool) (*Graph, *lifetime.Object) {
 	t.Helper()
 	ctxObj := new(lifetime.Object)
 	ctxObj.Init(func() error { return nil })
-	ref, ok := ctxObj.Ref()
+	ref, ok := ctxObj.Hold()
 	require.True(t, ok)
 	c := newCore(nil, ref, &sink{}, &family{})
 	c.h = 1

@@ -202,7 +202,7 @@ func TestIntrospection(t *testing.T) {
 	fp, err := fr.MemFreeParams()
 	require.NoError(t, err)
 	assert.Equal(t, ptr, fp)
-	id, err := h.HostCallbackID()
+	id, err := h.hostCallbackID()
 	require.NoError(t, err)
 	assert.True(t, hostfn.Pending(id), "the host node's callback is registered")
 

@@ -59,7 +59,7 @@ func TestRawOperandReuseReleasesOwnerOnce(t *testing.T) {
 	var obj lifetime.Object
 	destroyed := false
 	obj.Init(func() error { destroyed = true; return nil }) // the user's own reference
-	ref, ok := obj.Ref()                                    // the one handed to the graph
+	ref, ok := obj.Hold()                                   // the one handed to the graph
 	require.True(t, ok)
 	op := Raw(0x1000, 16, false, ref)
 

@@ -37,7 +37,7 @@ func BenchmarkTableAddRef(b *testing.B) {
 	tab := tables.New()
 	node := uintptr(0)
 	for b.Loop() {
-		r, _ := o.Ref()
+		r, _ := o.Hold()
 		node++
 		_ = tab.Add(node, r)
 		if node%1000 == 0 {

@@ -66,7 +66,7 @@ func ExampleRef() {
 		fmt.Println("the other library frees the workspace")
 		return nil
 	})
-	ref, ok := workspace.Ref()
+	ref, ok := workspace.Hold()
 	if !ok {
 		return
 	}

@@ -67,11 +67,11 @@ func (o *Object) Acquire() bool {
 	return o.acquireLive()
 }
 
-// Hold takes a reference while the object is not yet destroyed, even after
-// Close: for dependents that already hold a reference through another path
-// and need one more (a stream-ordered free on a closed stream that its
-// buffer keeps alive).
-func (o *Object) Hold() bool { return o.acquireLive() }
+// Retain takes a reference while the object is not yet destroyed, even
+// after Close: for a holder that already keeps the object alive through
+// another path and needs one more reference (a stream-ordered free on a
+// closed stream that its buffer keeps alive). Release drops it.
+func (o *Object) Retain() bool { return o.acquireLive() }
 
 func (o *Object) acquireLive() bool {
 	for {
@@ -145,9 +145,10 @@ func (o *Object) Destroyed() bool { return o.refs.Load() <= 0 }
 // Refs is the number of references held (for tests and diagnostics).
 func (o *Object) Refs() int64 { return o.refs.Load() }
 
-// Ref takes a reference and returns it as a Ref for a dependent; ok is
-// false once the object is closed.
-func (o *Object) Ref() (r Ref, ok bool) {
+// Hold takes a reference for a dependent that outlives the call (a graph
+// node, queued work) and hands it over as a Ref, which the dependent
+// releases once; ok is false once the object is closed.
+func (o *Object) Hold() (r Ref, ok bool) {
 	if !o.Acquire() {
 		return Ref{}, false
 	}
@@ -155,7 +156,7 @@ func (o *Object) Ref() (r Ref, ok bool) {
 }
 
 // RefOf wraps a reference the caller already holds on o (taken with
-// Acquire or Hold) as a Ref, handing it over: the Ref's Release drops it.
+// Acquire or Retain) as a Ref, handing it over: the Ref's Release drops it.
 func RefOf(o *Object) Ref { return Ref{o} }
 
 // Ref is one reference on an Object, handed to a dependent. It is a single
@@ -176,7 +177,7 @@ func (r Ref) Release() error {
 // works after the object's Close, since r keeps it alive; ok is false for
 // the zero Ref.
 func (r Ref) Clone() (Ref, bool) {
-	if r.o == nil || !r.o.Hold() {
+	if r.o == nil || !r.o.Retain() {
 		return Ref{}, false
 	}
 	return Ref{r.o}, true

@@ -51,8 +51,8 @@ func (p *probe) use() bool {
 	return true
 }
 
-// Invariant I1: once the count reached zero, neither Acquire nor Hold can
-// take a reference again, however many goroutines race Acquire/Release/Hold
+// Invariant I1: once the count reached zero, neither Acquire nor Retain can
+// take a reference again, however many goroutines race Acquire/Release/Retain
 // against Close.
 func TestObjectNeverRisesFromZero_I1(t *testing.T) {
 	lifetest.DrainErrors()
@@ -76,7 +76,7 @@ func TestObjectNeverRisesFromZero_I1(t *testing.T) {
 						p.use()
 						continue
 					}
-					if p.obj.Hold() { // a dependent that also tolerates Close
+					if p.obj.Retain() { // a dependent that also tolerates Close
 						p.holding.Add(1)
 						p.holding.Add(-1)
 						_ = p.obj.Release()
@@ -98,18 +98,18 @@ func TestObjectNeverRisesFromZero_I1(t *testing.T) {
 		require.True(t, p.obj.Destroyed())
 		require.Zero(t, p.obj.Refs())
 		require.False(t, p.obj.Acquire(), "Acquire after destroy")
-		require.False(t, p.obj.Hold(), "Hold after destroy")
-		_, ok := p.obj.Ref()
+		require.False(t, p.obj.Retain(), "Retain after destroy")
+		_, ok := p.obj.Hold()
 		require.False(t, ok)
 	}
 	lifetest.RequireLiveCountsBack(t, before)
 }
 
 // Invariant I2: destroy runs exactly once, on whichever release is last —
-// here a dependent that took its reference with Hold after Close.
+// here a dependent that took its reference with Retain after Close.
 func TestObjectDestroyOnLastRelease_I2(t *testing.T) {
 	p := newProbe(nil)
-	r1, ok := p.obj.Ref()
+	r1, ok := p.obj.Hold()
 	require.True(t, ok)
 	require.True(t, r1.Valid())
 	require.True(t, r1.Same(&p.obj))
@@ -120,12 +120,12 @@ func TestObjectDestroyOnLastRelease_I2(t *testing.T) {
 	assert.False(t, p.obj.Destroyed(), "a dependent still holds it")
 	assert.Zero(t, p.destroyed.Load())
 
-	require.True(t, p.obj.Hold(), "Hold after Close but before destroy succeeds")
+	require.True(t, p.obj.Retain(), "Retain after Close but before destroy succeeds")
 	require.NoError(t, r1.Release())
 	assert.Zero(t, p.destroyed.Load())
-	require.NoError(t, p.obj.Release()) // the Hold's reference: the last
+	require.NoError(t, p.obj.Release()) // the Retain's reference: the last
 	assert.EqualValues(t, 1, p.destroyed.Load())
-	assert.False(t, p.obj.Hold(), "Hold after destroy fails")
+	assert.False(t, p.obj.Retain(), "Retain after destroy fails")
 }
 
 // Invariant I2: releasing more than was taken is ErrOverRelease, destroys
@@ -152,7 +152,7 @@ func TestObjectOverRelease_I2(t *testing.T) {
 	assert.EqualValues(t, 16, over.Load())
 	assert.EqualValues(t, 1, p.destroyed.Load(), "over-release destroys nothing")
 	assert.Zero(t, p.obj.Refs())
-	assert.False(t, p.obj.Hold())
+	assert.False(t, p.obj.Retain())
 	assert.ErrorIs(t, p.obj.Close(), lifetime.ErrOverRelease, "Close of an object already released")
 	after := lifetime.ReadStats()
 	assert.Equal(t, before.Objects, after.Objects)
@@ -160,7 +160,7 @@ func TestObjectOverRelease_I2(t *testing.T) {
 
 	// An over-release on a Ref that outlived its object is the same.
 	q := newProbe(nil)
-	r, ok := q.obj.Ref()
+	r, ok := q.obj.Hold()
 	require.True(t, ok)
 	require.NoError(t, q.obj.Close())
 	require.NoError(t, r.Release())
@@ -176,7 +176,7 @@ func TestObjectCloseWaitsForNothing_I3(t *testing.T) {
 	require.True(t, p.obj.Acquire()) // a call in flight
 	require.NoError(t, p.obj.Close())
 	assert.False(t, p.obj.Acquire(), "Acquire after Close fails")
-	_, ok := p.obj.Ref()
+	_, ok := p.obj.Hold()
 	assert.False(t, ok, "Ref after Close fails")
 	assert.Zero(t, p.destroyed.Load(), "the call in flight keeps it")
 	assert.False(t, p.obj.Destroyed())
@@ -245,7 +245,7 @@ func TestErrorsKeepsMostRecent_I11(t *testing.T) {
 func TestObjectZeroValues_I1(t *testing.T) {
 	var o lifetime.Object
 	assert.False(t, o.Acquire())
-	assert.False(t, o.Hold())
+	assert.False(t, o.Retain())
 	assert.True(t, o.Destroyed())
 	assert.ErrorIs(t, o.Release(), lifetime.ErrOverRelease)
 	assert.Zero(t, o.Refs())
@@ -272,7 +272,7 @@ func TestRefAsOwnerAllocs_I2(t *testing.T) {
 	defer p.obj.Close()
 	var sink lifetime.Owner
 	allocs := testing.AllocsPerRun(1000, func() {
-		r, _ := p.obj.Ref()
+		r, _ := p.obj.Hold()
 		sink = r
 		_ = sink.Release()
 		if p.obj.Acquire() {
@@ -311,7 +311,7 @@ func TestRefOfAndClone_I1_I2(t *testing.T) {
 	// Clones racing the last release: never a reference from zero.
 	for range 500 {
 		q := newProbe(nil)
-		base, ok := q.obj.Ref()
+		base, ok := q.obj.Hold()
 		require.True(t, ok)
 		require.NoError(t, q.obj.Close())
 		var wg sync.WaitGroup

@@ -42,7 +42,7 @@ func FuzzObjectModel(f *testing.F) {
 				}
 			case 1:
 				want := refs > 0
-				require.Equal(t, want, o.Hold(), "Hold (I1)")
+				require.Equal(t, want, o.Retain(), "Retain (I1)")
 				if want {
 					refs++
 					held++
@@ -74,7 +74,7 @@ func FuzzObjectModel(f *testing.F) {
 					require.NoError(t, err)
 				}
 			case 4:
-				r, ok := o.Ref()
+				r, ok := o.Hold()
 				want := !closed && refs > 0
 				require.Equal(t, want, ok, "Ref (I1, I3)")
 				if ok {
@@ -219,7 +219,7 @@ func TestRandomizedMix_I1_I2_I3_I9_I11(t *testing.T) {
 					case 0, 1, 2: // a call in flight
 						p.use()
 					case 3: // a dependent through a table
-						if r, ok := p.obj.Ref(); ok {
+						if r, ok := p.obj.Hold(); ok {
 							tab := tabs[rng.IntN(nTab)]
 							if tab.Add(uintptr(rng.IntN(4)), r) != nil {
 								refused.Add(1)
@@ -227,7 +227,7 @@ func TestRandomizedMix_I1_I2_I3_I9_I11(t *testing.T) {
 							}
 						}
 					case 4: // a dependent released later, on the queue
-						if p.obj.Hold() {
+						if p.obj.Retain() {
 							release.Defer(&p.obj)
 						}
 					case 5:
@@ -242,7 +242,7 @@ func TestRandomizedMix_I1_I2_I3_I9_I11(t *testing.T) {
 					case 7:
 						_ = tabs[rng.IntN(nTab)].Drop(uintptr(rng.IntN(4)))
 					case 8: // a host function that releases a dependent
-						if r, ok := p.obj.Ref(); ok {
+						if r, ok := p.obj.Hold(); ok {
 							hostfn.Invoke(hostfn.Register(hostfn.Callback{
 								Fn: func() { release.Defer(r) }, Once: true,
 							}))

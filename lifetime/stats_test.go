@@ -35,7 +35,7 @@ func TestStatsReturnToStart_I11(t *testing.T) {
 	}
 	tab := tables.New()
 	for i, o := range objs {
-		r, ok := o.Ref()
+		r, ok := o.Hold()
 		require.True(t, ok)
 		require.NoError(t, tab.Add(uintptr(i%3), r))
 	}
@@ -89,7 +89,7 @@ func TestCountedErrorCountedOnce_I11(t *testing.T) {
 	boom := errors.New("unload failed")
 	var parent, child lifetime.Object
 	parent.Init(func() error { return boom })
-	require.True(t, parent.Hold())
+	require.True(t, parent.Retain())
 	child.Init(func() error { return lifetime.Counted(parent.Release()) })
 	require.NoError(t, parent.Close(), "the child still holds the parent")
 	before := lifetime.ReadStats().ReleaseErrors

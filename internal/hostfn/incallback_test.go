@@ -131,7 +131,7 @@ func TestInCallbackDestroyOrderKept(t *testing.T) {
 	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
 	var parent, a, b lifetime.Object
 	parent.Init(func() error { note("parent"); return nil })
-	require.True(t, parent.Hold())
+	require.True(t, parent.Retain())
 	a.Init(func() error { note("a"); return lifetime.Counted(parent.Release()) })
 	b.Init(func() error { note("b"); return nil })
 	require.NoError(t, parent.Close())

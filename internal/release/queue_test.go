@@ -212,7 +212,7 @@ func TestDeferErrorsCounted_I8_I11(t *testing.T) {
 	// An Object's failing destroy, reached through a deferred Ref.
 	var o lifetime.Object
 	o.Init(func() error { return boom })
-	r, ok := o.Ref()
+	r, ok := o.Hold()
 	require.True(t, ok)
 	require.NoError(t, o.Close())
 	release.Defer(r)

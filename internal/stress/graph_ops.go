@@ -240,7 +240,7 @@ func GraphOps() []GraphOp {
 		_, err := n.Dependents()
 		return err
 	})
-	op("Node.KernelParams,Node.MemsetParams,Node.MemcpyParams,Node.MemAllocParams,Node.MemFreeParams,Node.EventHandle,Node.HostCallbackID,Node.ChildGraphHandle",
+	op("Node.KernelParams,Node.MemsetParams,Node.MemcpyParams,Node.MemAllocParams,Node.MemFreeParams,Node.EventHandle,Node.ChildGraphHandle",
 		allowBusyOr(driver.ErrInvalidArgument), func(w *GraphWorld, r *rand.Rand) error {
 			n := w.node(r)
 			k, err := n.Kind()
@@ -260,8 +260,6 @@ func GraphOps() []GraphOp {
 				_, err = n.MemFreeParams()
 			case graph.KindEventRecord, graph.KindEventWait:
 				_, err = n.EventHandle()
-			case graph.KindHost:
-				_, err = n.HostCallbackID()
 			case graph.KindChild:
 				_, err = n.ChildGraphHandle()
 			}

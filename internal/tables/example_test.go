@@ -19,7 +19,7 @@ func Example() {
 
 	tab := tables.New()
 	const kernelNode, copyNode = 1, 2
-	ref, _ := buf.Ref()
+	ref, _ := buf.Hold()
 	_ = tab.Add(kernelNode, ref)
 	_ = tab.Add(copyNode, release.PinSlice(make([]float32, 256)))
 	_ = buf.Close() // the user is done with the buffer; the graph is not

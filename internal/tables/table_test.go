@@ -282,7 +282,7 @@ func TestTableAddAllocs_I9(t *testing.T) {
 	require.NoError(t, tab.Drop(1)) // keeps the capacity
 	n := uintptr(0)
 	allocs := testing.AllocsPerRun(1000, func() {
-		r, _ := o.Ref()
+		r, _ := o.Hold()
 		n++
 		_ = tab.Add(n, r)
 	})
