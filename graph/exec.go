@@ -263,6 +263,11 @@ func (e *Exec) acquire(op string) error {
 // A panic (or runtime.Goexit) in a host node is contained: the launch and
 // the stream go on, and Err reports it — not Stream.Synchronize, which
 // reports host functions launched on the stream itself.
+//
+// On a stream capturing into an existing graph (Graph.Capture,
+// Graph.BeginCapture) it is refused with driver.ErrStreamCaptureUnsupported before
+// CUDA sees it, and the capture goes on: CUDA 13.0's driver refuses it too,
+// but leaves the graph captured into damaged.
 func (e *Exec) Launch(s *driver.Stream) error {
 	if e != nil && e.execCore != nil && e.sink.hosts.Load() {
 		hostfn.Expect() // its host nodes are served without entering Go
@@ -299,6 +304,13 @@ func (e *Exec) onStream(op string, s *driver.Stream, call func(cu.CUgraphExec, c
 	}
 	sink := capture.Enter(s)
 	defer capture.Leave(s, sink)
+	if st, ok := sink.(*captureState); ok && st.target != nil {
+		// Driver 580 refuses a graph launch into a capture, and one into
+		// a capture into an existing graph leaves that graph damaged:
+		// its next cuGraphDestroyNode crashed inside libcuda (seen on an
+		// H100). Refused before CUDA sees it; the capture goes on.
+		return fmt.Errorf("graph: %s: a capture into an existing graph takes no executable: %w", op, driver.ErrStreamCaptureUnsupported)
+	}
 	if s.IsLegacy() {
 		err = s.Raw(func(h uintptr) error { return call(e.h, cu.CUstream(h)) })
 	} else {

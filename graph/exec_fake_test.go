@@ -132,3 +132,36 @@ func TestFakeLaunchRacingStreamCloseStaysTracked(t *testing.T) {
 	assert.Zero(t, untracked, "a successful launch must always be tracked")
 	require.NoError(t, e.Close())
 }
+
+// An executable launched on a stream capturing into an existing graph is
+// refused before CUDA sees it (cuGraphLaunch there damaged the graph
+// captured into on driver 580), and the capture goes on and ends.
+func TestFakeExecLaunchIntoCaptureIntoGraphRefused(t *testing.T) {
+	if !faketest.InChild(t) {
+		return
+	}
+	env := fakeSetup(t)
+	src, err := New(env.ctx)
+	require.NoError(t, err)
+	_, err = src.KernelWith(env.empty, one)
+	require.NoError(t, err)
+	x, err := src.Instantiate()
+	require.NoError(t, err)
+	defer x.Close()
+	require.NoError(t, src.Close())
+
+	target, err := New(env.ctx)
+	require.NoError(t, err)
+	defer target.Close()
+	c, err := target.BeginCapture(env.s, CaptureRelaxed)
+	require.NoError(t, err)
+	err = x.Launch(env.s)
+	assert.ErrorIs(t, err, driver.ErrStreamCaptureUnsupported)
+	st, err := IsCapturing(env.s)
+	require.NoError(t, err)
+	assert.Equal(t, Capturing, st, "the refusal leaves the capture going")
+	_, err = c.End()
+	require.NoError(t, err)
+	require.NoError(t, x.Launch(env.s), "outside the capture it launches")
+	require.NoError(t, env.s.Synchronize())
+}

@@ -463,6 +463,19 @@ func TestGPUExecLaunchedIntoCaptureThenUpdated(t *testing.T) {
 	require.NoError(t, g.Close())
 	require.NoError(t, x.SetKernelWith(k, fill, cfg(256), bufs[1], int32(100), int32(256)))
 	captured, err := Capture(s, CaptureRelaxed, func(s *driver.Stream) error { return x.Launch(s) })
+	if errors.Is(err, driver.ErrStreamCaptureUnsupported) {
+		// Driver 580 refuses cuGraphLaunch on a capturing stream. What
+		// can still be checked: the refusal leaves the stream and the
+		// executable as they were, and nothing leaks.
+		require.Nil(t, captured)
+		require.NoError(t, x.Launch(s), "the executable still launches after the refused capture")
+		require.NoError(t, s.Synchronize())
+		require.NoError(t, x.Close())
+		for _, b := range bufs {
+			require.NoError(t, b.Close())
+		}
+		t.Skipf("this driver does not capture a graph launch (%v); checked that the refusal leaves stream and executable usable", err)
+	}
 	require.NoError(t, err)
 	defer captured.Close()
 	require.NoError(t, x.SetKernelWith(k, fill, cfg(256), bufs[2], int32(200), int32(256))) // retires bufs[1]'s set

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"strings"
 
 	"github.com/purecuda/cuda/driver"
@@ -13,6 +14,10 @@ import (
 
 // The graph stress's operations: one or more calls each, covering every
 // exported method of package graph (GraphMethods, GraphExempt).
+
+// traceDestroy (PURECUDA_STRESS_TRACE set) prints each Node.Destroy's node
+// to stderr, to find which one a crash in cuGraphDestroyNode named.
+var traceDestroy = os.Getenv("PURECUDA_STRESS_TRACE") != ""
 
 // GraphOp is one call of the stress. Covers names the methods it calls
 // (Type.Method, or a package function's name); Allow accepts errors other
@@ -270,6 +275,11 @@ func GraphOps() []GraphOp {
 		if n.IsZero() || n == w.K || n == w.M || n == w.C || n == w.H || n == w.ER || n == w.EW || n == w.CH {
 			return nil // the executable's nodes stay, for its Set methods
 		}
+		if traceDestroy {
+			k, _ := n.Kind()
+			fmt.Fprintf(os.Stderr, "destroy %v body=%v g=%p\n", k, n.Graph() != w.G, n.Graph())
+			defer fmt.Fprintf(os.Stderr, "destroyed %p\n", n.Graph())
+		}
 		return n.Destroy()
 	})
 	// Conditional nodes.
@@ -315,7 +325,13 @@ func GraphOps() []GraphOp {
 	// Captures.
 	op("Capture,IsCapturing", allowBusy, func(w *GraphWorld, r *rand.Rand) error {
 		g, err := graph.Capture(w.S2, graph.CaptureRelaxed, func(s *driver.Stream) error {
-			if st, err := graph.IsCapturing(s); err != nil || st != graph.Capturing {
+			st, err := graph.IsCapturing(s)
+			if err == nil && st == graph.CaptureInvalidated {
+				// An executable launched on S2 meanwhile: CUDA refuses
+				// it and invalidates the capture.
+				return driver.ErrStreamCaptureInvalidated
+			}
+			if err != nil || st != graph.Capturing {
 				return errors.Join(err, fmt.Errorf("capturing: %v", st))
 			}
 			return w.captureBody(s)
