@@ -122,12 +122,12 @@ func (b Builder) kernel(op string, fn *driver.Function, cfg driver.LaunchConfig,
 		return Node{}, err
 	}
 	g := b.g
-	p, err := seam.Marshal(fn, g.ctx, args)
+	p, err := seam.MarshalArgs(fn, g.ctx, args)
 	if err != nil {
 		return Node{}, err
 	}
 	var rb [8]lifetime.Ref
-	refs := p.TakeRefs(rb[:0])
+	refs := seam.TakeRefs(p, rb[:0])
 	var ob [8]release.Owner
 	owners := ob[:0]
 	for _, r := range refs {

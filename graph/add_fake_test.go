@@ -190,8 +190,9 @@ func TestFakeKernelArgsChecksBufferContexts(t *testing.T) {
 }
 
 // The allocation budget of a node add: a kernel-node add with two buffer
-// arguments allocates at most 2 times (inside Batch).
-func TestFakeKernelAddAllocatesAtMostTwice(t *testing.T) {
+// arguments allocates nothing, inside Batch or not (once the graph's node
+// table has grown: it grows by doubling).
+func TestFakeKernelAddAllocatesNothing(t *testing.T) {
 	if !faketest.InChild(t) {
 		return
 	}
@@ -207,7 +208,17 @@ func TestFakeKernelAddAllocatesAtMostTwice(t *testing.T) {
 	g, err := New(env.ctx)
 	require.NoError(t, err)
 	defer g.Close()
-	var allocs float64
+	for range 64 { // the node table grows first
+		_, err := g.KernelWith(copyi, one, a, b, int32(16))
+		require.NoError(t, err)
+	}
+	allocs := testing.AllocsPerRun(2000, func() {
+		if _, err := g.KernelWith(copyi, one, a, b, int32(16)); err != nil {
+			panic(err)
+		}
+	})
+	t.Logf("kernel-node add with two buffers: %.2f allocations", allocs)
+	assert.LessOrEqual(t, allocs, 0.05, "a node add allocates (amortised table growth aside)")
 	require.NoError(t, g.Batch(func() error {
 		allocs = testing.AllocsPerRun(2000, func() {
 			if _, err := g.KernelWith(copyi, one, a, b, int32(16)); err != nil {
@@ -216,6 +227,6 @@ func TestFakeKernelAddAllocatesAtMostTwice(t *testing.T) {
 		})
 		return nil
 	}))
-	t.Logf("kernel-node add with two buffers: %.2f allocations", allocs)
-	assert.LessOrEqual(t, allocs, 2.0)
+	t.Logf("inside Batch: %.2f allocations", allocs)
+	assert.LessOrEqual(t, allocs, 0.05, "a node add in Batch allocates")
 }

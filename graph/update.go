@@ -247,7 +247,7 @@ func (e *Exec) setKernel(op string, n Node, fn *driver.Function, cfg driver.Laun
 	if err := e.check(op); err != nil {
 		return err
 	}
-	p, err := seam.Marshal(fn, e.ctx, args)
+	p, err := seam.MarshalArgs(fn, e.ctx, args)
 	if err != nil {
 		return err
 	}
