@@ -25,16 +25,7 @@ func TestFakeSetChildWithSourceGraphDoesNotDeadlock(t *testing.T) {
 		return
 	}
 	env := fakeSetup(t)
-	g, err := New(env.ctx)
-	require.NoError(t, err)
-	c, err := New(env.ctx)
-	require.NoError(t, err)
-	_, err = c.Empty()
-	require.NoError(t, err)
-	n, err := g.Child(c)
-	require.NoError(t, err)
-	e, err := g.Instantiate()
-	require.NoError(t, err)
+	g, n, e := withChild(t, env)
 
 	returned := within(2*time.Second, func() { _ = e.SetChild(n, g) })
 	assert.True(t, returned, "Exec.SetChild(n, its own source graph) deadlocked")
@@ -51,17 +42,8 @@ func TestFakeSetChildAndUpdateDoNotDeadlock(t *testing.T) {
 		return
 	}
 	env := fakeSetup(t)
-	g, err := New(env.ctx)
-	require.NoError(t, err)
-	c, err := New(env.ctx)
-	require.NoError(t, err)
-	_, err = c.Empty()
-	require.NoError(t, err)
-	n, err := g.Child(c)
-	require.NoError(t, err)
-	e, err := g.Instantiate()
-	require.NoError(t, err)
-	x, err := New(env.ctx) // the same shape as c
+	_, n, e := withChild(t, env)
+	x, err := New(env.ctx) // the same shape as the child graph
 	require.NoError(t, err)
 	_, err = x.Empty()
 	require.NoError(t, err)
@@ -164,4 +146,21 @@ func TestFakeExecLaunchIntoCaptureIntoGraphRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, x.Launch(env.s), "outside the capture it launches")
 	require.NoError(t, env.s.Synchronize())
+}
+
+// withChild makes a graph whose one node is a child graph holding one empty
+// node, and instantiates it.
+func withChild(t *testing.T, env *fakeEnv) (*Graph, Node, *Exec) {
+	t.Helper()
+	g, err := New(env.ctx)
+	require.NoError(t, err)
+	c, err := New(env.ctx)
+	require.NoError(t, err)
+	_, err = c.Empty()
+	require.NoError(t, err)
+	n, err := g.Child(c)
+	require.NoError(t, err)
+	e, err := g.Instantiate()
+	require.NoError(t, err)
+	return g, n, e
 }
