@@ -128,14 +128,15 @@ func (s *Stream) install(sink capture.Sink) error {
 
 // setState moves sink's hook on s to hookBegun (letting the captured calls
 // in) or hookEnding (waiting for those in progress, and keeping new ones
-// out until the sink is removed).
+// out until the sink is removed). States only move forward: a late Began
+// after Ending is ignored (it would leave the gate held for good).
 func (s *Stream) setState(sink capture.Sink, to int) {
 	if s == nil || s.cap == nil {
 		return
 	}
 	s.cap.mu.Lock()
 	h := s.capture.Load()
-	if h == nil || h.sink != sink || h.state == to {
+	if h == nil || h.sink != sink || h.state >= to { // states only move forward
 		s.cap.mu.Unlock()
 		return
 	}

@@ -47,7 +47,20 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 		return nil, nil, fmt.Errorf("graph: StreamCapture.End: %w", ErrNotCapturing)
 	}
 	st.ending = true
-	streams := slices.Clone(st.streams)
+	st.mu.Unlock()
+
+	// No fork or join runs from here until the event is destroyed (evMu),
+	// and none after (evDone). Streams a fork has not linked yet are left
+	// to it: it takes them out.
+	st.evMu.Lock()
+	st.evDone = true
+	st.mu.Lock()
+	var streams []heldStream
+	for _, hs := range st.streams {
+		if !hs.forking {
+			streams = append(streams, hs)
+		}
+	}
 	st.mu.Unlock()
 
 	// Keep the calls on the streams out (waiting for those in progress:
@@ -58,7 +71,7 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 	}
 	var joinErr error
 	for _, hs := range streams[1:] {
-		if err := st.link(hs.s, st.origin); err != nil && joinErr == nil {
+		if err := st.linkLocked(hs.s, st.origin); err != nil && joinErr == nil {
 			joinErr = err
 		}
 	}
@@ -79,6 +92,11 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 	if status, err := IsCapturing(st.origin); err == nil && status != NotCapturing {
 		endErr = errors.Join(endErr, fmt.Errorf("graph: the stream is still %v after cuStreamEndCapture", status))
 	}
+	if ev := st.ev; ev != 0 {
+		st.ev = 0
+		_ = st.ctx.Raw(func(uintptr) error { return cu.EventDestroy(ev) })
+	}
+	st.evMu.Unlock()
 	for _, hs := range streams {
 		capture.Remove(hs.s, st)
 	}
@@ -94,12 +112,6 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 	if st.thread != nil {
 		st.thread.stop()
 	}
-	st.evMu.Lock()
-	if ev := st.ev; ev != 0 {
-		st.ev = 0
-		_ = st.ctx.Raw(func(uintptr) error { return cu.EventDestroy(ev) })
-	}
-	st.evMu.Unlock()
 	defer releaseOwners(after) // stream-ordered frees held back by the capture
 
 	var g *Graph

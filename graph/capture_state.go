@@ -47,8 +47,14 @@ type captureState struct {
 	after   []release.Owner // releases waiting for the end (AfterCapture)
 	table   *tables.Table   // after a successful end
 
-	evMu sync.Mutex // fork and join record and wait in pairs
-	ev   cu.CUevent
+	// evMu orders fork and join (each records and waits in a pair) with
+	// the end: the end holds it from before it joins the streams until
+	// the event is destroyed, and sets evDone, after which no link runs.
+	// So no fork or join touches a stream while cuStreamEndCapture runs,
+	// or after the end released the streams it held.
+	evMu   sync.Mutex
+	ev     cu.CUevent
+	evDone bool
 
 	qmu sync.Mutex // cuStreamGetCaptureInfo's out-parameters
 	q   captureInfo
@@ -57,6 +63,9 @@ type captureState struct {
 type heldStream struct {
 	s   *driver.Stream
 	ref lifetime.Ref
+	// forking: Fork installed the sink but has not linked the stream
+	// into the capture yet; the end leaves it to Fork, which takes it out.
+	forking bool
 }
 
 type captureInfo struct {
@@ -121,7 +130,7 @@ func begin(op string, s *driver.Stream, mode CaptureMode, target *Graph, deps []
 		}
 		return nil, err
 	}
-	st.streams = []heldStream{{s, sref}}
+	st.streams = []heldStream{{s: s, ref: sref}}
 	if thread {
 		st.thread = newOSThread()
 	}
@@ -233,10 +242,23 @@ func (st *captureState) event() (cu.CUevent, error) {
 	return st.ev, nil
 }
 
-// link makes later work on waiter wait for the work queued on from.
-func (st *captureState) link(from, waiter *driver.Stream) error {
+// testLinkHook, when set by a test, runs in Fork and Join just before they
+// link the streams: a test ends the capture there.
+var testLinkHook func()
+
+// link makes later work on waiter wait for the work queued on from, unless
+// the end has begun (ErrNotCapturing). The caller holds both streams.
+func (st *captureState) link(op string, from, waiter *driver.Stream) error {
 	st.evMu.Lock()
 	defer st.evMu.Unlock()
+	if st.evDone {
+		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
+	}
+	return st.linkLocked(from, waiter)
+}
+
+// linkLocked is link with st.evMu held.
+func (st *captureState) linkLocked(from, waiter *driver.Stream) error {
 	return st.ctx.Raw(func(uintptr) error {
 		ev, err := st.event()
 		if err != nil {
@@ -289,20 +311,40 @@ func (st *captureState) fork(op string, other *driver.Stream) error {
 			return err
 		}
 		installed = true
-		st.streams = append(st.streams, heldStream{other, ref})
+		st.streams = append(st.streams, heldStream{s: other, ref: ref, forking: true})
 	}
 	st.mu.Unlock()
 	if !installed {
-		_ = ref.Release() // already part of the capture: fork again
+		// Already part of the capture: fork again. The reference is held
+		// for the link all the same (a failed wait may take the stream out
+		// meanwhile: Unjoin).
+		defer ref.Release()
 	}
-	if err := st.link(st.origin, other); err != nil {
-		if installed {
-			st.drop(other)
+	if testLinkHook != nil {
+		testLinkHook()
+	}
+	// Under evMu the end cannot begin: the stream is linked and begun
+	// before the end's Ending can see it, or not at all.
+	st.evMu.Lock()
+	err = fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
+	if !st.evDone {
+		err = st.linkLocked(st.origin, other)
+	}
+	if err == nil {
+		capture.Began(other, st)
+		st.mu.Lock()
+		for i := range st.streams {
+			if st.streams[i].s == other {
+				st.streams[i].forking = false
+			}
 		}
-		return err
+		st.mu.Unlock()
 	}
-	capture.Began(other, st)
-	return nil
+	st.evMu.Unlock()
+	if err != nil && installed {
+		st.drop(other)
+	}
+	return err
 }
 
 // drop takes s out of the capture's streams after a failed fork.
@@ -339,7 +381,15 @@ func (st *captureState) join(op string, other *driver.Stream) error {
 	if !member {
 		return invalid(op, "the stream is not part of the capture (Fork it first)")
 	}
-	return st.link(other, st.origin)
+	ref, err := other.Hold() // a failed wait may take it out meanwhile (Unjoin)
+	if err != nil {
+		return err
+	}
+	defer ref.Release()
+	if testLinkHook != nil {
+		testLinkHook()
+	}
+	return st.link(op, other, st.origin)
 }
 
 // Keep implements capture.Sink.
@@ -413,7 +463,7 @@ func (st *captureState) Join(s any, ref lifetime.Ref) bool {
 	if st.ending || capture.Install(ds, st) != nil {
 		return false
 	}
-	st.streams = append(st.streams, heldStream{ds, ref})
+	st.streams = append(st.streams, heldStream{s: ds, ref: ref})
 	return true
 }
 

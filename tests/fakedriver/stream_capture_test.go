@@ -3,6 +3,8 @@
 package fakedriver_test
 
 import (
+	"errors"
+	"sync"
 	"testing"
 	"time"
 	"weak"
@@ -109,4 +111,64 @@ func TestCaptureRegistryKeepsNoStream(t *testing.T) {
 		assert.True(t, settleWithin(2*time.Second, func() bool { return w.Value() == nil }), "%s: the Stream is still reachable", p.name)
 	}
 	_ = lifetime.Errors()
+}
+
+// Fork and Join racing End either work or fail with ErrNotCapturing (or
+// ErrClosed, once the caller closed the stream); the capture ends well, and
+// no fork or join reaches CUDA with a stream the end released and the
+// caller then closed. No event is left behind. (graph's
+// TestFakeLinkOvertakenByEnd stops a fork at the worst moment.)
+func TestCaptureForkAndJoinRacingEnd(t *testing.T) {
+	f := ltSetup(t)
+	events := fcall(t, "fake_live_events")
+	newS := func() *driver.Stream {
+		s, err := f.ctx.NewStream(driver.StreamNonBlocking)
+		require.NoError(t, err)
+		return s
+	}
+	expected := func(what string, err error) {
+		if err != nil && !errors.Is(err, graph.ErrNotCapturing) && !errors.Is(err, driver.ErrClosed) {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+	for i := 0; i < 300 && !t.Failed(); i++ {
+		s, o := newS(), newS()
+		sc, err := graph.BeginCapture(s, graph.CaptureRelaxed)
+		require.NoError(t, err)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			for k := 0; k < 3; k++ {
+				if err := sc.Fork(o); err != nil {
+					expected("Fork", err)
+					return
+				}
+				if err := sc.Join(o); err != nil {
+					expected("Join", err)
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			if i%2 == 1 {
+				time.Sleep(time.Duration(i%7) * time.Microsecond)
+			}
+			g, err := sc.End()
+			if assert.NoError(t, err, "End") {
+				assert.NoError(t, g.Close())
+			}
+			assert.NoError(t, s.Close())
+			assert.NoError(t, o.Close())
+		}()
+		close(start)
+		wg.Wait()
+	}
+	ltNoBadUses(t)
+	assert.True(t, ltSettle(func() bool { return fcall(t, "fake_live_events") == events }),
+		"events back to %d: %d", events, fcall(t, "fake_live_events"))
 }
