@@ -307,11 +307,13 @@ func (s *Stream) WaitEvent(e *Event) error {
 	}
 	defer s.release()
 	var joined *captureHook
+	var token any
 	if h := e.capture.Load(); h != nil && s.cap != nil && s.capture.Load() == nil {
 		// Join before the wait (the sink installs itself, its gate held),
 		// so that the calls on s after the wait are captured.
 		if o := &s.obj; o.Retain() {
-			if h.sink.Join(s, lifetime.RefOf(o)) {
+			var ok bool
+			if token, ok = h.sink.Join(s, lifetime.RefOf(o)); ok {
 				joined = h
 			} else {
 				_ = o.Release()
@@ -322,9 +324,8 @@ func (s *Stream) WaitEvent(e *Event) error {
 		err := s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
 		if err == nil {
 			s.setState(joined.sink, hookBegun)
-		} else {
-			joined.sink.Unjoin(s)
 		}
+		joined.sink.Joined(token, err == nil)
 		return err
 	}
 	h := s.enter()

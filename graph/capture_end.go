@@ -49,15 +49,17 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 	st.ending = true
 	st.mu.Unlock()
 
-	// No fork or join runs from here until the event is destroyed (evMu),
-	// and none after (evDone). Streams a fork has not linked yet are left
-	// to it: it takes them out.
+	// No link runs from here (evDone: each link checks it under evMu,
+	// which it holds until the stream is linked and begun). The streams
+	// linked are the capture's; those not linked yet are left to the call
+	// that brought them in, which takes them out again.
 	st.evMu.Lock()
 	st.evDone = true
+	st.evMu.Unlock()
 	st.mu.Lock()
 	var streams []heldStream
 	for _, hs := range st.streams {
-		if !hs.forking {
+		if hs.inCapture() {
 			streams = append(streams, hs)
 		}
 	}
@@ -71,7 +73,7 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 	}
 	var joinErr error
 	for _, hs := range streams[1:] {
-		if err := st.linkLocked(hs.s, st.origin); err != nil && joinErr == nil {
+		if err := st.linkLocked(hs.s, st.origin); err != nil && joinErr == nil { // evDone: no other link
 			joinErr = err
 		}
 	}
@@ -96,17 +98,24 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 		st.ev = 0
 		_ = st.ctx.Raw(func(uintptr) error { return cu.EventDestroy(ev) })
 	}
-	st.evMu.Unlock()
 	for _, hs := range streams {
 		capture.Remove(hs.s, st)
 	}
 	st.mu.Lock()
 	st.done = true
-	kept, after, all := st.kept, st.after, st.streams
-	st.kept, st.after, st.streams = nil, nil, nil
+	kept, after := st.kept, st.after
+	st.kept, st.after = nil, nil
+	var all, left []heldStream
+	for _, hs := range st.streams {
+		if hs.inCapture() {
+			all = append(all, hs)
+		} else {
+			left = append(left, hs) // their Fork or Join takes them out
+		}
+	}
+	st.streams = left
 	st.mu.Unlock()
 	for _, hs := range all {
-		capture.Remove(hs.s, st) // streams that joined before the end began
 		_ = hs.ref.Release()
 	}
 	if st.thread != nil {

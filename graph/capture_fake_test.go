@@ -65,7 +65,8 @@ func TestFakeLinkOvertakenByEnd(t *testing.T) {
 }
 
 // The states of a capture on a stream only move forward: a Began after
-// Ending (what a fork that lost the race with the end did) is ignored, and
+// Ending (what a stream wait that joined the capture as it ended did) is
+// ignored, and
 // the calls the end keeps waiting go on, uncaptured, once the sink is
 // removed.
 func TestFakeCaptureStatesOnlyMoveForward(t *testing.T) {

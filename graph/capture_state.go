@@ -47,13 +47,11 @@ type captureState struct {
 	after   []release.Owner // releases waiting for the end (AfterCapture)
 	table   *tables.Table   // after a successful end
 
-	// evMu orders fork and join (each records and waits in a pair) with
-	// the end: the end holds it from before it joins the streams until
-	// the event is destroyed, and sets evDone, after which no link runs.
-	// So no fork or join touches a stream while cuStreamEndCapture runs,
-	// or after the end released the streams it held.
+	// evMu orders the links into the capture (Fork, Join, a stream wait
+	// that joins: see capture_link.go) with its end, which sets evDone
+	// under it before it ends the capture: no link runs after.
 	evMu   sync.Mutex
-	ev     cu.CUevent
+	ev     cu.CUevent // made by the first link, destroyed by the end
 	evDone bool
 
 	qmu sync.Mutex // cuStreamGetCaptureInfo's out-parameters
@@ -63,10 +61,18 @@ type captureState struct {
 type heldStream struct {
 	s   *driver.Stream
 	ref lifetime.Ref
-	// forking: Fork installed the sink but has not linked the stream
-	// into the capture yet; the end leaves it to Fork, which takes it out.
-	forking bool
+	pf  *pending // nil: in the capture from its beginning (the origin)
 }
+
+// pending is a stream brought into the capture by a Fork or a stream wait
+// (Join): the sink is installed on it, and until it is linked (linked,
+// guarded by evMu) the end leaves it to the call that brought it, which
+// takes it out again if it cannot link it.
+type pending struct{ linked bool }
+
+// inCapture reports whether hs is linked into the capture; read with evMu
+// held, or after evDone was set.
+func (hs heldStream) inCapture() bool { return hs.pf == nil || hs.pf.linked }
 
 type captureInfo struct {
 	status cu.CUstreamCaptureStatus
@@ -229,169 +235,6 @@ func (st *captureState) run(f func() error) error {
 	return st.thread.do(call)
 }
 
-// event returns the capture's event for fork and join, made on first use;
-// st.evMu is held and the context bound.
-func (st *captureState) event() (cu.CUevent, error) {
-	if st.ev == 0 {
-		var ev cu.CUevent
-		if err := cu.EventCreate(&ev, uint32(cu.CU_EVENT_DISABLE_TIMING)); err != nil {
-			return 0, err
-		}
-		st.ev = ev
-	}
-	return st.ev, nil
-}
-
-// testLinkHook, when set by a test, runs in Fork and Join just before they
-// link the streams: a test ends the capture there.
-var testLinkHook func()
-
-// link makes later work on waiter wait for the work queued on from, unless
-// the end has begun (ErrNotCapturing). The caller holds both streams.
-func (st *captureState) link(op string, from, waiter *driver.Stream) error {
-	st.evMu.Lock()
-	defer st.evMu.Unlock()
-	if st.evDone {
-		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
-	}
-	return st.linkLocked(from, waiter)
-}
-
-// linkLocked is link with st.evMu held.
-func (st *captureState) linkLocked(from, waiter *driver.Stream) error {
-	return st.ctx.Raw(func(uintptr) error {
-		ev, err := st.event()
-		if err != nil {
-			return err
-		}
-		if err := cu.EventRecord(ev, cu.CUstream(seam.Stream(from))); err != nil {
-			return err
-		}
-		return cu.StreamWaitEvent(cu.CUstream(seam.Stream(waiter)), ev, 0)
-	})
-}
-
-func (st *captureState) fork(op string, other *driver.Stream) error {
-	st.mu.Lock()
-	ending := st.ending
-	st.mu.Unlock()
-	if ending {
-		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
-	}
-	if other == nil {
-		return fmt.Errorf("graph: %s: %w", op, driver.ErrNilStream)
-	}
-	if other == st.origin {
-		return invalid(op, "a stream cannot fork from itself")
-	}
-	if other.IsLegacy() {
-		return invalid(op, "CUDA does not capture the legacy default stream")
-	}
-	if !other.Context().Same(st.ctx) {
-		return invalid(op, "the stream belongs to another context than the capture")
-	}
-	ref, err := other.Hold()
-	if err != nil {
-		return err
-	}
-	st.mu.Lock()
-	if st.ending {
-		st.mu.Unlock()
-		_ = ref.Release()
-		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
-	}
-	installed := false
-	if capture.Installed(other) != capture.Sink(st) {
-		if err := capture.Install(other, st); err != nil {
-			st.mu.Unlock()
-			_ = ref.Release()
-			if errors.Is(err, capture.ErrInstalled) {
-				return fmt.Errorf("graph: %s: %w", op, ErrCapturing)
-			}
-			return err
-		}
-		installed = true
-		st.streams = append(st.streams, heldStream{s: other, ref: ref, forking: true})
-	}
-	st.mu.Unlock()
-	if !installed {
-		// Already part of the capture: fork again. The reference is held
-		// for the link all the same (a failed wait may take the stream out
-		// meanwhile: Unjoin).
-		defer ref.Release()
-	}
-	if testLinkHook != nil {
-		testLinkHook()
-	}
-	// Under evMu the end cannot begin: the stream is linked and begun
-	// before the end's Ending can see it, or not at all.
-	st.evMu.Lock()
-	err = fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
-	if !st.evDone {
-		err = st.linkLocked(st.origin, other)
-	}
-	if err == nil {
-		capture.Began(other, st)
-		st.mu.Lock()
-		for i := range st.streams {
-			if st.streams[i].s == other {
-				st.streams[i].forking = false
-			}
-		}
-		st.mu.Unlock()
-	}
-	st.evMu.Unlock()
-	if err != nil && installed {
-		st.drop(other)
-	}
-	return err
-}
-
-// drop takes s out of the capture's streams after a failed fork.
-func (st *captureState) drop(s *driver.Stream) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	for i, hs := range st.streams {
-		if hs.s == s {
-			capture.Remove(s, st)
-			_ = hs.ref.Release()
-			st.streams = append(st.streams[:i], st.streams[i+1:]...)
-			return
-		}
-	}
-}
-
-func (st *captureState) join(op string, other *driver.Stream) error {
-	if other == nil {
-		return fmt.Errorf("graph: %s: %w", op, driver.ErrNilStream)
-	}
-	if other == st.origin {
-		return invalid(op, "a stream cannot join itself")
-	}
-	st.mu.Lock()
-	member := false
-	for _, hs := range st.streams {
-		member = member || hs.s == other
-	}
-	ending := st.ending
-	st.mu.Unlock()
-	if ending {
-		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
-	}
-	if !member {
-		return invalid(op, "the stream is not part of the capture (Fork it first)")
-	}
-	ref, err := other.Hold() // a failed wait may take it out meanwhile (Unjoin)
-	if err != nil {
-		return err
-	}
-	defer ref.Release()
-	if testLinkHook != nil {
-		testLinkHook()
-	}
-	return st.link(op, other, st.origin)
-}
-
 // Keep implements capture.Sink.
 func (st *captureState) Keep(owners []release.Owner) {
 	for _, o := range owners {
@@ -449,44 +292,6 @@ func keepIn(t *tables.Table, owners []release.Owner) (refused []release.Owner) {
 		}
 	}
 	return refused
-}
-
-// Join implements capture.Sink: s is about to wait for an event recorded
-// in the capture.
-func (st *captureState) Join(s any, ref lifetime.Ref) bool {
-	ds, _ := s.(*driver.Stream)
-	if ds == nil {
-		return false
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.ending || capture.Install(ds, st) != nil {
-		return false
-	}
-	st.streams = append(st.streams, heldStream{s: ds, ref: ref})
-	return true
-}
-
-// Unjoin implements capture.Sink: s, which Join took in, could not wait
-// for the capture's event after all.
-func (st *captureState) Unjoin(s any) {
-	ds, _ := s.(*driver.Stream)
-	st.mu.Lock()
-	if st.ending {
-		st.mu.Unlock()
-		return // the end takes it out
-	}
-	var ref lifetime.Ref
-	for i, hs := range st.streams {
-		if i > 0 && hs.s == ds {
-			ref = hs.ref
-			st.streams = append(st.streams[:i], st.streams[i+1:]...)
-			capture.Remove(ds, st)
-			break
-		}
-	}
-	st.mu.Unlock()
-	_ = ref.Release()
 }
 
 // AfterCapture implements capture.Sink.

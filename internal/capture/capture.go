@@ -31,10 +31,16 @@ type Sink interface {
 	// is about to wait for an event recorded in the capture: unless the
 	// capture is ending, the sink installs itself on s (Install), keeps
 	// ref (a reference on s) to remove itself when the capture ends, and
-	// reports true. Otherwise it reports false and the caller keeps ref.
-	Join(s any, ref lifetime.Ref) bool
-	// Unjoin undoes a Join whose wait failed: s never joined.
-	Unjoin(s any)
+	// reports true with a token for Joined; the end of the capture waits
+	// until Joined. Otherwise it reports false and the caller keeps ref.
+	// After true, the caller waits, moves s to Began if the wait worked,
+	// and then calls Joined, whatever happened, doing nothing that may
+	// block in between.
+	Join(s any, ref lifetime.Ref) (token any, ok bool)
+	// Joined ends what Join began: ok says whether the wait worked; if
+	// not, s never joined, and the sink takes itself off s and releases
+	// ref.
+	Joined(token any, ok bool)
 	// AfterCapture takes a release that must wait until the capture is
 	// over (a stream-ordered free or an unload, which would otherwise be
 	// captured or invalidate the capture); the sink releases it then.

@@ -113,11 +113,12 @@ func TestCaptureRegistryKeepsNoStream(t *testing.T) {
 	_ = lifetime.Errors()
 }
 
-// Fork and Join racing End either work or fail with ErrNotCapturing (or
-// ErrClosed, once the caller closed the stream); the capture ends well, and
-// no fork or join reaches CUDA with a stream the end released and the
-// caller then closed. No event is left behind. (graph's
-// TestFakeLinkOvertakenByEnd stops a fork at the worst moment.)
+// A smoke test of Fork and Join racing End: each works or fails with
+// ErrNotCapturing (or ErrClosed, once the caller closed the stream), the
+// capture ends well, nothing reaches CUDA with a destroyed stream, and no
+// event is left behind. The scheduler rarely lets a link overlap the end
+// here; graph's TestFakeLinkOvertakenByEnd stops a link at the worst
+// moment.
 func TestCaptureForkAndJoinRacingEnd(t *testing.T) {
 	f := ltSetup(t)
 	events := fcall(t, "fake_live_events")

@@ -1,0 +1,237 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/capture"
+	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// Links into a capture: Fork and Join, and a stream that joins by waiting
+// for an event recorded in the capture (the sink's Join and Joined).
+//
+// A link runs under st.evMu, from its check of evDone until the stream is
+// linked and begun, and the end sets evDone under evMu before it begins:
+// so no link reaches CUDA while the capture ends or after (when the end
+// has released the streams it held and destroyed the event), and every
+// stream linked is begun before the end moves it to ending. Nothing waits
+// for st.mu, a stream's gate or its calls in flight while it holds evMu,
+// and evMu is never taken with st.mu held (Install waits for a stream's
+// calls in flight under st.mu; one of them may wait for the gate of a
+// stream a link is about to begin).
+
+// testLinkHook, when set by a test, runs in Fork and Join just before they
+// take evMu: a test ends the capture there.
+var testLinkHook func()
+
+// event returns the capture's event, made on first use; the context is
+// bound, and evMu held (or evDone set by the end, the only link then).
+func (st *captureState) event() (cu.CUevent, error) {
+	if st.ev == 0 {
+		var ev cu.CUevent
+		if err := cu.EventCreate(&ev, uint32(cu.CU_EVENT_DISABLE_TIMING)); err != nil {
+			return 0, err
+		}
+		st.ev = ev
+	}
+	return st.ev, nil
+}
+
+// linkLocked makes later work on waiter wait for the work queued on from;
+// evMu is held (or evDone set by the end), and the caller holds both
+// streams.
+func (st *captureState) linkLocked(from, waiter *driver.Stream) error {
+	return st.ctx.Raw(func(uintptr) error {
+		ev, err := st.event()
+		if err != nil {
+			return err
+		}
+		if err := cu.EventRecord(ev, cu.CUstream(seam.Stream(from))); err != nil {
+			return err
+		}
+		return cu.StreamWaitEvent(cu.CUstream(seam.Stream(waiter)), ev, 0)
+	})
+}
+
+func (st *captureState) fork(op string, other *driver.Stream) error {
+	st.mu.Lock()
+	ending := st.ending
+	st.mu.Unlock()
+	if ending {
+		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
+	}
+	if other == nil {
+		return fmt.Errorf("graph: %s: %w", op, driver.ErrNilStream)
+	}
+	if other == st.origin {
+		return invalid(op, "a stream cannot fork from itself")
+	}
+	if other.IsLegacy() {
+		return invalid(op, "CUDA does not capture the legacy default stream")
+	}
+	if !other.Context().Same(st.ctx) {
+		return invalid(op, "the stream belongs to another context than the capture")
+	}
+	ref, err := other.Hold()
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	if st.ending {
+		st.mu.Unlock()
+		_ = ref.Release()
+		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
+	}
+	var pf *pending
+	installed := false
+	if capture.Installed(other) != capture.Sink(st) {
+		if err := capture.Install(other, st); err != nil {
+			st.mu.Unlock()
+			_ = ref.Release()
+			if errors.Is(err, capture.ErrInstalled) {
+				return fmt.Errorf("graph: %s: %w", op, ErrCapturing)
+			}
+			return err
+		}
+		installed = true
+		pf = &pending{}
+		st.streams = append(st.streams, heldStream{s: other, ref: ref, pf: pf})
+	} else {
+		// Already brought in: fork again. The reference is held for the
+		// link all the same (a failed stream wait may take the stream out
+		// meanwhile: Joined).
+		pf = st.pendingOf(other)
+		defer ref.Release()
+	}
+	st.mu.Unlock()
+	if testLinkHook != nil {
+		testLinkHook()
+	}
+	st.evMu.Lock()
+	err = fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
+	if !st.evDone {
+		err = st.linkLocked(st.origin, other)
+	}
+	if err == nil {
+		capture.Began(other, st)
+		if pf != nil {
+			pf.linked = true
+		}
+	}
+	st.evMu.Unlock()
+	if err != nil && installed {
+		st.drop(pf, true)
+	}
+	return err
+}
+
+// pendingOf returns the mark of s among the capture's streams (nil for the
+// origin, or a stream not there); st.mu is held.
+func (st *captureState) pendingOf(s *driver.Stream) *pending {
+	for _, hs := range st.streams {
+		if hs.s == s {
+			return hs.pf
+		}
+	}
+	return nil
+}
+
+// drop takes the stream marked pf out of the capture again (a failed or
+// refused link), releasing the capture's reference on it if rel is set
+// (else the caller keeps it).
+func (st *captureState) drop(pf *pending, rel bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i, hs := range st.streams {
+		if hs.pf == pf {
+			capture.Remove(hs.s, st)
+			if rel {
+				_ = hs.ref.Release()
+			}
+			st.streams = append(st.streams[:i], st.streams[i+1:]...)
+			return
+		}
+	}
+}
+
+func (st *captureState) join(op string, other *driver.Stream) error {
+	if other == nil {
+		return fmt.Errorf("graph: %s: %w", op, driver.ErrNilStream)
+	}
+	if other == st.origin {
+		return invalid(op, "a stream cannot join itself")
+	}
+	st.mu.Lock()
+	member := false
+	for _, hs := range st.streams {
+		member = member || hs.s == other
+	}
+	ending := st.ending
+	st.mu.Unlock()
+	if ending {
+		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
+	}
+	if !member {
+		return invalid(op, "the stream is not part of the capture (Fork it first)")
+	}
+	ref, err := other.Hold() // a failed stream wait may take it out meanwhile (Joined)
+	if err != nil {
+		return err
+	}
+	defer ref.Release()
+	if testLinkHook != nil {
+		testLinkHook()
+	}
+	st.evMu.Lock()
+	defer st.evMu.Unlock()
+	if st.evDone {
+		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
+	}
+	return st.linkLocked(other, st.origin)
+}
+
+// Join implements capture.Sink: s is about to wait for an event recorded
+// in the capture. On success it returns with evMu held, which Joined lets
+// go: the wait is a link.
+func (st *captureState) Join(s any, ref lifetime.Ref) (any, bool) {
+	ds, _ := s.(*driver.Stream)
+	if ds == nil {
+		return nil, false
+	}
+	st.mu.Lock()
+	if st.ending || capture.Install(ds, st) != nil {
+		st.mu.Unlock()
+		return nil, false
+	}
+	pf := &pending{}
+	st.streams = append(st.streams, heldStream{s: ds, ref: ref, pf: pf})
+	st.mu.Unlock()
+	st.evMu.Lock()
+	if st.evDone {
+		st.evMu.Unlock()
+		st.drop(pf, false) // the caller keeps ref
+		return nil, false
+	}
+	return pf, true
+}
+
+// Joined implements capture.Sink: the wait that Join let in is over, and
+// ok says whether it worked (the stream has begun); if it did not, the
+// stream is taken out of the capture again.
+func (st *captureState) Joined(token any, ok bool) {
+	pf, _ := token.(*pending)
+	if pf == nil {
+		return // not a token of Join's
+	}
+	if ok {
+		pf.linked = true
+	}
+	st.evMu.Unlock()
+	if !ok {
+		st.drop(pf, true)
+	}
+}
