@@ -66,9 +66,8 @@ func TestFakeLinkOvertakenByEnd(t *testing.T) {
 
 // The states of a capture on a stream only move forward: a Began after
 // Ending (what a stream wait that joined the capture as it ended did) is
-// ignored, and
-// the calls the end keeps waiting go on, uncaptured, once the sink is
-// removed.
+// ignored, and the calls the end keeps waiting go on, uncaptured, once the
+// sink is removed.
 func TestFakeCaptureStatesOnlyMoveForward(t *testing.T) {
 	if !faketest.InChild(t) {
 		return
