@@ -149,39 +149,27 @@ func (b Builder) BeginCapture(s *driver.Stream, mode CaptureMode) (*StreamCaptur
 }
 
 // StreamCapture is a capture in progress, from BeginCapture until End or
-// Abort: the work queued on a stream is recorded into a graph instead of
-// running (cuStreamBeginCapture … cuStreamEndCapture). Capture and
-// BeginCapture make a new graph; Graph.Capture, Graph.BeginCapture and the
-// Builder's capture into an existing graph or a conditional node's body,
-// after given nodes (cuStreamBeginCaptureToGraph).
+// Abort: work queued on the stream is recorded into a graph instead of
+// running. Capture and BeginCapture make a new graph; Graph.Capture,
+// Graph.BeginCapture and the Builder's add to an existing graph or body.
 //
 // The graph holds what the captured work names, as if its nodes had been
-// added explicitly: buffers and Args of kernel launches, modules, buffers,
-// pinned host buffers and Go slices of asynchronous copies and memsets,
-// host functions (which run at every launch of the graph, and whose panics
-// Exec.Err reports). Work queued through Raw handles or other libraries is
-// not seen: hold what it names yourself. AllocAsync on a captured stream is
-// refused (use a memory-alloc node). What captured nodes hold is released
-// with the graph, not when one of them is destroyed.
+// added explicitly (buffers, Args, modules, host buffers and Go slices,
+// host functions, whose panics Exec.Err reports); work queued through Raw
+// handles or other libraries is not seen. AllocAsync on a captured stream
+// is refused: use a memory-alloc node. While a capture into a graph runs,
+// calls on that graph and its family fail with ErrCapturing.
 //
-// No stream is left capturing: Capture ends the capture on every path out
-// of its function, and a StreamCapture dropped without End or Abort is
-// aborted by a cleanup, late; defer Abort right after BeginCapture.
-// While a capture into a graph runs, calls on that graph and its family
-// fail with ErrCapturing.
+// Defer Abort right after BeginCapture; a StreamCapture dropped without
+// End or Abort is aborted late, by a cleanup. CaptureRelaxed suits Go
+// best: CUDA ends a global or thread-local capture only on the OS thread
+// that began it (BeginCapture then uses a thread of its own), and in
+// CaptureGlobal refuses calls such as cuMemFree on every thread, including
+// releases purecuda makes for you (lifetime.Errors reports them).
 //
-// CaptureRelaxed suits Go best. CUDA ends a global or thread-local capture
-// only on the OS thread that began it, so Capture locks the calling
-// goroutine to its thread while its function runs, and BeginCapture in
-// those modes begins and ends on a thread of its own. In CaptureGlobal,
-// CUDA refuses calls such as cuMemFree on every thread while the capture
-// lasts, including releases purecuda makes for you (lifetime.Errors
-// reports them).
-//
-// The methods are safe for concurrent use. Work queued on a captured stream
-// concurrently with Fork, Join, End or Abort is captured or not as CUDA
-// happens to see it; either way, what it names lives as long as anything
-// may run it.
+// The methods are safe for concurrent use. Work queued concurrently with
+// Fork, Join, End or Abort is captured or not as CUDA sees it; either way,
+// what it names lives as long as anything may run it.
 type StreamCapture struct {
 	st      *captureState
 	cleanup runtime.Cleanup
