@@ -76,36 +76,50 @@ func (st *captureState) fork(op string, other *driver.Stream) error {
 	if !other.Context().Same(st.ctx) {
 		return invalid(op, "the stream belongs to another context than the capture")
 	}
+	for {
+		wait, err := st.forkOnce(op, other)
+		if wait == nil {
+			return err
+		}
+		<-wait // another call is bringing the stream in: see how it ends
+	}
+}
+
+// forkOnce is one try of fork; it returns a channel to wait on, and try
+// again after, while another call brings other in.
+func (st *captureState) forkOnce(op string, other *driver.Stream) (<-chan struct{}, error) {
 	ref, err := other.Hold()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	st.mu.Lock()
 	if st.ending {
 		st.mu.Unlock()
 		_ = ref.Release()
-		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
+		return nil, fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
 	}
-	var pf *pending
-	installed := false
-	if capture.Installed(other) != capture.Sink(st) {
+	var pf *pending // set: this call brings other in
+	if capture.Installed(other) == capture.Sink(st) {
+		// Already brought in: fork again, once it is linked. The
+		// reference is held for the link all the same (a failed stream
+		// wait may take the stream out meanwhile).
+		if p := st.pendingOf(other); p != nil && !p.settled() {
+			st.mu.Unlock()
+			_ = ref.Release()
+			return p.done, nil
+		}
+		defer ref.Release()
+	} else {
 		if err := capture.Install(other, st); err != nil {
 			st.mu.Unlock()
 			_ = ref.Release()
 			if errors.Is(err, capture.ErrInstalled) {
-				return fmt.Errorf("graph: %s: %w", op, ErrCapturing)
+				return nil, fmt.Errorf("graph: %s: %w", op, ErrCapturing)
 			}
-			return err
+			return nil, err
 		}
-		installed = true
-		pf = &pending{}
+		pf = newPending()
 		st.streams = append(st.streams, heldStream{s: other, ref: ref, pf: pf})
-	} else {
-		// Already brought in: fork again. The reference is held for the
-		// link all the same (a failed stream wait may take the stream out
-		// meanwhile: Joined).
-		pf = st.pendingOf(other)
-		defer ref.Release()
 	}
 	st.mu.Unlock()
 	if testLinkHook != nil {
@@ -123,10 +137,13 @@ func (st *captureState) fork(op string, other *driver.Stream) error {
 		}
 	}
 	st.evMu.Unlock()
-	if err != nil && installed {
-		st.drop(pf, true)
+	if pf != nil {
+		if err != nil {
+			st.drop(pf, true)
+		}
+		close(pf.done)
 	}
-	return err
+	return nil, err
 }
 
 // pendingOf returns the mark of s among the capture's streams (nil for the
@@ -142,7 +159,8 @@ func (st *captureState) pendingOf(s *driver.Stream) *pending {
 
 // drop takes the stream marked pf out of the capture again (a failed or
 // refused link), releasing the capture's reference on it if rel is set
-// (else the caller keeps it).
+// (else the caller keeps it). Only the call that brought the stream in
+// drops it, before it closes pf.done.
 func (st *captureState) drop(pf *pending, rel bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -165,20 +183,29 @@ func (st *captureState) join(op string, other *driver.Stream) error {
 	if other == st.origin {
 		return invalid(op, "a stream cannot join itself")
 	}
-	st.mu.Lock()
-	member := false
-	for _, hs := range st.streams {
-		member = member || hs.s == other
+	for {
+		st.mu.Lock()
+		member := false
+		var p *pending
+		for _, hs := range st.streams {
+			if hs.s == other {
+				member, p = true, hs.pf
+			}
+		}
+		ending := st.ending
+		st.mu.Unlock()
+		if ending {
+			return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
+		}
+		if !member {
+			return invalid(op, "the stream is not part of the capture (Fork it first)")
+		}
+		if p == nil || p.settled() {
+			break
+		}
+		<-p.done // being brought in: see how that ends
 	}
-	ending := st.ending
-	st.mu.Unlock()
-	if ending {
-		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
-	}
-	if !member {
-		return invalid(op, "the stream is not part of the capture (Fork it first)")
-	}
-	ref, err := other.Hold() // a failed stream wait may take it out meanwhile (Joined)
+	ref, err := other.Hold() // a failed stream wait may take it out meanwhile
 	if err != nil {
 		return err
 	}
@@ -207,13 +234,14 @@ func (st *captureState) Join(s any, ref lifetime.Ref) (any, bool) {
 		st.mu.Unlock()
 		return nil, false
 	}
-	pf := &pending{}
+	pf := newPending()
 	st.streams = append(st.streams, heldStream{s: ds, ref: ref, pf: pf})
 	st.mu.Unlock()
 	st.evMu.Lock()
 	if st.evDone {
 		st.evMu.Unlock()
 		st.drop(pf, false) // the caller keeps ref
+		close(pf.done)
 		return nil, false
 	}
 	return pf, true
@@ -234,4 +262,5 @@ func (st *captureState) Joined(token any, ok bool) {
 	if !ok {
 		st.drop(pf, true)
 	}
+	close(pf.done)
 }

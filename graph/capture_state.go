@@ -65,10 +65,26 @@ type heldStream struct {
 }
 
 // pending is a stream brought into the capture by a Fork or a stream wait
-// (Join): the sink is installed on it, and until it is linked (linked,
-// guarded by evMu) the end leaves it to the call that brought it, which
-// takes it out again if it cannot link it.
-type pending struct{ linked bool }
+// (Join): the sink is installed on it, and until the call that brought it
+// links it (linked, written under evMu) the end leaves it to that call,
+// which takes it out again if it cannot link it. done is closed once
+// either happened; other links of the stream wait for it.
+type pending struct {
+	linked bool
+	done   chan struct{}
+}
+
+func newPending() *pending { return &pending{done: make(chan struct{})} }
+
+// settled reports whether pf's stream is linked or gone.
+func (pf *pending) settled() bool {
+	select {
+	case <-pf.done:
+		return true
+	default:
+		return false
+	}
+}
 
 // inCapture reports whether hs is linked into the capture; read with evMu
 // held, or after evDone was set.

@@ -1,0 +1,127 @@
+//go:build linux
+
+package graph
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/faketest"
+)
+
+// Links into a capture form no lock cycle with a Fork that waits for a
+// stream's calls in flight: while Fork(x) is about to link x (its gate
+// held), the last release of a buffer of y used on x has entered y and
+// waits for x's gate, Fork(y) waits for that release holding the capture's
+// lock, and Fork(z) of a member links; all four return.
+func TestFakeLinkWhileForkWaitsForCallsInFlight(t *testing.T) {
+	if !faketest.InChild(t) {
+		return
+	}
+	e := fakeSetup(t)
+	var x, y, z *driver.Stream
+	for _, p := range []**driver.Stream{&x, &y, &z} {
+		s, err := e.ctx.NewStream(driver.StreamNonBlocking)
+		require.NoError(t, err)
+		*p = s
+	}
+	buf, err := driver.AllocAsync[float32](y, 64)
+	require.NoError(t, err)
+	require.NoError(t, buf.Memset32Async(x, 0)) // its free enters y, then x
+	sc, err := BeginCapture(e.s, CaptureRelaxed)
+	require.NoError(t, err)
+	require.NoError(t, sc.Fork(z))
+
+	errs := make(chan error, 4)
+	pause := func() { time.Sleep(50 * time.Millisecond) }
+	zAt, zGo := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	testLinkHook = func() {
+		switch calls.Add(1) {
+		case 1: // Fork(x), x's sink installed, its gate held
+			go func() { errs <- buf.Close() }() // enters y, waits for x's gate
+			pause()
+			go func() { errs <- sc.Fork(z) }()
+			<-zAt
+			go func() { errs <- sc.Fork(y) }() // waits for the free under the capture's lock
+			pause()
+			close(zGo) // Fork(z) links
+			pause()
+		case 2: // Fork(z), about to link
+			close(zAt)
+			<-zGo
+		}
+	}
+	ok := within(5*time.Second, func() {
+		errs <- sc.Fork(x)
+		for range 4 {
+			assert.NoError(t, <-errs)
+		}
+	})
+	require.True(t, ok, "deadlock: the forks and the free did not return")
+	testLinkHook = nil
+	g, err := sc.End()
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	faketest.NoBadUses(t)
+}
+
+// A Fork of a stream that another Fork is still bringing into the capture
+// waits for that one: if its link fails, the stream leaves the capture and
+// the waiting Fork brings it in anew. So no Fork returns nil for a stream
+// that is then taken out of the capture (whose work CUDA would capture
+// without the graph holding what it names, and whose End would fail as
+// unjoined).
+func TestFakeForkWaitsForAForkOfTheSameStream(t *testing.T) {
+	if !faketest.InChild(t) {
+		return
+	}
+	e := fakeSetup(t)
+	x, err := e.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	buf, err := driver.Alloc[int32](e.ctx, 64)
+	require.NoError(t, err)
+	sc, err := BeginCapture(e.s, CaptureRelaxed)
+	require.NoError(t, err)
+
+	second := make(chan error, 1)
+	var calls atomic.Int32
+	testLinkHook = func() {
+		if calls.Add(1) != 1 {
+			return
+		}
+		// The first Fork has installed the sink on x and is about to
+		// link it; a second Fork of x comes, and the first link fails.
+		go func() { second <- sc.Fork(x) }()
+		time.Sleep(50 * time.Millisecond)
+		faketest.FailNext(t, "cuStreamWaitEvent", 1)
+	}
+	var first error
+	require.True(t, within(5*time.Second, func() { first = sc.Fork(x) }), "the first Fork returned")
+	assert.Error(t, first, "the first Fork's link failed")
+	select {
+	case err := <-second:
+		require.NoError(t, err, "the second Fork brought x in anew")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second Fork did not return")
+	}
+	testLinkHook = nil // (the second Fork reads it too)
+	require.NoError(t, x.Launch(e.fill, driver.Grid(1), driver.Block(64), buf, int32(7), int32(64)))
+	require.NoError(t, sc.Join(x))
+	g, err := sc.End()
+	require.NoError(t, err, "x was joined: it is part of the capture")
+	require.NoError(t, buf.Close())
+	x2, err := g.Instantiate()
+	require.NoError(t, err)
+	require.NoError(t, x2.Launch(e.s))
+	require.NoError(t, e.s.Synchronize())
+	faketest.NoBadUses(t) // the graph held the buffer its captured launch names
+	require.NoError(t, x2.Close())
+	require.NoError(t, g.Close())
+	require.NoError(t, x.Close())
+}
