@@ -236,8 +236,13 @@ func (s *Stream) takeErrs(err error) error {
 
 // Synchronize waits until all work on the stream has run
 // (cuStreamSynchronize). It also returns, once, the panics of host
-// functions that ran on the stream since the last call.
+// functions that ran on the stream since the last call. On a stream being
+// captured it is refused (ErrStreamCaptureUnsupported), and the capture
+// goes on.
 func (s *Stream) Synchronize() error {
+	if err := notCaptured("Stream.Synchronize", s); err != nil {
+		return err
+	}
 	err := s.do("Stream.Synchronize", false, func() error { return cu.StreamSynchronize(s.h) })
 	if s == nil {
 		return err
@@ -246,7 +251,11 @@ func (s *Stream) Synchronize() error {
 }
 
 // Query reports whether all work on the stream has run (cuStreamQuery).
+// Like Synchronize, it is refused on a stream being captured.
 func (s *Stream) Query() (bool, error) {
+	if err := notCaptured("Stream.Query", s); err != nil {
+		return false, err
+	}
 	err := s.do("Stream.Query", false, func() error { return cu.StreamQuery(s.h) })
 	switch {
 	case err == nil:
@@ -331,6 +340,17 @@ func (s *Stream) WaitEvent(e *Event) error {
 	h := s.enter()
 	defer s.leave(h)
 	return s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
+}
+
+// notCaptured refuses a wait for a stream that package graph is capturing
+// (its sink installed): CUDA refuses it too, but invalidates the capture,
+// and an invalidation racing a record or wait on the capture's streams
+// crashed libcuda (driver 580, a graph launch there; seen on an H100).
+func notCaptured(op string, s *Stream) error {
+	if s != nil && s.capture.Load() != nil {
+		return fmt.Errorf("driver: %s: the stream is being captured: %w", op, ErrStreamCaptureUnsupported)
+	}
+	return nil
 }
 
 // Priority is the stream's priority (cuStreamGetPriority).

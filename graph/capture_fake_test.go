@@ -3,6 +3,7 @@
 package graph
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -92,4 +93,30 @@ func TestFakeCaptureStatesOnlyMoveForward(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("the launch still waits after the sink was removed")
 	}
+}
+
+// A wait for a stream being captured (Synchronize, Query,
+// SynchronizeContext) is refused before CUDA sees it, and the capture goes
+// on: CUDA refuses it too, but invalidates the capture.
+func TestFakeWaitOnCapturedStreamRefused(t *testing.T) {
+	if !faketest.InChild(t) {
+		return
+	}
+	e := fakeSetup(t)
+	sc, err := BeginCapture(e.s, CaptureRelaxed)
+	require.NoError(t, err)
+	assert.ErrorIs(t, e.s.Synchronize(), driver.ErrStreamCaptureUnsupported)
+	_, err = e.s.Query()
+	assert.ErrorIs(t, err, driver.ErrStreamCaptureUnsupported)
+	assert.ErrorIs(t, e.s.SynchronizeContext(context.Background()), driver.ErrStreamCaptureUnsupported)
+	st, err := IsCapturing(e.s)
+	require.NoError(t, err)
+	assert.Equal(t, Capturing, st, "the refusals leave the capture going")
+	g, err := sc.End()
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	require.NoError(t, e.s.Synchronize(), "after the capture the stream waits again")
+	done, err := e.s.Query()
+	require.NoError(t, err)
+	assert.True(t, done)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/capture"
+	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -280,10 +281,15 @@ func TestCaptureBadInputsGPU(t *testing.T) {
 	assert.ErrorIs(t, err, ErrForeignNode)
 
 	// Work CUDA refuses during capture invalidates it; End reports it and
-	// still ends the capture.
+	// still ends the capture. (Stream.Synchronize refuses before CUDA and
+	// leaves the capture going: the sync goes through Raw here.)
 	_, err = Capture(s, CaptureRelaxed, func(s *driver.Stream) error {
 		require.NoError(t, s.Launch(e.fn["empty"], driver.Grid(1), driver.Block(1)))
-		_ = s.Synchronize() // not allowed while capturing
+		require.ErrorIs(t, s.Synchronize(), driver.ErrStreamCaptureUnsupported)
+		st, err := IsCapturing(s)
+		require.NoError(t, err)
+		require.Equal(t, Capturing, st, "a refused Synchronize leaves the capture going")
+		_ = s.Raw(func(h uintptr) error { return cu.StreamSynchronize(cu.CUstream(h)) }) // not allowed while capturing
 		return nil
 	})
 	assert.Error(t, err)

@@ -264,10 +264,12 @@ func (e *Exec) acquire(op string) error {
 // the stream go on, and Err reports it — not Stream.Synchronize, which
 // reports host functions launched on the stream itself.
 //
-// On a stream capturing into an existing graph (Graph.Capture,
-// Graph.BeginCapture) it is refused with driver.ErrStreamCaptureUnsupported before
-// CUDA sees it, and the capture goes on: CUDA 13.0's driver refuses it too,
-// but leaves the graph captured into damaged.
+// On a stream being captured (Capture, BeginCapture and their Graph and
+// Builder forms) it is refused with driver.ErrStreamCaptureUnsupported
+// before CUDA sees it, and the capture goes on. CUDA 13.0's driver refuses
+// a graph launch into a capture too, but it invalidates the capture, and
+// that raced libcuda's other calls on the capture's streams into a crash
+// (and left a graph captured into damaged).
 func (e *Exec) Launch(s *driver.Stream) error {
 	if e != nil && e.execCore != nil && e.sink.hosts.Load() {
 		hostfn.Expect() // its host nodes are served without entering Go
@@ -276,7 +278,8 @@ func (e *Exec) Launch(s *driver.Stream) error {
 }
 
 // Upload uploads the executable to the device on s (cuGraphUpload), so
-// that the first launch does not pay for it.
+// that the first launch does not pay for it. Like Launch, it is refused on
+// a stream being captured.
 func (e *Exec) Upload(s *driver.Stream) error {
 	return e.onStream("Exec.Upload", s, cu.GraphUpload)
 }
@@ -304,52 +307,21 @@ func (e *Exec) onStream(op string, s *driver.Stream, call func(cu.CUgraphExec, c
 	}
 	sink := capture.Enter(s)
 	defer capture.Leave(s, sink)
-	if st, ok := sink.(*captureState); ok && st.target != nil {
-		// Driver 580 refuses a graph launch into a capture, and one into
-		// a capture into an existing graph leaves that graph damaged:
-		// its next cuGraphDestroyNode crashed inside libcuda (seen on an
-		// H100). Refused before CUDA sees it; the capture goes on.
-		return fmt.Errorf("graph: %s: a capture into an existing graph takes no executable: %w", op, driver.ErrStreamCaptureUnsupported)
+	if sink != nil {
+		// Driver 580 refuses a graph launch or upload into a capture and
+		// invalidates the capture; the invalidation racing a record or
+		// wait on the capture's streams crashed libcuda (a C program on
+		// an H100 shows it), and one into a capture into an existing
+		// graph left that graph damaged. Refused before CUDA sees it;
+		// the capture goes on.
+		return fmt.Errorf("graph: %s: the stream is being captured: %w", op, driver.ErrStreamCaptureUnsupported)
 	}
 	if s.IsLegacy() {
 		err = s.Raw(func(h uintptr) error { return call(e.h, cu.CUstream(h)) })
 	} else {
 		err = call(e.h, cu.CUstream(seam.Stream(s)))
 	}
-	if err == nil && sink != nil {
-		// Launched into a stream capture, the executable's work becomes
-		// part of the captured graph, with the parameters it has now: that
-		// graph holds what its nodes name now, for as long as it may run.
-		sink.Keep(e.capturedOwners())
-	}
 	return err
-}
-
-// capturedOwners are what a graph that captured a launch of e must hold:
-// what e's nodes name now — a share of every owner set e holds, and a
-// reference on each user object (owner table) the graph e came from had
-// when e was made (not those it made since: one may be the very table a
-// capture into that graph records these owners in).
-// Not e itself: CUDA copies the executable's work into the captured graph,
-// and a reference on e from a capture into e's own graph would keep both
-// alive for good. e.mu is held.
-func (e *execCore) capturedOwners() []release.Owner {
-	var os []release.Owner
-	for _, set := range e.own {
-		os = append(os, set.share())
-	}
-	if e.held != nil {
-		os = append(os, e.held.share())
-	}
-	_ = e.ctx.Raw(func(uintptr) error {
-		for _, uo := range e.uos {
-			if cu.UserObjectRetain(uo, 1) == nil {
-				os = append(os, uoOwner(uo))
-			}
-		}
-		return nil
-	})
-	return os
 }
 
 // track remembers s (held) as a stream e runs on. e.mu is held.

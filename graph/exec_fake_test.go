@@ -115,10 +115,12 @@ func TestFakeLaunchRacingStreamCloseStaysTracked(t *testing.T) {
 	require.NoError(t, e.Close())
 }
 
-// An executable launched on a stream capturing into an existing graph is
-// refused before CUDA sees it (cuGraphLaunch there damaged the graph
-// captured into on driver 580), and the capture goes on and ends.
-func TestFakeExecLaunchIntoCaptureIntoGraphRefused(t *testing.T) {
+// An executable launched or uploaded on a stream being captured, into a
+// new graph or into an existing one, is refused before CUDA sees it
+// (driver 580 refuses it and invalidates the capture, which raced other
+// calls on the capture's streams into a libcuda crash), and the capture
+// goes on and ends.
+func TestFakeExecLaunchIntoCaptureRefused(t *testing.T) {
 	if !faketest.InChild(t) {
 		return
 	}
@@ -135,15 +137,25 @@ func TestFakeExecLaunchIntoCaptureIntoGraphRefused(t *testing.T) {
 	target, err := New(env.ctx)
 	require.NoError(t, err)
 	defer target.Close()
-	c, err := target.BeginCapture(env.s, CaptureRelaxed)
-	require.NoError(t, err)
-	err = x.Launch(env.s)
-	assert.ErrorIs(t, err, driver.ErrStreamCaptureUnsupported)
-	st, err := IsCapturing(env.s)
-	require.NoError(t, err)
-	assert.Equal(t, Capturing, st, "the refusal leaves the capture going")
-	_, err = c.End()
-	require.NoError(t, err)
+	for _, into := range []bool{false, true} {
+		var c *StreamCapture
+		if into {
+			c, err = target.BeginCapture(env.s, CaptureRelaxed)
+		} else {
+			c, err = BeginCapture(env.s, CaptureRelaxed)
+		}
+		require.NoError(t, err)
+		assert.ErrorIs(t, x.Launch(env.s), driver.ErrStreamCaptureUnsupported, "into an existing graph: %v", into)
+		assert.ErrorIs(t, x.Upload(env.s), driver.ErrStreamCaptureUnsupported, "into an existing graph: %v", into)
+		st, err := IsCapturing(env.s)
+		require.NoError(t, err)
+		assert.Equal(t, Capturing, st, "the refusal leaves the capture going")
+		g, err := c.End()
+		require.NoError(t, err)
+		if !into {
+			require.NoError(t, g.Close())
+		}
+	}
 	require.NoError(t, x.Launch(env.s), "outside the capture it launches")
 	require.NoError(t, env.s.Synchronize())
 }

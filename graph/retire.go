@@ -27,9 +27,7 @@ import (
 const maxTracked = 16
 
 // ownerSet is owners an executable holds for one node (or for the graph an
-// Update gave it), shared with the captured graphs the executable was
-// launched into: released once the executable let it go (Release) and so
-// did each of those graphs (its share).
+// Update gave it), released once, when the executable lets it go (Release).
 type ownerSet struct {
 	n      atomic.Int64
 	owners []release.Owner
@@ -58,24 +56,6 @@ func (s *ownerSet) Release() error {
 	}
 	s.owners = nil
 	return errors.Join(errs...)
-}
-
-// share adds a holder, while the caller holds one.
-func (s *ownerSet) share() release.Owner {
-	s.n.Add(1)
-	return &setShare{s: s}
-}
-
-type setShare struct {
-	s    *ownerSet
-	done atomic.Bool
-}
-
-func (x *setShare) Release() error {
-	if x.done.Swap(true) {
-		return lifetime.ErrOverRelease
-	}
-	return x.s.Release()
 }
 
 // retireLink orders retired batches: a batch is released only after the

@@ -327,8 +327,9 @@ func GraphOps() []GraphOp {
 		g, err := graph.Capture(w.S2, graph.CaptureRelaxed, func(s *driver.Stream) error {
 			st, err := graph.IsCapturing(s)
 			if err == nil && st == graph.CaptureInvalidated {
-				// An executable launched on S2 meanwhile: CUDA refuses
-				// it and invalidates the capture.
+				// A call CUDA refuses in a capture invalidates it
+				// (purecuda refuses the executable launches it saw
+				// crash libcuda so, before CUDA).
 				return driver.ErrStreamCaptureInvalidated
 			}
 			if err != nil || st != graph.Capturing {
@@ -425,7 +426,7 @@ func GraphOps() []GraphOp {
 		}
 		s := w.S
 		if r.IntN(4) == 0 {
-			s = w.S2 // launched into a capture, maybe
+			s = w.S2 // refused while a capture holds it
 		}
 		if err := w.Exec.Upload(s); err != nil {
 			return err

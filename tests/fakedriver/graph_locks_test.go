@@ -84,16 +84,12 @@ func advStraddle(t *testing.T, e *graph.Exec, g *graph.Graph, s *driver.Stream) 
 	return sc
 }
 
-// A capture into an executable's own source graph that may hold a launch of
-// that executable must not make a cycle that nothing ever destroys. Such a
-// capture keeps a reference on the executable in the graph's owner table
-// (capture_state.go endInto → keepIn; exec.go capturedOwners hands out
-// RefOf(&e.obj)), while the executable holds the graph (srcRef, and its
-// CUDA object holds the table's user object), and the table is released
-// only once the graph and every executable of it are destroyed. After both
-// Close calls, everything is destroyed. On a GPU the certain path (E.Launch
-// on a stream captured into E's graph, then End) makes the same shape
-// without any race.
+// A capture into an executable's own source graph, begun while a launch of
+// that executable is in flight on the stream, must not make a cycle that
+// nothing ever destroys: the launch is not captured (the begin waits for
+// it; a launch on a stream being captured is refused), so the graph's owner
+// table keeps no reference on the executable, which holds the graph. After
+// both Close calls, everything is destroyed.
 func TestCaptureOfOwnExecLaunchLeavesNothing(t *testing.T) {
 	f := setupGraph(t)
 	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
@@ -126,14 +122,13 @@ func TestCaptureOfOwnExecLaunchLeavesNothing(t *testing.T) {
 	noBadUses(t)
 }
 
-// endInto (capture_state.go) releases the owners a failed or aborted
-// capture kept after letting the family lock go. One of them may be the
-// last reference on an executable of the same family (capturedOwners),
-// whose destroy (execCore.destroy) takes the family lock: released under
-// the lock, Abort would never return and the family would stay locked for
-// good (run by abortLeaked, it would block purecuda's release goroutine).
-// Here the executable's launch straddled the capture's begin; on a GPU a
-// captured launch of the executable, Close, Abort does it every time.
+// endInto (capture_end.go) releases the owners a failed or aborted capture
+// kept after letting the family lock go, and package driver's wait for a
+// launch may hold the last reference on an executable of the same family,
+// whose destroy (execCore.destroy) takes the family lock: Abort must return
+// and leave the family lock free (run by abortLeaked, a deadlock would
+// block purecuda's release goroutine). Here the executable's launch
+// straddles the capture's begin.
 func TestCaptureAbortReleasesSameFamilyExecUnlocked(t *testing.T) {
 	f := setupGraph(t)
 	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
@@ -149,7 +144,7 @@ func TestCaptureAbortReleasesSameFamilyExecUnlocked(t *testing.T) {
 	require.NoError(t, err)
 
 	sc := advStraddle(t, e, g, s)
-	require.NoError(t, e.Close()) // the capture's share and the wait's share hold it now
+	require.NoError(t, e.Close()) // the launch's wait holds it now
 	// endInto's cuGraphGetNodes (under the family lock) lasts long enough
 	// for package driver's wait to drop its share first once the sink is
 	// off the stream: the capture's share is then the last.
