@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/purecuda/cuda/internal/capture"
@@ -43,7 +44,8 @@ import (
 type captureHook struct {
 	sink  capture.Sink
 	gate  sync.RWMutex
-	state int // hookInstalled, hookBegun, hookEnding
+	state int         // hookInstalled, hookBegun, hookEnding
+	over  atomic.Bool // removed: the capture is over on this stream
 }
 
 const (
@@ -164,6 +166,7 @@ func (s *Stream) remove(sink capture.Sink) bool {
 		return false
 	}
 	s.capture.Store(nil)
+	h.over.Store(true)
 	held := h.state != hookBegun
 	s.cap.mu.Unlock()
 	if held {

@@ -305,6 +305,8 @@ func (s *Stream) SynchronizeContext(ctx context.Context) error {
 // WaitEvent makes later work on s wait for e (cuStreamWaitEvent). If e
 // was last recorded on a stream being captured, s joins that capture: the
 // work queued on it from now on is captured too, until the capture ends.
+// If that capture cannot take s in (it is ending, or s is captured into
+// another), the wait is refused (ErrStreamCaptureIsolation).
 func (s *Stream) WaitEvent(e *Event) error {
 	const op = "Stream.WaitEvent"
 	if err := e.acquire(op); err != nil {
@@ -339,6 +341,12 @@ func (s *Stream) WaitEvent(e *Event) error {
 	}
 	h := s.enter()
 	defer s.leave(h)
+	if c := e.capture.Load(); c != nil && !c.over.Load() && (h == nil || h.sink != c.sink) {
+		// e was recorded in a capture that is still going and did not take
+		// s in (it is ending, or s is captured otherwise): the wait would
+		// bring s into it behind purecuda's back, racing its end.
+		return fmt.Errorf("driver: %s: the event was recorded in a capture that the stream cannot join: %w", op, ErrStreamCaptureIsolation)
+	}
 	return s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
 }
 

@@ -36,6 +36,10 @@ func (st *captureState) tailOf(s *driver.Stream) []cu.CUgraphNode {
 	return slices.Clone(unsafe.Slice(q.deps, q.n))
 }
 
+// testEndHook, when set by a test, runs in finish just after it set
+// evDone.
+var testEndHook func()
+
 // finish ends the capture, takes the sink off every stream, and then makes
 // the graph (or adds to the target) or, on abort or failure, destroys what
 // was captured and releases what it held. target is the target's handle
@@ -56,6 +60,9 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 	st.evMu.Lock()
 	st.evDone = true
 	st.evMu.Unlock()
+	if testEndHook != nil {
+		testEndHook()
+	}
 	st.mu.Lock()
 	var streams []heldStream
 	for _, hs := range st.streams {

@@ -139,7 +139,7 @@ func (st *captureState) forkOnce(op string, other *driver.Stream) (<-chan struct
 	st.evMu.Unlock()
 	if pf != nil {
 		if err != nil {
-			st.drop(pf, true)
+			st.drop(pf, other, true)
 		}
 		close(pf.done)
 	}
@@ -157,16 +157,18 @@ func (st *captureState) pendingOf(s *driver.Stream) *pending {
 	return nil
 }
 
-// drop takes the stream marked pf out of the capture again (a failed or
-// refused link), releasing the capture's reference on it if rel is set
-// (else the caller keeps it). Only the call that brought the stream in
-// drops it, before it closes pf.done.
-func (st *captureState) drop(pf *pending, rel bool) {
+// drop takes s, marked pf, out of the capture again (a failed or refused
+// link), releasing the capture's reference on it if rel is set (else the
+// caller keeps it). Only the call that brought the stream in drops it,
+// before it closes pf.done. The sink comes off first, with no lock held:
+// until then s's gate is held, and a call on another stream of the
+// capture may wait for it while holding what st.mu's holder waits for.
+func (st *captureState) drop(pf *pending, s *driver.Stream, rel bool) {
+	capture.Remove(s, st)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for i, hs := range st.streams {
 		if hs.pf == pf {
-			capture.Remove(hs.s, st)
 			if rel {
 				_ = hs.ref.Release()
 			}
@@ -240,27 +242,33 @@ func (st *captureState) Join(s any, ref lifetime.Ref) (any, bool) {
 	st.evMu.Lock()
 	if st.evDone {
 		st.evMu.Unlock()
-		st.drop(pf, false) // the caller keeps ref
+		st.drop(pf, ds, false) // the caller keeps ref
 		close(pf.done)
 		return nil, false
 	}
-	return pf, true
+	return joinToken{pf, ds}, true
 }
 
 // Joined implements capture.Sink: the wait that Join let in is over, and
 // ok says whether it worked (the stream has begun); if it did not, the
 // stream is taken out of the capture again.
 func (st *captureState) Joined(token any, ok bool) {
-	pf, _ := token.(*pending)
-	if pf == nil {
+	j, _ := token.(joinToken)
+	if j.pf == nil {
 		return // not a token of Join's
 	}
 	if ok {
-		pf.linked = true
+		j.pf.linked = true
 	}
 	st.evMu.Unlock()
 	if !ok {
-		st.drop(pf, true)
+		st.drop(j.pf, j.s, true)
 	}
-	close(pf.done)
+	close(j.pf.done)
+}
+
+// joinToken is what Join hands the caller for Joined.
+type joinToken struct {
+	pf *pending
+	s  *driver.Stream
 }

@@ -125,3 +125,108 @@ func TestFakeForkWaitsForAForkOfTheSameStream(t *testing.T) {
 	require.NoError(t, g.Close())
 	require.NoError(t, x.Close())
 }
+
+// A Fork whose link fails takes the sink off the stream before it waits for
+// the capture's lock: until then the stream's gate is held, and here the
+// last release of a buffer of y used on x has entered y and waits for x's
+// gate while Fork(y), holding the capture's lock, waits for that release.
+func TestFakeFailedForkLinkLetsTheGateGoFirst(t *testing.T) {
+	if !faketest.InChild(t) {
+		return
+	}
+	e := fakeSetup(t)
+	var x, y *driver.Stream
+	for _, p := range []**driver.Stream{&x, &y} {
+		s, err := e.ctx.NewStream(driver.StreamNonBlocking)
+		require.NoError(t, err)
+		*p = s
+	}
+	buf, err := driver.AllocAsync[float32](y, 64)
+	require.NoError(t, err)
+	require.NoError(t, buf.Memset32Async(x, 0)) // its free enters y, then x
+	sc, err := BeginCapture(e.s, CaptureRelaxed)
+	require.NoError(t, err)
+
+	errs := make(chan error, 2)
+	var calls atomic.Int32
+	testLinkHook = func() {
+		if calls.Add(1) != 1 {
+			return
+		}
+		go func() { errs <- buf.Close() }() // enters y, waits for x's gate
+		time.Sleep(50 * time.Millisecond)
+		go func() { errs <- sc.Fork(y) }() // holds the capture's lock, waits for y's call in flight
+		time.Sleep(50 * time.Millisecond)
+		faketest.FailNext(t, "cuStreamWaitEvent", 1) // Fork(x)'s link fails
+	}
+	var forkX error
+	ok := within(5*time.Second, func() {
+		forkX = sc.Fork(x)
+		for range 2 {
+			assert.NoError(t, <-errs)
+		}
+	})
+	require.True(t, ok, "deadlock: the failed Fork, the free and Fork(y) did not return")
+	testLinkHook = nil
+	assert.Error(t, forkX, "Fork(x)'s link failed")
+	g, err := sc.End()
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	faketest.NoBadUses(t)
+}
+
+// A stream wait on an event recorded in a capture that cannot take the
+// stream in, because the capture is ending or because a Fork of the stream
+// that was pending was refused by the end, is refused
+// (ErrStreamCaptureIsolation): it would bring the stream into the capture
+// behind purecuda's back, racing cuStreamEndCapture. The capture ends well.
+func TestFakeWaitEventOnEndingCaptureRefused(t *testing.T) {
+	if !faketest.InChild(t) {
+		return
+	}
+	e := fakeSetup(t)
+	for _, pendingFork := range []bool{false, true} {
+		x, err := e.ctx.NewStream(driver.StreamNonBlocking)
+		require.NoError(t, err)
+		buf, err := driver.Alloc[int32](e.ctx, 64)
+		require.NoError(t, err)
+		ev, err := e.ctx.NewEvent(0)
+		require.NoError(t, err)
+		sc, err := BeginCapture(e.s, CaptureRelaxed)
+		require.NoError(t, err)
+		require.NoError(t, e.s.Launch(e.fill, driver.Grid(1), driver.Block(64), buf, int32(1), int32(64)))
+		require.NoError(t, ev.Record(e.s))
+		var werr, endErr error
+		if !pendingFork {
+			testEndHook = func() { werr = x.WaitEvent(ev) }
+			_, endErr = sc.End()
+			testEndHook = nil
+		} else {
+			// The wait waits for x's gate behind a Fork of x; the end
+			// refuses the Fork, which takes x out; then the wait goes on.
+			wdone, edone := make(chan struct{}), make(chan struct{})
+			testEndHook = func() { <-wdone }
+			var calls atomic.Int32
+			testLinkHook = func() {
+				if calls.Add(1) != 1 {
+					return
+				}
+				go func() { werr = x.WaitEvent(ev); close(wdone) }()
+				time.Sleep(50 * time.Millisecond)
+				go func() { _, endErr = sc.End(); close(edone) }()
+				time.Sleep(50 * time.Millisecond)
+			}
+			assert.ErrorIs(t, sc.Fork(x), ErrNotCapturing)
+			<-edone
+			testEndHook, testLinkHook = nil, nil
+		}
+		assert.ErrorIs(t, werr, driver.ErrStreamCaptureIsolation, "pending fork: %v", pendingFork)
+		require.NoError(t, endErr, "pending fork: %v", pendingFork)
+		st, err := IsCapturing(x)
+		require.NoError(t, err)
+		assert.Equal(t, NotCapturing, st)
+		require.NoError(t, x.WaitEvent(ev), "after the end, the wait is an ordinary one")
+		require.NoError(t, x.Synchronize())
+		faketest.NoBadUses(t)
+	}
+}
