@@ -24,16 +24,8 @@ func TestFakeLinkWhileForkWaitsForCallsInFlight(t *testing.T) {
 		return
 	}
 	e := fakeSetup(t)
-	var x, y, z *driver.Stream
-	for _, p := range []**driver.Stream{&x, &y, &z} {
-		s, err := e.ctx.NewStream(driver.StreamNonBlocking)
-		require.NoError(t, err)
-		*p = s
-	}
-	buf, err := driver.AllocAsync[float32](y, 64)
-	require.NoError(t, err)
-	require.NoError(t, buf.Memset32Async(x, 0)) // its free enters y, then x
-	sc, err := BeginCapture(e.s, CaptureRelaxed)
+	x, y, buf, sc := crossedStreams(t, e)
+	z, err := e.ctx.NewStream(driver.StreamNonBlocking)
 	require.NoError(t, err)
 	require.NoError(t, sc.Fork(z))
 
@@ -65,10 +57,7 @@ func TestFakeLinkWhileForkWaitsForCallsInFlight(t *testing.T) {
 	})
 	require.True(t, ok, "deadlock: the forks and the free did not return")
 	testLinkHook = nil
-	g, err := sc.End()
-	require.NoError(t, err)
-	require.NoError(t, g.Close())
-	faketest.NoBadUses(t)
+	endClean(t, sc)
 }
 
 // A Fork of a stream that another Fork is still bringing into the capture
@@ -135,17 +124,7 @@ func TestFakeFailedForkLinkLetsTheGateGoFirst(t *testing.T) {
 		return
 	}
 	e := fakeSetup(t)
-	var x, y *driver.Stream
-	for _, p := range []**driver.Stream{&x, &y} {
-		s, err := e.ctx.NewStream(driver.StreamNonBlocking)
-		require.NoError(t, err)
-		*p = s
-	}
-	buf, err := driver.AllocAsync[float32](y, 64)
-	require.NoError(t, err)
-	require.NoError(t, buf.Memset32Async(x, 0)) // its free enters y, then x
-	sc, err := BeginCapture(e.s, CaptureRelaxed)
-	require.NoError(t, err)
+	x, y, buf, sc := crossedStreams(t, e)
 
 	errs := make(chan error, 2)
 	var calls atomic.Int32
@@ -169,6 +148,30 @@ func TestFakeFailedForkLinkLetsTheGateGoFirst(t *testing.T) {
 	require.True(t, ok, "deadlock: the failed Fork, the free and Fork(y) did not return")
 	testLinkHook = nil
 	assert.Error(t, forkX, "Fork(x)'s link failed")
+	endClean(t, sc)
+}
+
+// crossedStreams makes streams x and y and a buffer allocated on y and
+// used on x, whose free enters y and then x, and begins a capture on e.s.
+func crossedStreams(t *testing.T, e *fakeEnv) (x, y *driver.Stream, buf *driver.Buffer[float32], sc *StreamCapture) {
+	t.Helper()
+	var err error
+	x, err = e.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	y, err = e.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	buf, err = driver.AllocAsync[float32](y, 64)
+	require.NoError(t, err)
+	require.NoError(t, buf.Memset32Async(x, 0))
+	sc, err = BeginCapture(e.s, CaptureRelaxed)
+	require.NoError(t, err)
+	return x, y, buf, sc
+}
+
+// endClean ends sc, closes its graph, and checks that the fake saw no use
+// of a destroyed handle or freed memory.
+func endClean(t *testing.T, sc *StreamCapture) {
+	t.Helper()
 	g, err := sc.End()
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
