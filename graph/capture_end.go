@@ -171,7 +171,6 @@ func (st *captureState) endInto(failed bool, endErr error, kept []release.Owner,
 	f.mu.Lock() // no refusal: the family's capture is this one
 	var nodes []Node
 	var table *tables.Table
-	kept, drop := redundant(c, kept)
 	err := c.bind(func() error {
 		current, err := fetchNodes(func(p *cu.CUgraphNode, n *uintptr) error { return cu.GraphGetNodes(c.h, p, n) })
 		if err != nil {
@@ -228,7 +227,6 @@ func (st *captureState) endInto(failed bool, endErr error, kept []release.Owner,
 	f.mu.Unlock()
 	// With the lock let go: a release may destroy an executable of the
 	// family, which takes it.
-	releaseOwners(drop)
 	releaseOwners(kept)
 	for _, d := range later {
 		_ = d()

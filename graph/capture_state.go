@@ -3,7 +3,6 @@ package graph
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/purecuda/cuda/driver"
@@ -269,31 +268,8 @@ func (st *captureState) Keep(owners []release.Owner) {
 	default:
 		t := st.table
 		st.mu.Unlock()
-		var drop []release.Owner
-		if c := st.target; c != nil && t != nil {
-			c.fam.mu.Lock()
-			owners, drop = redundant(c, owners)
-			c.fam.mu.Unlock()
-		}
-		releaseOwners(drop)
 		releaseOwners(keepIn(t, owners))
 	}
-}
-
-// redundant splits off the references on user objects that c's top-level
-// graph holds itself (a capture into a graph of what an executable of that
-// graph named): kept in the graph's own table they would keep that table
-// alive for good. The family lock is held.
-func redundant(c *graphCore, owners []release.Owner) (keep, drop []release.Owner) {
-	t := c.top()
-	for _, o := range owners {
-		if u, ok := o.(uoOwner); ok && slices.Contains(t.uos, cu.CUuserObject(u)) {
-			drop = append(drop, o)
-			continue
-		}
-		keep = append(keep, o)
-	}
-	return keep, drop
 }
 
 // keepIn records owners in t, against no node (they are released with the

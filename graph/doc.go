@@ -68,7 +68,9 @@
 // capture and destroys what it captured: no stream is left capturing. A
 // call on a captured stream is captured or not, never half: it cannot race
 // the capture's begin or end. While a capture into a graph runs, calls on
-// that graph's family fail with ErrCapturing.
+// that graph's family fail with ErrCapturing. Calls CUDA refuses in a
+// capture (Exec.Launch, Exec.Upload, Stream.Synchronize on a captured
+// stream) are refused before CUDA, and the capture goes on.
 //
 // # Contexts and threads
 //

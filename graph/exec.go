@@ -3,7 +3,6 @@ package graph
 import (
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 
 	"github.com/purecuda/cuda/driver"
@@ -111,12 +110,11 @@ type execCore struct {
 	h      cu.CUgraphExec
 	ctx    *driver.Context
 	ctxRef lifetime.Ref
-	obj    lifetime.Object // owner + calls in flight + captured graphs it was launched into
+	obj    lifetime.Object // owner + calls in flight
 	sink   *sink
-	src    *graphCore        // the graph it came from, held by srcRef until the executable is destroyed
-	srcRef lifetime.Ref      // (CUDA's calls on the executable name that graph's nodes)
-	fam    *family           // the source graph's family
-	uos    []cu.CUuserObject // the source graph's user objects when it was instantiated (its owner tables)
+	src    *graphCore   // the graph it came from, held by srcRef until the executable is destroyed
+	srcRef lifetime.Ref // (CUDA's calls on the executable name that graph's nodes)
+	fam    *family      // the source graph's family
 
 	mu      sync.Mutex
 	last    *driver.Stream // the stream of the latest launch, tracked already
@@ -190,8 +188,7 @@ func (g *Graph) InstantiateWith(o InstantiateOptions) (*Exec, error) {
 		return nil, ie
 	}
 	g.shared()
-	c := &execCore{h: *h, ctx: g.ctx, ctxRef: ref, sink: g.sink, src: g.graphCore, srcRef: srcRef, fam: g.fam,
-		uos: slices.Clone(g.uos)}
+	c := &execCore{h: *h, ctx: g.ctx, ctxRef: ref, sink: g.sink, src: g.graphCore, srcRef: srcRef, fam: g.fam}
 	c.obj.Init(c.destroy)
 	e := &Exec{execCore: c, src: g}
 	runtime.AddCleanup(e, func(c *execCore) { release.Defer(execCloser{c}) }, c)
