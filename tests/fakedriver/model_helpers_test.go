@@ -24,6 +24,12 @@ import (
 func modelCtx(t *testing.T) cu.CUcontext {
 	t.Helper()
 	need(t)
+	// What earlier tests dropped is released now, not during this test:
+	// a module's unload synchronises the context (invalidating a raw
+	// capture here) and moves the live counters (go test -shuffle puts
+	// any test after any other).
+	gcAll()
+	fcall(t, "fake_quiesce", 5000)
 	ctx := gputest.PrimaryContext(t)
 	fcall(t, "fake_reset_counters")
 	fcall(t, "fake_reset_log")
