@@ -240,10 +240,13 @@ func (s *Stream) takeErrs(err error) error {
 // captured it is refused (ErrStreamCaptureUnsupported), and the capture
 // goes on.
 func (s *Stream) Synchronize() error {
-	if err := notCaptured("Stream.Synchronize", s); err != nil {
-		return err
+	h := s.enter() // uncaptured: no capture begins on s until leave
+	if h != nil {
+		s.leave(h)
+		return refusedInCapture("Stream.Synchronize")
 	}
 	err := s.do("Stream.Synchronize", false, func() error { return cu.StreamSynchronize(s.h) })
+	s.leave(nil)
 	if s == nil {
 		return err
 	}
@@ -253,10 +256,13 @@ func (s *Stream) Synchronize() error {
 // Query reports whether all work on the stream has run (cuStreamQuery).
 // Like Synchronize, it is refused on a stream being captured.
 func (s *Stream) Query() (bool, error) {
-	if err := notCaptured("Stream.Query", s); err != nil {
-		return false, err
+	h := s.enter() // uncaptured: no capture begins on s until leave
+	if h != nil {
+		s.leave(h)
+		return false, refusedInCapture("Stream.Query")
 	}
 	err := s.do("Stream.Query", false, func() error { return cu.StreamQuery(s.h) })
+	s.leave(nil)
 	switch {
 	case err == nil:
 		return true, nil
@@ -317,48 +323,50 @@ func (s *Stream) WaitEvent(e *Event) error {
 		return err
 	}
 	defer s.release()
-	var joined *captureHook
-	var token any
-	if h := e.capture.Load(); h != nil && s.cap != nil && s.capture.Load() == nil {
-		// Join before the wait (the sink installs itself, its gate held),
-		// so that the calls on s after the wait are captured.
-		if o := &s.obj; o.Retain() {
-			var ok bool
-			if token, ok = h.sink.Join(s, lifetime.RefOf(o)); ok {
-				joined = h
-			} else {
+	for joinTried := false; ; {
+		if c := e.capture.Load(); c != nil && !c.over.Load() && s.cap != nil && s.capture.Load() == nil {
+			// Join before the wait (the sink installs itself, its gate
+			// held), so that the calls on s after the wait are captured.
+			joinTried = true
+			if o := &s.obj; o.Retain() {
+				if token, ok := c.sink.Join(s, lifetime.RefOf(o)); ok {
+					err := s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
+					if err == nil {
+						s.setState(c.sink, hookBegun)
+					}
+					c.sink.Joined(token, err == nil)
+					return err
+				}
 				_ = o.Release()
 			}
 		}
-	}
-	if joined != nil {
-		err := s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
-		if err == nil {
-			s.setState(joined.sink, hookBegun)
+		h := s.enter()
+		if c := e.capture.Load(); c != nil && !c.over.Load() && (h == nil || h.sink != c.sink) {
+			s.leave(h)
+			if h == nil && !joinTried {
+				// s was being brought into a capture (its sink installed)
+				// and is not any more: try to join e's capture now.
+				joinTried = true
+				continue
+			}
+			// e was recorded in a capture that is still going and did
+			// not take s in (it is ending, or s is captured otherwise):
+			// the wait would bring s into it behind purecuda's back,
+			// racing its end.
+			return fmt.Errorf("driver: %s: the event was recorded in a capture that the stream cannot join: %w", op, ErrStreamCaptureIsolation)
 		}
-		joined.sink.Joined(token, err == nil)
+		err := s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
+		s.leave(h)
 		return err
 	}
-	h := s.enter()
-	defer s.leave(h)
-	if c := e.capture.Load(); c != nil && !c.over.Load() && (h == nil || h.sink != c.sink) {
-		// e was recorded in a capture that is still going and did not take
-		// s in (it is ending, or s is captured otherwise): the wait would
-		// bring s into it behind purecuda's back, racing its end.
-		return fmt.Errorf("driver: %s: the event was recorded in a capture that the stream cannot join: %w", op, ErrStreamCaptureIsolation)
-	}
-	return s.do(op, false, func() error { return cu.StreamWaitEvent(s.h, e.h, 0) })
 }
 
-// notCaptured refuses a wait for a stream that package graph is capturing
-// (its sink installed): CUDA refuses it too, but invalidates the capture,
-// and an invalidation racing a record or wait on the capture's streams
-// crashed libcuda (driver 580, a graph launch there; seen on an H100).
-func notCaptured(op string, s *Stream) error {
-	if s != nil && s.capture.Load() != nil {
-		return fmt.Errorf("driver: %s: the stream is being captured: %w", op, ErrStreamCaptureUnsupported)
-	}
-	return nil
+// refusedInCapture is the error for a wait for a stream that package graph
+// is capturing: CUDA refuses it too, but invalidates the capture, and an
+// invalidation racing a record or wait on the capture's streams crashed
+// libcuda (driver 580, a graph launch there; seen on an H100).
+func refusedInCapture(op string) error {
+	return fmt.Errorf("driver: %s: the stream is being captured: %w", op, ErrStreamCaptureUnsupported)
 }
 
 // Priority is the stream's priority (cuStreamGetPriority).

@@ -233,3 +233,43 @@ func TestFakeWaitEventOnEndingCaptureRefused(t *testing.T) {
 		faketest.NoBadUses(t)
 	}
 }
+
+// A stream wait that found the stream being brought into the capture by a
+// Fork, whose link then failed, joins the capture itself once the Fork
+// took the stream out, rather than being refused.
+func TestFakeWaitEventJoinsAfterAFailedFork(t *testing.T) {
+	if !faketest.InChild(t) {
+		return
+	}
+	e := fakeSetup(t)
+	x, err := e.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	ev, err := e.ctx.NewEvent(0)
+	require.NoError(t, err)
+	sc, err := BeginCapture(e.s, CaptureRelaxed)
+	require.NoError(t, err)
+	require.NoError(t, ev.Record(e.s))
+	waited := make(chan error, 1)
+	var calls atomic.Int32
+	testLinkHook = func() {
+		if calls.Add(1) != 1 {
+			return
+		}
+		go func() { waited <- x.WaitEvent(ev) }() // waits for x's gate
+		time.Sleep(50 * time.Millisecond)
+		faketest.FailNext(t, "cuStreamWaitEvent", 1) // the Fork's link fails
+	}
+	forkErr := sc.Fork(x)
+	testLinkHook = nil
+	assert.Error(t, forkErr)
+	select {
+	case err := <-waited:
+		require.NoError(t, err, "the wait joined the capture")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait did not return")
+	}
+	st, err := IsCapturing(x)
+	require.NoError(t, err)
+	assert.Equal(t, Capturing, st)
+	endClean(t, sc)
+}
