@@ -240,10 +240,8 @@ func (s *Stream) takeErrs(err error) error {
 // captured it is refused (ErrStreamCaptureUnsupported), and the capture
 // goes on.
 func (s *Stream) Synchronize() error {
-	h := s.enter() // uncaptured: no capture begins on s until leave
-	if h != nil {
-		s.leave(h)
-		return refusedInCapture("Stream.Synchronize")
+	if err := s.enterUncaptured("Stream.Synchronize"); err != nil {
+		return err
 	}
 	err := s.do("Stream.Synchronize", false, func() error { return cu.StreamSynchronize(s.h) })
 	s.leave(nil)
@@ -256,10 +254,8 @@ func (s *Stream) Synchronize() error {
 // Query reports whether all work on the stream has run (cuStreamQuery).
 // Like Synchronize, it is refused on a stream being captured.
 func (s *Stream) Query() (bool, error) {
-	h := s.enter() // uncaptured: no capture begins on s until leave
-	if h != nil {
-		s.leave(h)
-		return false, refusedInCapture("Stream.Query")
+	if err := s.enterUncaptured("Stream.Query"); err != nil {
+		return false, err
 	}
 	err := s.do("Stream.Query", false, func() error { return cu.StreamQuery(s.h) })
 	s.leave(nil)
@@ -361,12 +357,17 @@ func (s *Stream) WaitEvent(e *Event) error {
 	}
 }
 
-// refusedInCapture is the error for a wait for a stream that package graph
-// is capturing: CUDA refuses it too, but invalidates the capture, and an
+// enterUncaptured begins a wait for s as an uncaptured call (no capture
+// begins on s until leave(nil)), or refuses it while package graph
+// captures s: CUDA refuses it too, but invalidates the capture, and an
 // invalidation racing a record or wait on the capture's streams crashed
 // libcuda (driver 580, a graph launch there; seen on an H100).
-func refusedInCapture(op string) error {
-	return fmt.Errorf("driver: %s: the stream is being captured: %w", op, ErrStreamCaptureUnsupported)
+func (s *Stream) enterUncaptured(op string) error {
+	if h := s.enter(); h != nil {
+		s.leave(h)
+		return fmt.Errorf("driver: %s: the stream is being captured: %w", op, ErrStreamCaptureUnsupported)
+	}
+	return nil
 }
 
 // Priority is the stream's priority (cuStreamGetPriority).

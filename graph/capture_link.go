@@ -103,7 +103,7 @@ func (st *captureState) forkOnce(op string, other *driver.Stream) (<-chan struct
 		// Already brought in: fork again, once it is linked. The
 		// reference is held for the link all the same (a failed stream
 		// wait may take the stream out meanwhile).
-		if p := st.pendingOf(other); p != nil && !p.settled() {
+		if p, _ := st.entryOf(other); p != nil && !p.settled() {
 			st.mu.Unlock()
 			_ = ref.Release()
 			return p.done, nil
@@ -146,15 +146,15 @@ func (st *captureState) forkOnce(op string, other *driver.Stream) (<-chan struct
 	return nil, err
 }
 
-// pendingOf returns the mark of s among the capture's streams (nil for the
-// origin, or a stream not there); st.mu is held.
-func (st *captureState) pendingOf(s *driver.Stream) *pending {
+// entryOf finds s among the capture's streams and returns its mark (nil
+// for the origin, or a stream linked from the start); st.mu is held.
+func (st *captureState) entryOf(s *driver.Stream) (pf *pending, ok bool) {
 	for _, hs := range st.streams {
 		if hs.s == s {
-			return hs.pf
+			return hs.pf, true
 		}
 	}
-	return nil
+	return nil, false
 }
 
 // drop takes s, marked pf, out of the capture again (a failed or refused
@@ -187,13 +187,7 @@ func (st *captureState) join(op string, other *driver.Stream) error {
 	}
 	for {
 		st.mu.Lock()
-		member := false
-		var p *pending
-		for _, hs := range st.streams {
-			if hs.s == other {
-				member, p = true, hs.pf
-			}
-		}
+		p, member := st.entryOf(other)
 		ending := st.ending
 		st.mu.Unlock()
 		if ending {

@@ -17,6 +17,33 @@ import (
 	"github.com/purecuda/cuda/lifetime"
 )
 
+// launchHoldingStreamOrdered makes an executable whose kernel node names
+// stream-ordered memory that only the executable holds, and launches it on
+// env.s, where it runs for 300 ms writing that memory. It returns the
+// executable, the node, and a plain buffer to point the node at.
+func launchHoldingStreamOrdered(t *testing.T, env *fakeEnv) (*Exec, Node, *driver.Buffer[int32]) {
+	t.Helper()
+	allocStream, err := env.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	bufA, err := driver.Alloc[int32](env.ctx, 16)
+	require.NoError(t, err)
+	g, err := New(env.ctx)
+	require.NoError(t, err)
+	k, err := g.KernelWith(env.fill, one, bufA, int32(1), int32(16))
+	require.NoError(t, err)
+	e, err := g.Instantiate()
+	require.NoError(t, err)
+	sb, err := driver.AllocAsync[int32](allocStream, 16)
+	require.NoError(t, err)
+	require.NoError(t, allocStream.Synchronize())
+	require.NoError(t, e.SetKernelWith(k, env.fill, one, sb, int32(2), int32(16)))
+	require.NoError(t, sb.Close()) // the executable holds it now
+	faketest.Call(t, "fake_set_kernel_delay_us", 300000)
+	t.Cleanup(func() { faketest.Call(t, "fake_set_kernel_delay_us", 0) })
+	require.NoError(t, e.Launch(env.s)) // runs for 300 ms, writing sb
+	return e, k, bufA
+}
+
 // Exec.retire does not take a cuEventSynchronize error for "nothing more
 // runs": after a non-sticky error (an event recorded on a stream that is
 // being captured, or any transient failure) the retired owners are still
@@ -28,27 +55,7 @@ func TestFakeRetireOnEventSyncErrorDoesNotReleaseEarly(t *testing.T) {
 		return
 	}
 	env := fakeSetup(t)
-	allocStream, err := env.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	bufA, err := driver.Alloc[int32](env.ctx, 16)
-	require.NoError(t, err)
-	g, err := New(env.ctx)
-	require.NoError(t, err)
-	k, err := g.KernelWith(env.fill, one, bufA, int32(1), int32(16))
-	require.NoError(t, err)
-	e, err := g.Instantiate()
-	require.NoError(t, err)
-
-	sb, err := driver.AllocAsync[int32](allocStream, 16)
-	require.NoError(t, err)
-	require.NoError(t, allocStream.Synchronize())
-	require.NoError(t, e.SetKernelWith(k, env.fill, one, sb, int32(2), int32(16)))
-	require.NoError(t, sb.Close()) // the executable holds it now
-
-	faketest.Call(t, "fake_set_kernel_delay_us", 300000)
-	defer faketest.Call(t, "fake_set_kernel_delay_us", 0)
-	require.NoError(t, e.Launch(env.s)) // runs for 300 ms, writing sb
-
+	e, k, bufA := launchHoldingStreamOrdered(t, env)
 	faketest.FailNext(t, "cuEventSynchronize", int32(cu.CUDA_ERROR_OUT_OF_MEMORY))
 	require.NoError(t, e.SetKernelWith(k, env.fill, one, bufA, int32(3), int32(16))) // retires sb
 	require.NoError(t, env.s.Synchronize())
@@ -67,26 +74,7 @@ func TestFakeRetireDuringCaptureOnTrackedStream(t *testing.T) {
 		return
 	}
 	env := fakeSetup(t)
-	allocStream, err := env.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	bufA, err := driver.Alloc[int32](env.ctx, 16)
-	require.NoError(t, err)
-	g, err := New(env.ctx)
-	require.NoError(t, err)
-	k, err := g.KernelWith(env.fill, one, bufA, int32(1), int32(16))
-	require.NoError(t, err)
-	e, err := g.Instantiate()
-	require.NoError(t, err)
-	sb, err := driver.AllocAsync[int32](allocStream, 16)
-	require.NoError(t, err)
-	require.NoError(t, allocStream.Synchronize())
-	require.NoError(t, e.SetKernelWith(k, env.fill, one, sb, int32(2), int32(16)))
-	require.NoError(t, sb.Close())
-
-	faketest.Call(t, "fake_set_kernel_delay_us", 300000)
-	defer faketest.Call(t, "fake_set_kernel_delay_us", 0)
-	require.NoError(t, e.Launch(env.s))
-
+	e, k, bufA := launchHoldingStreamOrdered(t, env)
 	sh := cu.CUstream(seam.Stream(env.s))
 	require.NoError(t, env.ctx.Raw(func(uintptr) error { return cu.StreamBeginCapture(sh, cu.CU_STREAM_CAPTURE_MODE_RELAXED) }))
 	require.NoError(t, e.SetKernelWith(k, env.fill, one, bufA, int32(3), int32(16))) // retires sb
