@@ -1,0 +1,46 @@
+//go:build linux
+
+package fakedriver_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/graph"
+)
+
+// BenchmarkFakeNodeAdd is package graph's share of a kernel-node add with
+// two buffer arguments and a scalar (fakecuda's copyi, the shape of
+// BenchmarkNodeAdd's kernel on a GPU), on the fake driver (whose node add
+// costs little), with -benchmem's allocation count. Graphs are replaced
+// every 4096 nodes, outside the timer, so that they stay small.
+func BenchmarkFakeNodeAdd(b *testing.B) {
+	f := setup(b)
+	copyi, err := f.mod.Function("copyi")
+	require.NoError(b, err)
+	x, err := driver.Alloc[int32](f.ctx, 256)
+	require.NoError(b, err)
+	defer x.Close()
+	y, err := driver.Alloc[int32](f.ctx, 256)
+	require.NoError(b, err)
+	defer y.Close()
+	g, err := graph.New(f.ctx)
+	require.NoError(b, err)
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if i++; i%4096 == 0 {
+			b.StopTimer()
+			require.NoError(b, g.Close())
+			g, err = graph.New(f.ctx)
+			require.NoError(b, err)
+			b.StartTimer()
+		}
+		if _, err := g.KernelWith(copyi, graphCfg, x, y, int32(256)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	require.NoError(b, g.Close())
+}
