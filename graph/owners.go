@@ -103,6 +103,9 @@ func (g *Graph) addWith(op string, deps []Node, owners []release.Owner, other *G
 	// Owners that never entered a table are not counted as released
 	// from one (lifetime.Stats.Live).
 	for _, o := range unattached {
+		if o == nil {
+			continue
+		}
 		if rerr := o.Release(); rerr != nil && err != nil {
 			err = errors.Join(err, rerr)
 		}
@@ -155,11 +158,8 @@ func (g *Graph) addHeld(op string, deps []Node, owners []release.Owner, other *G
 				return g.unadd(h, &owners, &taken, err)
 			}
 		}
-		for i, o := range owners {
-			if err := t.Add(uintptr(h), o); err != nil {
-				owners = owners[i:] // the rest are still ours; those recorded come back from unadd
-				return g.unadd(h, &owners, &taken, err)
-			}
+		if err := t.AddAll(uintptr(h), owners); err != nil { // all or none: they are still ours
+			return g.unadd(h, &owners, &taken, err)
 		}
 		owners = nil
 		return nil

@@ -25,14 +25,27 @@ var ErrReleased = errors.New("lifetime: the owner table has been released")
 // has finished, and the callback only hands the table to the release queue,
 // since CUDA calls are forbidden there.
 //
-// Adding an owner allocates nothing once the table has grown (entries live
-// in one slice). A Table is safe for concurrent use.
+// Entries live in chunks of chunkLen (see Table.chunks), so that a table
+// of a large graph grows without copying what it holds: adding an owner
+// allocates only when a chunk fills, and never copies or clears a large
+// slice (a single slice grew by a quarter at a time and cost a node add
+// about four times its entries in copying and zeroing). A Table is safe
+// for concurrent use.
 type Table struct {
-	mu       sync.Mutex
-	entries  []entry
+	mu sync.Mutex
+	// chunks hold the entries in order: chunks before n/chunkLen are full,
+	// the one at n/chunkLen holds the rest, those after it are empty and
+	// kept for reuse. The first chunk grows as a slice does, so that a
+	// small graph's table stays small; later ones are made at chunkLen.
+	chunks   [][]entry
+	n        int
 	released bool
 	destID   uintptr
 }
+
+// chunkLen is the number of entries a chunk holds: 6 KiB, one size class
+// of the Go allocator.
+const chunkLen = 256
 
 type entry struct {
 	node uintptr
@@ -56,11 +69,50 @@ func (t *Table) Add(node uintptr, o Owner) error {
 		t.mu.Unlock()
 		return ErrReleased
 	}
-	t.entries = append(t.entries, entry{node, o})
+	t.push(entry{node, o})
 	release.Counters.Attached.Add(1) // under the lock, so Live never dips below 0
 	t.mu.Unlock()
 	return nil
 }
+
+// AddAll records every owner of os as owned by node, under one lock: all of
+// them, or (on error: a nil owner, or the table was released) none, and
+// then the caller still owns them all.
+func (t *Table) AddAll(node uintptr, os []Owner) error {
+	for _, o := range os {
+		if o == nil {
+			return fmt.Errorf("lifetime: Table.AddAll: nil owner")
+		}
+	}
+	t.mu.Lock()
+	if t.released {
+		t.mu.Unlock()
+		return ErrReleased
+	}
+	for _, o := range os {
+		t.push(entry{node, o})
+	}
+	release.Counters.Attached.Add(int64(len(os))) // under the lock, as in Add
+	t.mu.Unlock()
+	return nil
+}
+
+// push appends e; t.mu is held.
+func (t *Table) push(e entry) {
+	c := t.n / chunkLen
+	if c == len(t.chunks) {
+		var ch []entry
+		if c > 0 {
+			ch = make([]entry, 0, chunkLen)
+		}
+		t.chunks = append(t.chunks, ch)
+	}
+	t.chunks[c] = append(t.chunks[c], e)
+	t.n++
+}
+
+// at is the entry at position i (< t.n); t.mu is held.
+func (t *Table) at(i int) *entry { return &t.chunks[i/chunkLen][i%chunkLen] }
 
 // Drop releases the owners of node now and forgets them; it returns the
 // first release error (as Release does). Dropping a node with no owners,
@@ -73,20 +125,30 @@ func (t *Table) Drop(node uintptr) error { return releaseAll(t.Take(node)) }
 // go of a lock that an owner's Release may need (a graph's, when a node is
 // destroyed). The caller releases each exactly once, with ReleaseAll, so
 // that the counters stay right. Taking from a released table returns nil.
+// The others keep their order; the chunks keep their capacity.
 func (t *Table) Take(node uintptr) []Owner {
 	var mine []Owner
 	t.mu.Lock()
-	kept := t.entries[:0]
-	for _, e := range t.entries {
+	defer t.mu.Unlock()
+	w := 0
+	for r := 0; r < t.n; r++ {
+		e := t.at(r)
 		if e.node == node {
 			mine = append(mine, e.o)
-		} else {
-			kept = append(kept, e)
+			continue
 		}
+		if w != r {
+			*t.at(w) = *e
+		}
+		w++
 	}
-	clear(t.entries[len(kept):])
-	t.entries = kept
-	t.mu.Unlock()
+	for i := w; i < t.n; i++ {
+		*t.at(i) = entry{}
+	}
+	t.n = w
+	for c := range t.chunks {
+		t.chunks[c] = t.chunks[c][:min(max(w-c*chunkLen, 0), chunkLen)]
+	}
 	return mine
 }
 
@@ -100,9 +162,11 @@ func (t *Table) Owners(node uintptr) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for _, e := range t.entries {
-		if e.node == node {
-			n++
+	for _, ch := range t.chunks {
+		for _, e := range ch {
+			if e.node == node {
+				n++
+			}
 		}
 	}
 	return n
@@ -112,7 +176,7 @@ func (t *Table) Owners(node uintptr) int {
 func (t *Table) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.entries)
+	return t.n
 }
 
 // Release releases every owner, once; later Adds fail with ErrReleased,
@@ -128,8 +192,8 @@ func (t *Table) Release() error {
 		return nil
 	}
 	t.released = true
-	all := t.entries
-	t.entries = nil
+	all := t.chunks
+	t.chunks, t.n = nil, 0
 	id := t.destID
 	t.destID = 0
 	t.mu.Unlock()
@@ -138,12 +202,14 @@ func (t *Table) Release() error {
 	}
 	release.Counters.Tables.Add(-1)
 	var first error
-	for i := range all {
-		if err := release.ReleaseOne(all[i].o); err != nil && first == nil {
-			first = err
+	for _, ch := range all {
+		for i := range ch {
+			if err := release.ReleaseOne(ch[i].o); err != nil && first == nil {
+				first = err
+			}
+			ch[i].o = nil
+			release.Counters.Released.Add(1)
 		}
-		all[i].o = nil
-		release.Counters.Released.Add(1)
 	}
 	return first
 }

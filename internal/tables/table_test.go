@@ -322,3 +322,72 @@ func TestTableTakeThenReleaseAll_I9_I11(t *testing.T) {
 	assert.Equal(t, before.Live, lifetime.ReadStats().Live)
 	_ = lifetime.Errors() // the panic was reported there
 }
+
+// Invariant I9 across chunk boundaries: a table of several chunks keeps
+// every owner once, in order, through Takes from its start, middle and end
+// and adds after them, and Release releases each exactly once.
+func TestTableChunksTakeAndRelease_I9(t *testing.T) {
+	before := lifetest.Settle()
+	tab := tables.New()
+	const nodes, per = 700, 3 // 2100 owners: several chunks
+	var all []*counted
+	for node := uintptr(1); node <= nodes; node++ {
+		for range per {
+			c := &counted{}
+			all = append(all, c)
+			require.NoError(t, tab.Add(node, c))
+		}
+	}
+	require.Equal(t, nodes*per, tab.Len())
+	taken := map[uintptr]bool{1: true, 86: true, 350: true, 699: true, 700: true}
+	for node := range taken {
+		got := tab.Take(node)
+		require.Len(t, got, per, "node %d", node)
+		for i, o := range got { // a node's owners, in the order they came
+			assert.Same(t, all[(int(node)-1)*per+i], o)
+		}
+		require.NoError(t, tables.ReleaseAll(got))
+	}
+	require.Equal(t, (nodes-len(taken))*per, tab.Len())
+	for node := uintptr(1); node <= nodes; node++ {
+		want := per
+		if taken[node] {
+			want = 0
+		}
+		require.Equal(t, want, tab.Owners(node), "node %d", node)
+	}
+	// Adds after the Takes fill the freed room and grow again.
+	var more []*counted
+	for i := range 600 {
+		c := &counted{}
+		more = append(more, c)
+		require.NoError(t, tab.AddAll(uintptr(1000+i%2), []tables.Owner{c}))
+	}
+	require.Equal(t, (nodes-len(taken))*per+600, tab.Len())
+	assert.Equal(t, 300, tab.Owners(1000))
+	require.NoError(t, tab.Release())
+	for i, c := range append(all, more...) {
+		require.Equal(t, int32(1), c.n.Load(), "owner %d", i)
+	}
+	lifetest.RequireLiveCountsBack(t, before)
+}
+
+// Invariant I9: AddAll records all of its owners or, on error, none: a nil
+// among them, or a released table, leaves every one with the caller.
+func TestTableAddAllAllOrNone_I9(t *testing.T) {
+	before := lifetest.Settle()
+	tab := tables.New()
+	a, b := &counted{}, &counted{}
+	require.Error(t, tab.AddAll(1, []tables.Owner{a, nil, b}))
+	assert.Zero(t, tab.Len())
+	require.NoError(t, tab.AddAll(1, []tables.Owner{a, b}))
+	assert.Equal(t, 2, tab.Owners(1))
+	require.NoError(t, tab.AddAll(2, nil))
+	require.NoError(t, tab.Release())
+	c := &counted{}
+	require.ErrorIs(t, tab.AddAll(3, []tables.Owner{c}), tables.ErrReleased)
+	assert.Zero(t, c.n.Load())
+	assert.Equal(t, int32(1), a.n.Load())
+	assert.Equal(t, int32(1), b.n.Load())
+	lifetest.RequireLiveCountsBack(t, before)
+}
