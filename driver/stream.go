@@ -48,12 +48,13 @@ type Stream struct {
 	lim      dimLimits       // the device's, copied (read when a launch exceeds what every device allows)
 
 	errMu sync.Mutex
-	errs  []error   // host-function panics, returned by the next Synchronize
-	cap   *capState // capture bookkeeping; nil for the legacy stream
+	nerrs atomic.Int32 // len(errs), for Synchronize to skip errMu when none
+	errs  []error      // host-function panics, returned by the next Synchronize
+	cap   *capState    // capture bookkeeping; nil for the legacy stream
 
 	// The padding makes a Stream 192 bytes: in that allocation size class
 	// objects start on a 64-byte line, so the fields above obj share one.
-	_ [24]byte
+	_ [16]byte
 }
 
 // NewStream creates a stream (cuStreamCreate).
@@ -224,6 +225,9 @@ func (s *Stream) Close() error {
 }
 
 func (s *Stream) takeErrs(err error) error {
+	if s.nerrs.Load() == 0 {
+		return err
+	}
 	s.errMu.Lock()
 	defer s.errMu.Unlock()
 	if len(s.errs) == 0 {
@@ -231,6 +235,7 @@ func (s *Stream) takeErrs(err error) error {
 	}
 	all := append([]error{err}, s.errs...)
 	s.errs = nil
+	s.nerrs.Store(0)
 	return errors.Join(all...)
 }
 
@@ -240,15 +245,26 @@ func (s *Stream) takeErrs(err error) error {
 // captured it is refused (ErrStreamCaptureUnsupported), and the capture
 // goes on.
 func (s *Stream) Synchronize() error {
-	if err := s.enterUncaptured("Stream.Synchronize"); err != nil {
+	// Written out, without defers or a closure, as Event.Record is: an idle
+	// stream's synchronize is a short call. Nothing between acquire and
+	// release can panic.
+	const op = "Stream.Synchronize"
+	if err := s.acquire(op); err != nil {
 		return err
 	}
-	err := s.do("Stream.Synchronize", false, func() error { return cu.StreamSynchronize(s.h) })
+	if err := s.enterUncaptured(op); err != nil {
+		s.release()
+		return err
+	}
+	var err error
+	if s.special {
+		err = bound(s.ctx, func() error { return cu.StreamSynchronize(s.h) })
+	} else {
+		err = cu.StreamSynchronize(s.h)
+	}
 	s.leave(nil)
-	if s == nil {
-		return err
-	}
-	return s.takeErrs(err)
+	s.release()
+	return s.takeErrs(s.ctx.sawError(err))
 }
 
 // Query reports whether all work on the stream has run (cuStreamQuery).
@@ -469,5 +485,6 @@ func (s *Stream) callbackPanicked(p any, stack []byte) {
 	}
 	s.errMu.Lock()
 	s.errs = append(s.errs, err)
+	s.nerrs.Store(int32(len(s.errs)))
 	s.errMu.Unlock()
 }

@@ -161,6 +161,13 @@ func TestFakeHostFunctions(t *testing.T) {
 	err := f.s.Synchronize()
 	assert.ErrorContains(t, err, "host function panicked: from a C thread")
 	assert.NoError(t, f.s.Synchronize())
+	// Two panics before one Synchronize: it returns both, the next none.
+	require.NoError(t, f.s.LaunchHostFunc(func() { panic("first") }))
+	require.NoError(t, f.s.LaunchHostFunc(func() { panic("second") }))
+	err = f.s.Synchronize()
+	assert.ErrorContains(t, err, "host function panicked: first")
+	assert.ErrorContains(t, err, "host function panicked: second")
+	assert.NoError(t, f.s.Synchronize())
 	assert.Equal(t, before, lifetime.ReadStats().Callbacks)
 }
 
