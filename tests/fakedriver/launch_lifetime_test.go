@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -263,4 +264,43 @@ func TestLaunchQuickPathsRaceClose(t *testing.T) {
 		return lifetime.ReadStats().Objects == before && fcall(t, "fake_live_modules") == mods &&
 			fcall(t, "fake_live_streams") == streams && fcall(t, "fake_live_allocations") == allocs
 	}), "every module, stream, buffer and Args released")
+}
+
+// A launch on Launch's or LaunchArgs' quick path holds its stream by the
+// stream's count of calls in flight alone. Close dropping the stream's last
+// reference while such a launch is still inside cuLaunchKernel must not
+// destroy the stream under it (fakecuda checks the stream again after the
+// delay): the stream goes once the launch is done, through the release
+// queue, and later calls fail with ErrClosed.
+func TestLaunchInFlightKeepsItsStream(t *testing.T) {
+	f := ltSetup(t)
+	streams := fcall(t, "fake_live_streams")
+	buf, err := driver.Alloc[uint32](f.ctx, 1)
+	require.NoError(t, err)
+	defer buf.Close()
+	args, err := f.add4.NewArgs(buf, uint32(1), uint32(2), uint32(3))
+	require.NoError(t, err)
+	defer args.Close()
+	g := driver.Grid(1)
+	launches := map[string]func(s *driver.Stream) error{
+		"Launch":     func(s *driver.Stream) error { return s.Launch(f.add4, g, g, buf, uint32(1), uint32(2), uint32(3)) },
+		"LaunchArgs": func(s *driver.Stream) error { return s.LaunchArgs(args, g, g) },
+	}
+	for name, launch := range launches {
+		s, err := f.ctx.NewStream(driver.StreamNonBlocking)
+		require.NoError(t, err)
+		learnLaunch(t, s, f.add4, buf, uint32(0), uint32(0), uint32(0))
+		fcall(t, "fake_set_launch_call_delay_us", 30000)
+		done := make(chan error, 1)
+		go func() { done <- launch(s) }()
+		require.True(t, settleWithin(5*time.Second, func() bool { return fcall(t, "fake_launch_calls_in_delay") == 1 }),
+			"%s: the launch is inside cuLaunchKernel", name)
+		require.NoError(t, s.Close(), name)
+		assert.Equal(t, streams+1, fcall(t, "fake_live_streams"), "%s: the stream outlives Close while the launch is in the driver", name)
+		require.NoError(t, <-done, name)
+		fcall(t, "fake_set_launch_call_delay_us", 0)
+		assert.ErrorIs(t, launch(s), driver.ErrClosed, name)
+		assert.True(t, ltSettle(func() bool { return fcall(t, "fake_live_streams") == streams }), "%s: the launch destroyed the stream after it", name)
+		ltNoBadUses(t)
+	}
 }

@@ -51,6 +51,8 @@
  *  - FAKE_COPY_DELAY_US / fake_set_copy_delay_us slow every copy (sync and
  *    async) and FAKE_KERNEL_DELAY_US / fake_set_kernel_delay_us every
  *    kernel; a buffer freed during the delay is detected;
+ *    fake_set_launch_call_delay_us holds cuLaunchKernel itself in the
+ *    driver, and a stream destroyed meanwhile is detected;
  *  - NULL and CU_STREAM_LEGACY name the current context's legacy stream,
  *    CU_STREAM_PER_THREAD a stream per (OS thread, context);
  *  - synchronize/query of streams, events and contexts wait for or report
@@ -3323,10 +3325,33 @@ static CUresult launch(const char *fn, void *fh, unsigned gx, unsigned gy, unsig
     if ((r = kcall_args(fn, k, params, extra))) return r;
     return run_or_queue(s, &o);
 }
+/* fake_set_launch_call_delay_us: cuLaunchKernel checks its stream, then
+   sleeps this long outside the global lock (counted in
+   fake_launch_calls_in_delay), then launches, checking the stream again:
+   a stream destroyed while a launch call is still inside the driver is a
+   bad use, as it would be in libcuda. */
+static long launch_call_delay_us, launch_calls_in_delay;
+void fake_set_launch_call_delay_us(long us) { __atomic_store_n(&launch_call_delay_us, us, __ATOMIC_SEQ_CST); }
+long fake_launch_calls_in_delay(void) { return __atomic_load_n(&launch_calls_in_delay, __ATOMIC_SEQ_CST); }
+static CUresult launch_call_delay(const char *fn, void *hs) {
+    long us = __atomic_load_n(&launch_call_delay_us, __ATOMIC_SEQ_CST);
+    if (!us) return OK;
+    struct stream *st;
+    LOCK();
+    CUresult r = get_stream(fn, hs, &st);
+    UNLOCK();
+    if (r) return r;
+    __atomic_add_fetch(&launch_calls_in_delay, 1, __ATOMIC_SEQ_CST);
+    sleep_us(us);
+    __atomic_sub_fetch(&launch_calls_in_delay, 1, __ATOMIC_SEQ_CST);
+    return OK;
+}
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, void *s, void **params, void **extra) {
     ENTER("cuLaunchKernel");
     NOT_STALE();
+    CUresult d_ = launch_call_delay("cuLaunchKernel", s);
+    if (d_) return d_;
     evict();
     LOCKED(launch("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));
 }
