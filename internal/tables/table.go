@@ -60,20 +60,7 @@ func New() *Table {
 
 // Add records o as owned by node. On error (the table was released) the
 // table did not take o: the caller still owns it and must release it.
-func (t *Table) Add(node uintptr, o Owner) error {
-	if o == nil {
-		return fmt.Errorf("lifetime: Table.Add: nil owner")
-	}
-	t.mu.Lock()
-	if t.released {
-		t.mu.Unlock()
-		return ErrReleased
-	}
-	t.push(entry{node, o})
-	release.Counters.Attached.Add(1) // under the lock, so Live never dips below 0
-	t.mu.Unlock()
-	return nil
-}
+func (t *Table) Add(node uintptr, o Owner) error { return t.AddAll(node, []Owner{o}) }
 
 // AddAll records every owner of os as owned by node, under one lock: all of
 // them, or (on error: a nil owner, or the table was released) none, and
@@ -81,7 +68,7 @@ func (t *Table) Add(node uintptr, o Owner) error {
 func (t *Table) AddAll(node uintptr, os []Owner) error {
 	for _, o := range os {
 		if o == nil {
-			return fmt.Errorf("lifetime: Table.AddAll: nil owner")
+			return fmt.Errorf("lifetime: owner table: nil owner")
 		}
 	}
 	t.mu.Lock()
