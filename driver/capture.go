@@ -36,8 +36,7 @@ import (
 //     crashing inside cuLaunchKernel on an H100 when a launch on a captured
 //     stream raced cuStreamEndCapture).
 //
-// A launch pays two atomic adds for this, and its fast paths hold the
-// stream by them alone (Stream.launchEnter), instead of by a reference.
+// A launch pays two atomic adds for this.
 
 // captureHook is one installation of a sink on a stream. gate is held
 // exclusively while state is installed or ending (see above); state is
@@ -199,7 +198,7 @@ func (s *Stream) enter() *captureHook {
 	if h == nil {
 		return nil
 	}
-	s.uncount()
+	s.inflight.Add(-1)
 	return s.enterCaptured(h)
 }
 
@@ -216,7 +215,7 @@ func (s *Stream) enterCaptured(h *captureHook) *captureHook {
 		if h = s.capture.Load(); h == nil {
 			return nil
 		}
-		s.uncount()
+		s.inflight.Add(-1)
 	}
 }
 
@@ -226,7 +225,7 @@ func (s *Stream) leave(h *captureHook) {
 	case h != nil:
 		h.gate.RUnlock()
 	case s != nil && s.cap != nil:
-		s.uncount()
+		s.inflight.Add(-1)
 	}
 }
 

@@ -45,16 +45,11 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 	// branches: each may miss in the branch predictor, which libcuda's
 	// launch has evicted too.
 	if !ccall.StackFrames || s == nil || f == nil || s.quickFn == 0 || f.ctx != s.ctx ||
-		uint(f.quickN.Load()) != uint(len(args))+1 || !quickDims(grid, block) {
-		return s.launchSlow(f, grid, block, args)
-	}
-	// Uncaptured, counted: what holds s (launchEnter); a captured launch
-	// takes the general path.
-	if !s.launchEnter() {
+		uint(f.quickN.Load()) != uint(len(args))+1 || !quickDims(grid, block) || !s.obj.Acquire() {
 		return s.launchSlow(f, grid, block, args)
 	}
 	if !f.obj.Acquire() {
-		s.uncount()
+		_ = s.obj.Release()
 		return s.launchSlow(f, grid, block, args)
 	}
 	// The call's frame is filled first, so that the sizes need no
@@ -77,10 +72,7 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 				goto bail
 			}
 			a := b.a
-			// A stream-ordered buffer of another stream takes the general
-			// path: its free must wait for this launch, which takes a
-			// reference on s (usedOn), and none is held here.
-			if a == nil || b.closed.Load() || a.ctx != s.ctx || (a.stream != nil && a.stream != s) || !a.obj.Retain() {
+			if a == nil || b.closed.Load() || a.ctx != s.ctx || !a.obj.Retain() {
 				goto bail
 			}
 			allocs[nb] = a
@@ -94,13 +86,25 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 		}
 		vals[i] = v // the value's bytes at the start of its slot (little-endian)
 	}
+	for _, a := range allocs[:nb] {
+		if a.stream != nil {
+			a.usedOn(s)
+		}
+	}
 	if len(args) > 0 {
 		params = &ptrs[0]
+	}
+	// Uncaptured, counted (see capture.go); a captured launch takes the
+	// general path.
+	if s.inflight.Add(1); s.capture.Load() != nil {
+		s.inflight.Add(-1)
+		goto bail
 	}
 	// Pointers into this stack become integers here, and nothing between
 	// here and the C call can move the stack (ccall.StackFrames).
 	cf.Args[9] = uintptr(unsafe.Pointer(params))
 	err = cu.LaunchKernelStatus(cf.Call())
+	s.inflight.Add(-1)
 	{
 		w := s.obj.Refs() + f.obj.Refs()
 		for _, a := range allocs[:nb] {
@@ -115,7 +119,7 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 	if err != nil {
 		err = s.ctx.sawError(err)
 	}
-	s.uncount()
+	_ = s.obj.Release()
 	return err
 
 bail: // launched nothing: let go of what was held
@@ -123,7 +127,7 @@ bail: // launched nothing: let go of what was held
 		_ = a.obj.Release()
 	}
 	_ = f.obj.Release()
-	s.uncount()
+	_ = s.obj.Release()
 	return s.launchSlow(f, grid, block, args)
 }
 
@@ -256,17 +260,24 @@ func (s *Stream) LaunchArgs(a *Args, grid, block Dim3) error {
 	// of the stream's context, nothing to check per launch.
 	if s != nil && a != nil && s.quickFn != 0 && a.checks == 0 && a.fctx == s.ctx && a.hold != nil && quickDims(grid, block) {
 		if h := a.hold; h.obj.Acquire() {
-			if s.launchEnter() { // uncaptured, counted: what holds s; else the general path
+			if s.obj.Acquire() {
 				var cf ccall.Short
 				s.launchFrame(&cf, a.fh, grid, block)
 				cf.Args[9] = uintptr(unsafe.Pointer(a.kparams)) // on the heap, held by a
+				if s.inflight.Add(1); s.capture.Load() != nil { // captured: the general path
+					s.inflight.Add(-1)
+					_ = s.obj.Release()
+					_ = h.obj.Release()
+					return s.launchArgsHeld(a, grid, block)
+				}
 				err := cu.LaunchKernelStatus(cf.Call())
+				s.inflight.Add(-1)
 				runtime.KeepAlive(a) // and so the parameters, read by the call
 				warmed(s.obj.Refs() + h.obj.Refs())
 				if err != nil {
 					err = s.ctx.sawError(err)
 				}
-				s.uncount()
+				_ = s.obj.Release()
 				_ = h.obj.Release()
 				return err
 			}

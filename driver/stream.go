@@ -11,7 +11,6 @@ import (
 
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/hostfn"
-	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -37,9 +36,7 @@ const (
 type Stream struct {
 	// The fields a launch reads come first, together; capture is set while
 	// package graph captures s, and inflight counts the uncaptured calls
-	// queueing work (see capture.go), the launch fast paths among them,
-	// which hold s by that count alone (launchEnter), with two flags above
-	// the count (inflightPending, inflightDone).
+	// queueing work (see capture.go).
 	h        cu.CUstream
 	ctx      *Context
 	capture  atomic.Pointer[captureHook]
@@ -82,68 +79,12 @@ func (c *Context) newStream(op string, create func(*cu.CUstream) error) (*Stream
 		c.release()
 		return nil, err
 	}
-	s.obj.Init(s.destroyAfterLaunches)
+	s.obj.Init(func() error {
+		err := bound(c, func() error { return cu.StreamDestroy(s.h) })
+		c.release()
+		return err
+	})
 	return s, nil
-}
-
-// destroyAfterLaunches is an owned stream's destroy function, run when its
-// last reference goes. The launch fast paths hold no reference: they count
-// themselves in s.inflight (one atomic add instead of a reference and the
-// count), so a stream whose last reference goes while such a launch is in
-// flight is destroyed by that launch, through the release queue, once it
-// is done (uncount). Close still waits for nothing.
-func (s *Stream) destroyAfterLaunches() error {
-	for {
-		n := s.inflight.Load()
-		if n == 0 {
-			if s.inflight.CompareAndSwap(0, inflightDone) {
-				return s.destroy()
-			}
-			continue
-		}
-		if s.inflight.CompareAndSwap(n, n|inflightPending) {
-			return nil
-		}
-	}
-}
-
-// destroy destroys the CUDA stream and lets go of its context.
-func (s *Stream) destroy() error {
-	err := bound(s.ctx, func() error { return cu.StreamDestroy(s.h) })
-	s.ctx.release()
-	return err
-}
-
-// The flags of Stream.inflight, above its count: the stream's last
-// reference went while launches were in flight (pending), and the stream
-// is destroyed or being destroyed (done). A launch that sees either takes
-// the general path, which fails with ErrClosed.
-const (
-	inflightPending = 1 << 29
-	inflightDone    = 1 << 30
-	inflightFlags   = inflightPending | inflightDone
-)
-
-// launchEnter counts a fast-path launch in flight on s, uncaptured (see
-// enter): it reports false, having counted nothing, when s is closed or
-// being destroyed or captured, and the launch takes the general path.
-// While it is counted, s is not destroyed.
-func (s *Stream) launchEnter() bool {
-	if n := s.inflight.Add(1); n&inflightFlags == 0 && s.capture.Load() == nil && !s.obj.Closed() {
-		return true
-	}
-	s.uncount()
-	return false
-}
-
-// uncount ends a call's count in s.inflight (launchEnter's, enter's): the
-// last call in flight on a stream whose last reference went meanwhile
-// hands its destroy to the release queue (a launch may be made from
-// anywhere, a host function included, where CUDA must not be called).
-func (s *Stream) uncount() {
-	if s.inflight.Add(-1) == inflightPending && s.inflight.CompareAndSwap(inflightPending, inflightDone) {
-		release.Defer(lifetime.OwnerFunc(s.destroy)) // an error is counted like a failed destroy
-	}
 }
 
 // newStreamFor makes the Stream value: an owned stream (h set by the
@@ -284,7 +225,7 @@ func (s *Stream) Close() error {
 }
 
 func (s *Stream) takeErrs(err error) error {
-	if s.nerrs.Load() == 0 {
+	if s == nil || s.nerrs.Load() == 0 {
 		return err
 	}
 	s.errMu.Lock()
@@ -309,7 +250,9 @@ func (s *Stream) Synchronize() error {
 	// release can panic.
 	const op = "Stream.Synchronize"
 	if err := s.acquire(op); err != nil {
-		return err
+		// Closed: the panics of host functions queued before Close are
+		// still returned, once.
+		return s.takeErrs(err)
 	}
 	if err := s.enterUncaptured(op); err != nil {
 		s.release()

@@ -171,6 +171,23 @@ func TestFakeHostFunctions(t *testing.T) {
 	assert.Equal(t, before, lifetime.ReadStats().Callbacks)
 }
 
+// A host function queued before Close that panics after it: the next
+// Synchronize returns ErrClosed and the panic, once.
+func TestFakeHostFunctionPanicAfterClose(t *testing.T) {
+	f := setup(t)
+	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	require.NoError(t, s.LaunchHostFunc(func() { panic("late") }))
+	require.NoError(t, s.Close())
+	require.NoError(t, f.ctx.Synchronize())
+	err = s.Synchronize()
+	assert.ErrorIs(t, err, driver.ErrClosed)
+	assert.ErrorContains(t, err, "host function panicked: late")
+	err = s.Synchronize()
+	assert.ErrorIs(t, err, driver.ErrClosed)
+	assert.NotContains(t, err.Error(), "panicked")
+}
+
 func TestFakeFreesAndCleanup(t *testing.T) {
 	f := setup(t)
 	base := fcall(t, "fake_live_allocations")

@@ -266,12 +266,10 @@ func TestLaunchQuickPathsRaceClose(t *testing.T) {
 	}), "every module, stream, buffer and Args released")
 }
 
-// A launch on Launch's or LaunchArgs' quick path holds its stream by the
-// stream's count of calls in flight alone. Close dropping the stream's last
-// reference while such a launch is still inside cuLaunchKernel must not
-// destroy the stream under it (fakecuda checks the stream again after the
-// delay): the stream goes once the launch is done, through the release
-// queue, and later calls fail with ErrClosed.
+// Close while a launch on Launch's or LaunchArgs' quick path is still
+// inside cuLaunchKernel must not destroy the stream under it (fakecuda
+// checks the stream again after the delay): the stream goes once the
+// launch is done, and later calls fail with ErrClosed.
 func TestLaunchInFlightKeepsItsStream(t *testing.T) {
 	f := ltSetup(t)
 	streams := fcall(t, "fake_live_streams")
@@ -300,7 +298,54 @@ func TestLaunchInFlightKeepsItsStream(t *testing.T) {
 		require.NoError(t, <-done, name)
 		fcall(t, "fake_set_launch_call_delay_us", 0)
 		assert.ErrorIs(t, launch(s), driver.ErrClosed, name)
-		assert.True(t, ltSettle(func() bool { return fcall(t, "fake_live_streams") == streams }), "%s: the launch destroyed the stream after it", name)
+		assert.True(t, ltSettle(func() bool { return fcall(t, "fake_live_streams") == streams }), "%s: the stream destroyed after the launch", name)
 		ltNoBadUses(t)
 	}
+}
+
+// A fast-path launch that holds the last reference on a stream-ordered
+// buffer of its own stream frees it after the call, and the free enters
+// the stream; a capture beginning on the stream meanwhile holds its gate
+// and waits for the stream's uncaptured calls in flight. The launch must
+// have stopped counting itself before it releases anything, or the two
+// wait for each other for good.
+func TestLaunchFreeingItsBufferWhileACaptureBegins(t *testing.T) {
+	f := ltSetup(t)
+	g := driver.Grid(1)
+	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	defer s.Close()
+	warm, err := driver.Alloc[uint32](f.ctx, 1)
+	require.NoError(t, err)
+	defer warm.Close()
+	learnLaunch(t, s, f.add4, warm, uint32(0), uint32(0), uint32(0))
+	b, err := driver.AllocAsync[uint32](s, 1) // stream-ordered on s itself: the fast path
+	require.NoError(t, err)
+	require.NoError(t, s.Synchronize())
+
+	fcall(t, "fake_set_launch_call_delay_us", 100000)
+	launched := make(chan error, 1)
+	go func() { launched <- s.Launch(f.add4, g, g, b, uint32(1), uint32(2), uint32(3)) }()
+	require.True(t, settleWithin(5*time.Second, func() bool { return fcall(t, "fake_launch_calls_in_delay") == 1 }),
+		"the launch is inside cuLaunchKernel")
+	require.NoError(t, b.Close()) // the launch holds the buffer's last reference now
+	captured := make(chan error, 1)
+	go func() {
+		sc, err := graph.BeginCapture(s, graph.CaptureRelaxed)
+		if err == nil {
+			var gr *graph.Graph
+			if gr, err = sc.End(); err == nil {
+				err = gr.Close()
+			}
+		}
+		captured <- err
+	}()
+	select {
+	case err := <-launched:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("deadlock: the launch freeing its buffer waits for the capture's gate, the capture for the launch")
+	}
+	fcall(t, "fake_set_launch_call_delay_us", 0)
+	require.NoError(t, <-captured)
 }
