@@ -288,7 +288,7 @@ func TestLaunchInFlightKeepsItsStream(t *testing.T) {
 		s, err := f.ctx.NewStream(driver.StreamNonBlocking)
 		require.NoError(t, err)
 		learnLaunch(t, s, f.add4, buf, uint32(0), uint32(0), uint32(0))
-		fcall(t, "fake_set_launch_call_delay_us", 30000)
+		fcall(t, "fake_set_launch_call_delay_us", 300000) // long enough for Close and the check under load
 		done := make(chan error, 1)
 		go func() { done <- launch(s) }()
 		require.True(t, settleWithin(5*time.Second, func() bool { return fcall(t, "fake_launch_calls_in_delay") == 1 }),
