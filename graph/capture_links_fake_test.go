@@ -168,6 +168,20 @@ func crossedStreams(t *testing.T, e *fakeEnv) (x, y *driver.Stream, buf *driver.
 	return x, y, buf, sc
 }
 
+// waiterAndCapture makes a stream x outside any capture, an event ev, and
+// a capture sc begun on e.s, for tests of a wait by x on ev recorded in sc.
+func waiterAndCapture(t *testing.T, e *fakeEnv) (x *driver.Stream, ev *driver.Event, sc *StreamCapture) {
+	t.Helper()
+	var err error
+	x, err = e.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	ev, err = e.ctx.NewEvent(0)
+	require.NoError(t, err)
+	sc, err = BeginCapture(e.s, CaptureRelaxed)
+	require.NoError(t, err)
+	return x, ev, sc
+}
+
 // endClean ends sc, closes its graph, and checks that the fake saw no use
 // of a destroyed handle or freed memory.
 func endClean(t *testing.T, sc *StreamCapture) {
@@ -189,13 +203,8 @@ func TestFakeWaitEventOnEndingCaptureRefused(t *testing.T) {
 	}
 	e := fakeSetup(t)
 	for _, pendingFork := range []bool{false, true} {
-		x, err := e.ctx.NewStream(driver.StreamNonBlocking)
-		require.NoError(t, err)
+		x, ev, sc := waiterAndCapture(t, e)
 		buf, err := driver.Alloc[int32](e.ctx, 64)
-		require.NoError(t, err)
-		ev, err := e.ctx.NewEvent(0)
-		require.NoError(t, err)
-		sc, err := BeginCapture(e.s, CaptureRelaxed)
 		require.NoError(t, err)
 		require.NoError(t, e.s.Launch(e.fill, driver.Grid(1), driver.Block(64), buf, int32(1), int32(64)))
 		require.NoError(t, ev.Record(e.s))
@@ -242,12 +251,7 @@ func TestFakeWaitEventJoinsAfterAFailedFork(t *testing.T) {
 		return
 	}
 	e := fakeSetup(t)
-	x, err := e.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	ev, err := e.ctx.NewEvent(0)
-	require.NoError(t, err)
-	sc, err := BeginCapture(e.s, CaptureRelaxed)
-	require.NoError(t, err)
+	x, ev, sc := waiterAndCapture(t, e)
 	require.NoError(t, ev.Record(e.s))
 	waited := make(chan error, 1)
 	var calls atomic.Int32

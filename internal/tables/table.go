@@ -79,7 +79,7 @@ func (t *Table) AddAll(node uintptr, os []Owner) error {
 	for _, o := range os {
 		t.push(entry{node, o})
 	}
-	release.Counters.Attached.Add(int64(len(os))) // under the lock, as in Add
+	release.Counters.Attached.Add(int64(len(os))) // under the lock, so Live never dips below 0
 	t.mu.Unlock()
 	return nil
 }
