@@ -104,7 +104,6 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 	// here and the C call can move the stack (ccall.StackFrames).
 	cf.Args[9] = uintptr(unsafe.Pointer(params))
 	err = cu.LaunchKernelStatus(cf.Call())
-	s.inflight.Add(-1)
 	{
 		w := s.obj.Refs() + f.obj.Refs()
 		for _, a := range allocs[:nb] {
@@ -112,6 +111,7 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
 		}
 		warmed(w)
 	}
+	s.inflight.Add(-1) // after the reads above, which fetch its line
 	for _, a := range allocs[:nb] {
 		_ = a.obj.Release()
 	}
@@ -271,9 +271,9 @@ func (s *Stream) LaunchArgs(a *Args, grid, block Dim3) error {
 					return s.launchArgsHeld(a, grid, block)
 				}
 				err := cu.LaunchKernelStatus(cf.Call())
-				s.inflight.Add(-1)
 				runtime.KeepAlive(a) // and so the parameters, read by the call
 				warmed(s.obj.Refs() + h.obj.Refs())
+				s.inflight.Add(-1) // after the reads above, which fetch its line
 				if err != nil {
 					err = s.ctx.sawError(err)
 				}
@@ -334,7 +334,8 @@ func (s *Stream) launchArgs(op string, a *Args, grid, block Dim3) error {
 }
 
 // warmed takes the sum of the reference counts a launch reads right after
-// cuLaunchKernel returns, before it releases them. libcuda's launch evicts
+// cuLaunchKernel returns, before it releases them or drops the stream's
+// in-flight count (on the line of its reference count). libcuda's launch evicts
 // the caller's data from the CPU caches: plain reads of every count miss
 // at once, where each locked release would wait for its own miss in turn.
 // The sum is only kept from being optimised away (counts are never
