@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ebitengine/purego"
@@ -177,20 +178,31 @@ type worker struct {
 	p      any
 	stack  []byte
 	exited bool
-	pooled bool // in idle.ws (under idle's lock)
+	fresh  bool // returned to the pool since the last sweep (under idle's lock)
 }
 
-// The idle workers: at most maxIdle wait for the next callback, each for
-// at most workerIdle, then ends, so that a burst of concurrent callbacks
-// leaves no goroutines behind.
+// The idle workers: at most maxIdle wait for the next callback. A sweep
+// every workerIdle, scheduled while any wait, ends those that no callback
+// took since the sweep before, so that a burst of concurrent callbacks
+// leaves no goroutines behind: an idle worker ends after one to two
+// periods. The callback's path has no timer of its own: a worker parks on
+// one channel.
 var idle struct {
 	sync.Mutex
-	ws []*worker
+	ws       []*worker
+	sweeping bool // a sweep is scheduled
 }
 
-const (
-	maxIdle    = 64
-	workerIdle = time.Second
+const maxIdle = 64
+
+// workerIdle is the sweep period (a variable for tests).
+var workerIdle = time.Second
+
+// liveWorkers counts the worker goroutines, spawnedWorkers those ever
+// started (for tests).
+var (
+	liveWorkers    atomic.Int32
+	spawnedWorkers atomic.Int64
 )
 
 func getWorker() *worker {
@@ -199,12 +211,13 @@ func getWorker() *worker {
 		w := idle.ws[n-1]
 		idle.ws[n-1] = nil
 		idle.ws = idle.ws[:n-1]
-		w.pooled = false
 		idle.Unlock()
 		return w
 	}
 	idle.Unlock()
 	w := &worker{start: make(chan struct{}), done: make(chan struct{})}
+	liveWorkers.Add(1)
+	spawnedWorkers.Add(1)
 	go w.loop()
 	return w
 }
@@ -212,8 +225,12 @@ func getWorker() *worker {
 func putWorker(w *worker) {
 	idle.Lock()
 	if len(idle.ws) < maxIdle {
-		w.pooled = true
+		w.fresh = true
 		idle.ws = append(idle.ws, w)
+		if !idle.sweeping {
+			idle.sweeping = true
+			time.AfterFunc(workerIdle, sweep)
+		}
 		idle.Unlock()
 		return
 	}
@@ -221,26 +238,34 @@ func putWorker(w *worker) {
 	close(w.start) // enough idle workers: let this one end
 }
 
-// retire takes w out of the idle pool if it is still there, and reports
-// whether it was: a worker taken meanwhile has a callback coming.
-func (w *worker) retire() bool {
+// sweep ends the idle workers that waited since the last sweep, and
+// schedules the next while any wait.
+func sweep() {
+	var ending []*worker
 	idle.Lock()
-	defer idle.Unlock()
-	if !w.pooled {
-		return false
-	}
-	for i, x := range idle.ws {
-		if x == w {
-			idle.ws = append(idle.ws[:i], idle.ws[i+1:]...)
-			idle.ws = idle.ws[:len(idle.ws):len(idle.ws)]
-			break
+	kept := idle.ws[:0]
+	for _, w := range idle.ws {
+		if w.fresh {
+			w.fresh = false
+			kept = append(kept, w)
+		} else {
+			ending = append(ending, w)
 		}
 	}
-	w.pooled = false
-	return true
+	clear(idle.ws[len(kept):])
+	idle.ws = kept
+	idle.sweeping = len(kept) > 0
+	if idle.sweeping {
+		time.AfterFunc(workerIdle, sweep)
+	}
+	idle.Unlock()
+	for _, w := range ending {
+		close(w.start) // out of the pool: no callback can take it now
+	}
 }
 
 func (w *worker) loop() {
+	defer liveWorkers.Add(-1)
 	defer callbackGoroutine()()
 	finished := false
 	defer func() {
@@ -250,26 +275,11 @@ func (w *worker) loop() {
 			w.done <- struct{}{}
 		}
 	}()
-	t := time.NewTimer(workerIdle)
-	defer t.Stop()
-	for {
-		select {
-		case _, ok := <-w.start:
-			if !ok {
-				finished = true
-				return
-			}
-			w.run()
-			w.done <- struct{}{}
-			t.Reset(workerIdle)
-		case <-t.C:
-			if w.retire() {
-				finished = true
-				return
-			}
-			t.Reset(workerIdle) // taken meanwhile: its callback is coming
-		}
+	for range w.start {
+		w.run()
+		w.done <- struct{}{}
 	}
+	finished = true
 }
 
 func (w *worker) run() {

@@ -1,0 +1,104 @@
+package hostfn
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// setWorkerIdle shortens the idle workers' sweep period for a test; it is
+// read under idle's lock.
+func setWorkerIdle(t *testing.T, d time.Duration) {
+	idle.Lock()
+	old := workerIdle
+	workerIdle = d
+	idle.Unlock()
+	t.Cleanup(func() {
+		idle.Lock()
+		workerIdle = old
+		idle.Unlock()
+	})
+}
+
+func idleWorkers() (n int, sweeping bool) {
+	idle.Lock()
+	defer idle.Unlock()
+	return len(idle.ws), idle.sweeping
+}
+
+// invokeConcurrently runs n callbacks that are all running at once, so
+// that each has a worker of its own.
+func invokeConcurrently(t *testing.T, n int) {
+	var started, done sync.WaitGroup
+	started.Add(n)
+	release := make(chan struct{})
+	ids := make([]uintptr, n)
+	for i := range ids {
+		ids[i] = Register(Callback{Fn: func() { started.Done(); <-release }, Once: true})
+	}
+	for _, id := range ids {
+		done.Go(func() { Invoke(id) })
+	}
+	started.Wait()
+	close(release)
+	done.Wait()
+}
+
+// A burst of concurrent callbacks leaves no goroutines behind: the idle
+// workers end once a sweep period passes without a callback taking them,
+// and the sweeps stop with the last.
+func TestIdleWorkersEnd(t *testing.T) {
+	setWorkerIdle(t, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 5*time.Second, 5*time.Millisecond, "workers of earlier tests")
+
+	invokeConcurrently(t, 8)
+	n, sweeping := idleWorkers()
+	assert.Equal(t, 8, n, "the burst's workers wait in the pool")
+	assert.True(t, sweeping, "a sweep is scheduled while workers wait")
+
+	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 5*time.Second, 5*time.Millisecond, "idle workers end")
+	n, sweeping = idleWorkers()
+	assert.Zero(t, n)
+	assert.False(t, sweeping, "no sweep once the pool is empty")
+}
+
+// The pool keeps at most maxIdle workers: those beyond end at once.
+func TestIdleWorkersCapped(t *testing.T) {
+	setWorkerIdle(t, time.Hour)
+	require.Eventually(t, func() bool { n, _ := idleWorkers(); return n == 0 }, 5*time.Second, 5*time.Millisecond)
+	t.Cleanup(func() { // end the pooled ones now rather than in an hour
+		idle.Lock()
+		for _, w := range idle.ws {
+			w.fresh = false
+		}
+		idle.Unlock()
+		sweep()
+	})
+
+	invokeConcurrently(t, maxIdle+6)
+	n, _ := idleWorkers()
+	assert.Equal(t, maxIdle, n)
+	require.Eventually(t, func() bool { return liveWorkers.Load() <= maxIdle }, 5*time.Second, 5*time.Millisecond, "the workers beyond the cap end")
+}
+
+// A worker that callbacks keep taking is not ended by the sweeps: calls
+// spaced closer than the sweep period reuse one goroutine throughout.
+func TestBusyWorkerKept(t *testing.T) {
+	setWorkerIdle(t, 200*time.Millisecond)
+	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 5*time.Second, 5*time.Millisecond, "workers of earlier tests")
+
+	var runs int
+	id := Register(Callback{Fn: func() { runs++ }})
+	defer Unregister(id)
+	before := spawnedWorkers.Load()
+	for range 100 { // over two sweep periods
+		Invoke(id)
+		time.Sleep(5 * time.Millisecond)
+	}
+	assert.Equal(t, 100, runs)
+	assert.Equal(t, int64(1), spawnedWorkers.Load()-before, "one worker served every call")
+	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 5*time.Second, 5*time.Millisecond, "and ends once idle")
+}
