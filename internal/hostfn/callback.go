@@ -190,7 +190,8 @@ type worker struct {
 var idle struct {
 	sync.Mutex
 	ws       []*worker
-	sweeping bool // a sweep is scheduled
+	sweeping bool        // a sweep is scheduled
+	timer    *time.Timer // runs sweep; made by the first putWorker
 }
 
 const maxIdle = 64
@@ -229,7 +230,11 @@ func putWorker(w *worker) {
 		idle.ws = append(idle.ws, w)
 		if !idle.sweeping {
 			idle.sweeping = true
-			time.AfterFunc(workerIdle, sweep)
+			if idle.timer == nil {
+				idle.timer = time.AfterFunc(workerIdle, sweep)
+			} else {
+				idle.timer.Reset(workerIdle)
+			}
 		}
 		idle.Unlock()
 		return
@@ -256,7 +261,7 @@ func sweep() {
 	idle.ws = kept
 	idle.sweeping = len(kept) > 0
 	if idle.sweeping {
-		time.AfterFunc(workerIdle, sweep)
+		idle.timer.Reset(workerIdle)
 	}
 	idle.Unlock()
 	for _, w := range ending {

@@ -1,6 +1,7 @@
 package hostfn
 
 import (
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,21 @@ func setWorkerIdle(t *testing.T, d time.Duration) {
 		workerIdle = old
 		idle.Unlock()
 	})
+}
+
+// endIdleWorkers ends every idle worker at once, with no sweep left
+// scheduled.
+func endIdleWorkers() {
+	idle.Lock()
+	for _, w := range idle.ws {
+		w.fresh = false
+	}
+	if idle.timer != nil {
+		idle.timer.Stop()
+	}
+	idle.sweeping = false
+	idle.Unlock()
+	sweep()
 }
 
 func idleWorkers() (n int, sweeping bool) {
@@ -51,7 +67,7 @@ func invokeConcurrently(t *testing.T, n int) {
 // workers end once a sweep period passes without a callback taking them,
 // and the sweeps stop with the last.
 func TestIdleWorkersEnd(t *testing.T) {
-	setWorkerIdle(t, 20*time.Millisecond)
+	setWorkerIdle(t, 100*time.Millisecond)
 	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 5*time.Second, 5*time.Millisecond, "workers of earlier tests")
 
 	invokeConcurrently(t, 8)
@@ -69,14 +85,7 @@ func TestIdleWorkersEnd(t *testing.T) {
 func TestIdleWorkersCapped(t *testing.T) {
 	setWorkerIdle(t, time.Hour)
 	require.Eventually(t, func() bool { n, _ := idleWorkers(); return n == 0 }, 5*time.Second, 5*time.Millisecond)
-	t.Cleanup(func() { // end the pooled ones now rather than in an hour
-		idle.Lock()
-		for _, w := range idle.ws {
-			w.fresh = false
-		}
-		idle.Unlock()
-		sweep()
-	})
+	t.Cleanup(endIdleWorkers) // now rather than in an hour
 
 	invokeConcurrently(t, maxIdle+6)
 	n, _ := idleWorkers()
@@ -101,4 +110,32 @@ func TestBusyWorkerKept(t *testing.T) {
 	assert.Equal(t, 100, runs)
 	assert.Equal(t, int64(1), spawnedWorkers.Load()-before, "one worker served every call")
 	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 5*time.Second, 5*time.Millisecond, "and ends once idle")
+}
+
+// A worker whose callback called runtime.Goexit has ended: it is not put
+// back in the pool, and the next callback gets a new worker.
+func TestGoexitedWorkerNotReused(t *testing.T) {
+	setWorkerIdle(t, time.Hour)
+	endIdleWorkers()
+	t.Cleanup(endIdleWorkers)
+
+	before := spawnedWorkers.Load()
+	exit := Register(Callback{Fn: func() { runtime.Goexit() }, Once: true})
+	Invoke(exit)
+	n, _ := idleWorkers()
+	assert.Zero(t, n, "the Goexited worker is not in the pool")
+
+	done := make(chan struct{})
+	ran := false
+	next := Register(Callback{Fn: func() { ran = true }, Once: true})
+	go func() { Invoke(next); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the next callback did not run")
+	}
+	assert.True(t, ran)
+	assert.Equal(t, int64(2), spawnedWorkers.Load()-before, "a new worker for the next callback")
+	n, _ = idleWorkers()
+	assert.Equal(t, 1, n)
 }
