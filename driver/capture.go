@@ -189,8 +189,10 @@ func (s *Stream) installed() capture.Sink {
 // enter begins a call that queues work on s. It returns the hook of the
 // capture the work goes into, with its gate held shared; or nil, and then
 // no capture can begin on s until leave. Every enter needs its leave.
+// The legacy stream, which is never captured, is counted too: enter and
+// leave read only the first cache line of s.
 func (s *Stream) enter() *captureHook {
-	if s == nil || s.cap == nil {
+	if s == nil {
 		return nil
 	}
 	s.inflight.Add(1)
@@ -224,7 +226,7 @@ func (s *Stream) leave(h *captureHook) {
 	switch {
 	case h != nil:
 		h.gate.RUnlock()
-	case s != nil && s.cap != nil:
+	case s != nil:
 		s.inflight.Add(-1)
 	}
 }
