@@ -44,3 +44,36 @@ func BenchmarkFakeNodeAdd(b *testing.B) {
 	}
 	require.NoError(b, g.Close())
 }
+
+// BenchmarkFakeExecLaunch is package graph's share of an executable's
+// launch (one kernel node) on the fake driver, with -benchmem's allocation
+// count; the stream is synchronised every 4096 launches, outside the timer.
+func BenchmarkFakeExecLaunch(b *testing.B) {
+	f := setup(b)
+	copyi, err := f.mod.Function("copyi")
+	require.NoError(b, err)
+	x, err := driver.Alloc[int32](f.ctx, 256)
+	require.NoError(b, err)
+	defer x.Close()
+	g, err := graph.New(f.ctx)
+	require.NoError(b, err)
+	defer g.Close()
+	_, err = g.KernelWith(copyi, graphCfg, x, x, int32(256))
+	require.NoError(b, err)
+	e, err := g.Instantiate()
+	require.NoError(b, err)
+	defer e.Close()
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if i++; i%4096 == 0 {
+			b.StopTimer()
+			require.NoError(b, f.s.Synchronize())
+			b.StartTimer()
+		}
+		if err := e.Launch(f.s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	require.NoError(b, f.s.Synchronize())
+}
