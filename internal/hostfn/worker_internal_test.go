@@ -10,9 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// setWorkerIdle shortens the idle workers' sweep period for a test; it is
-// read under idle's lock.
+// setWorkerIdle sets the idle workers' sweep period for a test (it is read
+// under idle's lock), ending the idle workers of earlier tests first; the
+// test's cleanup restores it and ends the test's idle workers, so that no
+// sweep of another period is left scheduled.
 func setWorkerIdle(t *testing.T, d time.Duration) {
+	endIdleWorkers()
 	idle.Lock()
 	old := workerIdle
 	workerIdle = d
@@ -21,6 +24,7 @@ func setWorkerIdle(t *testing.T, d time.Duration) {
 		idle.Lock()
 		workerIdle = old
 		idle.Unlock()
+		endIdleWorkers()
 	})
 }
 
@@ -84,8 +88,6 @@ func TestIdleWorkersEnd(t *testing.T) {
 // The pool keeps at most maxIdle workers: those beyond end at once.
 func TestIdleWorkersCapped(t *testing.T) {
 	setWorkerIdle(t, time.Hour)
-	require.Eventually(t, func() bool { n, _ := idleWorkers(); return n == 0 }, 5*time.Second, 5*time.Millisecond)
-	t.Cleanup(endIdleWorkers) // now rather than in an hour
 
 	invokeConcurrently(t, maxIdle+6)
 	n, _ := idleWorkers()
@@ -116,8 +118,6 @@ func TestBusyWorkerKept(t *testing.T) {
 // back in the pool, and the next callback gets a new worker.
 func TestGoexitedWorkerNotReused(t *testing.T) {
 	setWorkerIdle(t, time.Hour)
-	endIdleWorkers()
-	t.Cleanup(endIdleWorkers)
 
 	before := spawnedWorkers.Load()
 	exit := Register(Callback{Fn: func() { runtime.Goexit() }, Once: true})
