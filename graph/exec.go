@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/capture"
@@ -333,14 +334,16 @@ func (e *Exec) onHeldStream(op string, s *driver.Stream, ref lifetime.Ref, call 
 }
 
 // warmed takes values an executable's launch reads right after libcuda
-// returns, before its deferred unlock and releases: libcuda's launch
-// evicts the caller's data from the CPU caches, and these plain reads of
-// the executable's lines and the stream's first line miss at once, where
-// each locked operation would wait for its own miss in turn. The values
-// are only kept from being optimised away (refs are never negative).
+// returns, before its unlock and releases: libcuda's launch evicts the
+// caller's data from the CPU caches, and these plain reads of the
+// executable's lines and the stream's first line miss at once, where each
+// locked operation would wait for its own miss in turn. The values are
+// only kept from being optimised away, combined into one that is never
+// negative (a count, and addresses below 1<<63), so that no load is left
+// to a branch that does not run.
 func warmed(refs int64, last *driver.Stream, ctx *driver.Context) {
-	if refs < 0 && last == nil && ctx == nil {
-		warmSink.Store(refs)
+	if v := refs | int64(uintptr(unsafe.Pointer(last))) | int64(uintptr(unsafe.Pointer(ctx))); v < 0 {
+		warmSink.Store(v)
 	}
 }
 
