@@ -17,12 +17,7 @@ import (
 // costs little), with -benchmem's allocation count. Graphs are replaced
 // every 4096 nodes, outside the timer, so that they stay small.
 func BenchmarkFakeNodeAdd(b *testing.B) {
-	f := setup(b)
-	copyi, err := f.mod.Function("copyi")
-	require.NoError(b, err)
-	x, err := driver.Alloc[int32](f.ctx, 256)
-	require.NoError(b, err)
-	defer x.Close()
+	f, copyi, x := copyiBench(b)
 	y, err := driver.Alloc[int32](f.ctx, 256)
 	require.NoError(b, err)
 	defer y.Close()
@@ -49,12 +44,7 @@ func BenchmarkFakeNodeAdd(b *testing.B) {
 // launch (one kernel node) on the fake driver, with -benchmem's allocation
 // count; the stream is synchronised every 4096 launches, outside the timer.
 func BenchmarkFakeExecLaunch(b *testing.B) {
-	f := setup(b)
-	copyi, err := f.mod.Function("copyi")
-	require.NoError(b, err)
-	x, err := driver.Alloc[int32](f.ctx, 256)
-	require.NoError(b, err)
-	defer x.Close()
+	f, copyi, x := copyiBench(b)
 	g, err := graph.New(f.ctx)
 	require.NoError(b, err)
 	defer g.Close()
@@ -76,4 +66,17 @@ func BenchmarkFakeExecLaunch(b *testing.B) {
 		}
 	}
 	require.NoError(b, f.s.Synchronize())
+}
+
+// copyiBench is the setup of the graph benchmarks: the fake driver,
+// fakecuda's copyi kernel and a buffer of 256 int32 (closed by b's
+// cleanup).
+func copyiBench(b *testing.B) (*fixture, *driver.Function, *driver.Buffer[int32]) {
+	f := setup(b)
+	copyi, err := f.mod.Function("copyi")
+	require.NoError(b, err)
+	x, err := driver.Alloc[int32](f.ctx, 256)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = x.Close() })
+	return f, copyi, x
 }
