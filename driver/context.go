@@ -28,7 +28,8 @@ import (
 // closed at once, so nothing new can be made from it, and releases it when
 // the last of them is done. Two Context values of one device's primary
 // context (two PrimaryContext calls) are the same context: buffers of one
-// launch on streams of the other.
+// launch on streams of the other. A Context dropped without Close is
+// released by a cleanup once nothing made from it is left.
 type Context struct {
 	h       cu.CUcontext
 	dev     *Device
@@ -43,6 +44,8 @@ type Context struct {
 	// released (see cancelPending).
 	pendMu  sync.Mutex
 	pending []uintptr
+
+	cleanup runtime.Cleanup // releases a Context that became unreachable without Close
 }
 
 // PrimaryContext retains the device's primary context
@@ -61,12 +64,18 @@ func (d *Device) PrimaryContext() (*Context, error) {
 
 func newContext(h cu.CUcontext, d *Device, primary bool) *Context {
 	c := &Context{h: h, dev: d, primary: primary}
-	c.obj.Init(func() error {
-		if c.primary {
-			return cu.DevicePrimaryCtxRelease(c.dev.h)
+	dh := d.h
+	destroy := func() error {
+		if primary {
+			return cu.DevicePrimaryCtxRelease(dh)
 		}
-		return cu.CtxDestroy(c.h)
+		return cu.CtxDestroy(h)
+	}
+	c.obj.Init(func() error {
+		c.cleanup.Stop()
+		return destroy()
 	})
+	c.cleanup = runtime.AddCleanup(c, deferDrop, dropped{destroy: destroy})
 	return c
 }
 

@@ -42,11 +42,16 @@
 // context is released when it and everything made from it are closed, and a
 // module stays loaded while one of its kernels is being launched. Device
 // memory is reference counted: Buffer.Retain and Function.NewArgs keep it
-// allocated after Close until they let go, and a cleanup frees a Buffer that
-// became unreachable without Close (on a goroutine of ours, never on a
-// thread CUDA owns). Buffer.Slice makes a view of part of a buffer without a
-// copy; it holds its own reference, so the memory lives until the buffer and
-// every view are closed.
+// allocated after Close until they let go. Buffer.Slice makes a view of
+// part of a buffer without a copy; it holds its own reference, so the
+// memory lives until the buffer and every view are closed.
+//
+// A Context, Stream, Event, MemPool, Module, Library, Buffer, Args or
+// Registered that becomes unreachable without Close is released by a
+// cleanup, on a goroutine of ours (never on a thread CUDA owns), as Close
+// would have released it: a safety net, not a way to time a release.
+// HostBuffer and a managed Buffer whose host slice was taken have none,
+// since the slice may still be in use.
 //
 // # Memory
 //

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -23,7 +24,8 @@ const (
 )
 
 // Event is a CUDA event. Every call holds the event while it runs; Close
-// destroys it once no call is using it.
+// destroys it once no call is using it. An Event dropped without Close is
+// destroyed by a cleanup.
 type Event struct {
 	h   cu.CUevent
 	ctx *Context
@@ -32,6 +34,7 @@ type Event struct {
 	// It lies within 16 bytes of the reference count: on one cache line.
 	capture atomic.Pointer[captureHook]
 	obj     lifetime.Object
+	cleanup runtime.Cleanup // destroys an Event that became unreachable without Close
 }
 
 // NewEvent creates an event (cuEventCreate).
@@ -45,12 +48,20 @@ func (c *Context) NewEvent(flags EventFlags) (*Event, error) {
 		c.release()
 		return nil, err
 	}
+	h := e.h
 	e.obj.Init(func() error {
-		err := bound(c, func() error { return cu.EventDestroy(e.h) })
-		c.release()
-		return err
+		e.cleanup.Stop()
+		return destroyEvent(h, c)
 	})
+	e.cleanup = runtime.AddCleanup(e, deferDrop, dropped{destroy: func() error { return destroyEvent(h, c) }})
 	return e, nil
+}
+
+// destroyEvent destroys event h of context c and releases c.
+func destroyEvent(h cu.CUevent, c *Context) error {
+	err := bound(c, func() error { return cu.EventDestroy(h) })
+	c.release()
+	return err
 }
 
 func (e *Event) acquire(op string) error {
@@ -74,6 +85,30 @@ func (e *Event) Record(s *Stream) error {
 	if err := e.acquire(op); err != nil {
 		return err
 	}
+	if s.quickHold() {
+		// The fast path: an owned stream, open and not captured, held by
+		// its in-flight count alone (quickHold), which also keeps a
+		// capture from beginning (capture.go). Nothing is released until
+		// endQuick.
+		err := cu.EventRecord(e.h, s.h)
+		// The event's and the stream's first lines are read together (see
+		// warmed), so that both come back from memory at once.
+		warmed(e.obj.Refs() + int64(s.inflight.Load()))
+		if err == nil && e.capture.Load() != nil {
+			e.capture.Store(nil)
+		} else if err != nil {
+			err = s.ctx.sawError(err)
+		}
+		s.endQuick()
+		e.release()
+		return err
+	}
+	return e.record(op, s)
+}
+
+// record is Record's general path: the legacy stream, a captured or closed
+// stream.
+func (e *Event) record(op string, s *Stream) error {
 	if err := s.acquire(op); err != nil {
 		e.release()
 		return err
@@ -85,14 +120,10 @@ func (e *Event) Record(s *Stream) error {
 	} else {
 		err = cu.EventRecord(e.h, s.h)
 	}
-	// The stream's first line is read with the event's (see warmed), so
-	// that both come back from memory at once.
-	w := s.obj.Refs()
 	if err == nil && (h != nil || e.capture.Load() != nil) {
 		e.capture.Store(h) // a stream that waits for e joins the capture
 	}
 	s.leave(h)
-	warmed(w)
 	s.release()
 	e.release()
 	return s.ctx.sawError(err)

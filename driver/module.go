@@ -38,13 +38,15 @@ func (e *ModuleError) Error() string {
 // Unwrap returns the driver's error.
 func (e *ModuleError) Unwrap() error { return e.Err }
 
-// Module is code loaded into a context: PTX, CUBIN or a fatbin.
+// Module is code loaded into a context: PTX, CUBIN or a fatbin. A Module
+// dropped without Close (with its Functions) is unloaded by a cleanup.
 type Module struct {
 	obj     lifetime.Object // owner + calls in flight + its Functions
 	h       cu.CUmodule
 	ctx     *Context
 	infoLog string
 	funcs   kernels
+	cleanup runtime.Cleanup // unloads a Module that became unreachable without Close
 }
 
 const jitLogSize = 16 << 10
@@ -124,7 +126,7 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 		return nil, err
 	}
 	j := newJITOptions(o)
-	m := &Module{ctx: c}
+	m := &Module{ctx: c, funcs: kernels{made: new(atomic.Int64)}}
 	err = bound(c, func() error {
 		return cu.ModuleLoadDataEx(&m.h, unsafe.Pointer(&img[0]), uint32(len(j.keys)), &j.keys[0], j.valuesPtr())
 	})
@@ -135,21 +137,26 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 		return nil, &ModuleError{Err: err, Log: errLog}
 	}
 	m.infoLog = info
-	m.obj.Init(m.unload)
+	h := m.h
+	m.obj.Init(func() error {
+		m.cleanup.Stop()
+		return unloadModule(c, h)
+	})
+	m.cleanup = runtime.AddCleanup(m, deferDrop, dropped{destroy: func() error { return unloadModule(c, h) }, objects: m.funcs.made})
 	return m, nil
 }
 
-// unload unloads m once its last reference is gone. cuModuleUnload does
-// not wait for kernels of the module that are still queued or running, so
-// the context's work finishes first; while a stream of the context is
-// being captured, that synchronisation would fail and invalidate the
-// capture, so the unload waits for the capture to end.
-func (m *Module) unload() error {
-	c := m.ctx
-	ran, err := unlessCaptured(c, m.unload, func() error {
+// unloadModule unloads module h of context c once the Module's last
+// reference is gone. cuModuleUnload does not wait for kernels of the
+// module that are still queued or running, so the context's work finishes
+// first; while a stream of the context is being captured, that
+// synchronisation would fail and invalidate the capture, so the unload
+// waits for the capture to end.
+func unloadModule(c *Context, h cu.CUmodule) error {
+	ran, err := unlessCaptured(c, func() error { return unloadModule(c, h) }, func() error {
 		return bound(c, func() error {
 			serr := c.sync()
-			if err := cu.ModuleUnload(m.h); err != nil {
+			if err := cu.ModuleUnload(h); err != nil {
 				return err
 			}
 			return serr
@@ -224,6 +231,7 @@ type kernels struct {
 	mu     sync.Mutex
 	closed bool
 	byName map[string]*Function
+	made   *atomic.Int64 // how many Functions were made: Objects the handle's cleanup accounts for
 
 	closeOnce sync.Once
 	closeErr  error
@@ -251,6 +259,7 @@ func (k *kernels) get(op, what, name string, parent *lifetime.Object, find func(
 	// A failed unload is counted by parent's Release: passing it on must
 	// not count it again.
 	f.obj.Init(func() error { return lifetime.Counted(parent.Release()) })
+	k.made.Add(1)
 	if k.byName == nil {
 		k.byName = make(map[string]*Function)
 	}
@@ -305,21 +314,30 @@ func (m *Module) Global(name string) (DevicePtr, int, error) {
 }
 
 // Library is context-independent code (cuLibraryLoadData): its kernels can
-// be launched on any context's streams.
+// be launched on any context's streams. A Library dropped without Close
+// (with its Functions) is unloaded by a cleanup.
 type Library struct {
 	obj   lifetime.Object // owner + calls in flight + its Functions
 	h     cu.CUlibrary
 	funcs kernels
-	jit   *jitOptions // the JIT options and logs, which a lazy load may still use
+	use   *libraryUse
+	last  atomic.Pointer[Context] // the latest context of use.used, to skip the lock on repeated launches
+
+	cleanup runtime.Cleanup // unloads a Library that became unreachable without Close
+}
+
+// libraryUse is what a Library's unload needs besides its handle, apart
+// from the Library so that its cleanup can have it too.
+type libraryUse struct {
+	jit *jitOptions // the JIT options and logs, which a lazy load may still use
 
 	// The contexts its kernels were launched in, each held until the
 	// unload: cuLibraryUnload does not wait for kernels still queued or
 	// running, so the unload first waits for the work of each of them.
 	// (Held, because a Context value may be closed while the CUDA context
 	// lives on through another value of the same primary context.)
-	last   atomic.Pointer[Context] // the latest, to skip the lock on repeated launches
-	usedMu sync.Mutex
-	used   []*Context
+	mu   sync.Mutex
+	used []*Context
 }
 
 // launchedIn records that a kernel of l is being launched in c; the
@@ -328,25 +346,28 @@ func (l *Library) launchedIn(c *Context) {
 	if l.last.Load() == c {
 		return
 	}
-	l.usedMu.Lock()
-	if !slices.Contains(l.used, c) && c.obj.Retain() {
-		l.used = append(l.used, c)
+	u := l.use
+	u.mu.Lock()
+	if !slices.Contains(u.used, c) && c.obj.Retain() {
+		u.used = append(u.used, c)
 	}
-	l.usedMu.Unlock()
+	u.mu.Unlock()
 	l.last.Store(c)
 }
 
-// unload waits for the work of every context l's kernels were launched
-// in, then unloads l and lets the contexts go. While a stream of one of
-// them is being captured, that synchronisation would fail and invalidate
-// the capture: the unload waits for the capture to end, and starts again.
-func (l *Library) unload() error {
-	l.usedMu.Lock()
-	used := slices.Clone(l.used)
-	l.usedMu.Unlock()
+// unloadLibrary waits for the work of every context the kernels of
+// library h were launched in (u.used), then unloads h and lets the
+// contexts go. While a stream of one of them is being captured, that
+// synchronisation would fail and invalidate the capture: the unload waits
+// for the capture to end, and starts again.
+func unloadLibrary(h cu.CUlibrary, u *libraryUse) error {
+	u.mu.Lock()
+	used := slices.Clone(u.used)
+	u.mu.Unlock()
 	var serr error
 	for _, c := range used {
-		ran, err := unlessCaptured(c, l.unload, c.sync) // not ran: l.unload starts again after the capture
+		// Not ran: the unload starts again after the capture.
+		ran, err := unlessCaptured(c, func() error { return unloadLibrary(h, u) }, c.sync)
 		if !ran {
 			return nil
 		}
@@ -354,11 +375,11 @@ func (l *Library) unload() error {
 			serr = err
 		}
 	}
-	l.usedMu.Lock()
-	l.used = nil
-	l.usedMu.Unlock()
-	l.last.Store(nil)
-	err := cu.LibraryUnload(l.h)
+	u.mu.Lock()
+	u.used = nil
+	u.mu.Unlock()
+	err := cu.LibraryUnload(h)
+	runtime.KeepAlive(u.jit)
 	for _, c := range used {
 		c.release()
 	}
@@ -409,7 +430,7 @@ func LoadLibrary(code []byte, opts ...JITOptions) (*Library, error) {
 	// The driver may keep the option values for a lazy load: the log
 	// buffers live as long as the library.
 	j := newJITOptions(o)
-	l := &Library{jit: j}
+	l := &Library{use: &libraryUse{jit: j}, funcs: kernels{made: new(atomic.Int64)}}
 	err = cu.LibraryLoadData(&l.h, unsafe.Pointer(&img[0]), &j.keys[0], j.valuesPtr(), uint32(len(j.keys)), nil, nil, 0)
 	if err == nil && kind == imageText && !compiled(l.h, img) {
 		if err = loadsSomewhere(l.h); err != nil {
@@ -421,7 +442,13 @@ func LoadLibrary(code []byte, opts ...JITOptions) (*Library, error) {
 		errLog, _ := j.logs()
 		return nil, &ModuleError{Err: err, Log: errLog}
 	}
-	l.obj.Init(l.unload)
+	h, u := l.h, l.use
+	l.obj.Init(func() error {
+		l.cleanup.Stop()
+		l.last.Store(nil)
+		return unloadLibrary(h, u)
+	})
+	l.cleanup = runtime.AddCleanup(l, deferDrop, dropped{destroy: func() error { return unloadLibrary(h, u) }, objects: l.funcs.made})
 	return l, nil
 }
 

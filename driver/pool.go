@@ -2,6 +2,7 @@ package driver
 
 import (
 	"math"
+	"runtime"
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
@@ -10,12 +11,16 @@ import (
 
 // MemPool is a stream-ordered memory pool (CUmemoryPool). Every call holds
 // the pool while it runs, and every buffer allocated from it holds it until
-// the buffer is freed, so Close destroys the pool only after both.
+// the buffer is freed, so Close destroys the pool only after both. A
+// MemPool dropped without Close is destroyed (or, the default pool, let go
+// of) by a cleanup.
 type MemPool struct {
 	h     cu.CUmemoryPool
 	ctx   *Context
 	owned bool // made with NewMemPool; the device's default pool is not
 	obj   lifetime.Object
+
+	cleanup runtime.Cleanup // destroys a MemPool that became unreachable without Close
 }
 
 // DefaultMemPool is the device's default pool (cuDeviceGetDefaultMemPool),
@@ -31,7 +36,9 @@ func (c *Context) DefaultMemPool() (*MemPool, error) {
 		c.release()
 		return nil, err
 	}
-	p.obj.Init(func() error { c.release(); return nil })
+	destroy := func() error { c.release(); return nil }
+	p.obj.Init(func() error { p.cleanup.Stop(); return destroy() })
+	p.cleanup = runtime.AddCleanup(p, deferDrop, dropped{destroy: destroy})
 	return p, nil
 }
 
@@ -51,11 +58,14 @@ func (c *Context) NewMemPool() (*MemPool, error) {
 		c.release()
 		return nil, err
 	}
-	p.obj.Init(func() error {
-		err := bound(c, func() error { return cu.MemPoolDestroy(p.h) })
+	h := p.h
+	destroy := func() error {
+		err := bound(c, func() error { return cu.MemPoolDestroy(h) })
 		c.release()
 		return err
-	})
+	}
+	p.obj.Init(func() error { p.cleanup.Stop(); return destroy() })
+	p.cleanup = runtime.AddCleanup(p, deferDrop, dropped{destroy: destroy})
 	return p, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -32,11 +34,13 @@ const (
 // is ordered as CUDA receives it. Every call holds the stream while it runs,
 // so Close racing with calls never destroys the CUDA stream under one; the
 // stream is destroyed when Close has been called and the last call, and the
-// last stream-ordered buffer allocated on it, are done.
+// last stream-ordered buffer allocated on it, are done. A Stream dropped
+// without Close is destroyed by a cleanup.
 type Stream struct {
 	// The fields a launch reads come first, together; capture is set while
 	// package graph captures s, and inflight counts the uncaptured calls
-	// queueing work (see capture.go).
+	// queueing work (see capture.go), with the destroy's two flags above
+	// the count (see quickHold).
 	h        cu.CUstream
 	ctx      *Context
 	capture  atomic.Pointer[captureHook]
@@ -52,9 +56,10 @@ type Stream struct {
 	errs  []error      // host-function panics, returned by the next Synchronize
 	cap   *capState    // capture bookkeeping; nil for the legacy stream
 
-	// The padding makes a Stream 192 bytes: in that allocation size class
-	// objects start on a 64-byte line, so the fields above obj share one.
-	_ [16]byte
+	// cleanup destroys a stream that became unreachable without Close. It
+	// makes a Stream 192 bytes: in that allocation size class objects start
+	// on a 64-byte line, so the fields above obj share one.
+	cleanup runtime.Cleanup
 }
 
 // NewStream creates a stream (cuStreamCreate).
@@ -79,12 +84,88 @@ func (c *Context) newStream(op string, create func(*cu.CUstream) error) (*Stream
 		c.release()
 		return nil, err
 	}
-	s.obj.Init(func() error {
-		err := bound(c, func() error { return cu.StreamDestroy(s.h) })
-		c.release()
-		return err
-	})
+	s.obj.Init(s.destroy)
+	h := s.h
+	s.cleanup = runtime.AddCleanup(s, deferDrop, dropped{destroy: func() error { return destroyStream(h, c) }})
 	return s, nil
+}
+
+// destroy is s's destroy function (the last reference is gone). A record
+// that holds s by its in-flight count alone (quickHold) may still be in
+// libcuda: then the last of those destroys s instead, and destroy returns
+// nil.
+func (s *Stream) destroy() error {
+	s.cleanup.Stop()
+	if s.inflight.Or(streamDying)&streamCount != 0 || !s.inflight.CompareAndSwap(streamDying, streamDying|streamDone) {
+		return nil
+	}
+	return destroyStream(s.h, s.ctx)
+}
+
+// The bits of Stream.inflight above the count of uncaptured calls.
+const (
+	streamDying = 1 << 30 // the last reference is gone: the last quick holder destroys s
+	streamDone  = 1 << 29 // the destroy was claimed (by destroy or by endQuick)
+	streamCount = streamDone - 1
+)
+
+// quickHold holds s for a call by its in-flight count alone, without a
+// reference: the cheapest hold there is, for Event.Record's fast path. It
+// fails on the legacy stream, on a closed stream and on one being
+// captured, where the caller takes the general path. A quick holder
+// releases nothing while it holds s (the destroy of s may wait for it), and
+// ends with endQuick.
+//
+// Why it is safe: quickHold adds to the count before it reads the closed
+// flag; Close sets the flag before it drops the owner's reference, and the
+// destroy sets streamDying and reads the count in one atomic operation
+// after that. So the destroy either sees a quick holder that read "open"
+// and leaves the CUDA call to its last endQuick, or every such holder has
+// already ended. Exactly one of them claims the destroy, with streamDone.
+func (s *Stream) quickHold() bool {
+	if s == nil || s.special {
+		return false
+	}
+	s.inflight.Add(1)
+	if s.capture.Load() == nil && !s.obj.Closed() {
+		return true
+	}
+	s.endQuick()
+	return false
+}
+
+// endQuick ends what quickHold began.
+func (s *Stream) endQuick() {
+	if s.inflight.Add(-1) == streamDying {
+		s.destroyLate()
+	}
+}
+
+// destroyLate destroys s for a destroy that found a quick holder still in
+// flight, unless another claimed it first. Like a release (I8), it queues
+// the destroy when it runs in a callback.
+func (s *Stream) destroyLate() {
+	if !s.inflight.CompareAndSwap(streamDying, streamDying|streamDone) {
+		return
+	}
+	h, c := s.h, s.ctx
+	destroy := func() error { return destroyStream(h, c) }
+	if hostfn.InCallback() {
+		release.Defer(lifetime.OwnerFunc(destroy))
+		return
+	}
+	if err := destroy(); err != nil {
+		release.NoteError(err)
+	}
+}
+
+// destroyStream destroys stream h of context c and releases c: the last
+// step of a Stream's lifetime, whichever way it ends (Close, the last
+// reference, a quick holder, the cleanup).
+func destroyStream(h cu.CUstream, c *Context) error {
+	err := bound(c, func() error { return cu.StreamDestroy(h) })
+	c.release()
+	return err
 }
 
 // newStreamFor makes the Stream value: an owned stream (h set by the

@@ -158,6 +158,7 @@ func ltSetup(t *testing.T) *fixture {
 		fcall(t, "fake_set_copy_delay_us", 0)
 		fcall(t, "fake_set_kernel_delay_us", 0)
 		fcall(t, "fake_set_launch_call_delay_us", 0)
+		fcall(t, "fake_set_record_call_delay_us", 0)
 		fcall(t, "fake_fail_clear")
 		assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000), "fakecuda's queues drained")
 		fcall(t, "fake_clear_sticky_error")

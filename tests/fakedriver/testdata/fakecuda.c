@@ -52,7 +52,8 @@
  *    async) and FAKE_KERNEL_DELAY_US / fake_set_kernel_delay_us every
  *    kernel; a buffer freed during the delay is detected;
  *    fake_set_launch_call_delay_us holds cuLaunchKernel itself in the
- *    driver, and a stream destroyed meanwhile is detected;
+ *    driver (fake_set_record_call_delay_us, cuEventRecord), and a stream
+ *    destroyed meanwhile is detected;
  *  - NULL and CU_STREAM_LEGACY name the current context's legacy stream,
  *    CU_STREAM_PER_THREAD a stream per (OS thread, context);
  *  - synchronize/query of streams, events and contexts wait for or report
@@ -2841,7 +2842,13 @@ static CUresult event_record(const char *fn, void *he, void *hs, unsigned flags)
     o.u.ev.gen = ++e->rec_gen;
     return run_or_queue(s, &o);
 }
-CUresult cuEventRecord(void *e, void *s) { ENTER("cuEventRecord"); LOCKED(event_record("cuEventRecord", e, s, 0)); }
+static CUresult record_call_delay(const char *fn, void *hs);
+CUresult cuEventRecord(void *e, void *s) {
+    ENTER("cuEventRecord");
+    CUresult d_ = record_call_delay("cuEventRecord", s);
+    if (d_) return d_;
+    LOCKED(event_record("cuEventRecord", e, s, 0));
+}
 CUresult cuEventRecordWithFlags(void *e, void *s, unsigned flags) {
     ENTER("cuEventRecordWithFlags");
     if (flags & ~1u) return INVALID_VALUE;
@@ -3333,18 +3340,28 @@ static CUresult launch(const char *fn, void *fh, unsigned gx, unsigned gy, unsig
 static long launch_call_delay_us, launch_calls_in_delay;
 void fake_set_launch_call_delay_us(long us) { __atomic_store_n(&launch_call_delay_us, us, __ATOMIC_SEQ_CST); }
 long fake_launch_calls_in_delay(void) { return __atomic_load_n(&launch_calls_in_delay, __ATOMIC_SEQ_CST); }
-static CUresult launch_call_delay(const char *fn, void *hs) {
-    long us = __atomic_load_n(&launch_call_delay_us, __ATOMIC_SEQ_CST);
+static CUresult call_delay(const char *fn, void *hs, long *delay_us, long *in_delay) {
+    long us = __atomic_load_n(delay_us, __ATOMIC_SEQ_CST);
     if (!us) return OK;
     struct stream *st;
     LOCK();
     CUresult r = get_stream(fn, hs, &st);
     UNLOCK();
     if (r) return r;
-    __atomic_add_fetch(&launch_calls_in_delay, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(in_delay, 1, __ATOMIC_SEQ_CST);
     sleep_us(us);
-    __atomic_sub_fetch(&launch_calls_in_delay, 1, __ATOMIC_SEQ_CST);
+    __atomic_sub_fetch(in_delay, 1, __ATOMIC_SEQ_CST);
     return OK;
+}
+static CUresult launch_call_delay(const char *fn, void *hs) {
+    return call_delay(fn, hs, &launch_call_delay_us, &launch_calls_in_delay);
+}
+/* fake_set_record_call_delay_us: the same for cuEventRecord. */
+static long record_call_delay_us, record_calls_in_delay;
+void fake_set_record_call_delay_us(long us) { __atomic_store_n(&record_call_delay_us, us, __ATOMIC_SEQ_CST); }
+long fake_record_calls_in_delay(void) { return __atomic_load_n(&record_calls_in_delay, __ATOMIC_SEQ_CST); }
+static CUresult record_call_delay(const char *fn, void *hs) {
+    return call_delay(fn, hs, &record_call_delay_us, &record_calls_in_delay);
 }
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, void *s, void **params, void **extra) {
