@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/purecuda/cuda/internal/release"
@@ -41,4 +42,32 @@ func (d dropped) Release() error {
 	}
 	release.Counters.Objects.Add(-n)
 	return lifetime.OwnerFunc(d.destroy).Release()
+}
+
+// rooted keeps reachable, until their destroy begins, the holders that
+// have no cleanup because a slice of their memory may outlive them: a
+// HostBuffer, and a managed Buffer's allocation once its host slice was
+// taken. Each holds a reference on its Context. Without a path from a root
+// they could become unreachable while holding it, and the Context's
+// cleanup would then destroy the context, and the memory, under the slice.
+var rooted struct {
+	mu  sync.Mutex
+	set map[any]struct{}
+}
+
+// keepRooted roots x (a pointer) until letGo(x).
+func keepRooted(x any) {
+	rooted.mu.Lock()
+	if rooted.set == nil {
+		rooted.set = make(map[any]struct{})
+	}
+	rooted.set[x] = struct{}{}
+	rooted.mu.Unlock()
+}
+
+// letGo ends what keepRooted(x) began; it does nothing for an x not rooted.
+func letGo(x any) {
+	rooted.mu.Lock()
+	delete(rooted.set, x)
+	rooted.mu.Unlock()
 }

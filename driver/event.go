@@ -96,10 +96,13 @@ func (e *Event) Record(s *Stream) error {
 		warmed(e.obj.Refs() + int64(s.inflight.Load()))
 		if err == nil && e.capture.Load() != nil {
 			e.capture.Store(nil)
-		} else if err != nil {
-			err = s.ctx.sawError(err)
 		}
 		s.endQuick()
+		if err != nil {
+			// After endQuick: a sticky error cancels the context's pending
+			// host functions, whose cancellations release what they held.
+			err = s.ctx.sawError(err)
+		}
 		e.release()
 		return err
 	}

@@ -38,7 +38,8 @@ type HostBuffer[T any] struct {
 
 // AllocHost allocates n elements of pinned host memory (cuMemHostAlloc).
 // Unlike device buffers, it has no cleanup safety net: the slice could still
-// be in use, so only Close frees it.
+// be in use, so only Close frees it (a HostBuffer dropped without Close is
+// a leak, and keeps its Context).
 func AllocHost[T any](c *Context, n int, flags HostAllocFlags) (*HostBuffer[T], error) {
 	const op = "AllocHost"
 	bytes, err := byteSize[T](op, n)
@@ -54,6 +55,7 @@ func AllocHost[T any](c *Context, n int, flags HostAllocFlags) (*HostBuffer[T], 
 		return nil, err
 	}
 	h.obj.Init(h.free)
+	keepRooted(h) // no cleanup: its Context must stay reachable while it holds it
 	return h, nil
 }
 
@@ -62,6 +64,7 @@ func AllocHost[T any](c *Context, n int, flags HostAllocFlags) (*HostBuffer[T], 
 // of the context is being captured, the wait would fail and invalidate the
 // capture: the free waits for the capture's end instead.
 func (h *HostBuffer[T]) free() error {
+	letGo(h) // from here on the destroy (or its retry) keeps h reachable
 	c := h.ctx
 	ran, err := unlessCaptured(c, h.free, func() error {
 		return bound(c, func() error {

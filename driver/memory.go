@@ -54,6 +54,9 @@ func (a *allocation) Release() error { return a.obj.Release() }
 func (a *allocation) start() { a.obj.Init(a.free) }
 
 func (a *allocation) free() error {
+	if a.managed {
+		letGo(a) // rooted by HostSlice; from here on the free (or its retry) keeps a reachable
+	}
 	var err error
 	if a.stream != nil {
 		// Queued while a capture runs on its stream, or on a stream that
@@ -427,7 +430,8 @@ func (b *Buffer[T]) Close() error {
 // HostSlice views managed memory from the host. The slice is valid until
 // Close and must not be used while kernels write the memory. Since a Go
 // slice of CUDA memory cannot keep the Buffer reachable, a Buffer that has
-// handed out a host slice loses its cleanup safety net: only Close frees it.
+// handed out a host slice loses its cleanup safety net: only Close frees it
+// (dropped without Close, it is a leak, and keeps its Context).
 func (b *Buffer[T]) HostSlice() ([]T, error) {
 	const op = "Buffer.HostSlice"
 	a, err := b.use(op)
@@ -439,6 +443,7 @@ func (b *Buffer[T]) HostSlice() ([]T, error) {
 		return nil, invalid(op, "not managed memory (use AllocManaged)")
 	}
 	b.cleanup.Stop()
+	keepRooted(a) // no cleanup: its Context must stay reachable while a holds it
 	p := b.at(a)
 	return unsafe.Slice(*(**T)(unsafe.Pointer(&p)), b.n), nil
 }

@@ -111,7 +111,7 @@ const (
 
 // quickHold holds s for a call by its in-flight count alone, without a
 // reference: the cheapest hold there is, for Event.Record's fast path. It
-// fails on the legacy stream, on a closed stream and on one being
+// fails on the legacy stream, a zero Stream, a closed stream and one being
 // captured, where the caller takes the general path. A quick holder
 // releases nothing while it holds s (the destroy of s may wait for it), and
 // ends with endQuick.
@@ -123,7 +123,7 @@ const (
 // and leaves the CUDA call to its last endQuick, or every such holder has
 // already ended. Exactly one of them claims the destroy, with streamDone.
 func (s *Stream) quickHold() bool {
-	if s == nil || s.special {
+	if s == nil || s.cap == nil { // nil, the legacy stream, or a zero Stream
 		return false
 	}
 	s.inflight.Add(1)

@@ -3,6 +3,7 @@
 package fakedriver_test
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -111,4 +112,57 @@ func TestClosedHandlesAreNotReleasedTwice(t *testing.T) {
 	gcAll()
 	assert.Equal(t, before, live(t))
 	assert.Equal(t, objects, lifetime.ReadStats().Objects, "no cleanup counted an Object again")
+}
+
+// A HostBuffer and a managed Buffer whose host slice was taken have no
+// cleanup (the slice may outlive them): dropped with their Context, they
+// keep the context alive, and with it the memory under the slice. Both are
+// leaks by design; the test leaves them behind.
+func TestSliceHoldersKeepDroppedContext(t *testing.T) {
+	f := ltSetup(t)
+	for _, kind := range []string{"HostBuffer", "managed Buffer"} {
+		ctxs := fcall(t, "fake_live_contexts")
+		var sl []int32
+		func() {
+			c, err := f.ctx.Device().NewContext(driver.ContextSchedAuto)
+			require.NoError(t, err)
+			if kind == "HostBuffer" {
+				hb, err := driver.AllocHost[int32](c, 1024, driver.HostAllocDefault)
+				require.NoError(t, err)
+				sl = hb.Slice()
+			} else {
+				b, err := driver.AllocManaged[int32](c, 1024)
+				require.NoError(t, err)
+				sl, err = b.HostSlice()
+				require.NoError(t, err)
+			}
+		}()
+		gcAll()
+		gcAll()
+		assert.Equal(t, ctxs+1, fcall(t, "fake_live_contexts"), "%s: its context was destroyed under the slice", kind)
+		sl[len(sl)-1] = 7
+		runtime.KeepAlive(sl)
+	}
+}
+
+// Closed, the slice holders let their Context go: the rooting that keeps
+// it reachable ends with the free.
+func TestSliceHoldersClosedReleaseContext(t *testing.T) {
+	f := ltSetup(t)
+	ctxs, objects := fcall(t, "fake_live_contexts"), lifetime.ReadStats().Objects
+	func() {
+		c, err := f.ctx.Device().NewContext(driver.ContextSchedAuto)
+		require.NoError(t, err)
+		hb, err := driver.AllocHost[int32](c, 1024, driver.HostAllocDefault)
+		require.NoError(t, err)
+		b, err := driver.AllocManaged[int32](c, 1024)
+		require.NoError(t, err)
+		_, err = b.HostSlice()
+		require.NoError(t, err)
+		require.NoError(t, hb.Close())
+		require.NoError(t, b.Close())
+	}()
+	assert.True(t, ltSettle(func() bool {
+		return fcall(t, "fake_live_contexts") == ctxs && lifetime.ReadStats().Objects == objects
+	}), "the dropped context released once its slice holders were closed")
 }

@@ -165,3 +165,55 @@ func TestRecordOnCapturedStreamJoinsWaiters(t *testing.T) {
 	assert.Nil(t, capture.Installed(o), "an ordinary wait")
 	require.NoError(t, o.Synchronize())
 }
+
+// A record on the fast path that meets a sticky error releases what the
+// context's pending host functions hold, as every call that reports the
+// error does: CUDA will never run them.
+func TestRecordStickyErrorReleasesHostFunctions(t *testing.T) {
+	f := ltSetup(t)
+	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	defer s.Close()
+	o, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	defer o.Close()
+	e, err := f.ctx.NewEvent(driver.EventDisableTiming)
+	require.NoError(t, err)
+	defer e.Close()
+	lifetime.Flush()
+	before := lifetime.ReadStats()
+	fcall(t, "fake_set_kernel_delay_us", 300000)
+	require.NoError(t, s.Launch(f.empty, g1, b1)) // the host functions queue behind it
+	for i := 0; i < 4; i++ {
+		require.NoError(t, s.LaunchHostFunc(func() { t.Error("a host function ran after a sticky error") }))
+	}
+	assert.Equal(t, before.Callbacks+4, lifetime.ReadStats().Callbacks)
+	fcall(t, "fake_set_sticky_error", ltLaunchFailed)
+	assert.ErrorIs(t, e.Record(o), driver.ErrLaunchFailed, "the record reports the error")
+	assert.Equal(t, before.Callbacks, lifetime.ReadStats().Callbacks, "the host functions CUDA will never run were released")
+	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
+	fcall(t, "fake_set_kernel_delay_us", 0)
+	fcall(t, "fake_clear_sticky_error")
+}
+
+// A live event recorded on a zero Stream: ErrClosed, with or without a
+// context current on the thread (a record on its NULL stream otherwise),
+// and after a sticky error (the zero Stream has no context to report it
+// to).
+func TestRecordOnZeroStream(t *testing.T) {
+	f := ltSetup(t)
+	e, err := f.ctx.NewEvent(driver.EventDisableTiming)
+	require.NoError(t, err)
+	defer e.Close()
+	assert.ErrorIs(t, e.Record(new(driver.Stream)), driver.ErrClosed)
+	require.NoError(t, f.ctx.Raw(func(uintptr) error {
+		assert.ErrorIs(t, e.Record(new(driver.Stream)), driver.ErrClosed)
+		return nil
+	}))
+	fcall(t, "fake_set_sticky_error", ltLaunchFailed)
+	defer fcall(t, "fake_clear_sticky_error")
+	_ = f.ctx.Raw(func(uintptr) error {
+		assert.ErrorIs(t, e.Record(new(driver.Stream)), driver.ErrClosed)
+		return nil
+	})
+}

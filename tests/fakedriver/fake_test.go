@@ -408,3 +408,12 @@ func BenchmarkFakeLaunchRaw4(b *testing.B) {
 		}
 	})
 }
+
+func BenchmarkFakeEventRecord(b *testing.B) {
+	benchLoop(b, func(f *fixture, _ *driver.Buffer[uint32]) func() error {
+		e, err := f.ctx.NewEvent(driver.EventDisableTiming)
+		require.NoError(b, err)
+		b.Cleanup(func() { e.Close() })
+		return func() error { return e.Record(f.s) }
+	})
+}
