@@ -11,6 +11,7 @@ package driver_test
 
 import (
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/lifetime"
 	"github.com/purecuda/cuda/nvrtc"
 )
 
@@ -308,4 +310,68 @@ func TestGPUPrimaryContextHandles(t *testing.T) {
 	got, err := b.ToHost()
 	require.NoError(t, err)
 	assert.Equal(t, int32(9+255), got[255])
+}
+
+// TestGPUDroppedHandlesAreReleased: contexts (made and primary) with their
+// streams, events, pools, pool buffers, modules and libraries, all dropped
+// without Close after a kernel of each ran, are destroyed by their
+// cleanups: lifetime's count of live objects and the device's free memory
+// come back, no destroy fails, and the shared primary context still works.
+func TestGPUDroppedHandlesAreReleased(t *testing.T) {
+	e, s := setup(t)
+	lifetime.Flush()
+	st0 := lifetime.ReadStats()
+	free0, _, err := e.ctx.MemGetInfo()
+	require.NoError(t, err)
+	const n = 1 << 20
+	for i := range 8 {
+		func() {
+			c, err := e.dev.NewContext(driver.ContextSchedAuto)
+			require.NoError(t, err)
+			p, err := e.dev.PrimaryContext()
+			require.NoError(t, err)
+			for _, ctx := range []*driver.Context{c, p} {
+				cs, err := ctx.NewStream(driver.StreamNonBlocking)
+				require.NoError(t, err)
+				ev, err := ctx.NewEvent(driver.EventDisableTiming)
+				require.NoError(t, err)
+				pool, err := ctx.NewMemPool()
+				require.NoError(t, err)
+				buf, err := driver.AllocFromPool[int32](cs, pool, n)
+				require.NoError(t, err)
+				mod, err := ctx.LoadModule(e.ptx)
+				require.NoError(t, err)
+				fill, err := mod.Function("fill")
+				require.NoError(t, err)
+				require.NoError(t, cs.Launch(fill, driver.Grid(n/256), driver.Block(256), buf, int32(i), int32(n)))
+				lib, err := driver.LoadLibrary(e.ptx)
+				require.NoError(t, err)
+				lfill, err := lib.Function("fill")
+				require.NoError(t, err)
+				require.NoError(t, cs.Launch(lfill, driver.Grid(n/256), driver.Block(256), buf, int32(i+1), int32(n)))
+				require.NoError(t, ev.Record(cs))
+				require.NoError(t, ev.Synchronize())
+			}
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for lifetime.ReadStats().Objects != st0.Objects && time.Now().Before(deadline) {
+		runtime.GC()
+		lifetime.Flush()
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := lifetime.ReadStats()
+	assert.Equal(t, st0.Objects, st.Objects, "every dropped handle's object destroyed")
+	assert.Equal(t, st0.ReleaseErrors, st.ReleaseErrors, "no destroy failed: %v", lifetime.Errors())
+	free, _, err := e.ctx.MemGetInfo()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, free+64<<20, free0, "the contexts' and pools' memory came back: free %d MiB, before %d MiB", free>>20, free0>>20)
+	b, err := driver.Alloc[int32](e.ctx, 256)
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, s.Launch(e.fn["fill"], driver.Grid(1), driver.Block(256), b, int32(3), int32(256)))
+	require.NoError(t, s.Synchronize())
+	got, err := b.ToHost()
+	require.NoError(t, err)
+	assert.Equal(t, int32(3+255), got[255], "the primary context still works")
 }
