@@ -319,7 +319,12 @@ func TestGPUPrimaryContextHandles(t *testing.T) {
 // come back, no destroy fails, and the shared primary context still works.
 func TestGPUDroppedHandlesAreReleased(t *testing.T) {
 	e, s := setup(t)
-	lifetime.Flush()
+	// Handles earlier tests dropped are released at some collection: let
+	// that happen before the baseline, not during the test.
+	for range 3 {
+		runtime.GC()
+		lifetime.Flush()
+	}
 	st0 := lifetime.ReadStats()
 	free0, _, err := e.ctx.MemGetInfo()
 	require.NoError(t, err)
@@ -355,13 +360,13 @@ func TestGPUDroppedHandlesAreReleased(t *testing.T) {
 		}()
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for lifetime.ReadStats().Objects != st0.Objects && time.Now().Before(deadline) {
+	for lifetime.ReadStats().Objects > st0.Objects && time.Now().Before(deadline) {
 		runtime.GC()
 		lifetime.Flush()
 		time.Sleep(10 * time.Millisecond)
 	}
 	st := lifetime.ReadStats()
-	assert.Equal(t, st0.Objects, st.Objects, "every dropped handle's object destroyed")
+	assert.LessOrEqual(t, st.Objects, st0.Objects, "every dropped handle's object destroyed")
 	assert.Equal(t, st0.ReleaseErrors, st.ReleaseErrors, "no destroy failed: %v", lifetime.Errors())
 	// A pool destroyed while its buffer's stream-ordered free is still
 	// queued lets its memory go once the free has run: wait for that.
