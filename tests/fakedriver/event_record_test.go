@@ -141,15 +141,7 @@ func TestStreamAndEventDroppedWithoutClose(t *testing.T) {
 // after the end the event is an ordinary one again.
 func TestRecordOnCapturedStreamJoinsWaiters(t *testing.T) {
 	f := ltSetup(t)
-	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	defer s.Close()
-	o, err := f.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	defer o.Close()
-	e, err := f.ctx.NewEvent(driver.EventDisableTiming)
-	require.NoError(t, err)
-	defer e.Close()
+	s, o, e := twoStreamsAndEvent(t, f)
 	require.NoError(t, e.Record(s), "uncaptured first")
 	sc, err := graph.BeginCapture(s, graph.CaptureRelaxed)
 	require.NoError(t, err)
@@ -171,15 +163,7 @@ func TestRecordOnCapturedStreamJoinsWaiters(t *testing.T) {
 // error does: CUDA will never run them.
 func TestRecordStickyErrorReleasesHostFunctions(t *testing.T) {
 	f := ltSetup(t)
-	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	defer s.Close()
-	o, err := f.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	defer o.Close()
-	e, err := f.ctx.NewEvent(driver.EventDisableTiming)
-	require.NoError(t, err)
-	defer e.Close()
+	s, o, e := twoStreamsAndEvent(t, f)
 	lifetime.Flush()
 	before := lifetime.ReadStats()
 	fcall(t, "fake_set_kernel_delay_us", 300000)
@@ -216,4 +200,20 @@ func TestRecordOnZeroStream(t *testing.T) {
 		assert.ErrorIs(t, e.Record(new(driver.Stream)), driver.ErrClosed)
 		return nil
 	})
+}
+
+// twoStreamsAndEvent makes two streams and an event of f's context, closed
+// when the test ends.
+func twoStreamsAndEvent(t *testing.T, f *fixture) (s, o *driver.Stream, e *driver.Event) {
+	t.Helper()
+	var err error
+	for _, p := range []**driver.Stream{&s, &o} {
+		*p, err = f.ctx.NewStream(driver.StreamNonBlocking)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = (*p).Close() })
+	}
+	e, err = f.ctx.NewEvent(driver.EventDisableTiming)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	return s, o, e
 }
