@@ -109,8 +109,8 @@ func (e *Event) Record(s *Stream) error {
 	return e.record(op, s)
 }
 
-// record is Record's general path: the legacy stream, a captured or closed
-// stream.
+// record is Record's general path: the legacy stream, a captured, closed
+// or zero stream.
 func (e *Event) record(op string, s *Stream) error {
 	if err := s.acquire(op); err != nil {
 		e.release()

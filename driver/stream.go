@@ -113,8 +113,8 @@ const (
 // reference: the cheapest hold there is, for Event.Record's fast path. It
 // fails on the legacy stream, a zero Stream, a closed stream and one being
 // captured, where the caller takes the general path. A quick holder
-// releases nothing while it holds s (the destroy of s may wait for it), and
-// ends with endQuick.
+// releases nothing while it holds s (a capture beginning on s waits for
+// it, and a release could wait for that capture), and ends with endQuick.
 //
 // Why it is safe: quickHold adds to the count before it reads the closed
 // flag; Close sets the flag before it drops the owner's reference, and the
