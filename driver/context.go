@@ -71,11 +71,7 @@ func newContext(h cu.CUcontext, d *Device, primary bool) *Context {
 		}
 		return cu.CtxDestroy(h)
 	}
-	c.obj.Init(func() error {
-		c.cleanup.Stop()
-		return destroy()
-	})
-	c.cleanup = runtime.AddCleanup(c, deferDrop, dropped{destroy: destroy})
+	initDropped(c, &c.obj, &c.cleanup, dropped{destroy: destroy})
 	return c
 }
 

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -28,6 +29,18 @@ import (
 type dropped struct {
 	destroy func() error
 	objects *atomic.Int64 // more Objects than its own: a module's kernels (shared with the handle, pointing to neither)
+}
+
+// initDropped gives a handle p its lifetime obj, destroyed by d.destroy
+// when the last reference goes, and its cleanup *cl, which does the same
+// if p becomes unreachable without Close. The destroy stops the cleanup.
+// d must not point to p.
+func initDropped[T any](p *T, obj *lifetime.Object, cl *runtime.Cleanup, d dropped) {
+	obj.Init(func() error {
+		cl.Stop()
+		return d.destroy()
+	})
+	*cl = runtime.AddCleanup(p, deferDrop, d)
 }
 
 // deferDrop is the cleanup of every handle: it queues d's destroy.

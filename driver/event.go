@@ -49,11 +49,7 @@ func (c *Context) NewEvent(flags EventFlags) (*Event, error) {
 		return nil, err
 	}
 	h := e.h
-	e.obj.Init(func() error {
-		e.cleanup.Stop()
-		return destroyEvent(h, c)
-	})
-	e.cleanup = runtime.AddCleanup(e, deferDrop, dropped{destroy: func() error { return destroyEvent(h, c) }})
+	initDropped(e, &e.obj, &e.cleanup, dropped{destroy: func() error { return destroyEvent(h, c) }})
 	return e, nil
 }
 

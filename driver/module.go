@@ -138,11 +138,7 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 	}
 	m.infoLog = info
 	h := m.h
-	m.obj.Init(func() error {
-		m.cleanup.Stop()
-		return unloadModule(c, h)
-	})
-	m.cleanup = runtime.AddCleanup(m, deferDrop, dropped{destroy: func() error { return unloadModule(c, h) }, objects: m.funcs.made})
+	initDropped(m, &m.obj, &m.cleanup, dropped{destroy: func() error { return unloadModule(c, h) }, objects: m.funcs.made})
 	return m, nil
 }
 
@@ -443,6 +439,7 @@ func LoadLibrary(code []byte, opts ...JITOptions) (*Library, error) {
 		return nil, &ModuleError{Err: err, Log: errLog}
 	}
 	h, u := l.h, l.use
+	// Not initDropped: the destroy also lets go of the last context used.
 	l.obj.Init(func() error {
 		l.cleanup.Stop()
 		l.last.Store(nil)

@@ -37,8 +37,7 @@ func (c *Context) DefaultMemPool() (*MemPool, error) {
 		return nil, err
 	}
 	destroy := func() error { c.release(); return nil }
-	p.obj.Init(func() error { p.cleanup.Stop(); return destroy() })
-	p.cleanup = runtime.AddCleanup(p, deferDrop, dropped{destroy: destroy})
+	initDropped(p, &p.obj, &p.cleanup, dropped{destroy: destroy})
 	return p, nil
 }
 
@@ -64,8 +63,7 @@ func (c *Context) NewMemPool() (*MemPool, error) {
 		c.release()
 		return err
 	}
-	p.obj.Init(func() error { p.cleanup.Stop(); return destroy() })
-	p.cleanup = runtime.AddCleanup(p, deferDrop, dropped{destroy: destroy})
+	initDropped(p, &p.obj, &p.cleanup, dropped{destroy: destroy})
 	return p, nil
 }
 
