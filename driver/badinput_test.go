@@ -75,7 +75,7 @@ func TestBadInputs(t *testing.T) {
 		{"closed stream launch", driver.ErrClosed, "stream", func() error { return closedStream.Launch(empty, g1, b1) }},
 		{"closed stream host func", driver.ErrClosed, "", func() error { return closedStream.LaunchHostFunc(func() {}) }},
 		{"closed event record", driver.ErrClosed, "event", func() error { return closedEvent.Record(s) }},
-		{"closed buffer copy", driver.ErrClosed, "buffer", func() error { return closedBuf.CopyFromHost([]int32{1}) }},
+		{"closed buffer copy", driver.ErrClosed, "buffer", func() error { return closedBuf.CopyFromHost(e.ctx.LegacyStream(), []int32{1}) }},
 		{"closed buffer as argument", driver.ErrClosed, "argument 0", func() error { return s.Launch(add4, g1, b1, closedBuf, uint32(1), uint32(2), uint32(3)) }},
 		{"closed module lookup", driver.ErrClosed, "module", func() error { _, err := closedMod.Function("empty"); return err }},
 		{"function of a closed module", driver.ErrClosed, "module", func() error { return s.Launch(fnOfClosed, g1, b1) }},
@@ -96,17 +96,17 @@ func TestBadInputs(t *testing.T) {
 		{"overflowing alloc", driver.ErrInvalidArgument, "overflow", func() error { _, err := driver.Alloc[int64](ctx, 1<<62); return err }},
 		{"alloc beyond the device", driver.ErrOutOfMemory, "cuMemAlloc", func() error { _, err := driver.Alloc[byte](ctx, 1<<50); return err }},
 		{"alloc of pointers", driver.ErrInvalidArgument, "Go pointers", func() error { _, err := driver.Alloc[*int](ctx, 1); return err }},
-		{"copy longer than the buffer", driver.ErrInvalidArgument, "do not fit", func() error { return buf.CopyFromHost(make([]int32, 17)) }},
-		{"read longer than the buffer", driver.ErrInvalidArgument, "do not fit", func() error { return buf.CopyToHost(make([]int32, 17)) }},
+		{"copy longer than the buffer", driver.ErrInvalidArgument, "do not fit", func() error { return buf.CopyFromHost(e.ctx.LegacyStream(), make([]int32, 17)) }},
+		{"read longer than the buffer", driver.ErrInvalidArgument, "do not fit", func() error { return buf.CopyToHost(e.ctx.LegacyStream(), make([]int32, 17)) }},
 		{"device copy longer than the buffer", driver.ErrInvalidArgument, "do not fit", func() error {
 			big, err := driver.Alloc[int32](ctx, 32)
 			if err != nil {
 				return err
 			}
 			defer big.Close()
-			return buf.CopyFrom(big)
+			return buf.CopyFrom(e.ctx.LegacyStream(), big)
 		}},
-		{"memset32 of 6 bytes", driver.ErrInvalidArgument, "multiple of 4", func() error { return odd.Memset32(1) }},
+		{"memset32 of 6 bytes", driver.ErrInvalidArgument, "multiple of 4", func() error { return odd.Memset32(e.ctx.LegacyStream(), 1) }},
 		{"too few arguments", driver.ErrInvalidArgument, "takes 4 arguments, got 2", func() error { return s.Launch(add4, g1, b1, buf, uint32(1)) }},
 		{"too many arguments", driver.ErrInvalidArgument, "takes 0 arguments, got 1", func() error { return s.Launch(empty, g1, b1, int32(1)) }},
 		{"wrong argument size", driver.ErrInvalidArgument, "argument 1: the kernel expects 4 bytes, got 8", func() error { return s.Launch(add4, g1, b1, buf, uint64(1), uint32(2), uint32(3)) }},

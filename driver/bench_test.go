@@ -120,10 +120,10 @@ func BenchmarkHostFuncRoundTrip(b *testing.B) {
 }
 
 func BenchmarkCopyHtoD4Bytes(b *testing.B) {
-	e, _ := setup(b)
+	e, s := setup(b)
 	buf := benchOut(b, e)
 	src := []uint32{7}
-	benchCalls(b, nil, 0, func() error { return buf.CopyFromHost(src) })
+	benchCalls(b, nil, 0, func() error { return buf.CopyFromHost(s, src) })
 }
 
 func BenchmarkCopyHtoDPinnedAsync4Bytes(b *testing.B) {

@@ -14,45 +14,61 @@ import (
 // float32 fill. Each is a few calls of the API above, with the errors and
 // the cleanup on failure done right.
 
-// AllocZeroed allocates n elements of T on c's device and sets every byte
-// to 0 (cuMemAlloc, cuMemsetD8), returning once the memory is zero.
-func AllocZeroed[T any](c *Context, n int) (*Buffer[T], error) {
-	b, err := alloc[T]("AllocZeroed", c, n, false)
+// AllocZeroed allocates n elements of T on the device of s's context
+// (cuMemAlloc) and sets every byte to 0 on s (cuMemsetD8Async), returning
+// once the memory is zero.
+func AllocZeroed[T any](s *Stream, n int) (*Buffer[T], error) {
+	const op = "AllocZeroed"
+	if _, err := byteSize[T](op, n); err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, fmt.Errorf("driver: %s: %w", op, ErrNilStream)
+	}
+	b, err := alloc[T](op, s.ctx, n, false)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.memset("AllocZeroed", nil, 1, func(a *allocation, n uintptr) error { return cu.MemsetD8(b.at(a), 0, n) }); err != nil {
+	if err := b.memset(op, s, 1, true, func(a *allocation, n uintptr) error { return cu.MemsetD8Async(b.at(a), 0, n, s.h) }); err != nil {
 		_ = b.Close()
 		return nil, err
 	}
 	return b, nil
 }
 
-// AllocCopy allocates len(src) elements of T on c's device and copies src
-// into them (cuMemAlloc, cuMemcpyHtoD), returning once the copy is done.
-// src must not be empty.
-func AllocCopy[T any](c *Context, src []T) (*Buffer[T], error) {
-	b, err := alloc[T]("AllocCopy", c, len(src), false)
+// AllocCopy allocates len(src) elements of T on the device of s's context
+// (cuMemAlloc) and copies src into them on s, returning once the copy is
+// done. src must not be empty.
+func AllocCopy[T any](s *Stream, src []T) (*Buffer[T], error) {
+	const op = "AllocCopy"
+	if _, err := byteSize[T](op, len(src)); err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, fmt.Errorf("driver: %s: %w", op, ErrNilStream)
+	}
+	b, err := alloc[T](op, s.ctx, len(src), false)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.CopyFromHost(src); err != nil {
+	if err := b.CopyFromHost(s, src); err != nil {
 		_ = b.Close()
 		return nil, err
 	}
 	return b, nil
 }
 
-// ToHost copies all of b into a new slice and returns it once the copy is
-// done (cuMemcpyDtoH).
-func (b *Buffer[T]) ToHost() ([]T, error) {
+// ToHost copies all of b into a new slice on s and returns it once the
+// copy is done: the slice holds what b held once everything queued on s
+// before the call had run (cuMemcpyDtoHAsync, then cuStreamSynchronize).
+func (b *Buffer[T]) ToHost(s *Stream) ([]T, error) {
 	const op = "Buffer.ToHost"
-	if _, err := b.checkOpen(op); err != nil {
+	if err := b.checkEmpty(op, s); err != nil {
 		return nil, err // before allocating the slice
 	}
 	dst := make([]T, b.n)
-	if err := b.syncCopy(op, len(dst), func(a *allocation) error {
-		return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), b.at(a), sliceBytes(dst))
+	if err := b.syncOnStream(op, s, len(dst), unsafe.Pointer(&dst[0]), func(a *allocation) error {
+		return cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), b.at(a), sliceBytes(dst), s.h)
 	}); err != nil {
 		return nil, err
 	}
@@ -86,10 +102,13 @@ func (b *Buffer[T]) Slice(from, to int) (*Buffer[T], error) {
 	return v, nil
 }
 
-// MemsetFloat32 sets every 32-bit word of b to v and waits (cuMemsetD32 with
-// v's bit pattern): for a Buffer[float32], every element becomes v.
-func (b *Buffer[T]) MemsetFloat32(v float32) error {
-	return b.Memset32(math.Float32bits(v))
+// MemsetFloat32 sets every 32-bit word of b to v on s and returns when
+// done (cuMemsetD32Async with v's bit pattern, then cuStreamSynchronize):
+// for a Buffer[float32], every element becomes v.
+func (b *Buffer[T]) MemsetFloat32(s *Stream, v float32) error {
+	return b.memset("Buffer.MemsetFloat32", s, 4, true, func(a *allocation, n uintptr) error {
+		return cu.MemsetD32Async(b.at(a), math.Float32bits(v), n, s.h)
+	})
 }
 
 // MemsetFloat32Async queues setting every 32-bit word of b to v on s

@@ -20,7 +20,7 @@ func ExampleBuffer_Slice() {
 	}
 	defer ctx.Close()
 
-	buf, err := driver.AllocCopy(ctx, []float32{0, 1, 2, 3, 4, 5, 6, 7})
+	buf, err := driver.AllocCopy(ctx.LegacyStream(), []float32{0, 1, 2, 3, 4, 5, 6, 7})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -30,10 +30,10 @@ func ExampleBuffer_Slice() {
 		log.Fatal(err)
 	}
 	defer mid.Close() // the memory is freed once buf and mid are both closed
-	if err := mid.MemsetFloat32(-1); err != nil {
+	if err := mid.MemsetFloat32(ctx.LegacyStream(), -1); err != nil {
 		log.Fatal(err)
 	}
-	all, err := buf.ToHost()
+	all, err := buf.ToHost(ctx.LegacyStream())
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -30,20 +30,20 @@ func TestAllocZeroed(t *testing.T) {
 	// is seen to be cleared.
 	dirty, err := driver.Alloc[uint32](e.ctx, n)
 	require.NoError(t, err)
-	require.NoError(t, dirty.Memset32(0xdeadbeef))
+	require.NoError(t, dirty.Memset32(e.ctx.LegacyStream(), 0xdeadbeef))
 	require.NoError(t, dirty.Close())
 
-	z, err := driver.AllocZeroed[uint32](e.ctx, n)
+	z, err := driver.AllocZeroed[uint32](e.ctx.LegacyStream(), n)
 	require.NoError(t, err)
 	defer z.Close()
-	got, err := z.ToHost()
+	got, err := z.ToHost(e.ctx.LegacyStream())
 	require.NoError(t, err)
 	assert.Equal(t, make([]uint32, n), got)
 
-	odd, err := driver.AllocZeroed[[3]byte](e.ctx, 7) // 21 bytes: any size works
+	odd, err := driver.AllocZeroed[[3]byte](e.ctx.LegacyStream(), 7) // 21 bytes: any size works
 	require.NoError(t, err)
 	defer odd.Close()
-	got3, err := odd.ToHost()
+	got3, err := odd.ToHost(e.ctx.LegacyStream())
 	require.NoError(t, err)
 	assert.Equal(t, make([][3]byte, 7), got3)
 }
@@ -52,13 +52,13 @@ func TestAllocCopyAndToHost(t *testing.T) {
 	gputest.Require(t)
 	e, s := setup(t)
 	src := []float64{1.5, -2, 3e100, 0, 7}
-	b, err := driver.AllocCopy(e.ctx, src)
+	b, err := driver.AllocCopy(e.ctx.LegacyStream(), src)
 	require.NoError(t, err)
 	defer b.Close()
 	assert.Equal(t, len(src), b.Len())
 	assert.Equal(t, 8*len(src), b.Size())
 	src[0] = 99 // the copy is done when AllocCopy returns
-	got, err := b.ToHost()
+	got, err := b.ToHost(e.ctx.LegacyStream())
 	require.NoError(t, err)
 	assert.Equal(t, []float64{1.5, -2, 3e100, 0, 7}, got)
 
@@ -68,7 +68,7 @@ func TestAllocCopyAndToHost(t *testing.T) {
 	defer out.Close()
 	require.NoError(t, s.Launch(e.fn["fill"], driver.Grid(2), driver.Block(256), out, int32(10), int32(300)))
 	require.NoError(t, s.Synchronize())
-	ints, err := out.ToHost()
+	ints, err := out.ToHost(e.ctx.LegacyStream())
 	require.NoError(t, err)
 	want := iota32(300)
 	for i := range want {
@@ -77,9 +77,9 @@ func TestAllocCopyAndToHost(t *testing.T) {
 	assert.Equal(t, want, ints)
 
 	require.NoError(t, b.Close())
-	_, err = b.ToHost()
+	_, err = b.ToHost(e.ctx.LegacyStream())
 	assert.ErrorIs(t, err, driver.ErrClosed)
-	_, err = driver.AllocCopy[int32](e.ctx, nil)
+	_, err = driver.AllocCopy[int32](e.ctx.LegacyStream(), nil)
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
 }
 
@@ -90,7 +90,7 @@ func TestSliceViews(t *testing.T) {
 	e, s := setup(t)
 	const n = 1024
 	src := iota32(n)
-	b, err := driver.AllocCopy(e.ctx, src)
+	b, err := driver.AllocCopy(e.ctx.LegacyStream(), src)
 	require.NoError(t, err)
 	defer b.Close()
 	v, err := b.Slice(100, 200)
@@ -101,18 +101,18 @@ func TestSliceViews(t *testing.T) {
 	assert.Equal(t, b.Ptr()+400, v.Ptr())
 
 	// Reads see the view's elements.
-	got, err := v.ToHost()
+	got, err := v.ToHost(e.ctx.LegacyStream())
 	require.NoError(t, err)
 	assert.Equal(t, src[100:200], got)
 	part := make([]int32, 10)
-	require.NoError(t, v.CopyToHost(part))
+	require.NoError(t, v.CopyToHost(e.ctx.LegacyStream(), part))
 	assert.Equal(t, src[100:110], part)
 
 	// Writes land in the view only.
 	expect := append([]int32(nil), src...)
-	require.NoError(t, v.CopyFromHost([]int32{-1, -2, -3}))
+	require.NoError(t, v.CopyFromHost(e.ctx.LegacyStream(), []int32{-1, -2, -3}))
 	copy(expect[100:], []int32{-1, -2, -3})
-	require.NoError(t, v.Memset32(7)) // the whole view
+	require.NoError(t, v.Memset32(e.ctx.LegacyStream(), 7)) // the whole view
 	for i := 100; i < 200; i++ {
 		expect[i] = 7
 	}
@@ -127,7 +127,7 @@ func TestSliceViews(t *testing.T) {
 		expect[i] = 0
 	}
 	expect[150] = 44
-	all, err := b.ToHost()
+	all, err := b.ToHost(e.ctx.LegacyStream())
 	require.NoError(t, err)
 	assert.Equal(t, expect, all)
 
@@ -147,12 +147,12 @@ func TestSliceViews(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		expect[500+i] = int32(2000 + i)
 	}
-	all, err = b.ToHost()
+	all, err = b.ToHost(e.ctx.LegacyStream())
 	require.NoError(t, err)
 	assert.Equal(t, expect, all)
 
 	// Device-to-device copies between views.
-	require.NoError(t, w.CopyFrom(view(t, k, 0, 10)))
+	require.NoError(t, w.CopyFrom(e.ctx.LegacyStream(), view(t, k, 0, 10)))
 	copy(expect[150:160], expect[500:510])
 	dst, err := b.Slice(0, 10)
 	require.NoError(t, err)
@@ -163,21 +163,21 @@ func TestSliceViews(t *testing.T) {
 	require.NoError(t, dst.CopyFromAsync(s, src10))
 	require.NoError(t, s.Synchronize())
 	copy(expect[0:10], expect[500:510])
-	all, err = b.ToHost()
+	all, err = b.ToHost(e.ctx.LegacyStream())
 	require.NoError(t, err)
 	assert.Equal(t, expect, all)
 
 	// The view outlives its buffer; closing the view leaves the buffer.
 	require.NoError(t, b.Close())
 	assert.Zero(t, b.Ptr())
-	got, err = v.ToHost()
+	got, err = v.ToHost(e.ctx.LegacyStream())
 	require.NoError(t, err, "a view holds the memory after the buffer's Close")
 	assert.Equal(t, expect[100:200], got)
 	require.NoError(t, v.Close())
-	got, err = w.ToHost()
+	got, err = w.ToHost(e.ctx.LegacyStream())
 	require.NoError(t, err, "closing one view leaves the others")
 	assert.Equal(t, expect[150:160], got)
-	_, err = v.ToHost()
+	_, err = v.ToHost(e.ctx.LegacyStream())
 	assert.ErrorIs(t, err, driver.ErrClosed)
 }
 
@@ -228,7 +228,7 @@ func TestForgottenViewIsFreed(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, b.Close())
 		assert.True(t, allocated(ptr), "the view holds the memory")
-		require.NoError(t, v.MemsetFloat32(1))
+		require.NoError(t, v.MemsetFloat32(e.ctx.LegacyStream(), 1))
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for allocated(ptr) && time.Now().Before(deadline) {
@@ -244,8 +244,8 @@ func TestMemsetFloat32(t *testing.T) {
 	b, err := driver.Alloc[float32](e.ctx, 1000)
 	require.NoError(t, err)
 	defer b.Close()
-	require.NoError(t, b.MemsetFloat32(1.5))
-	got, err := b.ToHost()
+	require.NoError(t, b.MemsetFloat32(e.ctx.LegacyStream(), 1.5))
+	got, err := b.ToHost(e.ctx.LegacyStream())
 	require.NoError(t, err)
 	for i, x := range got {
 		require.Equal(t, float32(1.5), x, "element %d", i)
@@ -253,7 +253,7 @@ func TestMemsetFloat32(t *testing.T) {
 	v := view(t, b, 10, 20)
 	require.NoError(t, v.MemsetFloat32Async(s, -0.25))
 	require.NoError(t, s.Synchronize())
-	got, err = b.ToHost()
+	got, err = b.ToHost(e.ctx.LegacyStream())
 	require.NoError(t, err)
 	for i, x := range got {
 		want := float32(1.5)

@@ -119,12 +119,13 @@ func TestViewMemsetAlignment(t *testing.T) {
 	v, err := b.Slice(1, 9)
 	require.NoError(t, err)
 	defer v.Close()
-	assert.ErrorContains(t, v.Memset32(0), "not aligned to 4 bytes")
-	assert.ErrorIs(t, v.MemsetFloat32(1), ErrInvalidArgument)
+	ls := b.Context().LegacyStream()
+	assert.ErrorContains(t, v.Memset32(ls, 0), "not aligned to 4 bytes")
+	assert.ErrorIs(t, v.MemsetFloat32(ls, 1), ErrInvalidArgument)
 	odd, err := b.Slice(0, 6)
 	require.NoError(t, err)
 	defer odd.Close()
-	assert.ErrorContains(t, odd.MemsetFloat32(1), "6 bytes are not a multiple of 4")
+	assert.ErrorContains(t, odd.MemsetFloat32(ls, 1), "6 bytes are not a multiple of 4")
 }
 
 // TestConstantsMatchTheRawTable: driver's own enum and status values are

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
@@ -9,16 +10,18 @@ import (
 	"github.com/purecuda/cuda/internal/release"
 )
 
-// Copies and memsets of a Buffer: synchronous ones, and stream-ordered
-// ones that hold what they name until the work has run (or, captured, for
-// as long as the graph may run it).
+// Copies and memsets of a Buffer: synchronous ones (queued on the stream
+// they name, then a wait for it), and stream-ordered ones that hold what
+// they name until the work has run (or, captured, for as long as the graph
+// may run it).
 
-// syncCopy runs a synchronous copy or memset f with b's memory held and its
-// context current, and waits until it has completed on the device: a copy
-// from pageable memory returns once the data is staged, and a memset of
-// device memory returns before it ran, so both wait on the legacy default
-// stream, where CUDA queues them.
-func (b *Buffer[T]) syncCopy(op string, n int, f func(a *allocation) error) error {
+// syncOnStream queues f (a copy or memset naming b's memory) on s, with b
+// and s held and the context current, and waits until s has run it
+// (cuStreamSynchronize): the work is ordered after everything queued on s
+// before the call, and done when the call returns. A stream being captured
+// is refused: a graph cannot wait. pin, if not nil, is Go memory the work
+// reads or writes, pinned until the wait is over.
+func (b *Buffer[T]) syncOnStream(op string, s *Stream, n int, pin unsafe.Pointer, f func(a *allocation) error) error {
 	a, err := b.use(op)
 	if err != nil {
 		return err
@@ -27,48 +30,88 @@ func (b *Buffer[T]) syncCopy(op string, n int, f func(a *allocation) error) erro
 	if err := b.fits(op, n); err != nil {
 		return err
 	}
-	return a.ctx.sawError(bound(a.ctx, func() error {
+	if err := s.acquire(op); err != nil {
+		return err
+	}
+	defer s.release()
+	if !s.ctx.canUse(a.ctx) {
+		return invalid(op, "the buffer belongs to another context than the stream")
+	}
+	if err := s.enterUncaptured(op); err != nil {
+		return err
+	}
+	defer s.leave(nil)
+	a.usedOn(s)
+	var p runtime.Pinner
+	if pin != nil {
+		p.Pin(pin) // a pageable copy may read it after the call that queued it
+		defer p.Unpin()
+	}
+	return s.ctx.sawError(bound(s.ctx, func() error {
 		if err := f(a); err != nil {
 			return err
 		}
-		return cu.StreamSynchronize(cu.CU_STREAM_LEGACY)
+		return cu.StreamSynchronize(s.h)
 	}))
 }
 
-// CopyFromHost copies src into the start of b and returns when the copy has
-// completed on the device (cuMemcpyHtoD, then a wait).
-func (b *Buffer[T]) CopyFromHost(src []T) error {
+// CopyFromHost copies src into the start of b on s and returns when the
+// copy is done (cuMemcpyHtoDAsync, then cuStreamSynchronize). The copy runs
+// after everything queued on s before the call, and src is read by the time
+// the call returns. Name ctx.LegacyStream() for the legacy default stream.
+// Panics of host functions queued on s are left for s.Synchronize.
+func (b *Buffer[T]) CopyFromHost(s *Stream, src []T) error {
+	const op = "Buffer.CopyFromHost"
 	if len(src) == 0 {
-		_, err := b.checkOpen("Buffer.CopyFromHost")
-		return err
+		return b.checkEmpty(op, s)
 	}
-	return b.syncCopy("Buffer.CopyFromHost", len(src), func(a *allocation) error {
-		return cu.MemcpyHtoD(b.at(a), unsafe.Pointer(&src[0]), sliceBytes(src))
+	return b.syncOnStream(op, s, len(src), unsafe.Pointer(&src[0]), func(a *allocation) error {
+		return cu.MemcpyHtoDAsync(b.at(a), unsafe.Pointer(&src[0]), sliceBytes(src), s.h)
 	})
 }
 
-// CopyToHost copies the first len(dst) elements of b into dst and returns
-// when done (cuMemcpyDtoH).
-func (b *Buffer[T]) CopyToHost(dst []T) error {
+// CopyToHost copies the first len(dst) elements of b into dst on s and
+// returns when the copy is done (cuMemcpyDtoHAsync, then
+// cuStreamSynchronize): dst holds what b held once everything queued on s
+// before the call had run.
+func (b *Buffer[T]) CopyToHost(s *Stream, dst []T) error {
+	const op = "Buffer.CopyToHost"
 	if len(dst) == 0 {
-		_, err := b.checkOpen("Buffer.CopyToHost")
-		return err
+		return b.checkEmpty(op, s)
 	}
-	return b.syncCopy("Buffer.CopyToHost", len(dst), func(a *allocation) error {
-		return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), b.at(a), sliceBytes(dst))
+	return b.syncOnStream(op, s, len(dst), unsafe.Pointer(&dst[0]), func(a *allocation) error {
+		return cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), b.at(a), sliceBytes(dst), s.h)
 	})
 }
 
-// CopyFrom copies all of src into the start of b (cuMemcpyDtoD) and waits
-// for it.
-func (b *Buffer[T]) CopyFrom(src *Buffer[T]) error {
+// CopyFrom copies all of src into the start of b on s (cuMemcpyDtoDAsync)
+// and returns when the copy is done.
+func (b *Buffer[T]) CopyFrom(s *Stream, src *Buffer[T]) error {
 	const op = "Buffer.CopyFrom"
 	sa, err := src.use(op)
 	if err != nil {
 		return err
 	}
 	defer sa.Release()
-	return b.syncCopy(op, src.n, func(a *allocation) error { return cu.MemcpyDtoD(b.at(a), src.at(sa), src.size) })
+	if s != nil && s.ctx != nil && !s.ctx.canUse(sa.ctx) {
+		return invalid(op, "the source buffer belongs to another context than the stream")
+	}
+	return b.syncOnStream(op, s, src.n, nil, func(a *allocation) error {
+		sa.usedOn(s)
+		return cu.MemcpyDtoDAsync(b.at(a), src.at(sa), src.size, s.h)
+	})
+}
+
+// checkEmpty makes the checks of a copy of nothing: s names a stream and b
+// is open.
+func (b *Buffer[T]) checkEmpty(op string, s *Stream) error {
+	if _, err := b.checkOpen(op); err != nil {
+		return err
+	}
+	if s == nil {
+		return fmt.Errorf("driver: %s: %w", op, ErrNilStream)
+	}
+	return nil
 }
 
 // checkOpen reports whether b is open, without holding it.
@@ -211,54 +254,53 @@ func (b *Buffer[T]) CopyFromAsync(s *Stream, src *Buffer[T]) error {
 	})
 }
 
-func (b *Buffer[T]) memset(op string, s *Stream, width uintptr, set func(a *allocation, n uintptr) error) error {
+// memset checks b for a memset of width-byte words and queues set on s;
+// wait makes it synchronous (see syncOnStream).
+func (b *Buffer[T]) memset(op string, s *Stream, width uintptr, wait bool, set func(a *allocation, n uintptr) error) error {
+	if s == nil && !wait {
+		return fmt.Errorf("driver: %s: %w", op, ErrNilStream)
+	}
 	if b != nil && b.a != nil && b.size%width != 0 {
 		return invalid(op, "%d bytes are not a multiple of %d", b.size, width)
 	}
 	if b != nil && b.off%width != 0 {
 		return invalid(op, "a view at byte offset %d is not aligned to %d bytes", b.off, width)
 	}
-	if s == nil {
-		return b.syncCopy(op, 0, func(a *allocation) error { return set(a, b.size/width) })
+	if wait {
+		return b.syncOnStream(op, s, 0, nil, func(a *allocation) error { return set(a, b.size/width) })
 	}
 	return b.onStream(op, s, 0, false, func(a *allocation, _ *captureHook) error { return set(a, b.size/width) })
 }
 
-// Memset8 sets every byte of b to v and waits (cuMemsetD8).
-func (b *Buffer[T]) Memset8(v uint8) error {
-	return b.memset("Buffer.Memset8", nil, 1, func(a *allocation, n uintptr) error { return cu.MemsetD8(b.at(a), v, n) })
+// Memset8 sets every byte of b to v on s and returns when done
+// (cuMemsetD8Async, then cuStreamSynchronize).
+func (b *Buffer[T]) Memset8(s *Stream, v uint8) error {
+	return b.memset("Buffer.Memset8", s, 1, true, func(a *allocation, n uintptr) error { return cu.MemsetD8Async(b.at(a), v, n, s.h) })
 }
 
-// Memset16 sets every 16-bit word of b to v and waits (cuMemsetD16).
-func (b *Buffer[T]) Memset16(v uint16) error {
-	return b.memset("Buffer.Memset16", nil, 2, func(a *allocation, n uintptr) error { return cu.MemsetD16(b.at(a), v, n) })
+// Memset16 sets every 16-bit word of b to v on s and returns when done
+// (cuMemsetD16Async, then cuStreamSynchronize).
+func (b *Buffer[T]) Memset16(s *Stream, v uint16) error {
+	return b.memset("Buffer.Memset16", s, 2, true, func(a *allocation, n uintptr) error { return cu.MemsetD16Async(b.at(a), v, n, s.h) })
 }
 
-// Memset32 sets every 32-bit word of b to v and waits (cuMemsetD32).
-func (b *Buffer[T]) Memset32(v uint32) error {
-	return b.memset("Buffer.Memset32", nil, 4, func(a *allocation, n uintptr) error { return cu.MemsetD32(b.at(a), v, n) })
+// Memset32 sets every 32-bit word of b to v on s and returns when done
+// (cuMemsetD32Async, then cuStreamSynchronize).
+func (b *Buffer[T]) Memset32(s *Stream, v uint32) error {
+	return b.memset("Buffer.Memset32", s, 4, true, func(a *allocation, n uintptr) error { return cu.MemsetD32Async(b.at(a), v, n, s.h) })
 }
 
 // Memset8Async queues setting every byte of b to v on s (cuMemsetD8Async).
 func (b *Buffer[T]) Memset8Async(s *Stream, v uint8) error {
-	if s == nil {
-		return fmt.Errorf("driver: Buffer.Memset8Async: %w", ErrNilStream)
-	}
-	return b.memset("Buffer.Memset8Async", s, 1, func(a *allocation, n uintptr) error { return cu.MemsetD8Async(b.at(a), v, n, s.h) })
+	return b.memset("Buffer.Memset8Async", s, 1, false, func(a *allocation, n uintptr) error { return cu.MemsetD8Async(b.at(a), v, n, s.h) })
 }
 
 // Memset16Async queues setting every 16-bit word of b to v on s.
 func (b *Buffer[T]) Memset16Async(s *Stream, v uint16) error {
-	if s == nil {
-		return fmt.Errorf("driver: Buffer.Memset16Async: %w", ErrNilStream)
-	}
-	return b.memset("Buffer.Memset16Async", s, 2, func(a *allocation, n uintptr) error { return cu.MemsetD16Async(b.at(a), v, n, s.h) })
+	return b.memset("Buffer.Memset16Async", s, 2, false, func(a *allocation, n uintptr) error { return cu.MemsetD16Async(b.at(a), v, n, s.h) })
 }
 
 // Memset32Async queues setting every 32-bit word of b to v on s.
 func (b *Buffer[T]) Memset32Async(s *Stream, v uint32) error {
-	if s == nil {
-		return fmt.Errorf("driver: Buffer.Memset32Async: %w", ErrNilStream)
-	}
-	return b.memset("Buffer.Memset32Async", s, 4, func(a *allocation, n uintptr) error { return cu.MemsetD32Async(b.at(a), v, n, s.h) })
+	return b.memset("Buffer.Memset32Async", s, 4, false, func(a *allocation, n uintptr) error { return cu.MemsetD32Async(b.at(a), v, n, s.h) })
 }

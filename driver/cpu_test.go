@@ -69,7 +69,7 @@ func TestNilObjectsAreErrors(t *testing.T) {
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
 	var b *driver.Buffer[int32]
 	assert.ErrorIs(t, b.Close(), driver.ErrInvalidArgument)
-	assert.ErrorIs(t, b.CopyFromHost([]int32{1}), driver.ErrInvalidArgument)
+	assert.ErrorIs(t, b.CopyFromHost(c.LegacyStream(), []int32{1}), driver.ErrInvalidArgument)
 	assert.Zero(t, b.Ptr())
 	var e *driver.Event
 	assert.ErrorIs(t, e.Close(), driver.ErrInvalidArgument)

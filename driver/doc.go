@@ -35,6 +35,17 @@
 // (*Context).LegacyStream. (CUDA's per-thread default stream is not
 // offered: goroutines move between OS threads.)
 //
+// That holds for the synchronous copies and memsets too: b.ToHost(s),
+// b.CopyToHost(s, dst), b.CopyFromHost(s, src), b.CopyFrom(s, src),
+// b.Memset32(s, v), AllocCopy(s, src) and the rest queue their work on s,
+// after everything queued there before, and return once it is done. So a
+// kernel launched on s and a ToHost(s) right after it need no Synchronize
+// in between. (CUDA's own synchronous copies run on the legacy default
+// stream, which does not wait for streams made with StreamNonBlocking: a
+// read there can return before a kernel on such a stream has written.) On
+// a stream being captured into a graph they are refused with
+// ErrStreamCaptureUnsupported, and the capture goes on.
+//
 // # Lifetime
 //
 // Close is idempotent and keeps its first result; use after Close is an

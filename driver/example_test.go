@@ -47,7 +47,7 @@ extern "C" __global__ void add_one(int* x, int n) {
 		log.Fatal(err)
 	}
 	defer buf.Close()
-	if err := buf.CopyFromHost(host); err != nil {
+	if err := buf.CopyFromHost(s, host); err != nil {
 		log.Fatal(err)
 	}
 	if err := s.Launch(fn, driver.Grid(1), driver.Block(256), buf, int32(len(host))); err != nil {
@@ -56,7 +56,7 @@ extern "C" __global__ void add_one(int* x, int n) {
 	if err := s.Synchronize(); err != nil {
 		log.Fatal(err)
 	}
-	if err := buf.CopyToHost(host); err != nil {
+	if err := buf.CopyToHost(s, host); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(host) // [2 3 4 5]

@@ -69,9 +69,9 @@ func TestCreatedContextLifetime(t *testing.T) {
 	_, err = driver.Alloc[int32](c, 1)
 	assert.ErrorIs(t, err, driver.ErrClosed, "nothing new from a closed context")
 	// The buffer keeps the context alive until it is closed.
-	require.NoError(t, buf.CopyFromHost([]int32{1, 2, 3}))
+	require.NoError(t, buf.CopyFromHost(c.LegacyStream(), []int32{1, 2, 3}))
 	out := make([]int32, 3)
-	require.NoError(t, buf.CopyToHost(out))
+	require.NoError(t, buf.CopyToHost(c.LegacyStream(), out))
 	assert.Equal(t, []int32{1, 2, 3}, out)
 	require.NoError(t, buf.Close())
 
@@ -142,7 +142,7 @@ func TestStreamsAndEvents(t *testing.T) {
 	ctr, err := driver.Alloc[uint64](e.ctx, 1)
 	require.NoError(t, err)
 	defer ctr.Close()
-	require.NoError(t, ctr.Memset8(0))
+	require.NoError(t, ctr.Memset8(e.ctx.LegacyStream(), 0))
 	require.NoError(t, hi.Launch(e.fn["incr"], driver.Grid(1), driver.Block(1), ctr))
 	require.NoError(t, hi.Synchronize())
 	ready, err := end.Query()
@@ -207,27 +207,27 @@ func TestMemory(t *testing.T) {
 	for i := range in {
 		in[i] = int32(i * 3)
 	}
-	require.NoError(t, buf.CopyFromHost(in))
+	require.NoError(t, buf.CopyFromHost(e.ctx.LegacyStream(), in))
 	other, err := driver.Alloc[int32](e.ctx, n)
 	require.NoError(t, err)
 	defer other.Close()
-	require.NoError(t, other.CopyFrom(buf))
+	require.NoError(t, other.CopyFrom(e.ctx.LegacyStream(), buf))
 	out := make([]int32, n)
-	require.NoError(t, other.CopyToHost(out))
+	require.NoError(t, other.CopyToHost(e.ctx.LegacyStream(), out))
 	assert.Equal(t, in, out)
 
-	require.NoError(t, buf.Memset32(0xDEADBEEF))
-	require.NoError(t, buf.CopyToHost(out[:4]))
+	require.NoError(t, buf.Memset32(e.ctx.LegacyStream(), 0xDEADBEEF))
+	require.NoError(t, buf.CopyToHost(e.ctx.LegacyStream(), out[:4]))
 	assert.Equal(t, int32(-559038737), out[0])
-	require.NoError(t, buf.Memset16(0x0102))
-	require.NoError(t, buf.CopyToHost(out[:1]))
+	require.NoError(t, buf.Memset16(e.ctx.LegacyStream(), 0x0102))
+	require.NoError(t, buf.CopyToHost(e.ctx.LegacyStream(), out[:1]))
 	assert.Equal(t, int32(0x01020102), out[0])
-	require.NoError(t, buf.Memset8(0x7F))
-	require.NoError(t, buf.CopyToHost(out[:1]))
+	require.NoError(t, buf.Memset8(e.ctx.LegacyStream(), 0x7F))
+	require.NoError(t, buf.CopyToHost(e.ctx.LegacyStream(), out[:1]))
 	assert.Equal(t, int32(0x7F7F7F7F), out[0])
 	require.NoError(t, buf.Memset32Async(s, 5))
 	require.NoError(t, s.Synchronize())
-	require.NoError(t, buf.CopyToHost(out[:1]))
+	require.NoError(t, buf.CopyToHost(e.ctx.LegacyStream(), out[:1]))
 	assert.Equal(t, int32(5), out[0])
 
 	// Async copies from Go memory survive the garbage collector.
@@ -331,7 +331,7 @@ func TestRetainDefersFree(t *testing.T) {
 	require.True(t, valid())
 	require.NoError(t, b.Retain())
 	require.NoError(t, b.Close())
-	assert.ErrorIs(t, b.CopyFromHost([]int32{1}), driver.ErrClosed)
+	assert.ErrorIs(t, b.CopyFromHost(e.ctx.LegacyStream(), []int32{1}), driver.ErrClosed)
 	assert.True(t, valid(), "still allocated: a reference is held")
 	require.NoError(t, b.Release())
 	assert.False(t, valid(), "freed with the last reference")
@@ -377,7 +377,7 @@ func TestModulesAndFunctions(t *testing.T) {
 	require.NoError(t, s.Launch(lf, driver.Grid(1), driver.Block(1), out, uint32(1), uint32(2), uint32(3)))
 	require.NoError(t, s.Synchronize())
 	got := make([]uint32, 1)
-	require.NoError(t, out.CopyToHost(got))
+	require.NoError(t, out.CopyToHost(e.ctx.LegacyStream(), got))
 	assert.Equal(t, uint32(6), got[0])
 	ln, known, err := lf.ParamCount()
 	require.NoError(t, err)
@@ -398,7 +398,7 @@ func TestModulesAndFunctions(t *testing.T) {
 	require.NoError(t, s.LaunchArgs(fa, driver.Grid(1), driver.Block(1)))
 	require.NoError(t, s.Synchronize())
 	require.NoError(t, fa.Close())
-	require.NoError(t, out.CopyToHost(got))
+	require.NoError(t, out.CopyToHost(e.ctx.LegacyStream(), got))
 	assert.Equal(t, uint32(5), got[0])
 	_, err = lfill.NewArgs(out, int32(5))
 	assert.ErrorContains(t, err, "takes 3 arguments, got 2")
@@ -450,7 +450,7 @@ func TestLaunchCorrectness(t *testing.T) {
 	require.NoError(t, s.Launch(e.fn["structArg"], driver.Grid(1), driver.Block(1), params{A: -7, B: 1.25, C: 1 << 40, D: 3.5}, out))
 	require.NoError(t, s.Synchronize())
 	got := make([]float64, 4)
-	require.NoError(t, out.CopyToHost(got))
+	require.NoError(t, out.CopyToHost(e.ctx.LegacyStream(), got))
 	assert.Equal(t, []float64{-7, 1.25, 1 << 40, 3.5}, got)
 
 	// More arguments than a block holds inline, with a struct among them.
@@ -463,7 +463,7 @@ func TestLaunchCorrectness(t *testing.T) {
 			sum, int32(1), int8(2), int16(3), int64(4)+round, float32(5), float64(6), p, uint32(7), uint8(8), int64(9)))
 		require.NoError(t, s.Synchronize())
 		v := make([]int64, 1)
-		require.NoError(t, sum.CopyToHost(v))
+		require.NoError(t, sum.CopyToHost(e.ctx.LegacyStream(), v))
 		assert.Equal(t, 10045+round, v[0], "round %d", round)
 	}
 
@@ -475,12 +475,12 @@ func TestLaunchCorrectness(t *testing.T) {
 	require.NoError(t, s.LaunchArgs(args, driver.Grid(1), driver.Block(1)))
 	require.NoError(t, s.Synchronize())
 	u := make([]uint32, 1)
-	require.NoError(t, res.CopyToHost(u))
+	require.NoError(t, res.CopyToHost(e.ctx.LegacyStream(), u))
 	assert.Equal(t, uint32(6), u[0])
 	require.NoError(t, driver.SetArg(args, 3, uint32(100)))
 	require.NoError(t, s.LaunchArgs(args, driver.Grid(1), driver.Block(1)))
 	require.NoError(t, s.Synchronize())
-	require.NoError(t, res.CopyToHost(u))
+	require.NoError(t, res.CopyToHost(e.ctx.LegacyStream(), u))
 	assert.Equal(t, uint32(103), u[0])
 	// Raw handles serve a launch through the table.
 	var fh, sh uintptr
@@ -490,7 +490,7 @@ func TestLaunchCorrectness(t *testing.T) {
 	kp := []unsafe.Pointer{unsafe.Pointer(&rp), unsafe.Pointer(&x), unsafe.Pointer(&y), unsafe.Pointer(&z)}
 	require.NoError(t, cu.LaunchKernel(cu.CUfunction(fh), 1, 1, 1, 1, 1, 1, 0, cu.CUstream(sh), &kp[0], nil))
 	require.NoError(t, s.Synchronize())
-	require.NoError(t, res.CopyToHost(u))
+	require.NoError(t, res.CopyToHost(e.ctx.LegacyStream(), u))
 	assert.Equal(t, uint32(60), u[0])
 	// The args hold the buffer: Close of the buffer defers its free.
 	require.NoError(t, res.Close())

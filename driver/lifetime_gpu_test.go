@@ -94,7 +94,7 @@ func TestSyncCopiesCompleteBeforeReturn(t *testing.T) {
 	other, err := driver.Alloc[float32](e.ctx, n)
 	require.NoError(t, err)
 	defer other.Close()
-	zero, err := driver.AllocZeroed[float32](e.ctx, n)
+	zero, err := driver.AllocZeroed[float32](e.ctx.LegacyStream(), n)
 	require.NoError(t, err)
 	defer zero.Close()
 	c, err := driver.Alloc[float32](e.ctx, n)
@@ -107,7 +107,7 @@ func TestSyncCopiesCompleteBeforeReturn(t *testing.T) {
 	readBack := func() []float32 {
 		require.NoError(t, s.Launch(vadd, driver.Grid(n/256), driver.Block(256), a, zero, c, int32(n)))
 		require.NoError(t, s.Synchronize())
-		require.NoError(t, c.CopyToHost(got))
+		require.NoError(t, c.CopyToHost(e.ctx.LegacyStream(), got))
 		return got
 	}
 	for round := 0; round < 3; round++ {
@@ -115,25 +115,25 @@ func TestSyncCopiesCompleteBeforeReturn(t *testing.T) {
 		for i := range src {
 			src[i] = v
 		}
-		require.NoError(t, a.MemsetFloat32(-1))
+		require.NoError(t, a.MemsetFloat32(e.ctx.LegacyStream(), -1))
 		busy()
-		require.NoError(t, a.CopyFromHost(src))
+		require.NoError(t, a.CopyFromHost(e.ctx.LegacyStream(), src))
 		bad, first := wrong(readBack(), v)
 		assert.Zero(t, bad, "round %d: CopyFromHost returned before the copy reached the device (first at %d)", round, first)
 
 		busy()
-		require.NoError(t, a.MemsetFloat32(v+100))
+		require.NoError(t, a.MemsetFloat32(e.ctx.LegacyStream(), v+100))
 		bad, first = wrong(readBack(), v+100)
 		assert.Zero(t, bad, "round %d: MemsetFloat32 returned before the memset ran (first at %d)", round, first)
 
 		busy()
-		require.NoError(t, a.Memset8(0))
+		require.NoError(t, a.Memset8(e.ctx.LegacyStream(), 0))
 		bad, first = wrong(readBack(), 0)
 		assert.Zero(t, bad, "round %d: Memset8 returned before the memset ran (first at %d)", round, first)
 
-		require.NoError(t, other.MemsetFloat32(v+200))
+		require.NoError(t, other.MemsetFloat32(e.ctx.LegacyStream(), v+200))
 		busy()
-		require.NoError(t, a.CopyFrom(other))
+		require.NoError(t, a.CopyFrom(e.ctx.LegacyStream(), other))
 		bad, first = wrong(readBack(), v+200)
 		assert.Zero(t, bad, "round %d: CopyFrom returned before the copy ran (first at %d)", round, first)
 	}
@@ -176,7 +176,7 @@ func TestStreamOrderedFreeAfterRunningKernel(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, c.Memset32Async(next, 1))
 		require.NoError(t, e.ctx.Synchronize()) // the spinning kernel is done
-		require.NoError(t, c.CopyToHost(got))
+		require.NoError(t, c.CopyToHost(e.ctx.LegacyStream(), got))
 		bad, first := wrong(got, 1)
 		assert.Zero(t, bad, "closed stream %v: the kernel wrote into memory freed under it and handed out again (first at %d)", closedStream, first)
 		require.NoError(t, c.Close())
@@ -230,7 +230,7 @@ func TestGPUCloseRacesCalls(t *testing.T) {
 					case 4:
 						_, err = ev.Query()
 					case 5:
-						err = b.CopyFromHost(host)
+						err = b.CopyFromHost(s, host)
 					case 6:
 						err = b.Memset32Async(s, 5)
 					case 7:
@@ -288,7 +288,7 @@ func TestModuleAndLibraryCloseWaitForRunningKernels_GPU(t *testing.T) {
 		require.NoError(t, s.Launch(spin, driver.Grid(n/256), driver.Block(256), b, v, int32(n), spinCycles))
 		require.NoError(t, closeCode())
 		require.NoError(t, s.Synchronize(), "library %v", library)
-		require.NoError(t, b.CopyToHost(got))
+		require.NoError(t, b.CopyToHost(e.ctx.LegacyStream(), got))
 		bad, first := wrong(got, v)
 		assert.Zero(t, bad, "library %v: the kernel did not complete (first at %d)", library, first)
 		require.NoError(t, e.ctx.Synchronize())
@@ -306,8 +306,7 @@ func TestGPUPrimaryContextHandles(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	require.NoError(t, s.Launch(e.fn["fill"], driver.Grid(1), driver.Block(256), b, int32(9), int32(256)))
-	require.NoError(t, s.Synchronize())
-	got, err := b.ToHost()
+	got, err := b.ToHost(s)
 	require.NoError(t, err)
 	assert.Equal(t, int32(9+255), got[255])
 }
@@ -386,7 +385,7 @@ func TestGPUDroppedHandlesAreReleased(t *testing.T) {
 	defer b.Close()
 	require.NoError(t, s.Launch(e.fn["fill"], driver.Grid(1), driver.Block(256), b, int32(3), int32(256)))
 	require.NoError(t, s.Synchronize())
-	got, err := b.ToHost()
+	got, err := b.ToHost(e.ctx.LegacyStream())
 	require.NoError(t, err)
 	assert.Equal(t, int32(3+255), got[255], "the primary context still works")
 }

@@ -86,6 +86,6 @@ func TestLoadFatbinAndCubin(t *testing.T) {
 	require.NoError(t, s.Launch(f, driver.Grid(1), driver.Block(1), buf))
 	require.NoError(t, s.Synchronize())
 	got := make([]int32, 1)
-	require.NoError(t, buf.CopyToHost(got))
+	require.NoError(t, buf.CopyToHost(e.ctx.LegacyStream(), got))
 	assert.Equal(t, int32(7), got[0])
 }

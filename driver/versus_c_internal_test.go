@@ -74,8 +74,11 @@ int loop_host_fn(CUstream s, long n) {
 	}
 	return 0;
 }
-int loop_h2d(CUdeviceptr d, const void *src, long n) {
-	for (long i = 0; i < n; i++) { CUresult r = cuMemcpyHtoD(d, src, 4); if (r) return r; }
+int loop_h2d(CUdeviceptr d, const void *src, CUstream s, long n) {
+	for (long i = 0; i < n; i++) {
+		CUresult r = cuMemcpyHtoDAsync(d, src, 4, s); if (r) return r;
+		r = cuStreamSynchronize(s); if (r) return r;
+	}
 	return 0;
 }
 `
@@ -262,8 +265,8 @@ extern "C" __global__ void add4(unsigned* o, unsigned a, unsigned b, unsigned c)
 			}},
 		},
 		{
-			{"H2D4Bytes/C", cloop("loop_h2d", uintptr(dptr), uintptr(unsafe.Pointer(&src[0])))},
-			{"H2D4Bytes/driver", goloop(func() error { return out.CopyFromHost(src) }, false)},
+			{"H2D4Bytes/C", cloop("loop_h2d", uintptr(dptr), uintptr(unsafe.Pointer(&src[0])), uintptr(s.h))},
+			{"H2D4Bytes/driver", goloop(func() error { return out.CopyFromHost(s, src) }, false)},
 		},
 	}
 	rounds, n := 105, 4000

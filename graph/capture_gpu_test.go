@@ -31,7 +31,7 @@ func requireIdle(t *testing.T, e *testEnv, s *driver.Stream, msg string) {
 	defer buf.Close()
 	require.NoError(t, s.Launch(e.fn["fill"], driver.Grid(1), driver.Block(4), buf, int32(40), int32(4)), msg)
 	require.NoError(t, s.Synchronize(), msg)
-	got, err := buf.ToHost()
+	got, err := buf.ToHost(e.ctx.LegacyStream())
 	require.NoError(t, err)
 	assert.Equal(t, []int32{40, 41, 42, 43}, got, msg)
 }
@@ -491,7 +491,7 @@ func TestCloseModuleDuringCapture(t *testing.T) {
 			require.NoError(t, err, msg)
 			require.NoError(t, x.Launch(s2), msg)
 			require.NoError(t, s2.Synchronize(), msg)
-			got, err := buf.ToHost()
+			got, err := buf.ToHost(e.ctx.LegacyStream())
 			require.NoError(t, err, msg)
 			assert.Equal(t, []int32{40, 41, 42, 43}, got, msg)
 			require.NoError(t, errors.Join(x.Close(), g.Close(), s2.Close()), msg)

@@ -208,14 +208,14 @@ func TestCaptureIntoGraph(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, y.Close(), "the body holds it")
 	collect()
-	require.NoError(t, x.Memset32(0))
+	require.NoError(t, x.Memset32(e.ctx.LegacyStream(), 0))
 	cx, err := cg.Instantiate()
 	require.NoError(t, err)
 	require.NoError(t, cg.Close())
 	for round := 1; round <= 2; round++ {
 		require.NoError(t, cx.Launch(s))
 		require.NoError(t, s.Synchronize())
-		got, err := x.ToHost()
+		got, err := x.ToHost(e.ctx.LegacyStream())
 		require.NoError(t, err)
 		for i := range got {
 			require.Equal(t, int32(round*(5+i)), got[i], "element %d, round %d", i, round)

@@ -261,12 +261,12 @@ func TestSwitchDispatch(t *testing.T) {
 	require.NoError(t, err)
 	defer exe.Close()
 	for _, c := range []struct{ sel, want int32 }{{0, 8}, {1, 21}, {2, -7}, {3, 7}, {1000, 7}, {2, -7}, {0, 8}} {
-		require.NoError(t, sel.CopyFromHost([]int32{c.sel}))
-		require.NoError(t, x.CopyFromHost([]int32{7}))
+		require.NoError(t, sel.CopyFromHost(e.ctx.LegacyStream(), []int32{c.sel}))
+		require.NoError(t, x.CopyFromHost(e.ctx.LegacyStream(), []int32{7}))
 		require.NoError(t, exe.Launch(s))
 		require.NoError(t, s.Synchronize())
 		got := make([]int32, 1)
-		require.NoError(t, x.CopyToHost(got))
+		require.NoError(t, x.CopyToHost(e.ctx.LegacyStream(), got))
 		assert.Equal(t, c.want, got[0], "selector %d", c.sel)
 	}
 }
@@ -312,7 +312,7 @@ func TestNestedConditionals(t *testing.T) {
 	require.NoError(t, err)
 	defer exe.Close()
 	for _, c := range []struct{ gate, steps, evens int32 }{{1, steps, 5}, {0, 0, 0}, {1, steps, 5}} {
-		require.NoError(t, gate.CopyFromHost([]int32{c.gate}))
+		require.NoError(t, gate.CopyFromHost(e.ctx.LegacyStream(), []int32{c.gate}))
 		clear(got)
 		require.NoError(t, exe.Launch(s))
 		require.NoError(t, s.Synchronize())

@@ -39,7 +39,7 @@ func whileCounter(t *testing.T, e *testEnv, fns map[string]*driver.Function, tot
 func TestWhileRelaunch(t *testing.T) {
 	e, s, fns := condSetup(t, versionIfWhile)
 	total := alloc[int32](t, e.ctx, 1)
-	require.NoError(t, total.Memset32(0))
+	require.NoError(t, total.Memset32(e.ctx.LegacyStream(), 0))
 	exe := whileCounter(t, e, fns, total, 5)
 	for i := 0; i < 100; i++ {
 		require.NoError(t, exe.Launch(s))
@@ -47,7 +47,7 @@ func TestWhileRelaunch(t *testing.T) {
 	}
 	require.NoError(t, exe.Close())
 	got := make([]int32, 1)
-	require.NoError(t, total.CopyToHost(got))
+	require.NoError(t, total.CopyToHost(e.ctx.LegacyStream(), got))
 	assert.EqualValues(t, 500, got[0])
 }
 
@@ -71,7 +71,7 @@ func TestWhileQueuedLaunches(t *testing.T) {
 		t.Skip("compute-sanitizer fails deep queues of while-loop launches (see the comment)")
 	}
 	total := alloc[int32](t, e.ctx, 1)
-	require.NoError(t, total.Memset32(0))
+	require.NoError(t, total.Memset32(e.ctx.LegacyStream(), 0))
 	exe := whileCounter(t, e, fns, total, 5)
 	for i := 0; i < 2000; i++ {
 		require.NoError(t, exe.Launch(s))
@@ -79,7 +79,7 @@ func TestWhileQueuedLaunches(t *testing.T) {
 	require.NoError(t, s.Synchronize())
 	require.NoError(t, exe.Close())
 	got := make([]int32, 1)
-	require.NoError(t, total.CopyToHost(got))
+	require.NoError(t, total.CopyToHost(e.ctx.LegacyStream(), got))
 	assert.EqualValues(t, 10000, got[0])
 }
 
@@ -107,7 +107,7 @@ func BenchmarkWhileLoop(b *testing.B) {
 	defer exe.Close()
 	check := func(b *testing.B, want int32) {
 		got := make([]int32, 1)
-		require.NoError(b, step.CopyToHost(got))
+		require.NoError(b, step.CopyToHost(e.ctx.LegacyStream(), got))
 		require.Equal(b, want, got[0])
 	}
 	bump, grid, block := fns["bump"], driver.Grid(1), driver.Block(1)
@@ -151,7 +151,7 @@ func BenchmarkWhileLoop(b *testing.B) {
 	b.Run("host-launches-readback", func(b *testing.B) {
 		b.ReportAllocs()
 		got := make([]int32, 1)
-		require.NoError(b, step.Memset32(0))
+		require.NoError(b, step.Memset32(e.ctx.LegacyStream(), 0))
 		ops := 0
 		for b.Loop() {
 			ops++
@@ -162,7 +162,7 @@ func BenchmarkWhileLoop(b *testing.B) {
 				if err := s.Synchronize(); err != nil {
 					b.Fatal(err)
 				}
-				if err := step.CopyToHost(got); err != nil { // the host decides whether to go on
+				if err := step.CopyToHost(e.ctx.LegacyStream(), got); err != nil { // the host decides whether to go on
 					b.Fatal(err)
 				}
 			}

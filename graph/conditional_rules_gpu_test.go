@@ -116,11 +116,11 @@ func TestConditionalCUDARules(t *testing.T) {
 	require.NoError(t, x1.Close())
 	x2, err := g.Instantiate()
 	require.NoError(t, err, "a new executable once the first is closed")
-	require.NoError(t, b.Memset32(0))
+	require.NoError(t, b.Memset32(e.ctx.LegacyStream(), 0))
 	require.NoError(t, x2.Launch(s))
 	require.NoError(t, s.Synchronize())
 	got := make([]int32, 64)
-	require.NoError(t, b.CopyToHost(got))
+	require.NoError(t, b.CopyToHost(e.ctx.LegacyStream(), got))
 	assert.Equal(t, []int32{7, 7}, []int32{got[0], got[63]}, "the body's memset and device copy ran")
 	require.NoError(t, x2.Close())
 	_, err = g.NewCondition(1, 0) // used by no node

@@ -167,8 +167,7 @@ func ExampleBuilder_Child() {
 	exe, _ := parent.Instantiate()
 	defer exe.Close()
 	exe.Launch(s)
-	s.Synchronize()
-	buf.CopyToHost(out)
+	buf.CopyToHost(s, out) // on s, after the graph
 	buf.Close()
 	fmt.Println(out)
 }

@@ -267,7 +267,7 @@ func TestBatch(t *testing.T) {
 	ctr, err := driver.Alloc[uint64](e.ctx, 1)
 	require.NoError(t, err)
 	defer ctr.Close()
-	require.NoError(t, ctr.Memset32(0))
+	require.NoError(t, ctr.Memset32(e.ctx.LegacyStream(), 0))
 	require.NoError(t, g.Batch(func() error {
 		prev, err := g.KernelWith(e.fn["incr"], one, ctr)
 		if err != nil {
@@ -286,7 +286,7 @@ func TestBatch(t *testing.T) {
 	require.NoError(t, exe.Launch(s))
 	require.NoError(t, s.Synchronize())
 	got := make([]uint64, 1)
-	require.NoError(t, ctr.CopyToHost(got))
+	require.NoError(t, ctr.CopyToHost(e.ctx.LegacyStream(), got))
 	assert.EqualValues(t, 50, got[0])
 }
 
@@ -370,7 +370,7 @@ func TestConcurrentLaunches(t *testing.T) {
 	ctr, err := driver.Alloc[uint64](e.ctx, 1)
 	require.NoError(t, err)
 	defer ctr.Close()
-	require.NoError(t, ctr.Memset32(0))
+	require.NoError(t, ctr.Memset32(e.ctx.LegacyStream(), 0))
 	g, err := New(e.ctx)
 	require.NoError(t, err)
 	_, err = g.KernelWith(e.fn["incr"], one, ctr)
@@ -398,6 +398,6 @@ func TestConcurrentLaunches(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, exe.Close())
 	got := make([]uint64, 1)
-	require.NoError(t, ctr.CopyToHost(got))
+	require.NoError(t, ctr.CopyToHost(e.ctx.LegacyStream(), got))
 	assert.EqualValues(t, 800, got[0])
 }

@@ -476,7 +476,7 @@ func TestGPUExecLaunchIntoCaptureRefused(t *testing.T) {
 	require.NoError(t, x.Launch(s), "the executable launches outside the capture")
 	require.NoError(t, s.Synchronize())
 	out := make([]int32, 256)
-	require.NoError(t, buf.CopyToHost(out))
+	require.NoError(t, buf.CopyToHost(e.ctx.LegacyStream(), out))
 	require.Equal(t, int32(1), out[0], "the executable ran; the captured launch did not")
 }
 

@@ -74,10 +74,10 @@ func TestCompileLoadLaunch(t *testing.T) {
 	for i := range host {
 		host[i] = float32(i)
 	}
-	require.NoError(t, buf.CopyFromHost(host))
+	require.NoError(t, buf.CopyFromHost(ctx.LegacyStream(), host))
 	require.NoError(t, s.Launch(fn, driver.Grid((n+255)/256), driver.Block(256), buf, float32(2.5), int32(n)))
 	require.NoError(t, s.Synchronize())
-	require.NoError(t, buf.CopyToHost(host))
+	require.NoError(t, buf.CopyToHost(ctx.LegacyStream(), host))
 	for i, v := range host {
 		require.Equal(t, float32(i)*2.5, v, "element %d", i)
 	}
@@ -109,11 +109,11 @@ __global__ void mul(T* x) { x[threadIdx.x] *= N; }
 	buf, err := driver.Alloc[float32](ctx, 8)
 	require.NoError(t, err)
 	defer buf.Close()
-	require.NoError(t, buf.CopyFromHost([]float32{1, 2, 3, 4, 5, 6, 7, 8}))
+	require.NoError(t, buf.CopyFromHost(ctx.LegacyStream(), []float32{1, 2, 3, 4, 5, 6, 7, 8}))
 	require.NoError(t, s.Launch(fn, driver.Grid(1), driver.Block(8), buf))
 	require.NoError(t, s.Synchronize())
 	out := make([]float32, 8)
-	require.NoError(t, buf.CopyToHost(out))
+	require.NoError(t, buf.CopyToHost(ctx.LegacyStream(), out))
 	assert.Equal(t, []float32{4, 8, 12, 16, 20, 24, 28, 32}, out)
 
 	fnInt, err := mod.Function(res.LoweredNames["mul<int, 3>"])
@@ -121,11 +121,11 @@ __global__ void mul(T* x) { x[threadIdx.x] *= N; }
 	ibuf, err := driver.Alloc[int32](ctx, 2)
 	require.NoError(t, err)
 	defer ibuf.Close()
-	require.NoError(t, ibuf.CopyFromHost([]int32{5, -2}))
+	require.NoError(t, ibuf.CopyFromHost(ctx.LegacyStream(), []int32{5, -2}))
 	require.NoError(t, s.Launch(fnInt, driver.Grid(1), driver.Block(2), ibuf))
 	require.NoError(t, s.Synchronize())
 	iout := make([]int32, 2)
-	require.NoError(t, ibuf.CopyToHost(iout))
+	require.NoError(t, ibuf.CopyToHost(ctx.LegacyStream(), iout))
 	assert.Equal(t, []int32{15, -6}, iout)
 }
 
@@ -149,7 +149,7 @@ extern "C" __global__ void k(int* out) { *out = FACTOR * OFFSET; }
 	require.NoError(t, s.Launch(fn, driver.Grid(1), driver.Block(1), out))
 	require.NoError(t, s.Synchronize())
 	got := make([]int32, 1)
-	require.NoError(t, out.CopyToHost(got))
+	require.NoError(t, out.CopyToHost(ctx.LegacyStream(), got))
 	assert.Equal(t, int32(42), got[0])
 }
 
@@ -236,7 +236,7 @@ func TestConcurrentCompiles(t *testing.T) {
 					return err
 				}
 				got := make([]int32, 1)
-				if err := out.CopyToHost(got); err != nil {
+				if err := out.CopyToHost(s, got); err != nil {
 					return err
 				}
 				if got[0] != int32(w*101) {

@@ -135,7 +135,7 @@ func stepGraphLifetime(st *state) (summary string, err error) {
 	// The buffers and the module live only in this function; the graph
 	// holds them from here on.
 	if err := func() error {
-		dIn, err := driver.AllocCopy(ctx, in)
+		dIn, err := driver.AllocCopy(ctx.LegacyStream(), in)
 		if err != nil {
 			return err
 		}

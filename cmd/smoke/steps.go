@@ -242,10 +242,10 @@ func stepLaunch(st *state) (summary string, err error) {
 		return "", err
 	}
 	defer closeNow(dOut)
-	if err := dOut.Memset32(0xdeadbeef); err != nil { // so an element the kernel skips cannot pass by luck
+	if err := dOut.Memset32(s, 0xdeadbeef); err != nil { // so an element the kernel skips cannot pass by luck
 		return "", err
 	}
-	if err := dIn.CopyFromHost(in); err != nil {
+	if err := dIn.CopyFromHost(s, in); err != nil {
 		return "", err
 	}
 	const block = 256
@@ -259,7 +259,7 @@ func stepLaunch(st *state) (summary string, err error) {
 		return "", fmt.Errorf("waiting for the kernel: %w", err)
 	}
 	out := make([]int32, launchN)
-	if err := dOut.CopyToHost(out); err != nil {
+	if err := dOut.CopyToHost(s, out); err != nil {
 		return "", err
 	}
 	wrong, first := 0, -1

@@ -129,7 +129,7 @@ func scale[T int32 | float32](s *driver.Stream, mod *driver.Module, lowered stri
 	if err != nil {
 		return nil, err
 	}
-	buf, err := driver.AllocCopy(s.Context(), x)
+	buf, err := driver.AllocCopy(s, x)
 	if err != nil {
 		return nil, err
 	}
@@ -137,8 +137,5 @@ func scale[T int32 | float32](s *driver.Stream, mod *driver.Module, lowered stri
 	if err := s.Launch(fn, driver.Grid((len(x)+127)/128), driver.Block(128), buf, uint32(len(x))); err != nil {
 		return nil, err
 	}
-	if err := s.Synchronize(); err != nil {
-		return nil, err
-	}
-	return buf.ToHost()
+	return buf.ToHost(s) // queued after the kernel on s: it waits for it
 }

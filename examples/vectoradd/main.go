@@ -95,12 +95,12 @@ func run(dev *driver.Device) error {
 	}
 	// AllocCopy allocates and copies in one call; Alloc leaves the memory as
 	// it is (the kernel writes every element of c).
-	da, err := driver.AllocCopy(ctx, a)
+	da, err := driver.AllocCopy(s, a)
 	if err != nil {
 		return err
 	}
 	defer da.Close()
-	db, err := driver.AllocCopy(ctx, b)
+	db, err := driver.AllocCopy(s, b)
 	if err != nil {
 		return err
 	}
@@ -115,10 +115,8 @@ func run(dev *driver.Device) error {
 	if err := s.Launch(vadd, driver.Grid((n+block-1)/block), driver.Block(block), da, db, dc, uint32(n)); err != nil {
 		return err
 	}
-	if err := s.Synchronize(); err != nil {
-		return err
-	}
-	c, err := dc.ToHost() // a new slice holding all of dc
+	// ToHost runs on s after the kernel and returns once the copy is done.
+	c, err := dc.ToHost(s) // a new slice holding all of dc
 	if err != nil {
 		return err
 	}

@@ -103,11 +103,11 @@ func step(op int, r *rand.Rand, ctx *driver.Context, fill *driver.Function, s *d
 		for j := range host {
 			host[j] = int32(i + j)
 		}
-		if err := b.CopyFromHost(host); err != nil {
+		if err := b.CopyFromHost(ctx.LegacyStream(), host); err != nil {
 			return err
 		}
 		clear(host)
-		if err := b.CopyToHost(host); err != nil {
+		if err := b.CopyToHost(ctx.LegacyStream(), host); err != nil {
 			return err
 		}
 		if host[n-1] != int32(i+n-1) {

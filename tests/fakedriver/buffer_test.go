@@ -33,17 +33,17 @@ func TestBufferMethodsHoldMemory(t *testing.T) {
 	defer pinned.Close()
 	host := make([]int32, 4096)
 	ops := map[string]func(b *driver.Buffer[int32]) error{
-		"CopyFromHost":        func(b *driver.Buffer[int32]) error { return b.CopyFromHost(host) },
-		"CopyToHost":          func(b *driver.Buffer[int32]) error { return b.CopyToHost(make([]int32, 4096)) },
-		"CopyFrom":            func(b *driver.Buffer[int32]) error { return b.CopyFrom(src) },
-		"CopyFrom (as src)":   func(b *driver.Buffer[int32]) error { return src.CopyFrom(b) },
+		"CopyFromHost":        func(b *driver.Buffer[int32]) error { return b.CopyFromHost(f.ctx.LegacyStream(), host) },
+		"CopyToHost":          func(b *driver.Buffer[int32]) error { return b.CopyToHost(f.ctx.LegacyStream(), make([]int32, 4096)) },
+		"CopyFrom":            func(b *driver.Buffer[int32]) error { return b.CopyFrom(f.ctx.LegacyStream(), src) },
+		"CopyFrom (as src)":   func(b *driver.Buffer[int32]) error { return src.CopyFrom(f.ctx.LegacyStream(), b) },
 		"CopyFromHostAsync":   func(b *driver.Buffer[int32]) error { return b.CopyFromHostAsync(f.s, host) },
 		"CopyToHostAsync":     func(b *driver.Buffer[int32]) error { return b.CopyToHostAsync(f.s, make([]int32, 4096)) },
 		"CopyFromAsync":       func(b *driver.Buffer[int32]) error { return b.CopyFromAsync(f.s, src) },
 		"CopyFromAsync (src)": func(b *driver.Buffer[int32]) error { return src.CopyFromAsync(f.s, b) },
 		"CopyFromPinnedAsync": func(b *driver.Buffer[int32]) error { return b.CopyFromPinnedAsync(f.s, pinned) },
 		"CopyToPinnedAsync":   func(b *driver.Buffer[int32]) error { return b.CopyToPinnedAsync(f.s, pinned) },
-		"ToHost":              func(b *driver.Buffer[int32]) error { _, err := b.ToHost(); return err },
+		"ToHost":              func(b *driver.Buffer[int32]) error { _, err := b.ToHost(f.ctx.LegacyStream()); return err },
 	}
 	fcall(t, "fake_set_copy_delay_us", 3000)
 	for name, op := range ops {
@@ -95,7 +95,7 @@ func TestBufferLastUseIsHeld(t *testing.T) {
 			b, err := driver.Alloc[int32](f.ctx, 1024)
 			require.NoError(t, err)
 			if i%2 == 0 {
-				assert.NoError(t, b.CopyFromHost(host)) // b is unreachable from here on
+				assert.NoError(t, b.CopyFromHost(f.ctx.LegacyStream(), host)) // b is unreachable from here on
 			} else {
 				assert.NoError(t, b.CopyToHostAsync(f.s, host))
 			}

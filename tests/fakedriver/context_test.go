@@ -98,9 +98,9 @@ func TestPrimaryContextHandlesAreOneContext(t *testing.T) {
 	require.NoError(t, os.Launch(f.fill, g1, b1, mine, int32(30), int32(64)), "a kernel of one handle on a stream of the other")
 	require.NoError(t, os.Synchronize())
 	got := make([]int32, 64)
-	require.NoError(t, b.CopyToHost(got))
+	require.NoError(t, b.CopyToHost(f.ctx.LegacyStream(), got))
 	assert.Equal(t, int32(20+63), got[63])
-	require.NoError(t, mine.CopyToHost(got))
+	require.NoError(t, mine.CopyToHost(f.ctx.LegacyStream(), got))
 	assert.Equal(t, int32(30+63), got[63])
 	ltNoBadUses(t)
 }

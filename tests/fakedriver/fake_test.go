@@ -40,12 +40,12 @@ func TestFakeDriverFlow(t *testing.T) {
 	for i := range in {
 		in[i] = int32(i * i)
 	}
-	require.NoError(t, buf.CopyFromHost(in))
+	require.NoError(t, buf.CopyFromHost(f.ctx.LegacyStream(), in))
 	out := make([]int32, 100)
-	require.NoError(t, buf.CopyToHost(out))
+	require.NoError(t, buf.CopyToHost(f.ctx.LegacyStream(), out))
 	assert.Equal(t, in, out)
-	require.NoError(t, buf.Memset32(9))
-	require.NoError(t, buf.CopyToHost(out[:2]))
+	require.NoError(t, buf.Memset32(f.ctx.LegacyStream(), 9))
+	require.NoError(t, buf.CopyToHost(f.ctx.LegacyStream(), out[:2]))
 	assert.Equal(t, []int32{9, 9}, out[:2])
 
 	require.NoError(t, f.s.Launch(f.fill, driver.Grid(1), driver.Block(100), buf, int32(1000), int32(100)))
@@ -64,7 +64,7 @@ func TestFakeDriverFlow(t *testing.T) {
 	require.NoError(t, driver.SetArg(args, 2, uint32(40)))
 	require.NoError(t, f.s.LaunchArgs(args, driver.Grid(1), driver.Block(1)))
 	u := make([]uint32, 1)
-	require.NoError(t, res.CopyToHost(u))
+	require.NoError(t, res.CopyToHost(f.ctx.LegacyStream(), u))
 	assert.Equal(t, uint32(44), u[0])
 
 	// Errors the fake reports come back as driver errors.

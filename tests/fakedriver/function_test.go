@@ -325,7 +325,7 @@ func TestGraphAndCaptureHoldModuleThroughFunction(t *testing.T) {
 	gcAll()
 	require.NoError(t, exe.Launch(f.s))
 	require.NoError(t, f.s.Synchronize())
-	got, err := buf.ToHost()
+	got, err := buf.ToHost(f.ctx.LegacyStream())
 	require.NoError(t, err)
 	assert.Equal(t, []int32{20, 21, 12, 13}, got)
 	require.NoError(t, g.Close())

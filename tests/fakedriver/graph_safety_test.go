@@ -509,7 +509,7 @@ func TestExecNodeMethodsAfterGraphClose(t *testing.T) {
 	require.NoError(t, e.Launch(f.s))
 	out := make([]int32, 8)
 	require.NoError(t, f.s.Synchronize())
-	require.NoError(t, buf.CopyToHost(out))
+	require.NoError(t, buf.CopyToHost(f.ctx.LegacyStream(), out))
 	assert.Equal(t, int32(5), out[0])
 	_, err = k.Kind()
 	assert.ErrorIs(t, err, driver.ErrClosed, "the graph's own methods are closed")

@@ -199,7 +199,7 @@ func TestAsyncCopyKeepAliveFailureWaitsForCopy(t *testing.T) {
 	}
 	require.NoError(t, f.s.Synchronize())
 	got := make([]int32, 256)
-	require.NoError(t, buf.CopyToHost(got))
+	require.NoError(t, buf.CopyToHost(f.ctx.LegacyStream(), got))
 	assert.Equal(t, int32(1), got[0])
 	assert.Equal(t, int32(256), got[255], "the copy read the slice before the call returned")
 

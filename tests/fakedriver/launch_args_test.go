@@ -34,10 +34,10 @@ func TestLaunchSmallScalarsOnBothPaths(t *testing.T) {
 		{true, int16(0x7fff), false, 0x007fff01},
 	} {
 		for pass := range 3 { // the first two launches of all take the general path
-			require.NoError(t, out.Memset32(0))
+			require.NoError(t, out.Memset32(f.s, 0))
 			require.NoError(t, f.s.Launch(pack, g, g, out, c.a, c.b, c.c))
 			require.NoError(t, f.s.Synchronize())
-			require.NoError(t, out.CopyToHost(got))
+			require.NoError(t, out.CopyToHost(f.s, got))
 			assert.Equal(t, c.want, got[0], "%T %T %T, pass %d", c.a, c.b, c.c, pass)
 		}
 	}
@@ -129,12 +129,12 @@ func TestLaunchQuickPathMatchesGeneralPath(t *testing.T) {
 	got := make([]uint32, 4)
 	gotBase := make([]uint32, 8)
 	run := func(launch func() error) ([]uint32, []uint32, error) {
-		require.NoError(t, out.Memset32(0xeeeeeeee))
-		require.NoError(t, base.Memset32(0xeeeeeeee))
+		require.NoError(t, out.Memset32(f.ctx.LegacyStream(), 0xeeeeeeee))
+		require.NoError(t, base.Memset32(f.ctx.LegacyStream(), 0xeeeeeeee))
 		err := launch()
 		require.NoError(t, f.s.Synchronize())
-		require.NoError(t, out.CopyToHost(got))
-		require.NoError(t, base.CopyToHost(gotBase))
+		require.NoError(t, out.CopyToHost(f.ctx.LegacyStream(), got))
+		require.NoError(t, base.CopyToHost(f.ctx.LegacyStream(), gotBase))
 		return append([]uint32(nil), got...), append([]uint32(nil), gotBase...), err
 	}
 	for _, c := range cases {
@@ -172,8 +172,8 @@ func TestLaunchBoolBytesSameOnBothPaths(t *testing.T) {
 	flags, err := driver.Alloc[bool](f.ctx, 4)
 	require.NoError(t, err)
 	defer flags.Close()
-	require.NoError(t, flags.Memset8(2))
-	host, err := flags.ToHost()
+	require.NoError(t, flags.Memset8(f.ctx.LegacyStream(), 2))
+	host, err := flags.ToHost(f.ctx.LegacyStream())
 	require.NoError(t, err)
 	odd := host[0] // a true bool whose byte is 2
 	require.True(t, odd)
@@ -190,10 +190,10 @@ func TestLaunchBoolBytesSameOnBothPaths(t *testing.T) {
 		}},
 		{"Launch (quick path)", func() error { return f.s.Launch(pack, g, g, out, odd, uint16(0), false) }},
 	} {
-		require.NoError(t, out.Memset32(0))
+		require.NoError(t, out.Memset32(f.s, 0))
 		require.NoError(t, c.launch(), c.name)
 		require.NoError(t, f.s.Synchronize())
-		require.NoError(t, out.CopyToHost(got))
+		require.NoError(t, out.CopyToHost(f.s, got))
 		assert.Equal(t, uint32(1), got[0], "%s: a true bool is passed as 1", c.name)
 	}
 }
@@ -232,7 +232,7 @@ func TestLaunchSliceViewThroughRememberedType(t *testing.T) {
 	base, err := driver.Alloc[uint32](f.ctx, 4)
 	require.NoError(t, err)
 	defer base.Close()
-	require.NoError(t, base.Memset32(0))
+	require.NoError(t, base.Memset32(f.ctx.LegacyStream(), 0))
 	for range 2 { // the general path, then the block's assertion stores the type
 		require.NoError(t, f.s.Launch(f.add4, g, g, base, uint32(9), uint32(0), uint32(0)))
 	}
@@ -242,6 +242,6 @@ func TestLaunchSliceViewThroughRememberedType(t *testing.T) {
 	require.NoError(t, f.s.Launch(f.add4, g, g, view, uint32(5), uint32(0), uint32(0)))
 	require.NoError(t, f.s.Synchronize())
 	got := make([]uint32, 4)
-	require.NoError(t, base.CopyToHost(got))
+	require.NoError(t, base.CopyToHost(f.ctx.LegacyStream(), got))
 	assert.Equal(t, []uint32{9, 0, 5, 0}, got)
 }

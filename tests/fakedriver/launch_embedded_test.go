@@ -70,7 +70,7 @@ func TestLaunchEmbeddedBufferWrapper(t *testing.T) {
 	for v := uint32(1); v <= 4; v++ {
 		require.NoError(t, launchAdd4(t, f, m, v), "launch %d", v)
 		require.NoError(t, f.s.Synchronize())
-		require.NoError(t, out.CopyToHost(got))
+		require.NoError(t, out.CopyToHost(f.ctx.LegacyStream(), got))
 		require.Equal(t, v, got[0], "launch %d wrote the wrapped buffer", v)
 	}
 }
@@ -92,7 +92,7 @@ func TestLaunchEmbeddedBufferFirstField(t *testing.T) {
 	for v := uint32(1); v <= 4; v++ {
 		require.NoError(t, launchAdd4(t, f, w, v), "launch %d", v)
 		require.NoError(t, f.s.Synchronize())
-		require.NoError(t, out.CopyToHost(got))
+		require.NoError(t, out.CopyToHost(f.ctx.LegacyStream(), got))
 		require.Equal(t, v, got[0], "launch %d wrote the wrapped buffer", v)
 	}
 }
@@ -114,7 +114,7 @@ func TestLaunchEmbeddedBufferPointerWrapper(t *testing.T) {
 		}
 		require.NoError(t, launchAdd4(t, f, arg, v), "launch %d", v)
 		require.NoError(t, f.s.Synchronize())
-		require.NoError(t, out.CopyToHost(got))
+		require.NoError(t, out.CopyToHost(f.ctx.LegacyStream(), got))
 		require.Equal(t, v, got[0], "launch %d wrote the buffer", v)
 	}
 }

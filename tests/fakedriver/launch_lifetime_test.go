@@ -43,7 +43,7 @@ func TestLaunchFailedOnQuickPathReleases(t *testing.T) {
 	require.NoError(t, s.LaunchArgs(args, g, g), "launches again")
 	require.NoError(t, s.Synchronize())
 	v := make([]uint32, 1)
-	require.NoError(t, out.CopyToHost(v))
+	require.NoError(t, out.CopyToHost(s, v))
 	assert.Equal(t, uint32(15), v[0])
 	require.NoError(t, args.Close())
 	require.NoError(t, out.Close())
@@ -203,7 +203,7 @@ func TestLaunchStreamOrderedBuffersOnMovingStacks(t *testing.T) {
 	out := make([]uint32, 1)
 	for i, b := range bufs {
 		require.NoError(t, errs[i], "launch %d", i)
-		require.NoError(t, b.CopyToHost(out))
+		require.NoError(t, b.CopyToHost(f.ctx.LegacyStream(), out))
 		assert.Equal(t, uint32(i+1000*i+7), out[0], "kernel %d read its own arguments", i)
 	}
 	// The frees, queued on other, wait for f.s (usedOn recorded it).

@@ -46,7 +46,7 @@ func TestLaunchSmallBlockOnMovingStacks(t *testing.T) {
 	out := make([]uint32, 1)
 	for i, b := range bufs {
 		require.NoError(t, errs[i], "launch %d", i)
-		require.NoError(t, b.CopyToHost(out))
+		require.NoError(t, b.CopyToHost(f.ctx.LegacyStream(), out))
 		assert.Equal(t, uint32(i+1000*i+7), out[0], "kernel %d read its own arguments", i)
 		require.NoError(t, b.Close())
 	}
@@ -86,7 +86,7 @@ func TestLaunchSmallBlockFallsBack(t *testing.T) {
 	require.NoError(t, f.s.Launch(f.add4, g, g, out, uint32(1), uint32(2), uint32(3)))
 	require.NoError(t, f.s.Synchronize())
 	v := make([]uint32, 1)
-	require.NoError(t, out.CopyToHost(v))
+	require.NoError(t, out.CopyToHost(f.ctx.LegacyStream(), v))
 	assert.Equal(t, uint32(6), v[0])
 	require.NoError(t, out.Close())
 	lifetime.Flush()
@@ -111,10 +111,10 @@ func TestLaunchSmallBlockScalarKinds(t *testing.T) {
 		{uint32(10), uint32(2), []int32{10, 11, 0, 0}},
 		{float32(1.5), int32(1), []int32{0x3fc00000, 0, 0, 0}}, // its bits, read as an int
 	} {
-		require.NoError(t, out.Memset32(0))
+		require.NoError(t, out.Memset32(f.s, 0))
 		require.NoError(t, f.s.Launch(f.fill, g, g, out, c.v, c.n))
 		require.NoError(t, f.s.Synchronize())
-		require.NoError(t, out.CopyToHost(got))
+		require.NoError(t, out.CopyToHost(f.s, got))
 		assert.Equal(t, c.want, got, "%T %T", c.v, c.n)
 	}
 }
@@ -140,10 +140,10 @@ func TestLaunchSmallBlockBufferTypes(t *testing.T) {
 	}
 	require.NoError(t, f.s.Synchronize())
 	gotI := make([]int32, 2)
-	require.NoError(t, ints.CopyToHost(gotI))
+	require.NoError(t, ints.CopyToHost(f.ctx.LegacyStream(), gotI))
 	assert.Equal(t, []int32{4, 5}, gotI)
 	gotF := make([]float32, 2)
-	require.NoError(t, floats.CopyToHost(gotF))
+	require.NoError(t, floats.CopyToHost(f.ctx.LegacyStream(), gotF))
 	assert.Equal(t, []float32{math.Float32frombits(5), math.Float32frombits(6)}, gotF)
 
 	var nilBuf *driver.Buffer[int32]

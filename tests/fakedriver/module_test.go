@@ -54,7 +54,7 @@ func TestLibraryKernelArgsCheckContexts(t *testing.T) {
 	require.NoError(t, f.s.LaunchArgs(mixed, g1, b1))
 	require.NoError(t, f.s.Synchronize())
 	got := make([]int32, 16)
-	require.NoError(t, mine.CopyToHost(got))
+	require.NoError(t, mine.CopyToHost(f.ctx.LegacyStream(), got))
 	assert.Equal(t, int32(16), got[15])
 	ltNoBadUses(t)
 }

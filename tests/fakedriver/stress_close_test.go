@@ -87,7 +87,7 @@ func newStressWorld(t *testing.T, dev *driver.Device, primary bool, hostCalls *a
 	must(err)
 	w.buf, err = driver.Alloc[int32](w.ctx, stressN)
 	must(err)
-	w.buf2, err = driver.AllocZeroed[int32](w.ctx, stressN)
+	w.buf2, err = driver.AllocZeroed[int32](w.ctx.LegacyStream(), stressN)
 	must(err)
 	w.abuf, err = driver.AllocAsync[int32](w.s, stressN)
 	must(err)

@@ -186,7 +186,7 @@ func stressOps() []stressOp {
 			return nil
 		}},
 		{covers: []string{"Buffer.CopyFrom"}, do: func(w *stressWorld, r *rand.Rand) error {
-			return w.buf.CopyFrom(pick(r, w.buf2, w.abuf, w.pbuf, w.mbuf))
+			return w.buf.CopyFrom(w.anyStream(r), pick(r, w.buf2, w.abuf, w.pbuf, w.mbuf))
 		}},
 		{covers: []string{"Buffer.CopyFromAsync"}, do: func(w *stressWorld, r *rand.Rand) error {
 			return w.anyBuf(r).CopyFromAsync(w.anyStream(r), w.view)
@@ -194,10 +194,10 @@ func stressOps() []stressOp {
 		{covers: []string{"Buffer.CopyFromHost", "Buffer.CopyToHost"}, do: func(w *stressWorld, r *rand.Rand) error {
 			b := w.anyBuf(r)
 			h := make([]int32, 8)
-			if err := b.CopyFromHost(h); err != nil {
+			if err := b.CopyFromHost(w.anyStream(r), h); err != nil {
 				return err
 			}
-			return b.CopyToHost(h)
+			return b.CopyToHost(w.anyStream(r), h)
 		}},
 		{covers: []string{"Buffer.CopyFromHostAsync", "Buffer.CopyToHostAsync"}, do: func(w *stressWorld, r *rand.Rand) error {
 			if r.IntN(2) == 0 {
@@ -218,13 +218,13 @@ func stressOps() []stressOp {
 			b := w.anyBuf(r)
 			switch r.IntN(4) {
 			case 0:
-				return b.Memset8(1)
+				return b.Memset8(w.anyStream(r), 1)
 			case 1:
-				return b.Memset16(2)
+				return b.Memset16(w.anyStream(r), 2)
 			case 2:
-				return b.Memset32(3)
+				return b.Memset32(w.anyStream(r), 3)
 			}
-			return b.MemsetFloat32(4)
+			return b.MemsetFloat32(w.anyStream(r), 4)
 		}},
 		{covers: []string{"Buffer.Memset8Async", "Buffer.Memset16Async", "Buffer.Memset32Async", "Buffer.MemsetFloat32Async"},
 			do: func(w *stressWorld, r *rand.Rand) error {
@@ -249,15 +249,15 @@ func stressOps() []stressOp {
 		{covers: []string{"Buffer.Slice", "Buffer.Close"}, do: func(w *stressWorld, r *rand.Rand) error {
 			return closeMade(w.anyBuf(r).Slice(1, 3))
 		}},
-		{covers: []string{"Buffer.ToHost"}, do: func(w *stressWorld, r *rand.Rand) error { return second(w.anyBuf(r).ToHost()) }},
+		{covers: []string{"Buffer.ToHost"}, do: func(w *stressWorld, r *rand.Rand) error { return second(w.anyBuf(r).ToHost(w.anyStream(r))) }},
 		{covers: []string{"Alloc", "AllocZeroed", "AllocCopy", "AllocManaged"}, do: func(w *stressWorld, r *rand.Rand) error {
 			switch r.IntN(4) {
 			case 0:
 				return closeMade(driver.Alloc[int32](w.ctx, 4))
 			case 1:
-				return closeMade(driver.AllocZeroed[int32](w.ctx, 4))
+				return closeMade(driver.AllocZeroed[int32](w.ctx.LegacyStream(), 4))
 			case 2:
-				return closeMade(driver.AllocCopy(w.ctx, []int32{1, 2}))
+				return closeMade(driver.AllocCopy(w.ctx.LegacyStream(), []int32{1, 2}))
 			}
 			return closeMade(driver.AllocManaged[int32](w.ctx, 4))
 		}},
