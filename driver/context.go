@@ -45,6 +45,8 @@ type Context struct {
 	pendMu  sync.Mutex
 	pending []uintptr
 
+	staging *stagingPool // page-locked blocks for copies of Go slices
+
 	cleanup runtime.Cleanup // releases a Context that became unreachable without Close
 }
 
@@ -63,13 +65,22 @@ func (d *Device) PrimaryContext() (*Context, error) {
 }
 
 func newContext(h cu.CUcontext, d *Device, primary bool) *Context {
-	c := &Context{h: h, dev: d, primary: primary}
+	pool := &stagingPool{}
+	c := &Context{h: h, dev: d, primary: primary, staging: pool}
 	dh := d.h
 	destroy := func() error {
+		// Nothing holds c any more, so no copy uses a staging block.
+		serr := boundTo(h, pool.drain)
+		var err error
 		if primary {
-			return cu.DevicePrimaryCtxRelease(dh)
+			err = cu.DevicePrimaryCtxRelease(dh)
+		} else {
+			err = cu.CtxDestroy(h)
 		}
-		return cu.CtxDestroy(h)
+		if err == nil {
+			err = serr
+		}
+		return err
 	}
 	initDropped(c, &c.obj, &c.cleanup, dropped{destroy: destroy})
 	return c

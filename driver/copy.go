@@ -6,8 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
-	"github.com/purecuda/cuda/internal/hostfn"
-	"github.com/purecuda/cuda/internal/release"
 )
 
 // Copies and memsets of a Buffer: synchronous ones (queued on the stream
@@ -155,82 +153,6 @@ func (b *Buffer[T]) onStream(op string, s *Stream, n int, bind bool, f func(a *a
 	}
 	s.leave(h)
 	return s.ctx.sawError(err)
-}
-
-// CopyFromHostAsync queues a copy of src into b on s (cuMemcpyHtoDAsync).
-//
-// src is ordinary Go memory: it is pinned (runtime.Pinner), and must not be
-// modified, until the copy has run on s. purecuda releases it from a host
-// function queued after the copy, which costs a host callback (a few
-// microseconds). For copies without that cost, use CopyFromPinnedAsync with
-// a HostBuffer.
-func (b *Buffer[T]) CopyFromHostAsync(s *Stream, src []T) error {
-	const op = "Buffer.CopyFromHostAsync"
-	if len(src) == 0 { // nothing to queue, but the same checks
-		if s == nil {
-			return fmt.Errorf("driver: %s: %w", op, ErrNilStream)
-		}
-		_, err := b.checkOpen(op)
-		return err
-	}
-	return b.onStream(op, s, len(src), true, func(a *allocation, h *captureHook) error {
-		return s.keepSlice(h, unsafe.Pointer(&src[0]), func() error {
-			return cu.MemcpyHtoDAsync(b.at(a), unsafe.Pointer(&src[0]), sliceBytes(src), s.h)
-		})
-	})
-}
-
-// CopyToHostAsync queues a copy of the first len(dst) elements of b into
-// dst on s (cuMemcpyDtoHAsync). dst is pinned until the copy has run; read
-// it only after synchronising s.
-func (b *Buffer[T]) CopyToHostAsync(s *Stream, dst []T) error {
-	const op = "Buffer.CopyToHostAsync"
-	if len(dst) == 0 { // nothing to queue, but the same checks
-		if s == nil {
-			return fmt.Errorf("driver: %s: %w", op, ErrNilStream)
-		}
-		_, err := b.checkOpen(op)
-		return err
-	}
-	return b.onStream(op, s, len(dst), true, func(a *allocation, h *captureHook) error {
-		return s.keepSlice(h, unsafe.Pointer(&dst[0]), func() error {
-			return cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), b.at(a), sliceBytes(dst), s.h)
-		})
-	})
-}
-
-// keepSlice pins the Go object data points into, runs queue (which queues work
-// on s naming that memory, with the context current) and queues a host
-// function that unpins it once that work has run. If the host function
-// cannot be queued after the work was, it waits for s instead, so the
-// memory is never released while the work may still use it.
-func (s *Stream) keepSlice(h *captureHook, data unsafe.Pointer, queue func() error) error {
-	pin := release.Pin(data)
-	tramp, err := hostfn.HostFn()
-	if err != nil {
-		_ = pin.Release()
-		return err
-	}
-	if err := queue(); err != nil {
-		_ = pin.Release()
-		return err
-	}
-	if h != nil {
-		h.sink.Keep([]release.Owner{pin}) // captured: the graph holds the pin
-		return nil
-	}
-	// Uncaptured (the caller entered s): so is the unpin queued after it.
-	unpin := func() { _ = pin.Release() } // no CUDA call: fine on a CUDA thread
-	id := hostfn.Register(hostfn.Callback{Fn: unpin, Once: true, OnCancel: unpin})
-	hostfn.Expect()
-	if err := cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id); err != nil {
-		// The work is queued but its keep-alive is not: wait for the work.
-		serr := cu.StreamSynchronize(s.h)
-		hostfn.Cancel(id)
-		return serr
-	}
-	s.ctx.addPending(id)
-	return nil
 }
 
 // CopyFromAsync queues a copy of all of src into b on s (cuMemcpyDtoDAsync).

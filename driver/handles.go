@@ -47,6 +47,14 @@ func init() {
 		return p, nil
 	}
 	seam.PlainData = func(t reflect.Type) bool { return t != nil && plainData(t) }
+	seam.TrimStaging = func(c any) error { return c.(*Context).trimStaging("TrimStaging") }
+	seam.RegisterHost = func(op string, c any, p unsafe.Pointer, bytes uintptr) (seam.Owner, error) {
+		h, err := registerHost(op, c.(*Context), p, bytes)
+		if err != nil {
+			return nil, err
+		}
+		return h, nil
+	}
 	seam.ArgsUsableIn = func(a, ctx any) error {
 		args, _ := a.(*Args)
 		c, _ := ctx.(*Context)

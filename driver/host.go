@@ -195,10 +195,9 @@ type Registered[T any] struct {
 // registration is what a Registered releases: apart from it, so that the
 // cleanup's argument does not keep the Registered reachable.
 type registration struct {
-	obj lifetime.Object
-	p   unsafe.Pointer
-	pin *release.Pinned
-	ctx *Context
+	obj  lifetime.Object
+	hold *hostHold
+	ctx  *Context
 }
 
 // Release drops one reference (release.Owner).
@@ -206,10 +205,18 @@ func (r *registration) Release() error { return r.obj.Release() }
 
 func deferUnregister(r *registration) { release.Defer(r) }
 
-// RegisterHost pins an existing Go slice for fast, asynchronous copies
-// (cuMemHostRegister). The slice must not be resliced beyond its length or
-// reallocated meanwhile. Close unregisters it (cuMemHostUnregister) after
-// waiting for the context's queued work.
+// RegisterHost registers an existing Go slice with CUDA as page-locked
+// memory (cuMemHostRegister, portable to every context) and pins it, so
+// that CUDA copies to and from it run in stream order, as with a
+// HostBuffer: work that names the memory through Raw or the graph package
+// reads and writes it when it runs. (Buffer.CopyFromHostAsync and
+// CopyToHostAsync stage every Go slice through memory of their own, this one
+// too; see there.) The slice must not be grown past its capacity
+// meanwhile. CUDA registers whole pages: pages shared with other slices
+// registered by purecuda are registered once and stay so while any of them
+// needs them. Close waits for the context's queued work and then lets go
+// of the registration (cuMemHostUnregister, on purecuda's release queue,
+// once nothing else of purecuda's needs those pages).
 func RegisterHost[T any](c *Context, s []T) (*Registered[T], error) {
 	const op = "RegisterHost"
 	if _, err := byteSize[T](op, len(s)); err != nil {
@@ -218,22 +225,15 @@ func RegisterHost[T any](c *Context, s []T) (*Registered[T], error) {
 	if err := c.hold(op); err != nil {
 		return nil, err
 	}
-	p := unsafe.Pointer(&s[0])
-	reg := &registration{p: p, ctx: c, pin: release.Pin(p)}
-	if err := bound(c, func() error { return cu.MemHostRegister(p, sliceBytes(s), 0) }); err != nil {
-		_ = reg.pin.Release()
+	hold, err := registerHost(op, c, unsafe.Pointer(&s[0]), sliceBytes(s))
+	if err != nil {
 		c.release()
 		return nil, err
 	}
+	reg := &registration{hold: hold, ctx: c}
 	reg.obj.Init(func() error {
-		err := bound(c, func() error {
-			serr := c.sync()
-			if err := cu.MemHostUnregister(reg.p); err != nil {
-				return err
-			}
-			return serr
-		})
-		_ = reg.pin.Release()
+		err := bound(c, c.sync)
+		_ = hold.Release() // unregisters the pages no other use of purecuda's still needs
 		c.release()
 		return err
 	})

@@ -105,10 +105,13 @@ func gostring(b []byte) string {
 // and calls there fail with CUDA_ERROR_CONTEXT_IS_DESTROYED, even calls
 // that name their own stream. f must not destroy c or change the thread's
 // context stack.
-func bound(c *Context, f func() error) (err error) {
+func bound(c *Context, f func() error) error { return boundTo(c.h, f) }
+
+// boundTo is bound for a context known by its handle alone.
+func boundTo(h cu.CUcontext, f func() error) (err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cu.CtxPushCurrent(c.h); err != nil {
+	if err := cu.CtxPushCurrent(h); err != nil {
 		return err
 	}
 	defer func() {

@@ -58,10 +58,16 @@ func Host[T any](h *driver.HostBuffer[T]) Operand {
 	return Operand{host: h, bytes: h.Len() * int(unsafe.Sizeof(*new(T))), isHost: true}
 }
 
-// Slice is ordinary Go memory, pinned (runtime.Pinner) from the node's add
-// for as long as the node may run. Its element type must hold no Go
-// pointers. Do not grow it past its capacity meanwhile: the node keeps the
-// original array.
+// Slice is ordinary Go memory that the node reads or writes each time it
+// runs, in stream order, as it would a HostBuffer: a host node before the
+// memcpy node may fill the slice, and one after it sees what the copy
+// wrote. From the node's add for as long as the node may run, the slice is
+// registered with CUDA as page-locked memory (cuMemHostRegister, whole
+// pages, shared with other slices on the same pages) and pinned, so that
+// it neither moves nor is freed. Registering costs more than an add (tens
+// of microseconds, more for large slices) and is paid once per node, not
+// per launch. Its element type must hold no Go pointers. Do not grow it
+// past its capacity meanwhile: the node keeps the original array.
 func Slice[T any](s []T) Operand {
 	if !seam.PlainData(reflect.TypeFor[T]()) {
 		return Operand{err: fmt.Errorf("slice of %s, which holds Go pointers: %w", reflect.TypeFor[T](), driver.ErrInvalidArgument)}
@@ -176,7 +182,11 @@ func (o Operand) resolve(op string, ctx *driver.Context) (resolved, error) {
 		}
 		return resolved{ptr: o.host.Pointer(), bytes: o.bytes, host: true, owner: ref}, nil
 	case o.pin:
-		return resolved{ptr: o.ptr, bytes: o.bytes, host: true, owner: release.Pin(o.ptr)}, nil
+		reg, err := seam.RegisterHost(op, ctx, o.ptr, uintptr(o.bytes))
+		if err != nil {
+			return resolved{}, err
+		}
+		return resolved{ptr: o.ptr, bytes: o.bytes, host: true, owner: reg}, nil
 	}
 	var owner release.Owner
 	if o.owner != nil {

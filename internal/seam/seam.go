@@ -46,4 +46,15 @@ var (
 	// ArgsUsableIn fails, matching driver.ErrInvalidArgument, when work in
 	// ctx may not use a (a *driver.Args, ctx a *driver.Context).
 	ArgsUsableIn func(a, ctx any) error
+	// RegisterHost registers the pages of Go memory [p, p+bytes) with CUDA
+	// for work in ctx (a *driver.Context) and pins it, until the returned
+	// owner is released (once no work may use the memory); see
+	// driver.RegisterHost.
+	RegisterHost func(op string, ctx any, p unsafe.Pointer, bytes uintptr) (Owner, error)
+	// TrimStaging frees the page-locked blocks that ctx (a *driver.Context)
+	// keeps for copies of Go slices: for tests that count host allocations.
+	TrimStaging func(ctx any) error
 )
+
+// Owner is what must be released once (release.Owner).
+type Owner interface{ Release() error }

@@ -15,6 +15,7 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -135,8 +136,8 @@ const (
 // TestStickyErrorReleasesHostFunctions: after a sticky error CUDA never
 // runs the host functions queued on the context; the stream's next call
 // that reports the error releases what they hold: the callbacks' handle-map
-// entries and the Go slices pinned for async copies, which would otherwise
-// stay registered and pinned forever.
+// entries and the page-locked blocks of async copies of Go slices, which
+// would otherwise stay in use forever.
 func TestStickyErrorReleasesHostFunctions(t *testing.T) {
 	f := ltSetup(t)
 	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
@@ -145,8 +146,10 @@ func TestStickyErrorReleasesHostFunctions(t *testing.T) {
 	buf, err := driver.Alloc[int32](f.ctx, 64)
 	require.NoError(t, err)
 	defer buf.Close()
+	require.NoError(t, seam.TrimStaging(f.ctx))
 	lifetime.Flush()
 	before := lifetime.ReadStats()
+	hosts := fcall(t, "fake_live_host_allocs")
 	fcall(t, "fake_set_kernel_delay_us", 300000)
 	require.NoError(t, s.Launch(f.empty, g1, b1)) // the rest queues behind it (for long enough even under -race)
 	var ran atomic.Int64
@@ -157,19 +160,23 @@ func TestStickyErrorReleasesHostFunctions(t *testing.T) {
 	require.NoError(t, buf.CopyFromHostAsync(s, make([]int32, 64)))
 	mid := lifetime.ReadStats()
 	assert.Equal(t, before.Callbacks+12, mid.Callbacks, "ten host functions and two keep-alives registered")
-	assert.Equal(t, before.Pinned+2, mid.Pinned, "two slices pinned")
+	assert.Equal(t, before.Pinned, mid.Pinned, "the slices are not pinned: they were staged")
+	assert.Equal(t, hosts+2, fcall(t, "fake_live_host_allocs"), "two page-locked blocks in use")
 
 	fcall(t, "fake_set_sticky_error", ltLaunchFailed)
 	assert.ErrorIs(t, s.Synchronize(), driver.ErrLaunchFailed)
 	after := lifetime.ReadStats()
 	assert.Equal(t, before.Callbacks, after.Callbacks, "the host functions CUDA will never run were released")
-	assert.Equal(t, before.Pinned, after.Pinned, "and the slices unpinned")
+	assert.Equal(t, before.Pinned, after.Pinned)
 	assert.Zero(t, ran.Load(), "none ran")
 	// Let fakecuda drop the queued work before the error is cleared (a real
 	// sticky error is never cleared).
 	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
 	fcall(t, "fake_set_kernel_delay_us", 0)
 	fcall(t, "fake_clear_sticky_error")
+	require.NoError(t, seam.TrimStaging(f.ctx))
+	lifetime.Flush()
+	assert.Equal(t, hosts, fcall(t, "fake_live_host_allocs"), "the blocks came back and were freed")
 	ltNoBadUses(t)
 }
 

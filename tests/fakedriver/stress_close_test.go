@@ -33,6 +33,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -248,6 +249,7 @@ func TestStressCloseRaces(t *testing.T) {
 	// the release queue have run and fakecuda's queues are empty.
 	require.NoError(t, f.ctx.Synchronize())
 	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
+	require.NoError(t, seam.TrimStaging(f.ctx)) // the blocks it keeps for copies of Go slices
 	ok := ltSettle(func() bool {
 		for _, c := range fakeLive {
 			if fcall(t, c) != live[c] {

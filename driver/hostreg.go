@@ -1,0 +1,268 @@
+package driver
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"unsafe"
+
+	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/release"
+)
+
+// Registering Go memory with CUDA (cuMemHostRegister) so that copies read
+// and write it in stream order, as they do pinned memory: a graph's memcpy
+// node on a Go slice, a stream copy of a Go slice captured into a graph,
+// and RegisterHost.
+//
+// CUDA registers whole pages, refuses a range that overlaps one already
+// registered (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED), and Go puts many
+// objects on one page. So registrations are made here, once per page:
+// hostRegs lists the registered page ranges, and a slice's hold counts on
+// every range that covers its pages, registering only the pages no range
+// covers yet.
+//
+// A range stays registered while a hold counts on it, and its pages must
+// stay the pages the registration locked: Go may give a free page back to
+// the operating system and later map a new one at the same address, which
+// a stale registration would never see. So each hold keeps its Go object
+// pinned (runtime.Pinner) until every range it counted on is unregistered,
+// not only until the hold is released: while a range is registered, each
+// of its pages holds a live object, and a page with a live object is never
+// given back.
+//
+// A hold is released where its work ended, which may be a host function on
+// a CUDA thread: the release only counts down, and the last one queues the
+// unregistration on the release queue, where the CUDA call may be made. A
+// hold taken meanwhile on the same pages takes the range back instead.
+
+// hostRange is one registered range of whole pages, [start, end).
+type hostRange struct {
+	start, end uintptr
+	refs       int         // holds counting on it now
+	attached   []*hostHold // holds whose object stays pinned until the unregistration
+	ctx        *Context    // the context it was registered in, held until then
+	gone       bool        // unregistered
+}
+
+var hostRegs struct {
+	// cudaMu orders the registrations and unregistrations (CUDA calls,
+	// which may take long); mu guards the list and the counts, and is
+	// never held across a CUDA call: a hold's Release, which may run on a
+	// CUDA thread, takes only mu. cudaMu is taken before mu.
+	cudaMu sync.Mutex
+	mu     sync.Mutex
+	ranges []*hostRange // sorted by start, not overlapping
+}
+
+var pageSize = uintptr(os.Getpagesize())
+
+// hostHold is one slice's claim on the registration of its pages: a
+// release.Owner, released once when the work that uses the slice is done.
+type hostHold struct {
+	ranges []*hostRange
+	left   int // ranges not yet unregistered; the pin goes with the last
+	pin    *release.Pinned
+	done   bool
+}
+
+// registerHost registers the pages of [p, p+bytes) (Go memory, or memory
+// CUDA already treats as page-locked) for use by work in ctx, and pins the
+// Go object p points into. The hold must be released once no work may use
+// the memory any more. It fails, with nothing registered, when ctx is
+// closed or CUDA refuses the memory.
+func registerHost(op string, ctx *Context, p unsafe.Pointer, bytes uintptr) (*hostHold, error) {
+	if err := ctx.hold(op); err != nil {
+		return nil, err
+	}
+	defer ctx.release()
+	start := uintptr(p) &^ (pageSize - 1)
+	end := (uintptr(p) + bytes + pageSize - 1) &^ (pageSize - 1)
+	h := &hostHold{pin: release.Pin(p)}
+	hostRegs.cudaMu.Lock()
+	defer hostRegs.cudaMu.Unlock()
+	hostRegs.mu.Lock()
+	gaps := uncovered(start, end)
+	hostRegs.mu.Unlock()
+	var made []*hostRange
+	if len(gaps) > 0 {
+		err := bound(ctx, func() error {
+			var err error
+			made, err = registerGaps(gaps)
+			return err
+		})
+		if err != nil {
+			_ = h.pin.Release()
+			return nil, err
+		}
+	}
+	for _, r := range made {
+		ctx.obj.Retain() // the range's own reference, until it is unregistered
+		r.ctx = ctx
+	}
+	hostRegs.mu.Lock()
+	defer hostRegs.mu.Unlock()
+	insertRanges(made)
+	for _, r := range hostRegs.ranges {
+		if r.end > start && r.start < end {
+			r.refs++
+			r.attached = append(r.attached, h)
+			h.ranges = append(h.ranges, r)
+		}
+	}
+	h.left = len(h.ranges)
+	if h.left == 0 { // all of it page-locked by CUDA already: nothing to wait for
+		_ = h.pin.Release()
+	}
+	return h, nil
+}
+
+// uncovered returns the parts of [start, end) that no range covers.
+func uncovered(start, end uintptr) [][2]uintptr {
+	var gaps [][2]uintptr
+	at := start
+	for _, r := range hostRegs.ranges {
+		if r.end <= at || r.start >= end {
+			continue
+		}
+		if r.start > at {
+			gaps = append(gaps, [2]uintptr{at, r.start})
+		}
+		at = max(at, r.end)
+	}
+	if at < end {
+		gaps = append(gaps, [2]uintptr{at, end})
+	}
+	return gaps
+}
+
+// registerGaps registers the page ranges gaps, with a context current, and
+// returns the new ranges; on failure it unregisters what it registered.
+// Pages CUDA reports as registered already (memory of cuMemHostAlloc, or
+// registered outside purecuda) are left as they are.
+func registerGaps(gaps [][2]uintptr) ([]*hostRange, error) {
+	var made []*hostRange
+	fail := func(err error) ([]*hostRange, error) {
+		for _, r := range made {
+			_ = relaxed(func() error { return cu.MemHostUnregister(pagePtr(r.start)) })
+		}
+		return nil, err
+	}
+	for _, g := range gaps {
+		err := relaxed(func() error {
+			return cu.MemHostRegister(pagePtr(g[0]), g[1]-g[0], uint32(cu.CU_MEMHOSTREGISTER_PORTABLE))
+		})
+		if err == nil {
+			made = append(made, &hostRange{start: g[0], end: g[1]})
+			continue
+		}
+		if !errors.Is(err, ErrHostMemoryAlreadyRegistered) {
+			return fail(err)
+		}
+		// Some of the gap is page-locked already: register the rest page
+		// by page.
+		for pg := g[0]; pg < g[1]; pg += pageSize {
+			err := relaxed(func() error {
+				return cu.MemHostRegister(pagePtr(pg), pageSize, uint32(cu.CU_MEMHOSTREGISTER_PORTABLE))
+			})
+			switch {
+			case err == nil: // one registration per page: CUDA unregisters by base address
+				made = append(made, &hostRange{start: pg, end: pg + pageSize})
+			case errors.Is(err, ErrHostMemoryAlreadyRegistered):
+			default:
+				return fail(err)
+			}
+		}
+	}
+	return made, nil
+}
+
+// relaxed runs f, a CUDA call that is no stream work but that CUDA counts
+// as unsafe during a capture (it may synchronise: registering, page-locked
+// allocations and their frees), with this thread's capture mode relaxed
+// (cuThreadExchangeStreamCaptureMode): a capture in global mode on another
+// thread would otherwise refuse f and be invalidated by it. The caller has
+// the OS thread locked.
+func relaxed(f func() error) error {
+	mode := cu.CU_STREAM_CAPTURE_MODE_RELAXED
+	if err := cu.ThreadExchangeStreamCaptureMode(&mode); err != nil {
+		return err
+	}
+	err := f()
+	if rerr := cu.ThreadExchangeStreamCaptureMode(&mode); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// pagePtr is address a as a pointer for CUDA. It is a page start that may
+// lie before the Go object registered, but always on a page that object
+// occupies, so the garbage collector never sees it point at a free span.
+func pagePtr(a uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&a)) }
+
+// insertRanges adds new ranges to hostRegs, keeping it sorted.
+func insertRanges(made []*hostRange) {
+	if len(made) == 0 {
+		return
+	}
+	hostRegs.ranges = append(hostRegs.ranges, made...)
+	sort.Slice(hostRegs.ranges, func(i, j int) bool { return hostRegs.ranges[i].start < hostRegs.ranges[j].start })
+}
+
+// Release ends the hold (release.Owner): it makes no CUDA call, so it may
+// run on a CUDA thread. A range no hold counts on any more is unregistered
+// on the release queue. Later calls do nothing.
+func (h *hostHold) Release() error {
+	hostRegs.mu.Lock()
+	defer hostRegs.mu.Unlock()
+	if h.done {
+		return nil
+	}
+	h.done = true
+	for _, r := range h.ranges {
+		r.refs--
+		if r.refs == 0 {
+			release.Defer(unregisterJob{r})
+		}
+	}
+	return nil
+}
+
+// unregisterJob unregisters a range no hold counts on, unless one took it
+// back meanwhile.
+type unregisterJob struct{ r *hostRange }
+
+func (j unregisterJob) Release() error {
+	hostRegs.cudaMu.Lock()
+	defer hostRegs.cudaMu.Unlock()
+	r := j.r
+	hostRegs.mu.Lock()
+	if r.refs > 0 || r.gone {
+		hostRegs.mu.Unlock()
+		return nil
+	}
+	// No hold can take it back from here on: registerHost waits for cudaMu.
+	r.gone = true
+	if i := slices.Index(hostRegs.ranges, r); i >= 0 {
+		hostRegs.ranges = slices.Delete(hostRegs.ranges, i, i+1) // clears the tail: no stale range keeps its context reachable
+	}
+	hostRegs.mu.Unlock()
+	err := bound(r.ctx, func() error { return relaxed(func() error { return cu.MemHostUnregister(pagePtr(r.start)) }) })
+	hostRegs.mu.Lock()
+	attached := r.attached
+	r.attached = nil
+	var unpin []*release.Pinned
+	for _, h := range attached {
+		if h.left--; h.left == 0 {
+			unpin = append(unpin, h.pin)
+		}
+	}
+	hostRegs.mu.Unlock()
+	for _, p := range unpin {
+		_ = p.Release()
+	}
+	r.ctx.release()
+	return err
+}
