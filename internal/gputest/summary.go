@@ -14,10 +14,11 @@ import (
 	"github.com/purecuda/cuda/loader"
 )
 
-// ttyEnv names the file Main also writes its summary to, "/dev/tty" (or
-// "CONOUT$" on Windows) when unset, "off" for none. Its tests point it at a
-// file.
-const ttyEnv = "PURECUDA_GPUTEST_TTY"
+// ttyEnv names the file Main also appends its summary to: the terminal,
+// "/dev/tty" (or "CONOUT$" on Windows), when unset; "off" for none. A script
+// or CI, which has no terminal, points it at a file of its own and prints
+// that after go test.
+const ttyEnv = "PURECUDA_SKIP_SUMMARY"
 
 // skips counts the tests skipped for want of a GPU in this process; reason
 // is the first one's reason.
@@ -80,7 +81,7 @@ func Summary(pkg string, n int64, why string) string {
 // fails. `go test ./...` (package list mode) shows nothing a passing package
 // prints, standard error included, so unless -v is on and unless standard
 // output is itself a terminal, the line also goes to the controlling
-// terminal, when there is one.
+// terminal, when there is one, or to the file PURECUDA_SKIP_SUMMARY names.
 func Main(m *testing.M) {
 	code := m.Run()
 	n := skips.Load()
@@ -120,7 +121,7 @@ func toTerminal(line string) {
 	case "":
 		path = terminalPath
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return // no terminal: CI, a daemon
 	}
