@@ -2,10 +2,9 @@
 // devices, contexts, explicit streams, events, device and host memory,
 // memory pools, modules and libraries, and typed kernel launches.
 //
-// It stands on package lifetime (references, the release queue, the
-// host-function trampoline) and on the generated raw table (internal/cu),
-// which stands on package loader; package nvrtc sits beside it, and package
-// graph builds on it.
+// It stands on package lifetime (references and releases) and on package
+// loader, which finds and opens libcuda; package nvrtc sits beside it, and
+// package graph builds on it.
 //
 //	dev, err := driver.DeviceByOrdinal(0)          // loads and initialises the driver
 //	ctx, err := dev.PrimaryContext()               // Close releases it

@@ -5,7 +5,7 @@ import (
 	"github.com/purecuda/cuda/internal/release"
 )
 
-// Stats are the lifetime counters (I11). Tests and users read them to prove
+// Stats are the lifetime counters. Tests and users read them to prove
 // that nothing leaks: after everything is closed and Flush has returned,
 // Objects, Live, Queued, Pinned, Tables and Callbacks are back to where they
 // started.
