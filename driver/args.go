@@ -377,6 +377,14 @@ var blockPool = sync.Pool{New: func() any {
 // progress have returned, Args keep the kernel's module or library loaded
 // and hold the buffers named in them, so neither can be freed while the
 // Args can still launch. Args are also an owner a graph can hold (Hold).
+//
+// Launches of the same Args may run at once from several goroutines, on
+// any streams: each launch passes the values as they are when it is made.
+// SetArg changes those values, so it must not run concurrently with a
+// launch of the same Args or with another SetArg (that is a data race on
+// the values; nothing else breaks). A Close racing with launches releases
+// what the Args hold only after the launches in progress return; launches
+// that start after it fail with ErrClosed.
 type Args struct {
 	// What LaunchArgs reads comes first, copied from f so that a launch
 	// reads neither f nor its module.

@@ -7,7 +7,8 @@ import (
 	"github.com/purecuda/cuda/internal/cu"
 )
 
-// Device is a CUDA device (CUdevice).
+// Device is a CUDA device (CUdevice). It owns nothing and never changes:
+// its methods are safe for concurrent use, and it needs no Close.
 type Device struct {
 	ok      bool // made by this package (a zero Device is refused)
 	h       cu.CUdevice

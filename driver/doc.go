@@ -2,10 +2,9 @@
 // devices, contexts, explicit streams, events, device and host memory,
 // memory pools, modules and libraries, and typed kernel launches.
 //
-// It stands on package lifetime (references, the release queue, the
-// host-function trampoline) and on the generated raw table (internal/cu),
-// which stands on package loader; package nvrtc sits beside it, and package
-// graph builds on it.
+// It stands on package lifetime (references and releases) and on package
+// loader, which finds and opens libcuda; package nvrtc sits beside it, and
+// package graph builds on it.
 //
 //	dev, err := driver.DeviceByOrdinal(0)          // loads and initialises the driver
 //	ctx, err := dev.PrimaryContext()               // Close releases it
@@ -83,13 +82,25 @@
 // value argument between launches. Function.Raw and Stream.Raw hand the
 // CUDA handles to other libraries.
 //
+// # Concurrency
+//
+// Every type here that stands for a CUDA object (Context, Stream, Event,
+// Buffer, HostBuffer, Registered, MemPool, Module, Library, Function, Args,
+// Device) is safe for concurrent use; each type's doc says what a Close
+// racing with calls does, and the one exception (SetArg against launches
+// of the same Args). In short, Close never destroys anything under a call
+// in flight or under queued work: the destroy waits for the last of them,
+// and calls that start after Close fail with ErrClosed. The other types
+// (Dim3, LaunchConfig, options, flags, errors) are plain values.
+//
 // # Errors
 //
 // A failed driver call returns a *Error naming the C function and its
 // Status (the C CUresult); every status is also an Err… constant for
 // errors.Is (ErrOutOfMemory, ErrInvalidValue, …), and errors.As gives the
-// fields. Arguments refused before calling
-// CUDA match ErrInvalidArgument. A function the loaded driver lacks returns a
+// fields. Arguments purecuda refuses before calling CUDA match
+// ErrInvalidArgument; ErrInvalidValue, by contrast, is CUDA's own
+// CUDA_ERROR_INVALID_VALUE, returned by the C function the *Error names. A function the loaded driver lacks returns a
 // *SymbolError matching ErrNotSupported. Nothing in this package panics on
 // anything a caller or the machine can cause; a panic in a host function is
 // recovered and returned by the stream's next Synchronize.

@@ -26,6 +26,12 @@ const (
 // Event is a CUDA event. Every call holds the event while it runs; Close
 // destroys it once no call is using it. An Event dropped without Close is
 // destroyed by a cleanup.
+//
+// An Event is safe for concurrent use: Record, Query, Synchronize and
+// Stream.WaitEvent may run at once from several goroutines, and each sees
+// the records CUDA received before it (the latest record counts, as in
+// CUDA). A Close racing with them never destroys the event under a call in
+// flight; calls that start after it fail with ErrClosed.
 type Event struct {
 	h   cu.CUevent
 	ctx *Context

@@ -14,6 +14,13 @@ import (
 // (launchable in any context). A module or library hands out one Function
 // per name; the Function holds its module or library loaded until that is
 // closed and nothing holds the Function any more.
+//
+// A Function is safe for concurrent use: launches of it, NewArgs and its
+// attribute calls may run at once from several goroutines (SetAttribute
+// applies to launches made after it returns). It has no Close of its own:
+// its module's or library's Close closes it, after the calls in flight;
+// calls that start after that fail with ErrClosed, while Args made before
+// still launch.
 type Function struct {
 	// What Launch reads comes first, within one cache line: the Function
 	// is 192 bytes, a size class whose objects start on a line.

@@ -28,7 +28,13 @@ const (
 //
 // Every call holds the HostBuffer while it runs; Close frees the memory
 // once no call is using it, after waiting for the context's queued work
-// (which may still copy to or from it).
+// (which may still copy to or from it): the goroutine that lets go last,
+// often the one calling Close, waits for that work.
+//
+// A HostBuffer is safe for concurrent use: copies to and from it may be
+// queued at once from several goroutines. The memory behind Slice is
+// shared with those copies: read or write it only when the copies that
+// touch it are done (a Synchronize), and never after Close.
 type HostBuffer[T any] struct {
 	p   unsafe.Pointer
 	n   int
@@ -183,6 +189,12 @@ func (b *Buffer[T]) CopyToPinnedAsync(s *Stream, dst *HostBuffer[T]) error {
 // (cuMemHostRegister). The slice stays pinned (runtime.Pinner) and
 // registered until Close; a Registered dropped without Close is
 // unregistered by a cleanup.
+//
+// Its methods are safe for concurrent use. A Close racing with them
+// unregisters the memory only once nothing holds it (a graph node that
+// copies to or from it, a Hold), after waiting for the context's queued
+// work; Hold fails with ErrClosed after Close. The slice is
+// shared with the copies that use it: touch it only when they are done.
 type Registered[T any] struct {
 	s       []T
 	reg     *registration

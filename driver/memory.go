@@ -164,6 +164,15 @@ func deferRelease(a *allocation) { release.Defer(a) }
 // until the buffer and every view of it are closed; closing a view does not
 // close the buffer it came from. Every method of a view, and a view passed
 // to a kernel, works on the view's elements only.
+//
+// # Concurrency
+//
+// A Buffer is safe for concurrent use: its methods, and launches that name
+// it, may run at once from several goroutines. A Close racing with them
+// never frees the memory under a call in flight or queued work; calls that
+// start after it fail with ErrClosed. What the device memory holds when
+// two streams write it is ordered only by those streams (events, a
+// Synchronize), as in CUDA.
 type Buffer[T any] struct {
 	// What a launch reads (a, closed, off) lies within the first 24 bytes:
 	// a Buffer is 96 bytes, a size class whose objects start on a line or

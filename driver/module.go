@@ -40,6 +40,12 @@ func (e *ModuleError) Unwrap() error { return e.Err }
 
 // Module is code loaded into a context: PTX, CUBIN or a fatbin. A Module
 // dropped without Close (with its Functions) is unloaded by a cleanup.
+//
+// A Module is safe for concurrent use: Function, Global and the launches
+// of its kernels may run at once from several goroutines. A Close racing
+// with them unloads the module only after the launches and lookups in
+// flight (and the Args and graphs made with its kernels) are done; calls
+// that start after it fail with ErrClosed.
 type Module struct {
 	obj     lifetime.Object // owner + calls in flight + its Functions
 	h       cu.CUmodule
@@ -312,6 +318,11 @@ func (m *Module) Global(name string) (DevicePtr, int, error) {
 // Library is context-independent code (cuLibraryLoadData): its kernels can
 // be launched on any context's streams. A Library dropped without Close
 // (with its Functions) is unloaded by a cleanup.
+//
+// A Library is safe for concurrent use, as a Module is: a Close racing with
+// lookups and launches unloads it only after those in flight (and the Args
+// and graphs made with its kernels) are done; later calls fail with
+// ErrClosed.
 type Library struct {
 	obj   lifetime.Object // owner + calls in flight + its Functions
 	h     cu.CUlibrary

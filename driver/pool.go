@@ -14,6 +14,10 @@ import (
 // the buffer is freed, so Close destroys the pool only after both. A
 // MemPool dropped without Close is destroyed (or, the default pool, let go
 // of) by a cleanup.
+//
+// A MemPool is safe for concurrent use: AllocFromPool, Attribute,
+// SetAttribute and Trim may run at once from several goroutines; calls that
+// start after Close fail with ErrClosed.
 type MemPool struct {
 	h     cu.CUmemoryPool
 	ctx   *Context

@@ -13,6 +13,9 @@ import (
 
 // Builder adds nodes that depend on a set of nodes: g.After(a, b).Kernel(…)
 // runs after a and b. The Graph's own add methods add root nodes.
+//
+// A Builder is a value that may be used from several goroutines at once;
+// its adds are serialised with every other call on the graph (see Graph).
 type Builder struct {
 	g    *Graph
 	deps []Node

@@ -14,7 +14,8 @@ import (
 // a 32-bit value, kept on the device, that an if, if/else, while or switch
 // node reads each time it runs, and that kernels set with
 // cudaGraphSetConditional. Make one with Graph.NewCondition; the zero
-// Condition belongs to no graph.
+// Condition belongs to no graph. A Condition is a value that never changes:
+// it may be used from several goroutines at once.
 //
 // A kernel receives the condition as a 64-bit value: pass c.Handle() (a
 // uint64) as the kernel argument, not c itself, which is refused as an

@@ -100,7 +100,9 @@ func (e *InstantiateError) Unwrap() error {
 // executable, and its destroy and updates with the calls on the graph it
 // came from. CUDA runs the launches of one executable one after another,
 // whatever their streams: instantiate a graph several times to run it
-// concurrently.
+// concurrently. A Close racing with calls destroys the executable only
+// after the calls in flight; calls that start after it fail with
+// driver.ErrClosed, and work already launched still runs.
 type Exec struct {
 	*execCore
 	src *Graph // the graph it was instantiated from: per-node updates name its nodes

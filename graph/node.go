@@ -16,6 +16,11 @@ import (
 // aborted capture, its conditional node's destruction), every use of the
 // Node is an error matching ErrDestroyedNode, even after CUDA gives its
 // handle to a new node.
+//
+// A Node may be copied and used from several goroutines at once: its
+// methods go through its graph, which runs one call of its family at a
+// time (see Graph). After the graph's Close they fail with
+// driver.ErrClosed.
 type Node struct {
 	g    *Graph
 	h    cu.CUgraphNode

@@ -23,7 +23,9 @@ type deviceMemory interface {
 
 // Operand is one side of a memcpy node or the target of a memset node.
 // Make one with Device, Host, Slice or Raw. An Operand holds nothing until
-// a node is added with it.
+// a node is added with it. It is a value that may be used from several
+// goroutines at once (one made by Raw with an owner is taken by the first
+// node added with it; other uses are refused).
 type Operand struct {
 	dev    deviceMemory
 	host   hostMemory

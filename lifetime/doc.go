@@ -21,14 +21,12 @@
 //     nothing leaks, and a wait for the queued releases.
 //   - SetPollWindow: how long the host-function server polls.
 //
-// The machinery behind them lives in internal packages, where purecuda's
-// other packages reach it but users do not: internal/release (the release
-// queue that never blocks its caller, KeepForever, Pin), internal/hostfn
-// (the one C-callable trampoline for CUhostFn with its polling fast path,
-// integer ids instead of Go pointers, callback panics and Goexit
-// contained, InCallback) and internal/tables (the owners of a graph's
-// nodes, kept in a CUDA user object).
+// Behind them, and not part of the API: releases noticed where they cannot
+// run (in a cleanup, or on a thread CUDA owns) are queued and run by a
+// goroutine of purecuda's, so queuing never blocks the caller; C code is
+// handed integer ids, never Go pointers; and a panic or runtime.Goexit in a
+// host function ends only a goroutine of purecuda's.
 //
-// The invariants these keep are numbered in DESIGN.md beside this file; the
-// tests name the invariant each proves.
+// All of it is safe for concurrent use. How it works, for contributors, is
+// in DESIGN.md beside this file.
 package lifetime

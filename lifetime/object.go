@@ -26,7 +26,7 @@ type Owner interface {
 	Release() error
 }
 
-// Object is the lifetime of one CUDA object (I1–I4 in DESIGN.md).
+// Object is the lifetime of one CUDA object.
 //
 // The owner (the Go value a user holds) has one reference. Every call that
 // hands the object to CUDA takes another with Acquire for the duration of
@@ -35,7 +35,10 @@ type Owner interface {
 // the object closed, so Acquire fails from then on, and drops the owner's
 // reference. The destroy function runs exactly once, when the last reference
 // is dropped, on the goroutine that drops it (queued instead when that
-// goroutine runs a callback: I8).
+// goroutine runs a host function, which the destroy could wait for).
+//
+// An Object is safe for concurrent use: any of its methods may run at once
+// from several goroutines, Close included.
 //
 // The zero Object is not usable: call Init first. An Object must not be
 // copied after Init.
@@ -59,7 +62,7 @@ func (o *Object) Init(destroy func() error) {
 }
 
 // Acquire takes a reference. It fails once the object is closed or
-// destroyed; the count never rises again from zero (I1).
+// destroyed; the count never rises again from zero.
 func (o *Object) Acquire() bool {
 	if o.closed.Load() {
 		return false
@@ -86,7 +89,7 @@ func (o *Object) acquireLive() bool {
 }
 
 // Release drops a reference; the last one runs the destroy function and
-// returns its error (I2), or, in a callback (InCallback), queues it (I8).
+// returns its error, or, in a host function, queues it.
 // Releasing more than was taken returns ErrOverRelease and destroys
 // nothing.
 func (o *Object) Release() error {
@@ -122,11 +125,11 @@ func (o *Object) released(n int64) error {
 	return err
 }
 
-// Close marks the object closed and drops the owner's reference, once (I3).
+// Close marks the object closed and drops the owner's reference, once.
 // It returns the destroy function's error when the object was destroyed at
 // once; when calls or dependents still hold it, the last of them destroys
 // it and Close returns nil (so does a Close in a callback, whose destroy is
-// queued: I8). Later calls return the first call's result (a
+// queued). Later calls return the first call's result (a
 // Close concurrent with the first waits for it to finish).
 func (o *Object) Close() error {
 	o.closeOnce.Do(func() {
@@ -161,7 +164,9 @@ func RefOf(o *Object) Ref { return Ref{o} }
 
 // Ref is one reference on an Object, handed to a dependent. It is a single
 // pointer, so storing it in an Owner interface allocates nothing. Release it
-// exactly once; the zero Ref releases nothing.
+// exactly once; the zero Ref releases nothing. Its methods may run from any
+// goroutine, but copies of one Ref are still one reference: release one of
+// them, once.
 type Ref struct{ o *Object }
 
 // Release drops the reference (see Object.Release).

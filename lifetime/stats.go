@@ -5,7 +5,7 @@ import (
 	"github.com/purecuda/cuda/internal/release"
 )
 
-// Stats are the lifetime counters (I11). Tests and users read them to prove
+// Stats are the lifetime counters. Tests and users read them to prove
 // that nothing leaks: after everything is closed and Flush has returned,
 // Objects, Live, Queued, Pinned, Tables and Callbacks are back to where they
 // started.
@@ -19,10 +19,10 @@ type Stats struct {
 	CallbackPanics int64 // callbacks that panicked or called Goexit
 	Pinned         int64 // Go objects pinned now
 	Tables         int64 // owner tables not yet released
-	Kept           int64 // owners held for good (KeepForever): leaks that were safer than a release
-	Callbacks      int   // callbacks registered now (the handle map's size)
-	HostFnFast     int64 // HostFn calls served by the polling goroutine (no Go entry on the C thread)
-	HostFnPortable int64 // HostFn calls that entered Go through purego
+	Kept           int64 // owners held for good: leaks that were safer than a release
+	Callbacks      int   // callbacks registered now
+	HostFnFast     int64 // host function calls served by the polling goroutine (no Go entry on the C thread)
+	HostFnPortable int64 // host function calls that entered Go through purego
 }
 
 // ReadStats returns the counters. Each is read atomically, but not all at

@@ -1,9 +1,9 @@
 // Package loader finds and opens the CUDA driver library and NVRTC at run
 // time, without cgo, and resolves their symbols.
 //
-// It is the bottom layer of purecuda: the generated raw tables
-// (internal/cu, internal/rtc) resolve every function through it, and nothing
-// in it knows about CUDA types.
+// It is the bottom layer of purecuda: packages driver and nvrtc resolve
+// every CUDA and NVRTC function through it, and nothing in it knows about
+// CUDA types.
 //
 // # Search order
 //

@@ -84,7 +84,8 @@ func (e *NotFoundError) Is(target error) bool {
 
 const wrongPrefix = "opened, but it is not the "
 
-// Library is an opened shared library.
+// Library is an opened shared library. It is never closed (the process
+// keeps it loaded), and Lookup may run from many goroutines at once.
 type Library struct {
 	// Kind is "CUDA driver" or "NVRTC".
 	Kind string

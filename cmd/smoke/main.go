@@ -33,6 +33,13 @@
 //	   searched and what to install), an unsupported operating system, no CUDA
 //	   device, or a -device that this machine does not have; also a usage error
 //
+// go run reports any non-zero status of the program as 1 (it prints "exit
+// status 2" on stderr first), so a script that tells "no GPU" from "failed"
+// runs the installed binary:
+//
+//	go install github.com/purecuda/cuda/cmd/smoke@latest
+//	smoke; echo $?
+//
 // The binary needs no Go and no CUDA toolkit where it runs: build it with
 // CGO_ENABLED=0 (GOOS=linux GOARCH=arm64 for Grace or Jetson machines) and copy
 // it to the GPU machine. It needs the NVIDIA driver (libcuda) and, for the
@@ -83,6 +90,8 @@ Exit status:
      NVRTC missing, or a broken PURECUDA_LIBNVRTC, on a machine with a GPU
   2  no usable GPU: no CUDA driver, an unsupported OS, no device, or no
      device -device N; also a usage error
+Under go run every non-zero status is 1: scripts run the installed binary
+(go install github.com/purecuda/cuda/cmd/smoke@latest).
 
 Environment:
   PURECUDA_LIBCUDA   full path of libcuda.so.1 / nvcuda.dll (the only one tried)

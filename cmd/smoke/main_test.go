@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/internal/gputest"
 )
 
 // runAsMain makes the test binary act as smoke itself, so that each case
@@ -28,7 +30,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runAsMain) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	gputest.Main(m)
 }
 
 type outcome struct {
@@ -306,7 +308,7 @@ func TestOnThisMachine(t *testing.T) {
 	assert.Equal(t, rep.ExitCode, o.code)
 	if o.code == exitNoGPU {
 		requireNoGPU(t, rep)
-		t.Skipf("no GPU here: %s", rep.Reason)
+		gputest.Skip(t, rep.Reason)
 	}
 	text := smoke(t, nil, "-v")
 	t.Logf("smoke -v:\n%s", text.stdout)

@@ -12,6 +12,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/purecuda/cuda/driver"
@@ -68,12 +69,16 @@ func firstDevice() (*driver.Device, error) {
 	return driver.DeviceByOrdinal(0)
 }
 
-func run(dev *driver.Device) error {
+// closing joins c.Close's error to *err: deferred right after c is made,
+// so that run returns the first error and every Close's error with it.
+func closing(err *error, c io.Closer) { *err = errors.Join(*err, c.Close()) }
+
+func run(dev *driver.Device) (err error) {
 	ctx, err := dev.PrimaryContext()
 	if err != nil {
 		return err
 	}
-	defer ctx.Close()
+	defer closing(&err, ctx)
 
 	mod, res, err := ctx.CompileModule(source, nvrtc.Options{
 		Name:            "scale.cu",
@@ -83,7 +88,7 @@ func run(dev *driver.Device) error {
 	if err != nil {
 		return err
 	}
-	defer mod.Close()
+	defer closing(&err, mod)
 	for _, expr := range []string{floatKernel, intKernel} {
 		fmt.Printf("nameexpr: %-22s → %s\n", expr, res.LoweredNames[expr])
 	}
@@ -92,7 +97,7 @@ func run(dev *driver.Device) error {
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer closing(&err, s)
 
 	// The float instantiation doubles, the int one triples.
 	fs := make([]float32, n)
@@ -133,7 +138,7 @@ func scale[T int32 | float32](s *driver.Stream, mod *driver.Module, lowered stri
 	if err != nil {
 		return nil, err
 	}
-	defer buf.Close()
+	defer closing(&err, buf)
 	if err := s.Launch(fn, driver.Grid((len(x)+127)/128), driver.Block(128), buf, uint32(len(x))); err != nil {
 		return nil, err
 	}

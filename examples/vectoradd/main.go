@@ -11,6 +11,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/purecuda/cuda/driver"
@@ -60,7 +61,11 @@ func firstDevice() (*driver.Device, error) {
 	return driver.DeviceByOrdinal(0)
 }
 
-func run(dev *driver.Device) error {
+// closing joins c.Close's error to *err: deferred right after c is made,
+// so that run returns the first error and every Close's error with it.
+func closing(err *error, c io.Closer) { *err = errors.Join(*err, c.Close()) }
+
+func run(dev *driver.Device) (err error) {
 	name, err := dev.Name()
 	if err != nil {
 		return err
@@ -69,7 +74,7 @@ func run(dev *driver.Device) error {
 	if err != nil {
 		return err
 	}
-	defer ctx.Close() // released once everything made from it is closed
+	defer closing(&err, ctx) // released once everything made from it is closed
 
 	// CompileModule compiles for the context's device (its sm_XX) and loads
 	// the CUBIN; a compile error carries NVRTC's log.
@@ -77,7 +82,7 @@ func run(dev *driver.Device) error {
 	if err != nil {
 		return err
 	}
-	defer mod.Close()
+	defer closing(&err, mod)
 	vadd, err := mod.Function("vadd")
 	if err != nil {
 		return err
@@ -87,7 +92,7 @@ func run(dev *driver.Device) error {
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer closing(&err, s)
 
 	a, b := make([]float32, n), make([]float32, n)
 	for i := range a {
@@ -99,17 +104,17 @@ func run(dev *driver.Device) error {
 	if err != nil {
 		return err
 	}
-	defer da.Close()
+	defer closing(&err, da)
 	db, err := driver.AllocCopy(s, b)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer closing(&err, db)
 	dc, err := driver.Alloc[float32](ctx, n)
 	if err != nil {
 		return err
 	}
-	defer dc.Close()
+	defer closing(&err, dc)
 
 	const block = 256
 	if err := s.Launch(vadd, driver.Grid((n+block-1)/block), driver.Block(block), da, db, dc, uint32(n)); err != nil {

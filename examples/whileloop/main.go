@@ -17,6 +17,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/purecuda/cuda/driver"
@@ -94,7 +95,11 @@ func collatz(x uint64) uint32 {
 	return n
 }
 
-func run(dev *driver.Device) error {
+// closing joins c.Close's error to *err: deferred right after c is made,
+// so that run returns the first error and every Close's error with it.
+func closing(err *error, c io.Closer) { *err = errors.Join(*err, c.Close()) }
+
+func run(dev *driver.Device) (err error) {
 	name, err := dev.Name()
 	if err != nil {
 		return err
@@ -103,12 +108,12 @@ func run(dev *driver.Device) error {
 	if err != nil {
 		return err
 	}
-	defer ctx.Close()
+	defer closing(&err, ctx)
 	mod, _, err := ctx.CompileModule(source, nvrtc.Options{Name: "whileloop.cu"})
 	if err != nil {
 		return err
 	}
-	defer mod.Close()
+	defer closing(&err, mod)
 	start, err := mod.Function("start")
 	if err != nil {
 		return err
@@ -121,17 +126,17 @@ func run(dev *driver.Device) error {
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer closing(&err, s)
 	x, err := driver.Alloc[uint64](ctx, 1)
 	if err != nil {
 		return err
 	}
-	defer x.Close() // the graph holds the memory as long as it needs it
+	defer closing(&err, x) // the graph holds the memory as long as it needs it
 	steps, err := driver.Alloc[uint32](ctx, 1)
 	if err != nil {
 		return err
 	}
-	defer steps.Close()
+	defer closing(&err, steps)
 
 	// The graph: copy the start value in, set the condition, loop, copy the
 	// count out. in and out are Go slices: the graph pins them and reads
@@ -141,7 +146,7 @@ func run(dev *driver.Device) error {
 	if err != nil {
 		return err
 	}
-	defer g.Close()
+	defer closing(&err, g)
 	loop, err := g.NewCondition(0, 0) // start sets it at every launch
 	if err != nil {
 		return err
@@ -169,7 +174,7 @@ func run(dev *driver.Device) error {
 	if err != nil {
 		return err
 	}
-	defer exe.Close()
+	defer closing(&err, exe)
 
 	for _, v := range []uint64{27, 97, 871, 77031, 1} {
 		in[0] = v

@@ -13,18 +13,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/internal/gputest"
 )
 
 const asMain = "PURECUDA_EXAMPLE_AS_MAIN"
 
 // Main is the example's TestMain: run as the example, it calls main and
-// exits; otherwise it runs the tests.
+// exits; otherwise it runs the tests and says how many skipped for want of
+// a GPU (gputest.Main).
 func Main(m *testing.M, main func()) {
 	if os.Getenv(asMain) == "1" {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	gputest.Main(m)
 }
 
 // Run runs the example in a child process with env added, and returns its
@@ -64,7 +67,7 @@ func NoGPU(t *testing.T, name string) {
 func OnThisMachine(t *testing.T) string {
 	code, stdout, stderr := Run(t)
 	if code == 2 && os.Getenv("PURECUDA_REQUIRE_GPU") == "" {
-		t.Skipf("no GPU here: %s", stderr)
+		gputest.Skip(t, stderr)
 	}
 	require.Equal(t, 0, code, stderr)
 	t.Log(stdout)

@@ -37,14 +37,16 @@ var probe = sync.OnceValue(func() error {
 func Required() bool { return os.Getenv("PURECUDA_REQUIRE_GPU") != "" }
 
 // Require skips t (or fails it under PURECUDA_REQUIRE_GPU) unless the CUDA
-// driver loads, initialises and reports a device.
+// driver loads, initialises and reports a device. The skip is counted for
+// the summary Main prints.
 func Require(tb testing.TB) {
 	tb.Helper()
 	if err := probe(); err != nil {
 		if Required() {
 			tb.Fatalf("PURECUDA_REQUIRE_GPU is set but no GPU is usable: %v", err)
 		}
-		tb.Skipf("no GPU: %v", err)
+		tb.Log(err)
+		Skip(tb, shortReason(err))
 	}
 }
 

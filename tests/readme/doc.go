@@ -20,7 +20,9 @@
 //     <!-- compiled: continues the program above -->
 //     is spliced in at the end of main of the nearest whole file above it
 //     (after the fragments that continue it already), so that it may use
-//     that program's variables and must not declare them again.
+//     that program's variables and must not declare them again. When that
+//     file has a func run, the fragment goes at the end of run instead,
+//     before its final return statement, so that it may return errors.
 //
 // A Go block that cannot compile (pseudo-code, an elided argument) opts out
 // with <!-- not compiled: the reason --> on the line before it; the test

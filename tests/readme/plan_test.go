@@ -95,26 +95,43 @@ func fragment(b block, md, mod string) string {
 	return imports(src, mod)
 }
 
-// continueProgram splices fragment b in at the end of func main of prog,
-// with imports as imports adds them. The lines after it keep their own
-// line numbers.
+// continueProgram splices fragment b in at the end of the program's body:
+// func run's, when prog has one (the README's programs return errors from
+// run), before its final return statement, else func main's. Imports are
+// added as imports adds them. The lines after it keep their own line
+// numbers.
 func continueProgram(prog string, b block, md, mod string) (string, error) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "", prog, parser.SkipObjectResolution)
 	if err != nil {
 		return "", fmt.Errorf("that program does not parse: %v", err)
 	}
-	var main *ast.FuncDecl
+	var main, run *ast.FuncDecl
 	for _, d := range f.Decls {
-		if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.Name == "main" && fd.Body != nil {
-			main = fd
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Body != nil {
+			switch fd.Name.Name {
+			case "main":
+				main = fd
+			case "run":
+				run = fd
+			}
 		}
 	}
-	if main == nil {
+	body := main
+	if run != nil {
+		body = run
+	}
+	if body == nil {
 		return "", errors.New("that program has no func main")
 	}
-	end := fset.File(main.Body.Rbrace).Offset(main.Body.Rbrace)
-	at := fset.Position(main.Body.Rbrace) // where the brace is in md
+	pos := body.Body.Rbrace
+	if n := len(body.Body.List); body == run && n > 0 {
+		if ret, ok := body.Body.List[n-1].(*ast.ReturnStmt); ok {
+			pos = ret.Pos()
+		}
+	}
+	end := fset.File(pos).Offset(pos)
+	at := fset.Position(pos) // where the brace or return is in md
 	src := prog[:end] + "\n" + lineDirective(md, b.fence+1) + b.text + "\n" +
 		fmt.Sprintf("//line %s:%d:%d\n", at.Filename, at.Line, at.Column) + prog[end:]
 	return imports(src, mod), nil
@@ -290,4 +307,42 @@ func TestPlanRejectsAContinuationOfNothing(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = plan("DOC.md", blocks, "/d/DOC.md", "example.com/m")
 	assert.ErrorContains(t, err, "DOC.md:2: the block continues the program above, but no whole Go file comes before it")
+}
+
+func TestPlanSplicesContinuationsIntoRunBeforeItsReturn(t *testing.T) {
+	md := strings.Join([]string{
+		"```go", // 1
+		"package main",
+		"",
+		"func main() { _ = run() }",
+		"",
+		"func run() error {",
+		"\tx := 1",
+		"\treturn nil",
+		"}",
+		"```",
+		"<!-- compiled: continues the program above -->", // 11
+		"```go",
+		"return fmt.Errorf(\"%d\", x)",
+		"```",
+	}, "\n")
+	blocks, err := parseBlocks("DOC.md", md)
+	require.NoError(t, err)
+	units, _, err := plan("DOC.md", blocks, "/d/DOC.md", "example.com/m")
+	require.NoError(t, err)
+	require.Len(t, units, 2)
+	assert.Equal(t, `//line /d/DOC.md:2:1
+package main; import "fmt"
+
+func main() { _ = run() }
+
+func run() error {
+	x := 1
+	
+//line /d/DOC.md:13:1
+return fmt.Errorf("%d", x)
+//line /d/DOC.md:8:2
+return nil
+}
+`, units[1].src, "the fragment goes into run, before its final return, which keeps its line")
 }

@@ -1,0 +1,4 @@
+package gputest
+
+// terminalPath is the console Main writes its summary to.
+const terminalPath = "CONOUT$"
