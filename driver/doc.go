@@ -71,6 +71,17 @@
 // from a slice), Buffer.ToHost (copy to a new slice) and the memsets
 // (Memset8/16/32, MemsetFloat32) cover the common cases in one call.
 //
+// # Host functions and the Go memory model
+//
+// What a host function writes (Stream.LaunchHostFunc, a graph's host node,
+// and the copy into a Go slice that CopyToHostAsync makes) happens before
+// the return of every wait that waited for it: Stream.Synchronize,
+// Event.Synchronize of an event recorded after it, Context.Synchronize, and
+// the synchronous copies and memsets on its stream. So the goroutine that
+// returns from the wait may read what the host function wrote without a
+// lock or an atomic, and the race detector agrees. Reading it before such a
+// wait is a data race.
+//
 // # Launch arguments
 //
 // Launch takes sized integers (int8 … uint64), float32, float64, bool,

@@ -221,7 +221,9 @@ func checkConfig(op string, cfg driver.LaunchConfig) error {
 // graph runs, on a goroutine of purecuda's while a CUDA thread waits. f is
 // held for as long as the graph or anything made from it may run it. It
 // must not call CUDA. A panic or runtime.Goexit in f is contained and
-// reported by Exec.Err.
+// reported by Exec.Err. What f writes happens before the return of a wait
+// for the launch (Stream.Synchronize after Exec.Launch, or an event
+// recorded after it): the waiting goroutine may read it without a lock.
 func (b Builder) HostFunc(f func()) (Node, error) {
 	const op = "Graph.HostFunc"
 	if err := b.check(op); err != nil {

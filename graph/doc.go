@@ -4,8 +4,10 @@
 // A CUDA graph node records raw device addresses, host addresses and
 // function pointers; the driver copies argument values and keeps nothing
 // alive. In this package every node holds what it names — device buffers,
-// pinned host buffers, Go slices (pinned), kernels' modules and libraries,
-// events, host callbacks, the memory of child graphs — in an owner table
+// pinned host buffers, Go slices (registered with CUDA and pinned, so that
+// a node reads and writes them when it runs), kernels' modules and
+// libraries, events, host callbacks, the memory of child graphs — in an
+// owner table
 // that CUDA keeps as a user object of the graph. Clones and executables
 // take their own references on it, so the owners are released only after
 // the graph, every clone and every executable are closed and their
@@ -25,7 +27,7 @@
 //	in := []float32{1, 2, 3, 4}
 //	out := make([]float32, 4)
 //	buf, err := driver.Alloc[float32](ctx, 4)
-//	up, err := g.Memcpy(graph.Device(buf), graph.Slice(in))        // in is pinned for the graph's life
+//	up, err := g.Memcpy(graph.Device(buf), graph.Slice(in))        // read each time the node runs
 //	k, err := g.After(up).Kernel(scale, driver.Grid(1), driver.Block(4), buf, float32(2), int32(4))
 //	down, err := g.After(k).Memcpy(graph.Slice(out), graph.Device(buf))
 //	_, err = g.After(down).HostFunc(func() { fmt.Println(out) })
@@ -61,7 +63,7 @@
 // Capture (or BeginCapture with Fork, Join and End) records the work that
 // purecuda calls queue on a stream into a new graph, or into an existing
 // graph or conditional body. Everything those calls name — buffers,
-// kernels' modules, Args, pinned Go slices, host functions — is held by the
+// kernels' modules, Args, registered Go slices, host functions — is held by the
 // resulting graph as if its nodes had been added explicitly (held by the
 // whole graph: destroying a captured node releases nothing early). An
 // error, a panic or runtime.Goexit between begin and end still ends the
