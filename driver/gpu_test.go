@@ -63,17 +63,22 @@ func TestCreatedContextLifetime(t *testing.T) {
 	require.NoError(t, err)
 	buf, err := driver.Alloc[int32](c, 16)
 	require.NoError(t, err)
+	cs, err := c.NewStream(driver.StreamNonBlocking) // holds c too
+	require.NoError(t, err)
 	closeErr := c.Close()
 	require.NoError(t, closeErr)
 	assert.Equal(t, closeErr, c.Close(), "Close is idempotent")
 	_, err = driver.Alloc[int32](c, 1)
 	assert.ErrorIs(t, err, driver.ErrClosed, "nothing new from a closed context")
-	// The buffer keeps the context alive until it is closed.
-	require.NoError(t, buf.CopyFromHost(c.LegacyStream(), []int32{1, 2, 3}))
+	// The buffer and the stream keep the context alive until they are
+	// closed; its legacy stream, which holds nothing, is closed with it.
+	require.NoError(t, buf.CopyFromHost(cs, []int32{1, 2, 3}))
 	out := make([]int32, 3)
-	require.NoError(t, buf.CopyToHost(c.LegacyStream(), out))
+	require.NoError(t, buf.CopyToHost(cs, out))
 	assert.Equal(t, []int32{1, 2, 3}, out)
+	assert.ErrorIs(t, buf.CopyToHost(c.LegacyStream(), out), driver.ErrClosed)
 	require.NoError(t, buf.Close())
+	require.NoError(t, cs.Close())
 
 	// Two retains of the primary context are the same context.
 	p2, err := e.dev.PrimaryContext()

@@ -72,19 +72,23 @@ func child(t *testing.T, env []string, args ...string) (code int, out, tty strin
 // the terminal.
 func TestMainPrintsSkipSummary(t *testing.T) {
 	code, out, tty := child(t, nil)
-	want := "purecuda: 2 GPU tests skipped in package gputest: no CUDA driver (its library was not found; " +
+	want := "purecuda: 2 GPU tests skipped in package " + binaryPackage() + ": no CUDA driver (its library was not found; " +
 		"go run ./cmd/smoke -v lists where it looked); set PURECUDA_REQUIRE_GPU=1 to fail instead\n"
 	assert.Equal(t, 0, code, out)
 	assert.Equal(t, 1, strings.Count(out, want), out)
 	assert.Equal(t, want, tty)
 }
 
+// binaryPackage is the package name the summary gives: the test binary's
+// name less ".test" ("gputest" under go test, another name in a bundle).
+func binaryPackage() string { return strings.TrimSuffix(filepath.Base(os.Args[0]), ".test") }
+
 // With -v go test shows standard output, so the terminal gets nothing.
 func TestMainPrintsSkipSummaryOnceWhenVerbose(t *testing.T) {
 	code, out, tty := child(t, nil, "-test.v")
 	assert.Equal(t, 0, code, out)
 	assert.Contains(t, out, "--- SKIP: TestChildNeedsGPUOne")
-	assert.Equal(t, 1, strings.Count(out, "purecuda: 2 GPU tests skipped in package gputest: "), out)
+	assert.Equal(t, 1, strings.Count(out, "purecuda: 2 GPU tests skipped in package "+binaryPackage()+": "), out)
 	assert.Empty(t, tty)
 }
 
