@@ -500,7 +500,7 @@ func TestLaunchCorrectness(t *testing.T) {
 	assert.ErrorIs(t, s.LaunchArgs(args, driver.Grid(1), driver.Block(1)), driver.ErrClosed)
 
 	// Clusters and cooperative launches go through cuLaunchKernelEx.
-	require.NoError(t, s.LaunchWith(e.fn["empty"], driver.LaunchConfig{Grid: driver.Grid(4), Block: driver.Block(32), Cluster: driver.Grid(2)}))
+	require.NoError(t, s.LaunchWith(e.fn["empty"], driver.LaunchConfig{Grid: driver.Grid(4), Block: driver.Block(32), Cluster: driver.Cluster(2)}))
 	require.NoError(t, s.LaunchWith(e.fn["empty"], driver.LaunchConfig{Grid: driver.Grid(2), Block: driver.Block(32), Cooperative: true}))
 	require.NoError(t, s.LaunchWith(e.fn["empty"], driver.LaunchConfig{Grid: driver.Grid(2), Block: driver.Block(32), SharedMem: 1024}))
 	require.NoError(t, s.Synchronize())

@@ -68,8 +68,10 @@ var contextType = reflect.TypeFor[context.Context]()
 // function argument is called.
 func usableArg(t reflect.Type, called *[]string, what string) reflect.Value {
 	switch {
-	case t == reflect.TypeFor[driver.Dim3]():
-		return reflect.ValueOf(driver.Dim3{X: 1, Y: 1, Z: 1})
+	case t == reflect.TypeFor[driver.GridDim]():
+		return reflect.ValueOf(driver.Grid(1))
+	case t == reflect.TypeFor[driver.BlockDim]():
+		return reflect.ValueOf(driver.Block(1))
 	case t == reflect.TypeFor[driver.LaunchConfig]():
 		return reflect.ValueOf(driver.LaunchConfig{Grid: driver.Grid(1), Block: driver.Block(1)})
 	case t == contextType:

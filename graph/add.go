@@ -29,7 +29,7 @@ func (g *Graph) Empty() (Node, error) { return g.After().Empty() }
 func (g *Graph) Join(nodes ...Node) (Node, error) { return g.After(nodes...).Empty() }
 
 // Kernel adds a root kernel node; see Builder.Kernel.
-func (g *Graph) Kernel(fn *driver.Function, grid, block driver.Dim3, args ...any) (Node, error) {
+func (g *Graph) Kernel(fn *driver.Function, grid driver.GridDim, block driver.BlockDim, args ...any) (Node, error) {
 	return g.After().Kernel(fn, grid, block, args...)
 }
 
@@ -41,7 +41,7 @@ func (g *Graph) KernelWith(fn *driver.Function, cfg driver.LaunchConfig, args ..
 
 // KernelArgs adds a root kernel node from prepared Args; see
 // Builder.KernelArgs.
-func (g *Graph) KernelArgs(a *driver.Args, grid, block driver.Dim3) (Node, error) {
+func (g *Graph) KernelArgs(a *driver.Args, grid driver.GridDim, block driver.BlockDim) (Node, error) {
 	return g.After().KernelArgs(a, grid, block)
 }
 
@@ -100,7 +100,7 @@ func (b Builder) Empty() (Node, error) {
 // the kernel the same way. The node holds fn's module or library and every
 // buffer among args for as long as the graph or anything made from it may
 // run it.
-func (b Builder) Kernel(fn *driver.Function, grid, block driver.Dim3, args ...any) (Node, error) {
+func (b Builder) Kernel(fn *driver.Function, grid driver.GridDim, block driver.BlockDim, args ...any) (Node, error) {
 	return b.kernel("Graph.Kernel", fn, driver.LaunchConfig{Grid: grid, Block: block}, args)
 }
 
@@ -146,7 +146,7 @@ func (b Builder) kernel(op string, fn *driver.Function, cfg driver.LaunchConfig,
 // Function.NewArgs over grid × block threads, as Stream.LaunchArgs does; the
 // node copies their current values and holds the Args (their buffers and
 // module) for as long as it may run.
-func (b Builder) KernelArgs(a *driver.Args, grid, block driver.Dim3) (Node, error) {
+func (b Builder) KernelArgs(a *driver.Args, grid driver.GridDim, block driver.BlockDim) (Node, error) {
 	const op = "Graph.KernelArgs"
 	cfg := driver.LaunchConfig{Grid: grid, Block: block}
 	if err := b.check(op); err != nil {
@@ -208,7 +208,7 @@ func checkConfig(op string, cfg driver.LaunchConfig) error {
 	if cfg.SharedMem < 0 || cfg.SharedMem > 1<<31-1 {
 		return invalid(op, "shared memory %d", cfg.SharedMem)
 	}
-	if cfg.Cluster != (driver.Dim3{}) || cfg.Cooperative {
+	if cfg.Cluster != (driver.ClusterDim{}) || cfg.Cooperative {
 		return invalid(op, "cluster and cooperative launches are not offered for graph nodes")
 	}
 	return nil

@@ -185,8 +185,8 @@ func TestIntrospection(t *testing.T) {
 
 	kp, err := k.KernelParams()
 	require.NoError(t, err)
-	assert.Equal(t, driver.Dim3{X: 2, Y: 1, Z: 1}, kp.Grid)
-	assert.Equal(t, driver.Dim3{X: 32, Y: 1, Z: 1}, kp.Block)
+	assert.Equal(t, driver.Grid(2), kp.Grid)
+	assert.Equal(t, driver.Block(32), kp.Block)
 	mp, err := set.MemsetParams()
 	require.NoError(t, err)
 	assert.Equal(t, MemsetInfo{Dst: buf.Ptr(), Value: 9, ElemSize: 4, Count: 64, Rows: 1}, mp)

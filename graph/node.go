@@ -207,7 +207,8 @@ func (n Node) Destroy() error {
 type KernelInfo struct {
 	Function     uintptr // CUfunction (0 when launched through a CUkernel)
 	Kernel       uintptr // CUkernel of a library kernel
-	Grid, Block  driver.Dim3
+	Grid         driver.GridDim
+	Block        driver.BlockDim
 	SharedMemory int
 }
 
@@ -220,8 +221,8 @@ func (n Node) KernelParams() (KernelInfo, error) {
 	}
 	return KernelInfo{
 		Function: uintptr(p.Func), Kernel: uintptr(p.Kern),
-		Grid:         driver.Dim3{X: int(p.GridDimX), Y: int(p.GridDimY), Z: int(p.GridDimZ)},
-		Block:        driver.Dim3{X: int(p.BlockDimX), Y: int(p.BlockDimY), Z: int(p.BlockDimZ)},
+		Grid:         driver.GridDim{X: int(p.GridDimX), Y: int(p.GridDimY), Z: int(p.GridDimZ)},
+		Block:        driver.BlockDim{X: int(p.BlockDimX), Y: int(p.BlockDimY), Z: int(p.BlockDimZ)},
 		SharedMemory: int(p.SharedMemBytes),
 	}, nil
 }

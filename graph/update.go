@@ -228,7 +228,7 @@ func (e *Exec) setNodeHeld(op string, n Node, owners []release.Owner, other *Gra
 // instantiating again. The arguments are checked as Graph.Kernel checks
 // them, and the buffers among them and fn's module are held for as long as
 // the executable may run them.
-func (e *Exec) SetKernel(n Node, fn *driver.Function, grid, block driver.Dim3, args ...any) error {
+func (e *Exec) SetKernel(n Node, fn *driver.Function, grid driver.GridDim, block driver.BlockDim, args ...any) error {
 	return e.setKernel("Exec.SetKernel", n, fn, driver.LaunchConfig{Grid: grid, Block: block}, args)
 }
 
