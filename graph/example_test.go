@@ -117,10 +117,10 @@ func ExampleBuilder_MemAlloc() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	set, _ := g.After(alloc).Memset(graph.Raw(uintptr(ptr), n*4, false, nil), 0xff, 1)
+	set, _ := g.After(alloc).Memset(graph.RawDevice(ptr, n*4, nil), 0xff, 1)
 	k, _ := g.After(set).Kernel(iota, driver.Grid(1), driver.Block(n), ptr, int32(n/2))
 	out := make([]int32, n)
-	cp, _ := g.After(k).Memcpy(graph.Slice(out), graph.Raw(uintptr(ptr), n*4, false, nil))
+	cp, _ := g.After(k).Memcpy(graph.Slice(out), graph.RawDevice(ptr, n*4, nil))
 	if _, err := g.After(cp).MemFree(ptr); err != nil {
 		log.Fatal(err)
 	}

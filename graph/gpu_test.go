@@ -244,7 +244,7 @@ func TestMemAllocNodes(t *testing.T) {
 	k, err := g.After(an).KernelWith(e.fn["fill"], cfg(n), ptr, int32(-3), int32(n))
 	require.NoError(t, err)
 	out := make([]int32, n)
-	cp, err := g.After(k).Memcpy(Slice(out), Raw(uintptr(ptr), n*4, false, nil))
+	cp, err := g.After(k).Memcpy(Slice(out), RawDevice(ptr, n*4, nil))
 	require.NoError(t, err)
 	_, err = g.After(cp).MemFree(ptr)
 	require.NoError(t, err)

@@ -22,7 +22,7 @@ type deviceMemory interface {
 }
 
 // Operand is one side of a memcpy node or the target of a memset node.
-// Make one with Device, Host, Slice or Raw. An Operand holds nothing until
+// Make one with Device, Host, Slice, RawHost or RawDevice. An Operand holds nothing until
 // a node is added with it.
 type Operand struct {
 	dev    deviceMemory
@@ -70,16 +70,6 @@ func Slice[T any](s []T) Operand {
 		return Operand{err: fmt.Errorf("empty slice: %w", driver.ErrInvalidArgument)}
 	}
 	return Operand{ptr: unsafe.Pointer(unsafe.SliceData(s)), bytes: len(s) * int(unsafe.Sizeof(s[0])), isHost: true, pin: true}
-}
-
-// Raw is memory purecuda does not manage: bytes at addr, host or device
-// memory. owner, if not nil, is held for as long as the node may run and
-// then released (the graph takes it, also when the add fails).
-func Raw(addr uintptr, bytes int, host bool, owner lifetime.Owner) Operand {
-	if addr == 0 || bytes <= 0 {
-		return Operand{err: fmt.Errorf("raw operand at %#x of %d bytes: %w", addr, bytes, driver.ErrInvalidArgument), owner: oneShot(owner)}
-	}
-	return Operand{addr: addr, bytes: bytes, isHost: host, owner: oneShot(owner)}
 }
 
 // oneShot wraps a Raw operand's owner so that it is handed over once: an

@@ -136,7 +136,7 @@ func GraphOps() []GraphOp {
 			src = graph.Host(w.HB)
 		case 1:
 			if ref, err := w.Buf2.Hold(); err == nil { // a Raw operand whose owner holds Buf2
-				src = graph.Raw(uintptr(w.Buf2.Ptr()), w.Buf2.Size(), false, ref)
+				src = graph.RawDevice(w.Buf2.Ptr(), w.Buf2.Size(), ref)
 			}
 		}
 		n, err := w.builder(r).Memcpy(graph.Slice(w.Host), src)
@@ -245,7 +245,7 @@ func GraphOps() []GraphOp {
 		_, err := n.Dependents()
 		return err
 	})
-	op("Node.KernelParams,Node.MemsetParams,Node.MemcpyParams,Node.MemAllocParams,Node.MemFreeParams,Node.EventHandle,Node.ChildGraphHandle",
+	op("Node.KernelParams,Node.MemsetParams,Node.MemcpyParams,Node.MemAllocParams,Node.MemFreeParams",
 		allowBusyOr(driver.ErrInvalidArgument), func(w *GraphWorld, r *rand.Rand) error {
 			n := w.node(r)
 			k, err := n.Kind()
@@ -263,10 +263,6 @@ func GraphOps() []GraphOp {
 				_, err = n.MemAllocParams()
 			case graph.KindMemFree:
 				_, err = n.MemFreeParams()
-			case graph.KindEventRecord, graph.KindEventWait:
-				_, err = n.EventHandle()
-			case graph.KindChild:
-				_, err = n.ChildGraphHandle()
 			}
 			return err
 		})
