@@ -376,7 +376,7 @@ var blockPool = sync.Pool{New: func() any {
 // no allocation (Stream.LaunchArgs). Until Close, and until launches in
 // progress have returned, Args keep the kernel's module or library loaded
 // and hold the buffers named in them, so neither can be freed while the
-// Args can still launch. Args are also an owner a graph can hold (Hold).
+// Args can still launch. A graph node made from Args holds them likewise.
 type Args struct {
 	// What LaunchArgs reads comes first, copied from f so that a launch
 	// reads neither f nor its module.
@@ -523,10 +523,10 @@ func (a *Args) acquire(op string) error {
 
 func (a *Args) release() { _ = a.hold.obj.Release() }
 
-// Hold takes a reference that keeps what the Args hold (the buffers and the
+// holdRef takes a reference that keeps what the Args hold (the buffers and the
 // kernel's module or library) after Close, until it is released: for graph
-// nodes made from the Args.
-func (a *Args) Hold() (lifetime.Ref, error) {
+// nodes made from the Args (seam.Hold).
+func (a *Args) holdRef() (lifetime.Ref, error) {
 	if err := a.acquire("Args.Hold"); err != nil {
 		return lifetime.Ref{}, err
 	}

@@ -46,12 +46,36 @@ func init() {
 		}
 		return p, nil
 	}
+	seam.Hold = func(x any) (lifetime.Ref, error) {
+		switch v := x.(type) { // the common ones without an itab lookup
+		case *Context:
+			return v.holdRef()
+		case *Stream:
+			return v.holdRef()
+		case *Event:
+			return v.holdRef()
+		case *Function:
+			return v.holdRef()
+		case *Args:
+			return v.holdRef()
+		}
+		if h, ok := x.(holder); ok { // a Buffer, HostBuffer or Registered of any T
+			return h.holdRef()
+		}
+		return lifetime.Ref{}, invalid("hold", "%T cannot be held", x)
+	}
 	seam.PlainData = func(t reflect.Type) bool { return t != nil && plainData(t) }
 	seam.ArgsUsableIn = func(a, ctx any) error {
 		args, _ := a.(*Args)
 		c, _ := ctx.(*Context)
 		return args.usableIn(c)
 	}
+}
+
+// holder is what seam.Hold takes a reference on: every driver type a graph
+// node or a capture holds.
+type holder interface {
+	holdRef() (lifetime.Ref, error)
 }
 
 // IsLegacy reports whether s is the legacy default stream, on which calls

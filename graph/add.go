@@ -159,7 +159,7 @@ func (b Builder) KernelArgs(a *driver.Args, grid driver.GridDim, block driver.Bl
 	if err := seam.ArgsUsableIn(a, b.g.ctx); err != nil {
 		return Node{}, err
 	}
-	ref, err := a.Hold()
+	ref, err := seam.Hold(a)
 	if err != nil {
 		return Node{}, err
 	}
@@ -469,7 +469,7 @@ func (b Builder) event(op string, e *driver.Event, addFn func(*cu.CUgraphNode, c
 	if err := b.check(op); err != nil {
 		return Node{}, err
 	}
-	ref, err := e.Hold()
+	ref, err := seam.Hold(e)
 	if err != nil {
 		return Node{}, err
 	}

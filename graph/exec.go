@@ -145,7 +145,7 @@ func (g *Graph) InstantiateWith(o InstantiateOptions) (*Exec, error) {
 	}
 	var sref lifetime.Ref
 	if o.UploadStream != nil {
-		r, err := o.UploadStream.Hold()
+		r, err := seam.Hold(o.UploadStream)
 		if err != nil {
 			return nil, err
 		}
@@ -293,7 +293,7 @@ func (e *Exec) onStream(op string, s *driver.Stream, call func(cu.CUgraphExec, c
 	if err := e.acquire(op); err != nil {
 		return err
 	}
-	ref, err := s.Hold()
+	ref, err := seam.Hold(s)
 	if err == nil {
 		err = e.onHeldStream(op, s, ref, call)
 		_ = ref.Release()

@@ -10,14 +10,12 @@ import (
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
-	"github.com/purecuda/cuda/lifetime"
 )
 
 // deviceMemory is what Device takes of a *driver.Buffer.
 type deviceMemory interface {
 	Ptr() driver.DevicePtr
 	Size() int
-	Hold() (lifetime.Ref, error)
 	Context() *driver.Context
 }
 
@@ -38,7 +36,6 @@ type Operand struct {
 
 type hostMemory interface {
 	Pointer() unsafe.Pointer
-	Hold() (lifetime.Ref, error)
 }
 
 // Device is device memory, b's, held by the node (a view made with
@@ -145,7 +142,7 @@ func (o Operand) resolve(op string, ctx *driver.Context) (resolved, error) {
 	}
 	switch {
 	case o.dev != nil:
-		ref, err := o.dev.Hold()
+		ref, err := seam.Hold(o.dev)
 		if err != nil {
 			return resolved{}, err
 		}
@@ -160,7 +157,7 @@ func (o Operand) resolve(op string, ctx *driver.Context) (resolved, error) {
 		}
 		return resolved{dev: p, bytes: o.dev.Size(), owner: ref}, nil
 	case o.host != nil:
-		ref, err := o.host.Hold()
+		ref, err := seam.Hold(o.host)
 		if err != nil {
 			return resolved{}, err
 		}

@@ -362,7 +362,7 @@ func (e *Exec) setEvent(op string, n Node, ev *driver.Event, call func(cu.CUgrap
 	if err := e.check(op); err != nil {
 		return err
 	}
-	ref, err := ev.Hold()
+	ref, err := seam.Hold(ev)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/internal/seam"
 )
 
 // The graph stress's operations: one or more calls each, covering every
@@ -135,7 +136,7 @@ func GraphOps() []GraphOp {
 		case 0:
 			src = graph.Host(w.HB)
 		case 1:
-			if ref, err := w.Buf2.Hold(); err == nil { // a Raw operand whose owner holds Buf2
+			if ref, err := seam.Hold(w.Buf2); err == nil { // a Raw operand whose owner holds Buf2
 				src = graph.RawDevice(w.Buf2.Ptr(), w.Buf2.Size(), ref)
 			}
 		}
