@@ -122,8 +122,10 @@ type execCore struct {
 	last    *driver.Stream // the stream of the latest launch, tracked already
 	streams []tracked      // streams launched on: retired owners wait for their work
 	own     map[cu.CUgraphNode]*ownerSet
-	held    *ownerSet   // user objects of the graph given to Update
-	prev    *retireLink // the latest retired batch
+	held    *ownerSet                      // user objects of the graph given to Update
+	kargs   map[cu.CUgraphNode]*kernelArgs // kernel nodes' parameters as last set (update_args.go); nil: not known
+	updated bool                           // updated as a whole: the source graph's nodes no longer tell its parameters
+	prev    *retireLink                    // the latest retired batch
 }
 
 // tracked is a stream an Exec was launched on, held so that retired owners
@@ -223,6 +225,7 @@ func (e *execCore) destroy() error {
 		os = append(os, o)
 	}
 	e.own = nil
+	os = e.argOwners(os)
 	if e.held != nil {
 		os = append(os, e.held)
 		e.held = nil

@@ -137,6 +137,8 @@ func (e *Exec) Update(g *Graph) error {
 		old = append(old, o)
 	}
 	e.own = nil
+	old = e.argOwners(old)
+	e.updated = true // the source graph's nodes no longer tell the kernels' parameters
 	if e.held != nil {
 		old = append(old, e.held)
 	}
@@ -259,7 +261,7 @@ func (e *Exec) setKernel(op string, n Node, fn *driver.Function, cfg driver.Laun
 	fh, kern := seam.Function(fn)
 	kp := new(cu.CUDA_KERNEL_NODE_PARAMS_v2)
 	fillKernel(kp, cfg, fh, kern, p.Pointer(), e.ctx)
-	return e.setNode(op, n, owners, nil, true, func() ([]release.Owner, error) { return nil, cu.GraphExecKernelNodeSetParams(e.h, n.h, kp) })
+	return e.setNode(op, n, owners, nil, true, func() ([]release.Owner, error) { return nil, e.setKernelParams(op, n, kp) })
 }
 
 // SetMemset changes memset node n to set dst's elements to value

@@ -48,6 +48,11 @@ var (
 	// HostBuffer or Registered of any element type; Hold fails for a nil
 	// or closed x and for anything else.
 	Hold func(x any) (lifetime.Ref, error)
+	// MarshalArg marshals v as one kernel argument of a call in ctx (a
+	// *driver.Context), argument i, as Stream.Launch does (op names the caller in
+	// errors): its bytes, and for a buffer a reference on its memory (the
+	// zero Ref for anything else) that the caller releases once.
+	MarshalArg func(op string, ctx any, i int, v any) ([]byte, lifetime.Ref, error)
 	// PlainData reports whether values of t hold no Go pointers.
 	PlainData func(t reflect.Type) bool
 	// ArgsUsableIn fails, matching driver.ErrInvalidArgument, when work in

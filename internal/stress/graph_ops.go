@@ -447,6 +447,24 @@ func GraphOps() []GraphOp {
 		_, err := w.Exec.Enabled(w.K)
 		return err
 	})
+	// Refused (ErrInvalidArgument) when an Update came between SetKernel
+	// and them: the executable no longer knows the node's parameters.
+	op("Exec.SetKernelArg,Exec.SetKernelArgs", allowBusyOr(driver.ErrInvalidArgument), func(w *GraphWorld, r *rand.Rand) error {
+		if err := w.Exec.SetKernel(w.K, w.Fill, driver.Grid(1), driver.Block(GraphN), w.Buf, int32(r.IntN(9)), int32(GraphN)); err != nil {
+			return err
+		}
+		if err := w.Exec.SetKernelArg(w.K, 1, int32(r.IntN(9))); err != nil {
+			return err
+		}
+		if err := w.Exec.SetKernelArg(w.K, 0, w.Buf2); err != nil {
+			return err
+		}
+		a, err := w.Fill.NewArgs(w.Buf, int32(r.IntN(9)), int32(GraphN))
+		if err != nil {
+			return err
+		}
+		return errors.Join(w.Exec.SetKernelArgs(w.K, a), a.Close())
+	})
 	op("Exec.SetMemset,Exec.SetMemcpy", allowBusy, func(w *GraphWorld, r *rand.Rand) error {
 		if err := w.Exec.SetMemset(w.M, graph.Device(w.Buf2), uint32(r.IntN(9)), 4); err != nil {
 			return err
