@@ -527,7 +527,7 @@ func (a *Args) release() { _ = a.hold.obj.Release() }
 // kernel's module or library) after Close, until it is released: for graph
 // nodes made from the Args (seam.Hold).
 func (a *Args) holdRef() (lifetime.Ref, error) {
-	if err := a.acquire("Args.Hold"); err != nil {
+	if err := a.acquire("hold"); err != nil {
 		return lifetime.Ref{}, err
 	}
 	return lifetime.RefOf(&a.hold.obj), nil

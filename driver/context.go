@@ -366,11 +366,11 @@ func (c *Context) Raw(f func(handle uintptr) error) error {
 // fails once c is closed.
 func (c *Context) holdRef() (lifetime.Ref, error) {
 	if c == nil {
-		return lifetime.Ref{}, invalid("Context.Hold", "nil context")
+		return lifetime.Ref{}, invalid("hold", "nil context")
 	}
 	r, ok := c.obj.Hold()
 	if !ok {
-		return lifetime.Ref{}, notOpen("Context.Hold", "context")
+		return lifetime.Ref{}, notOpen("hold", "context")
 	}
 	return r, nil
 }

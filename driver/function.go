@@ -93,7 +93,7 @@ func (f *Function) Raw(fn func(handle uintptr) error) error {
 // after Close until it is released: for graph nodes that launch it
 // (seam.Hold).
 func (f *Function) holdRef() (lifetime.Ref, error) {
-	if err := f.acquire("Function.Hold"); err != nil {
+	if err := f.acquire("hold"); err != nil {
 		return lifetime.Ref{}, err
 	}
 	return lifetime.RefOf(&f.obj), nil

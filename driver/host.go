@@ -114,11 +114,11 @@ func (h *HostBuffer[T]) acquire(op string) error {
 // (seam.Hold).
 func (h *HostBuffer[T]) holdRef() (lifetime.Ref, error) {
 	if h == nil {
-		return lifetime.Ref{}, invalid("HostBuffer.Hold", "nil host buffer")
+		return lifetime.Ref{}, invalid("hold", "nil host buffer")
 	}
 	r, ok := h.obj.Hold()
 	if !ok {
-		return lifetime.Ref{}, notOpen("HostBuffer.Hold", "host buffer")
+		return lifetime.Ref{}, notOpen("hold", "host buffer")
 	}
 	return r, nil
 }
@@ -255,11 +255,11 @@ func (r *Registered[T]) Slice() []T {
 // it is released: for graph nodes that copy to or from it (seam.Hold).
 func (r *Registered[T]) holdRef() (lifetime.Ref, error) {
 	if r == nil || r.reg == nil || r.closed.Load() {
-		return lifetime.Ref{}, notOpen("Registered.Hold", "registration")
+		return lifetime.Ref{}, notOpen("hold", "registration")
 	}
 	ref, ok := r.reg.obj.Hold()
 	if !ok {
-		return lifetime.Ref{}, notOpen("Registered.Hold", "registration")
+		return lifetime.Ref{}, notOpen("hold", "registration")
 	}
 	return ref, nil
 }

@@ -372,7 +372,7 @@ func (b *Buffer[T]) Context() *Context {
 // allocated, even after Close, until the reference is released. It fails
 // once the Buffer is closed: a closed buffer is no new argument.
 func (b *Buffer[T]) holdRef() (lifetime.Ref, error) {
-	a, err := b.use("Buffer.Hold")
+	a, err := b.use("hold")
 	if err != nil {
 		return lifetime.Ref{}, err
 	}

@@ -277,7 +277,7 @@ func (s *Stream) Raw(f func(handle uintptr) error) error {
 // it is released: for work that outlives a call (seam.Hold). It fails once
 // s is closed.
 func (s *Stream) holdRef() (lifetime.Ref, error) {
-	const op = "Stream.Hold"
+	const op = "hold"
 	if s == nil {
 		return lifetime.Ref{}, fmt.Errorf("driver: %s: %w", op, ErrNilStream)
 	}
