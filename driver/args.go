@@ -376,7 +376,7 @@ var blockPool = sync.Pool{New: func() any {
 // no allocation (Stream.LaunchArgs). Until Close, and until launches in
 // progress have returned, Args keep the kernel's module or library loaded
 // and hold the buffers named in them, so neither can be freed while the
-// Args can still launch. Args are also an owner a graph can hold (Hold).
+// Args can still launch. A graph node made from Args holds them likewise.
 //
 // Launches of the same Args may run at once from several goroutines, on
 // any streams: each launch passes the values as they are when it is made.
@@ -531,11 +531,11 @@ func (a *Args) acquire(op string) error {
 
 func (a *Args) release() { _ = a.hold.obj.Release() }
 
-// Hold takes a reference that keeps what the Args hold (the buffers and the
+// holdRef takes a reference that keeps what the Args hold (the buffers and the
 // kernel's module or library) after Close, until it is released: for graph
-// nodes made from the Args.
-func (a *Args) Hold() (lifetime.Ref, error) {
-	if err := a.acquire("Args.Hold"); err != nil {
+// nodes made from the Args (seam.Hold).
+func (a *Args) holdRef() (lifetime.Ref, error) {
+	if err := a.acquire("hold"); err != nil {
 		return lifetime.Ref{}, err
 	}
 	return lifetime.RefOf(&a.hold.obj), nil

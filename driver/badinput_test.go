@@ -140,7 +140,6 @@ func TestBadInputs(t *testing.T) {
 		{"SetArg of the wrong size", driver.ErrInvalidArgument, "is 4 bytes", func() error { return driver.SetArg(args, 1, uint64(1)) }},
 		{"SetArg out of range", driver.ErrInvalidArgument, "argument 9", func() error { return driver.SetArg(args, 9, uint32(1)) }},
 		{"NewArgs with a bad count", driver.ErrInvalidArgument, "takes 4 arguments", func() error { _, err := add4.NewArgs(buf); return err }},
-		{"Release without Retain", driver.ErrInvalidArgument, "Retain", func() error { return buf.Release() }},
 		{"host view of device memory", driver.ErrInvalidArgument, "managed", func() error { _, err := buf.HostSlice(); return err }},
 		{"peer access to itself", driver.ErrInvalidArgument, "own peer", func() error { return ctx.EnablePeerAccess(ctx) }},
 		{"occupancy of a bad block size", driver.ErrInvalidArgument, "block size 0", func() error { _, err := empty.MaxActiveBlocksPerSM(0, 0); return err }},

@@ -205,7 +205,7 @@ func (c *Context) Device() *Device {
 	return c.dev
 }
 
-// hold takes a reference on c for a child made from it (released by the
+// holdRef takes a reference on c for a child made from it (released by the
 // child's destroy) or for a call; it fails once c is closed.
 func (c *Context) hold(op string) error {
 	if c == nil {
@@ -372,16 +372,16 @@ func (c *Context) Raw(f func(handle uintptr) error) error {
 	return bound(c, func() error { return f(uintptr(c.h)) })
 }
 
-// Hold takes a reference that keeps the CUDA context alive after Close
-// until it is released: for dependents such as graphs. It fails once c is
-// closed.
-func (c *Context) Hold() (lifetime.Ref, error) {
+// holdRef takes a reference that keeps the CUDA context alive after Close
+// until it is released: for dependents such as graphs (seam.Hold). It
+// fails once c is closed.
+func (c *Context) holdRef() (lifetime.Ref, error) {
 	if c == nil {
-		return lifetime.Ref{}, invalid("Context.Hold", "nil context")
+		return lifetime.Ref{}, invalid("hold", "nil context")
 	}
 	r, ok := c.obj.Hold()
 	if !ok {
-		return lifetime.Ref{}, notOpen("Context.Hold", "context")
+		return lifetime.Ref{}, notOpen("hold", "context")
 	}
 	return r, nil
 }

@@ -58,15 +58,19 @@ func TestViewAddressesAndLifetime(t *testing.T) {
 	require.NoError(t, err, "a view of a view of a closed buffer")
 	assert.Equal(t, DevicePtr(0x10000+16), u.Ptr())
 
-	// Retain on a view keeps the memory after the view's Close.
-	require.NoError(t, v.Retain())
+	// A hold on a view (a graph node's) keeps the memory after the view's
+	// Close.
+	ref, err := v.holdRef()
+	require.NoError(t, err)
 	require.NoError(t, v.Close())
 	require.NoError(t, v.Close(), "idempotent")
+	_, err = v.holdRef()
+	assert.ErrorIs(t, err, ErrClosed, "a closed view is no new argument")
 	require.NoError(t, u.Close())
 	require.NoError(t, w.Close())
-	assert.False(t, *freed, "v's Retain still holds the memory")
-	require.NoError(t, v.Release())
-	assert.True(t, *freed, "freed once the buffer, every view and every Retain let go")
+	assert.False(t, *freed, "the hold on v still keeps the memory")
+	require.NoError(t, ref.Release())
+	assert.True(t, *freed, "freed once the buffer, every view and every hold let go")
 }
 
 // TestViewAsKernelArgument: a view passes its own address, and the launch

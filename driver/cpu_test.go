@@ -3,6 +3,7 @@ package driver_test
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -100,10 +101,21 @@ func TestAllocSizeChecks(t *testing.T) {
 }
 
 func TestDims(t *testing.T) {
-	assert.Equal(t, driver.Dim3{X: 4, Y: 1, Z: 1}, driver.Grid(4))
-	assert.Equal(t, driver.Dim3{X: 4, Y: 2, Z: 1}, driver.Block(4, 2))
-	assert.Equal(t, driver.Dim3{X: 4, Y: 2, Z: 3}, driver.Grid(4, 2, 3))
+	assert.Equal(t, driver.GridDim{X: 4, Y: 1, Z: 1}, driver.Grid(4))
+	assert.Equal(t, driver.BlockDim{X: 4, Y: 2, Z: 1}, driver.Block(4, 2))
+	assert.Equal(t, driver.GridDim{X: 4, Y: 2, Z: 3}, driver.Grid(4, 2, 3))
 	assert.Equal(t, -1, driver.Grid(1, 1, 1, 1).Z, "too many dimensions are rejected at launch")
+	assert.Equal(t, driver.ClusterDim{X: 2, Y: 1, Z: 1}, driver.Cluster(2))
+	// Grid and block are types of their own, so that swapping them in a
+	// launch does not compile: every launch takes the grid first.
+	grid, block := reflect.TypeFor[driver.GridDim](), reflect.TypeFor[driver.BlockDim]()
+	require.NotEqual(t, grid, block)
+	for name, fn := range map[string]any{"Stream.Launch": (*driver.Stream).Launch, "Stream.LaunchArgs": (*driver.Stream).LaunchArgs} {
+		ft := reflect.TypeOf(fn)
+		assert.Equal(t, grid, ft.In(2), name)
+		assert.Equal(t, block, ft.In(3), name)
+	}
+	assert.False(t, grid.AssignableTo(block) || block.AssignableTo(grid))
 }
 
 func TestInitWithoutDriver(t *testing.T) {

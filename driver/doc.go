@@ -51,10 +51,12 @@
 // error matching ErrClosed. Objects hold what they were made from: a
 // context is released when it and everything made from it are closed, and a
 // module stays loaded while one of its kernels is being launched. Device
-// memory is reference counted: Buffer.Retain and Function.NewArgs keep it
+// memory is reference counted: views, Args and graph nodes keep it
 // allocated after Close until they let go. Buffer.Slice makes a view of
 // part of a buffer without a copy; it holds its own reference, so the
-// memory lives until the buffer and every view are closed.
+// memory lives until the buffer and every view are closed. Code handed a
+// buffer that must outlive its owner's Close keeps a view of all of it
+// (b.Slice(0, b.Len())) and closes that view when done.
 //
 // A Context, Stream, Event, MemPool, Module, Library, Buffer, Args or
 // Registered that becomes unreachable without Close is released by a

@@ -198,15 +198,15 @@ func (e *Event) Raw(f func(handle uintptr) error) error {
 	return bound(e.ctx, func() error { return f(uintptr(e.h)) }) // e holds its context
 }
 
-// Hold takes a reference that keeps the CUDA event alive after Close until
-// it is released: for graph nodes that record or wait for it.
-func (e *Event) Hold() (lifetime.Ref, error) {
+// holdRef takes a reference that keeps the CUDA event alive after Close until
+// it is released: for graph nodes that record or wait for it (seam.Hold).
+func (e *Event) holdRef() (lifetime.Ref, error) {
 	if e == nil {
-		return lifetime.Ref{}, invalid("Event.Hold", "nil event")
+		return lifetime.Ref{}, invalid("hold", "nil event")
 	}
 	r, ok := e.obj.Hold()
 	if !ok {
-		return lifetime.Ref{}, notOpen("Event.Hold", "event")
+		return lifetime.Ref{}, notOpen("hold", "event")
 	}
 	return r, nil
 }

@@ -86,3 +86,55 @@ func ExampleFunction_NewArgs() {
 		}
 	}
 }
+
+// Run Go code in a stream's order: the host function runs once the work
+// queued before it has run, here a memset and a copy into pinned memory,
+// and the work queued after it waits for it. What it writes is seen by the
+// goroutine that returns from Synchronize; if it panics, Synchronize
+// returns the panic as an error.
+func ExampleStream_LaunchHostFunc() {
+	dev, err := driver.DeviceByOrdinal(0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, err := dev.PrimaryContext()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ctx.Close()
+	s, err := ctx.NewStream(driver.StreamNonBlocking)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	buf, err := driver.Alloc[int32](ctx, 4)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer buf.Close()
+	pinned, err := driver.AllocHost[int32](ctx, 4, driver.HostAllocDefault)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pinned.Close()
+
+	if err := buf.Memset32Async(s, 7); err != nil {
+		log.Fatal(err)
+	}
+	if err := buf.CopyToPinnedAsync(s, pinned); err != nil {
+		log.Fatal(err)
+	}
+	var sum int32
+	err = s.LaunchHostFunc(func() {
+		for _, v := range pinned.Slice() { // the copy has run
+			sum += v
+		}
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := s.Synchronize(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(sum) // 28
+}

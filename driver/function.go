@@ -96,10 +96,11 @@ func (f *Function) Raw(fn func(handle uintptr) error) error {
 	return fn(uintptr(f.h))
 }
 
-// Hold takes a reference that keeps the kernel's module or library loaded
-// after Close until it is released: for graph nodes that launch it.
-func (f *Function) Hold() (lifetime.Ref, error) {
-	if err := f.acquire("Function.Hold"); err != nil {
+// holdRef takes a reference that keeps the kernel's module or library loaded
+// after Close until it is released: for graph nodes that launch it
+// (seam.Hold).
+func (f *Function) holdRef() (lifetime.Ref, error) {
+	if err := f.acquire("hold"); err != nil {
 		return lifetime.Ref{}, err
 	}
 	return lifetime.RefOf(&f.obj), nil

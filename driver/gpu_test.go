@@ -16,6 +16,7 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/gputest"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -326,22 +327,24 @@ func TestMemory(t *testing.T) {
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "device memory has no host view")
 }
 
-// TestRetainDefersFree: memory stays allocated after Close while retained.
-func TestRetainDefersFree(t *testing.T) {
+// TestHoldDefersFree: memory stays allocated after Close while a
+// dependent (a graph node) holds it.
+func TestHoldDefersFree(t *testing.T) {
 	e, _ := setup(t)
 	b, err := driver.Alloc[int32](e.ctx, 1024)
 	require.NoError(t, err)
 	ptr := b.Ptr()
 	valid := func() bool { return allocated(ptr) }
 	require.True(t, valid())
-	require.NoError(t, b.Retain())
+	ref, err := seam.Hold(b)
+	require.NoError(t, err)
 	require.NoError(t, b.Close())
 	assert.ErrorIs(t, b.CopyFromHost(e.ctx.LegacyStream(), []int32{1}), driver.ErrClosed)
 	assert.True(t, valid(), "still allocated: a reference is held")
-	require.NoError(t, b.Release())
+	require.NoError(t, ref.Release())
 	assert.False(t, valid(), "freed with the last reference")
-	assert.Error(t, b.Release(), "a Release without Retain is refused")
-	assert.ErrorIs(t, b.Retain(), driver.ErrClosed)
+	_, err = seam.Hold(b)
+	assert.ErrorIs(t, err, driver.ErrClosed)
 }
 
 func TestModulesAndFunctions(t *testing.T) {
@@ -505,7 +508,7 @@ func TestLaunchCorrectness(t *testing.T) {
 	assert.ErrorIs(t, s.LaunchArgs(args, driver.Grid(1), driver.Block(1)), driver.ErrClosed)
 
 	// Clusters and cooperative launches go through cuLaunchKernelEx.
-	require.NoError(t, s.LaunchWith(e.fn["empty"], driver.LaunchConfig{Grid: driver.Grid(4), Block: driver.Block(32), Cluster: driver.Grid(2)}))
+	require.NoError(t, s.LaunchWith(e.fn["empty"], driver.LaunchConfig{Grid: driver.Grid(4), Block: driver.Block(32), Cluster: driver.Cluster(2)}))
 	require.NoError(t, s.LaunchWith(e.fn["empty"], driver.LaunchConfig{Grid: driver.Grid(2), Block: driver.Block(32), Cooperative: true}))
 	require.NoError(t, s.LaunchWith(e.fn["empty"], driver.LaunchConfig{Grid: driver.Grid(2), Block: driver.Block(32), SharedMem: 1024}))
 	require.NoError(t, s.Synchronize())

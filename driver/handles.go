@@ -2,6 +2,7 @@ package driver
 
 import (
 	"reflect"
+	"slices"
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/seam"
@@ -46,6 +47,28 @@ func init() {
 		}
 		return p, nil
 	}
+	seam.Hold = func(x any) (lifetime.Ref, error) {
+		switch v := x.(type) { // the common ones without an itab lookup
+		case *Context:
+			return v.holdRef()
+		case *Stream:
+			return v.holdRef()
+		case *Event:
+			return v.holdRef()
+		case *Function:
+			return v.holdRef()
+		case *Args:
+			return v.holdRef()
+		}
+		if h, ok := x.(holder); ok { // a Buffer, HostBuffer or Registered of any T
+			return h.holdRef()
+		}
+		return lifetime.Ref{}, invalid("hold", "%T cannot be held", x)
+	}
+	seam.MarshalArg = func(op string, ctx any, i int, v any) ([]byte, lifetime.Ref, error) {
+		c, _ := ctx.(*Context)
+		return marshalArg(op, c, i, v)
+	}
 	seam.PlainData = func(t reflect.Type) bool { return t != nil && plainData(t) }
 	seam.TrimStaging = func(c any) error { return c.(*Context).trimStaging("TrimStaging") }
 	seam.RegisterHost = func(op string, c any, p unsafe.Pointer, bytes uintptr) (seam.Owner, error) {
@@ -60,6 +83,12 @@ func init() {
 		c, _ := ctx.(*Context)
 		return args.usableIn(c)
 	}
+}
+
+// holder is what seam.Hold takes a reference on: every driver type a graph
+// node or a capture holds.
+type holder interface {
+	holdRef() (lifetime.Ref, error)
 }
 
 // IsLegacy reports whether s is the legacy default stream, on which calls
@@ -144,4 +173,28 @@ func (p *kernelParams) Free() {
 	p.fref = lifetime.Ref{}
 	p.f = nil
 	paramsPool.Put(p)
+}
+
+// marshalArg marshals v as one kernel argument of a call in c, as Launch
+// does: its bytes, and a reference on a buffer argument's memory, handed
+// to the caller (a graph executable's one-argument update).
+func marshalArg(op string, c *Context, i int, v any) ([]byte, lifetime.Ref, error) {
+	if c == nil {
+		return nil, lifetime.Ref{}, invalid(op, "nil context")
+	}
+	var blk argBlock
+	blk.init()
+	if err := blk.marshal(op, i, v, c, nil); err != nil {
+		blk.reset()
+		return nil, lifetime.Ref{}, err
+	}
+	val := slices.Clone(unsafe.Slice((*byte)(blk.ptrs[0]), blk.sizes[0]))
+	var ref lifetime.Ref
+	if len(blk.allocs) > 0 { // the reference marshal took, handed over
+		ref = lifetime.RefOf(&blk.allocs[0].obj)
+		clear(blk.allocs)
+		blk.allocs = blk.allocs[:0]
+	}
+	blk.reset()
+	return val, ref, nil
 }

@@ -115,15 +115,16 @@ func (h *HostBuffer[T]) acquire(op string) error {
 	return nil
 }
 
-// Hold takes a reference that keeps the pinned memory allocated after
-// Close until it is released: for graph nodes that copy to or from it.
-func (h *HostBuffer[T]) Hold() (lifetime.Ref, error) {
+// holdRef takes a reference that keeps the pinned memory allocated after
+// Close until it is released: for graph nodes that copy to or from it
+// (seam.Hold).
+func (h *HostBuffer[T]) holdRef() (lifetime.Ref, error) {
 	if h == nil {
-		return lifetime.Ref{}, invalid("HostBuffer.Hold", "nil host buffer")
+		return lifetime.Ref{}, invalid("hold", "nil host buffer")
 	}
 	r, ok := h.obj.Hold()
 	if !ok {
-		return lifetime.Ref{}, notOpen("HostBuffer.Hold", "host buffer")
+		return lifetime.Ref{}, notOpen("hold", "host buffer")
 	}
 	return r, nil
 }
@@ -262,15 +263,15 @@ func (r *Registered[T]) Slice() []T {
 	return r.s
 }
 
-// Hold takes a reference that keeps the memory registered after Close until
-// it is released: for graph nodes that copy to or from it.
-func (r *Registered[T]) Hold() (lifetime.Ref, error) {
+// holdRef takes a reference that keeps the memory registered after Close until
+// it is released: for graph nodes that copy to or from it (seam.Hold).
+func (r *Registered[T]) holdRef() (lifetime.Ref, error) {
 	if r == nil || r.reg == nil || r.closed.Load() {
-		return lifetime.Ref{}, notOpen("Registered.Hold", "registration")
+		return lifetime.Ref{}, notOpen("hold", "registration")
 	}
 	ref, ok := r.reg.obj.Hold()
 	if !ok {
-		return lifetime.Ref{}, notOpen("Registered.Hold", "registration")
+		return lifetime.Ref{}, notOpen("hold", "registration")
 	}
 	return ref, nil
 }

@@ -30,10 +30,6 @@ func invalid(op, format string, args ...any) error {
 	return fmt.Errorf("driver: %s: %s: %w", op, fmt.Sprintf(format, args...), ErrInvalidArgument)
 }
 
-func closedErr(op, what string) error {
-	return fmt.Errorf("driver: %s: %s: %w", op, what, ErrClosed)
-}
-
 // notOpen is the error for an object that is closed, or a zero value that
 // was never opened.
 func notOpen(op, what string) error {

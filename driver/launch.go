@@ -11,11 +11,12 @@ import (
 
 // LaunchConfig is everything about a launch but the kernel and arguments.
 type LaunchConfig struct {
-	Grid, Block Dim3
+	Grid  GridDim
+	Block BlockDim
 	// SharedMem is the dynamic shared memory per block, in bytes.
 	SharedMem int
 	// Cluster, when set, is the thread-block cluster shape (compute 9.0+).
-	Cluster Dim3
+	Cluster ClusterDim
 	// Cooperative launches the grid cooperatively (grid-wide sync allowed).
 	Cooperative bool
 }
@@ -33,7 +34,7 @@ type LaunchConfig struct {
 // unless Go code runs on the same thread inside it: a program that
 // registers a Go function as a driver API callback (CUPTI, through purego)
 // must launch with LaunchArgs, whose arguments live on the heap.
-func (s *Stream) Launch(f *Function, grid, block Dim3, args ...any) error {
+func (s *Stream) Launch(f *Function, grid GridDim, block BlockDim, args ...any) error {
 	// The common case is written out here, in one function: a module
 	// kernel of known small shape, on a stream of ours in its context,
 	// with scalar arguments and buffers of the type the kernel last saw,
@@ -134,7 +135,7 @@ bail: // launched nothing: let go of what was held
 // launchFrame fills cf, a zero frame, for a cuLaunchKernel (s.quickFn) of
 // kernel fh on s over grid × block, without dynamic shared memory; the
 // caller sets the parameters (Args[9]).
-func (s *Stream) launchFrame(cf *ccall.Short, fh cu.CUfunction, grid, block Dim3) {
+func (s *Stream) launchFrame(cf *ccall.Short, fh cu.CUfunction, grid GridDim, block BlockDim) {
 	cf.Fn = s.quickFn
 	cf.Args[0] = uintptr(fh)
 	cf.Args[1], cf.Args[2], cf.Args[3] = uintptr(uint32(grid.X)), uintptr(uint32(grid.Y)), uintptr(uint32(grid.Z))
@@ -145,14 +146,14 @@ func (s *Stream) launchFrame(cf *ccall.Short, fh cu.CUfunction, grid, block Dim3
 // launchSlow is Launch's general path.
 //
 //go:noinline
-func (s *Stream) launchSlow(f *Function, grid, block Dim3, args []any) error {
+func (s *Stream) launchSlow(f *Function, grid GridDim, block BlockDim, args []any) error {
 	return s.LaunchWith(f, LaunchConfig{Grid: grid, Block: block}, args...)
 }
 
 // quickDims reports whether grid × block is within what every device CUDA
 // 13 supports allows, in few branches: it takes grid y and z up to 32768
 // only, not 65535 (checkDims checks the rest).
-func quickDims(grid, block Dim3) bool {
+func quickDims(grid GridDim, block BlockDim) bool {
 	return uint(grid.X-1) < 1<<31-1 && uint(grid.Y-1)|uint(grid.Z-1) < 1<<15 &&
 		uint(block.X-1)|uint(block.Y-1) < 1024 && uint(block.Z-1) < 64 && block.X*block.Y*block.Z <= 1024
 }
@@ -183,7 +184,7 @@ func (s *Stream) launchHeld(op string, f *Function, cfg LaunchConfig, args []any
 		f.lib.launchedIn(s.ctx)
 	}
 	var err error
-	if sh := f.shape.Load(); ccall.StackFrames && (sh == shapeSmall || sh == shapeUnknown) && !s.special && cfg.Cluster == (Dim3{}) && !cfg.Cooperative {
+	if sh := f.shape.Load(); ccall.StackFrames && (sh == shapeSmall || sh == shapeUnknown) && !s.special && cfg.Cluster == (ClusterDim{}) && !cfg.Cooperative {
 		var ok bool
 		if ok, err = s.launchSmall(op, f, cfg, sh, args); ok {
 			f.release()
@@ -255,7 +256,7 @@ func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk 
 // LaunchArgs launches with arguments marshalled by Function.NewArgs. It
 // allocates nothing, and reads only s and a: everything it needs from the
 // kernel was copied into a by NewArgs, and a keeps the kernel loaded.
-func (s *Stream) LaunchArgs(a *Args, grid, block Dim3) error {
+func (s *Stream) LaunchArgs(a *Args, grid GridDim, block BlockDim) error {
 	// The common case in one function (see Launch): a module kernel
 	// of the stream's context, nothing to check per launch.
 	if s != nil && a != nil && s.quickFn != 0 && a.checks == 0 && a.fctx == s.ctx && a.hold != nil && quickDims(grid, block) {
@@ -288,7 +289,7 @@ func (s *Stream) LaunchArgs(a *Args, grid, block Dim3) error {
 }
 
 // launchArgsHeld is LaunchArgs in general: it holds a and s for the launch.
-func (s *Stream) launchArgsHeld(a *Args, grid, block Dim3) error {
+func (s *Stream) launchArgsHeld(a *Args, grid GridDim, block BlockDim) error {
 	const op = "Stream.LaunchArgs"
 	if err := a.acquire(op); err != nil {
 		return err
@@ -303,7 +304,7 @@ func (s *Stream) launchArgsHeld(a *Args, grid, block Dim3) error {
 	return err
 }
 
-func (s *Stream) launchArgs(op string, a *Args, grid, block Dim3) error {
+func (s *Stream) launchArgs(op string, a *Args, grid GridDim, block BlockDim) error {
 	if err := s.checkTarget(op, a.f, a.fctx, grid, block); err != nil {
 		return err
 	}
@@ -351,7 +352,7 @@ var warmSink atomic.Int64
 // launchKernel calls cuLaunchKernel, resolved into fn (a Stream's
 // launchFn), through a frame on the stack; with fn 0 it resolves it, and
 // reports why it cannot.
-func launchKernel(fn uintptr, fh cu.CUfunction, grid, block Dim3, shmem int, st cu.CUstream, params *unsafe.Pointer) error {
+func launchKernel(fn uintptr, fh cu.CUfunction, grid GridDim, block BlockDim, shmem int, st cu.CUstream, params *unsafe.Pointer) error {
 	gx, gy, gz := uint32(grid.X), uint32(grid.Y), uint32(grid.Z)
 	bx, by, bz := uint32(block.X), uint32(block.Y), uint32(block.Z)
 	if fn == 0 {
@@ -363,7 +364,7 @@ func launchKernel(fn uintptr, fh cu.CUfunction, grid, block Dim3, shmem int, st 
 // checkTarget checks that a kernel f of context fctx (nil for a library
 // kernel; passed apart so that LaunchArgs need not read f) can run on s over
 // grid × block.
-func (s *Stream) checkTarget(op string, f *Function, fctx *Context, grid, block Dim3) error {
+func (s *Stream) checkTarget(op string, f *Function, fctx *Context, grid GridDim, block BlockDim) error {
 	if fctx != nil && fctx != s.ctx && fctx.h != s.ctx.h {
 		return invalid(op, "kernel %s belongs to another context than the stream", f.name)
 	}
@@ -380,7 +381,7 @@ func (s *Stream) launchCheck(op string, f *Function, cfg LaunchConfig) error {
 	if cfg.SharedMem < 0 || cfg.SharedMem > 1<<31-1 {
 		return invalid(op, "shared memory %d", cfg.SharedMem)
 	}
-	if cfg.Cluster != (Dim3{}) {
+	if cfg.Cluster != (ClusterDim{}) {
 		for i, v := range [3]int{cfg.Cluster.X, cfg.Cluster.Y, cfg.Cluster.Z} {
 			if v < 1 {
 				return invalid(op, "cluster dimension %c = %d", "xyz"[i], v)
@@ -391,7 +392,7 @@ func (s *Stream) launchCheck(op string, f *Function, cfg LaunchConfig) error {
 }
 
 func (s *Stream) launch(op string, f *Function, cfg LaunchConfig, params *unsafe.Pointer) error {
-	if cfg.Cluster == (Dim3{}) && !cfg.Cooperative {
+	if cfg.Cluster == (ClusterDim{}) && !cfg.Cooperative {
 		if s.special {
 			return bound(s.ctx, func() error { return launchKernel(s.launchFn, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params) })
 		}
@@ -399,7 +400,7 @@ func (s *Stream) launch(op string, f *Function, cfg LaunchConfig, params *unsafe
 	}
 	var attrs [2]cu.CUlaunchAttribute
 	n := 0
-	if cfg.Cluster != (Dim3{}) {
+	if cfg.Cluster != (ClusterDim{}) {
 		attrs[n].Id = cu.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
 		d := attrs[n].Value.ClusterDim()
 		d.X, d.Y, d.Z = uint32(cfg.Cluster.X), uint32(cfg.Cluster.Y), uint32(cfg.Cluster.Z)

@@ -9,7 +9,7 @@ import (
 
 // universalDims is the launch shape every CUDA 13 device allows, written
 // out plainly (no unsigned tricks): what quickDims may accept at most.
-func universalDims(grid, block Dim3) bool {
+func universalDims(grid GridDim, block BlockDim) bool {
 	in := func(v, lo, hi int) bool { return v >= lo && v <= hi }
 	return in(grid.X, 1, 1<<31-1) && in(grid.Y, 1, 65535) && in(grid.Z, 1, 65535) &&
 		in(block.X, 1, 1024) && in(block.Y, 1, 1024) && in(block.Z, 1, 64) &&
@@ -32,7 +32,7 @@ func TestQuickDimsAcceptsOnlyUniversalShapes(t *testing.T) {
 	d := &dimLimits{maxThreads: 1024, maxBlock: [3]int32{1024, 1024, 64}, maxGrid: [3]int32{1<<31 - 1, 65535, 65535}}
 	for _, v := range vals {
 		for axis := range 6 {
-			g, b := Dim3{1, 1, 1}, Dim3{1, 1, 1}
+			g, b := GridDim{1, 1, 1}, BlockDim{1, 1, 1}
 			switch axis {
 			case 0:
 				g.X = v
@@ -58,7 +58,7 @@ func TestQuickDimsAcceptsOnlyUniversalShapes(t *testing.T) {
 	}
 	// Products: each dimension in range, the block too large; and wide
 	// values whose product would wrap if it were computed first.
-	for _, b := range []Dim3{{1024, 2, 1}, {32, 32, 2}, {2, 1024, 1}, {1, 1, 64}, {16, 1, 64}, {math.MaxInt, math.MaxInt, 4}, {math.MinInt, math.MinInt, 1}} {
+	for _, b := range []BlockDim{{1024, 2, 1}, {32, 32, 2}, {2, 1024, 1}, {1, 1, 64}, {16, 1, 64}, {math.MaxInt, math.MaxInt, 4}, {math.MinInt, math.MinInt, 1}} {
 		assert.Equal(t, universalDims(Grid(1), b), quickDims(Grid(1), b), "block %v", b)
 	}
 }

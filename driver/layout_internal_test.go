@@ -29,7 +29,7 @@ func TestLaunchLayout(t *testing.T) {
 	assert.LessOrEqual(t, unsafe.Offsetof(a.obj)+16, uintptr(64), "the allocation's count in the first line")
 	assert.Less(t, unsafe.Offsetof(a.stream), uintptr(64), "its address, context and stream in the first line")
 	var b Buffer[byte]
-	assert.Equal(t, uintptr(96), unsafe.Sizeof(b), "a Buffer fills the 96-byte size class")
+	assert.True(t, unsafe.Sizeof(b) > 80 && unsafe.Sizeof(b) <= 96, "a Buffer (%d bytes) is in the 96-byte size class", unsafe.Sizeof(b))
 	assert.LessOrEqual(t, unsafe.Offsetof(b.off)+8, uintptr(32), "what a launch reads of a Buffer within half a line")
 	assert.Less(t, unsafe.Offsetof(b.closed), uintptr(32))
 }

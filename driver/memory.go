@@ -175,14 +175,13 @@ func deferRelease(a *allocation) { release.Defer(a) }
 // Synchronize), as in CUDA.
 type Buffer[T any] struct {
 	// What a launch reads (a, closed, off) lies within the first 24 bytes:
-	// a Buffer is 96 bytes, a size class whose objects start on a line or
+	// a Buffer is in the 96-byte size class, whose objects start on a line or
 	// half-way along one.
 	a         *allocation
 	closed    atomic.Bool
 	off       uintptr // where the elements start in the allocation, in bytes (a view's offset)
 	n         int
-	size      uintptr      // n elements, in bytes
-	retains   atomic.Int64 // references taken with Retain, not yet released
+	size      uintptr // n elements, in bytes
 	closeOnce sync.Once
 	closeErr  error
 	cleanup   runtime.Cleanup
@@ -377,41 +376,12 @@ func (b *Buffer[T]) Context() *Context {
 	return b.a.ctx
 }
 
-// Retain takes a reference that keeps the memory allocated after Close
-// until Release. It fails once the memory has been freed.
-func (b *Buffer[T]) Retain() error {
-	if b == nil {
-		return invalid("Buffer.Retain", "nil buffer")
-	}
-	if b.a == nil || !b.a.obj.Retain() {
-		return closedErr("Buffer.Retain", "buffer memory already freed")
-	}
-	b.retains.Add(1)
-	return nil
-}
-
-// Release drops a reference taken by Retain.
-func (b *Buffer[T]) Release() error {
-	if b == nil {
-		return invalid("Buffer.Release", "nil buffer")
-	}
-	for {
-		n := b.retains.Load()
-		if n <= 0 {
-			return invalid("Buffer.Release", "no reference taken with Retain is left")
-		}
-		if b.retains.CompareAndSwap(n, n-1) {
-			return b.a.obj.Release()
-		}
-	}
-}
-
-// Hold takes a reference on the memory for a dependent that outlives the
-// call (a graph node names the buffer, say); the memory stays allocated,
-// even after Close, until the reference is released. Unlike Retain it
-// fails once the Buffer is closed: a closed buffer is no new argument.
-func (b *Buffer[T]) Hold() (lifetime.Ref, error) {
-	a, err := b.use("Buffer.Hold")
+// holdRef takes a reference on the memory for a dependent that outlives the
+// call (a graph node names the buffer, say; seam.Hold); the memory stays
+// allocated, even after Close, until the reference is released. It fails
+// once the Buffer is closed: a closed buffer is no new argument.
+func (b *Buffer[T]) holdRef() (lifetime.Ref, error) {
+	a, err := b.use("hold")
 	if err != nil {
 		return lifetime.Ref{}, err
 	}

@@ -273,10 +273,11 @@ func (s *Stream) Raw(f func(handle uintptr) error) error {
 	return s.do("Stream.Raw", true, func() error { return f(uintptr(s.h)) })
 }
 
-// Hold takes a reference that keeps the CUDA stream alive after Close until
-// it is released: for work that outlives a call. It fails once s is closed.
-func (s *Stream) Hold() (lifetime.Ref, error) {
-	const op = "Stream.Hold"
+// holdRef takes a reference that keeps the CUDA stream alive after Close until
+// it is released: for work that outlives a call (seam.Hold). It fails once
+// s is closed.
+func (s *Stream) holdRef() (lifetime.Ref, error) {
+	const op = "hold"
 	if s == nil {
 		return lifetime.Ref{}, fmt.Errorf("driver: %s: %w", op, ErrNilStream)
 	}

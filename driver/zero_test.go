@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -68,8 +69,10 @@ var contextType = reflect.TypeFor[context.Context]()
 // function argument is called.
 func usableArg(t reflect.Type, called *[]string, what string) reflect.Value {
 	switch {
-	case t == reflect.TypeFor[driver.Dim3]():
-		return reflect.ValueOf(driver.Dim3{X: 1, Y: 1, Z: 1})
+	case t == reflect.TypeFor[driver.GridDim]():
+		return reflect.ValueOf(driver.Grid(1))
+	case t == reflect.TypeFor[driver.BlockDim]():
+		return reflect.ValueOf(driver.Block(1))
 	case t == reflect.TypeFor[driver.LaunchConfig]():
 		return reflect.ValueOf(driver.LaunchConfig{Grid: driver.Grid(1), Block: driver.Block(1)})
 	case t == contextType:
@@ -294,5 +297,32 @@ func TestZeroTypesCovered(t *testing.T) {
 	for _, name := range []string{"Context", "Stream", "Event", "Buffer", "HostBuffer", "Registered", "MemPool",
 		"Module", "Library", "Function", "Args", "Device"} {
 		assert.True(t, covered[name], "%s is tested", name)
+	}
+}
+
+// TestSeamHoldOfNilAndZero: the hold graph takes through the seam (no
+// exported Hold) refuses every nil or zero receiver, and anything that is
+// no driver object, with an allowed error and no reference; it never
+// panics.
+func TestSeamHoldOfNilAndZero(t *testing.T) {
+	cases := zeroReceivers()
+	cases = append(cases, struct {
+		name string
+		v    any
+	}{"untyped nil", nil}, struct {
+		name string
+		v    any
+	}{"an int", 1}, struct {
+		name string
+		v    any
+	}{"a Buffer value", driver.Buffer[int32]{}})
+	for _, c := range cases {
+		var ref lifetime.Ref
+		var err error
+		require.NotPanics(t, func() { ref, err = seam.Hold(c.v) }, c.name)
+		assert.False(t, ref.Valid(), "%s: a reference to nothing", c.name)
+		if assert.Error(t, err, c.name) {
+			assert.True(t, allowedZeroError(err), "%s: error %q matches none of ErrInvalidArgument, ErrNilStream, ErrClosed", c.name, err)
+		}
 	}
 }

@@ -32,7 +32,7 @@ func (g *Graph) Empty() (Node, error) { return g.After().Empty() }
 func (g *Graph) Join(nodes ...Node) (Node, error) { return g.After(nodes...).Empty() }
 
 // Kernel adds a root kernel node; see Builder.Kernel.
-func (g *Graph) Kernel(fn *driver.Function, grid, block driver.Dim3, args ...any) (Node, error) {
+func (g *Graph) Kernel(fn *driver.Function, grid driver.GridDim, block driver.BlockDim, args ...any) (Node, error) {
 	return g.After().Kernel(fn, grid, block, args...)
 }
 
@@ -44,7 +44,7 @@ func (g *Graph) KernelWith(fn *driver.Function, cfg driver.LaunchConfig, args ..
 
 // KernelArgs adds a root kernel node from prepared Args; see
 // Builder.KernelArgs.
-func (g *Graph) KernelArgs(a *driver.Args, grid, block driver.Dim3) (Node, error) {
+func (g *Graph) KernelArgs(a *driver.Args, grid driver.GridDim, block driver.BlockDim) (Node, error) {
 	return g.After().KernelArgs(a, grid, block)
 }
 
@@ -103,7 +103,7 @@ func (b Builder) Empty() (Node, error) {
 // the kernel the same way. The node holds fn's module or library and every
 // buffer among args for as long as the graph or anything made from it may
 // run it.
-func (b Builder) Kernel(fn *driver.Function, grid, block driver.Dim3, args ...any) (Node, error) {
+func (b Builder) Kernel(fn *driver.Function, grid driver.GridDim, block driver.BlockDim, args ...any) (Node, error) {
 	return b.kernel("Graph.Kernel", fn, driver.LaunchConfig{Grid: grid, Block: block}, args)
 }
 
@@ -149,7 +149,7 @@ func (b Builder) kernel(op string, fn *driver.Function, cfg driver.LaunchConfig,
 // Function.NewArgs over grid × block threads, as Stream.LaunchArgs does; the
 // node copies their current values and holds the Args (their buffers and
 // module) for as long as it may run.
-func (b Builder) KernelArgs(a *driver.Args, grid, block driver.Dim3) (Node, error) {
+func (b Builder) KernelArgs(a *driver.Args, grid driver.GridDim, block driver.BlockDim) (Node, error) {
 	const op = "Graph.KernelArgs"
 	cfg := driver.LaunchConfig{Grid: grid, Block: block}
 	if err := b.check(op); err != nil {
@@ -162,7 +162,7 @@ func (b Builder) KernelArgs(a *driver.Args, grid, block driver.Dim3) (Node, erro
 	if err := seam.ArgsUsableIn(a, b.g.ctx); err != nil {
 		return Node{}, err
 	}
-	ref, err := a.Hold()
+	ref, err := seam.Hold(a)
 	if err != nil {
 		return Node{}, err
 	}
@@ -211,7 +211,7 @@ func checkConfig(op string, cfg driver.LaunchConfig) error {
 	if cfg.SharedMem < 0 || cfg.SharedMem > 1<<31-1 {
 		return invalid(op, "shared memory %d", cfg.SharedMem)
 	}
-	if cfg.Cluster != (driver.Dim3{}) || cfg.Cooperative {
+	if cfg.Cluster != (driver.ClusterDim{}) || cfg.Cooperative {
 		return invalid(op, "cluster and cooperative launches are not offered for graph nodes")
 	}
 	return nil
@@ -474,7 +474,7 @@ func (b Builder) event(op string, e *driver.Event, addFn func(*cu.CUgraphNode, c
 	if err := b.check(op); err != nil {
 		return Node{}, err
 	}
-	ref, err := e.Hold()
+	ref, err := seam.Hold(e)
 	if err != nil {
 		return Node{}, err
 	}

@@ -38,10 +38,10 @@ func TestFakeBodyCallRacingOwnerNodeDestroySeesClosed(t *testing.T) {
 	require.NoError(t, err)
 	n, err := root.Child(c)
 	require.NoError(t, err)
-	h, err := n.ChildGraphHandle()
-	require.NoError(t, err)
+	var h cu.CUgraph
+	require.NoError(t, n.use("test", func() error { return cu.GraphChildGraphNodeGetGraph(n.h, &h) }))
 	root.fam.mu.Lock()
-	body, err := root.newBody(cu.CUgraph(h), n.h)
+	body, err := root.newBody(h, n.h)
 	root.fam.mu.Unlock()
 	require.NoError(t, err)
 

@@ -14,6 +14,7 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -499,7 +500,7 @@ func TestCloseModuleDuringCapture(t *testing.T) {
 			settled(t, st0, msg+": the unload ran after the capture")
 			eventually(t, func() bool { return lifetime.ReadStats().Objects <= st0.Objects }, msg+": every object destroyed")
 			assert.Empty(t, lifetime.Errors(), msg+": no release failed")
-			_, err = fill.Hold()
+			_, err = seam.Hold(fill)
 			assert.ErrorIs(t, err, driver.ErrClosed, msg)
 		}
 	}

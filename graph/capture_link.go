@@ -88,7 +88,7 @@ func (st *captureState) fork(op string, other *driver.Stream) error {
 // forkOnce is one try of fork; it returns a channel to wait on, and try
 // again after, while another call brings other in.
 func (st *captureState) forkOnce(op string, other *driver.Stream) (<-chan struct{}, error) {
-	ref, err := other.Hold()
+	ref, err := seam.Hold(other)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func (st *captureState) join(op string, other *driver.Stream) error {
 		}
 		<-p.done // being brought in: see how that ends
 	}
-	ref, err := other.Hold() // a failed stream wait may take it out meanwhile
+	ref, err := seam.Hold(other) // a failed stream wait may take it out meanwhile
 	if err != nil {
 		return err
 	}

@@ -108,7 +108,7 @@ func begin(op string, s *driver.Stream, mode CaptureMode, target *Graph, deps []
 	if s.IsLegacy() {
 		return nil, invalid(op, "CUDA does not capture the legacy default stream: use a stream made with NewStream")
 	}
-	sref, err := s.Hold()
+	sref, err := seam.Hold(s)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func begin(op string, s *driver.Stream, mode CaptureMode, target *Graph, deps []
 		st.target = target.graphCore
 		st.psink = target.top().sink
 	} else {
-		ref, err := ctx.Hold()
+		ref, err := seam.Hold(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -1,7 +1,9 @@
 package graph
 
 import (
+	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -129,8 +131,10 @@ func TestConditionalCUDARules(t *testing.T) {
 	require.ErrorAs(t, err, &ie)
 	assert.Equal(t, InstantiateConditionalHandleUnused, ie.Result)
 
-	// A copy with pageable (Go) host memory in a body: instantiation
-	// refuses it.
+	// A copy with pageable host memory in a body: instantiation refuses
+	// it. A Go slice through Slice is registered (page-locked), so a body
+	// may copy it.
+	pageable := make([]int32, 64)
 	h, err := New(e.ctx)
 	require.NoError(t, err)
 	defer h.Close()
@@ -138,11 +142,32 @@ func TestConditionalCUDARules(t *testing.T) {
 	require.NoError(t, err)
 	_, body, err = h.If(c)
 	require.NoError(t, err)
-	_, err = body.Memcpy(Device(a), Slice(make([]int32, 64)))
+	_, err = body.Memcpy(Device(a), RawHost(uintptr(unsafe.Pointer(&pageable[0])), 4*len(pageable), nil))
 	require.NoError(t, err)
 	_, err = h.Instantiate()
 	require.ErrorAs(t, err, &ie)
 	t.Logf("pageable copy in a body: %v", err)
+	runtime.KeepAlive(pageable)
+
+	sl, err := New(e.ctx)
+	require.NoError(t, err)
+	defer sl.Close()
+	c, err = sl.NewCondition(1, AssignDefault)
+	require.NoError(t, err)
+	_, body, err = sl.If(c)
+	require.NoError(t, err)
+	in := []int32{5, 6, 7}
+	_, err = body.Memcpy(Device(a), Slice(in))
+	require.NoError(t, err)
+	xs, err := sl.Instantiate()
+	require.NoError(t, err, "a Go slice's copy in a body")
+	require.NoError(t, xs.Launch(s))
+	require.NoError(t, s.Synchronize())
+	got3, err := a.ToHost(s)
+	require.NoError(t, err)
+	assert.Equal(t, in, got3[:3], "the body copied the slice")
+	require.NoError(t, xs.Close())
+	require.NoError(t, sl.Close())
 
 	require.NoError(t, g.Close())
 	require.NoError(t, h.Close())

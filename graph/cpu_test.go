@@ -65,8 +65,8 @@ func TestOperandRefusals(t *testing.T) {
 		"nil host buffer":  Host[int32](nil),
 		"empty slice":      Slice([]int32{}),
 		"slice of pointer": Slice([]*int{nil}),
-		"raw nil address":  Raw(0, 4, true, nil),
-		"raw no size":      Raw(0x1000, 0, false, nil),
+		"raw nil address":  RawHost(0, 4, nil),
+		"raw no size":      RawDevice(0x1000, 0, nil),
 	} {
 		_, err := o.resolve("test", nil)
 		assert.ErrorIs(t, err, driver.ErrInvalidArgument, name)

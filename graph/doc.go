@@ -53,7 +53,9 @@
 //
 // Exec.SetKernel, SetMemset, SetMemcpy, SetHostFunc, SetEventRecord,
 // SetEventWait, SetChild and SetEnabled change one node of an executable
-// without instantiating again; Exec.Update takes the parameters of a whole
+// without instantiating again; SetKernelArg changes one argument of a
+// kernel node and keeps the rest, and SetKernelArgs takes them all from
+// prepared driver.Args. Exec.Update takes the parameters of a whole
 // graph of the same topology. What an update introduces is held until the
 // executable is closed and its launches have finished; what it replaces is
 // released once the launches enqueued before the change have finished.

@@ -38,10 +38,13 @@ func TestExamplesOnGPU(t *testing.T) {
 		f    func()
 		want string
 	}{
-		"Example":                 {Example, "[8 16 24 32] 3"},
-		"ExampleBuilder_MemAlloc": {ExampleBuilder_MemAlloc, "[0 1 2 3 -1 -1 -1 -1]"},
-		"ExampleBuilder_Child":    {ExampleBuilder_Child, "[0 1 2 3]"},
-		"ExampleGraph_Clone":      {ExampleGraph_Clone, "empty 2"},
+		"Example":                  {Example, "[8 16 24 32] 3"},
+		"ExampleBuilder_MemAlloc":  {ExampleBuilder_MemAlloc, "[0 1 2 3 -1 -1 -1 -1]"},
+		"ExampleBuilder_Child":     {ExampleBuilder_Child, "[0 1 2 3]"},
+		"ExampleGraph_Clone":       {ExampleGraph_Clone, "empty 2"},
+		"ExampleExec_SetKernelArg": {ExampleExec_SetKernelArg, "[6 12 18 24]"},
+		"ExampleGraph_While":       {ExampleGraph_While, "128"},
+		"ExampleCapture":           {ExampleCapture, "[0 1 2 3] 2"},
 	} {
 		t.Run(name, func(t *testing.T) { assert.Equal(t, c.want, capture(t, c.f)) })
 	}

@@ -124,8 +124,10 @@ type execCore struct {
 	last    *driver.Stream // the stream of the latest launch, tracked already
 	streams []tracked      // streams launched on: retired owners wait for their work
 	own     map[cu.CUgraphNode]*ownerSet
-	held    *ownerSet   // user objects of the graph given to Update
-	prev    *retireLink // the latest retired batch
+	held    *ownerSet                      // user objects of the graph given to Update
+	kargs   map[cu.CUgraphNode]*kernelArgs // kernel nodes' parameters as last set (update_args.go); nil: not known
+	updated bool                           // updated as a whole: the source graph's nodes no longer tell its parameters
+	prev    *retireLink                    // the latest retired batch
 }
 
 // tracked is a stream an Exec was launched on, held so that retired owners
@@ -147,7 +149,7 @@ func (g *Graph) InstantiateWith(o InstantiateOptions) (*Exec, error) {
 	}
 	var sref lifetime.Ref
 	if o.UploadStream != nil {
-		r, err := o.UploadStream.Hold()
+		r, err := seam.Hold(o.UploadStream)
 		if err != nil {
 			return nil, err
 		}
@@ -225,6 +227,7 @@ func (e *execCore) destroy() error {
 		os = append(os, o)
 	}
 	e.own = nil
+	os = e.argOwners(os)
 	if e.held != nil {
 		os = append(os, e.held)
 		e.held = nil
@@ -295,7 +298,7 @@ func (e *Exec) onStream(op string, s *driver.Stream, call func(cu.CUgraphExec, c
 	if err := e.acquire(op); err != nil {
 		return err
 	}
-	ref, err := s.Hold()
+	ref, err := seam.Hold(s)
 	if err == nil {
 		err = e.onHeldStream(op, s, ref, call)
 		_ = ref.Release()

@@ -130,7 +130,7 @@ const maxPeers = 16
 // New creates an empty graph in ctx (cuGraphCreate). The graph holds ctx
 // until it is closed.
 func New(ctx *driver.Context) (*Graph, error) {
-	ref, err := ctx.Hold()
+	ref, err := seam.Hold(ctx)
 	if err != nil {
 		return nil, err
 	}

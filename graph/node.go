@@ -212,7 +212,8 @@ func (n Node) Destroy() error {
 type KernelInfo struct {
 	Function     uintptr // CUfunction (0 when launched through a CUkernel)
 	Kernel       uintptr // CUkernel of a library kernel
-	Grid, Block  driver.Dim3
+	Grid         driver.GridDim
+	Block        driver.BlockDim
 	SharedMemory int
 }
 
@@ -225,8 +226,8 @@ func (n Node) KernelParams() (KernelInfo, error) {
 	}
 	return KernelInfo{
 		Function: uintptr(p.Func), Kernel: uintptr(p.Kern),
-		Grid:         driver.Dim3{X: int(p.GridDimX), Y: int(p.GridDimY), Z: int(p.GridDimZ)},
-		Block:        driver.Dim3{X: int(p.BlockDimX), Y: int(p.BlockDimY), Z: int(p.BlockDimZ)},
+		Grid:         driver.GridDim{X: int(p.GridDimX), Y: int(p.GridDimY), Z: int(p.GridDimZ)},
+		Block:        driver.BlockDim{X: int(p.BlockDimX), Y: int(p.BlockDimY), Z: int(p.BlockDimZ)},
 		SharedMemory: int(p.SharedMemBytes),
 	}, nil
 }
@@ -305,29 +306,6 @@ func (n Node) MemFreeParams() (driver.DevicePtr, error) {
 	return driver.DevicePtr(*p), err
 }
 
-// EventHandle reads the CUevent an event-record or event-wait node names
-// (cuGraphEventRecordNodeGetEvent / cuGraphEventWaitNodeGetEvent). It is a
-// value to compare with an Event's handle (Event.Raw) or to log, not a way
-// in: the event stays alive only while the graph holds the node, so a CUDA
-// call on it belongs inside the Event's own Raw.
-func (n Node) EventHandle() (uintptr, error) {
-	p := new(cu.CUevent)
-	err := n.use("Node.EventHandle", func() error {
-		t := new(cu.CUgraphNodeType)
-		if err := cu.GraphNodeGetType(n.h, t); err != nil {
-			return err
-		}
-		switch Kind(*t) {
-		case KindEventRecord:
-			return cu.GraphEventRecordNodeGetEvent(n.h, p)
-		case KindEventWait:
-			return cu.GraphEventWaitNodeGetEvent(n.h, p)
-		}
-		return invalid("Node.EventHandle", "a %s node names no event", Kind(*t))
-	})
-	return uintptr(*p), err
-}
-
 // hostCallbackID reads the id a host node passes its callback (the
 // handle-map id; cuGraphHostNodeGetParams). Tests use it; it is no user's
 // business.
@@ -335,15 +313,4 @@ func (n Node) hostCallbackID() (uintptr, error) {
 	p := new(cu.CUDA_HOST_NODE_PARAMS_v1)
 	err := n.use("Node.hostCallbackID", func() error { return cu.GraphHostNodeGetParams(n.h, p) })
 	return p.UserData, err
-}
-
-// ChildGraphHandle reads the CUgraph embedded in a child-graph node
-// (cuGraphChildGraphNodeGetGraph). It is a value to compare or log, not a
-// way in: the embedded graph belongs to the node, lives only as long as the
-// node, and must not be changed behind purecuda's back (no two CUDA calls
-// may touch one graph at once).
-func (n Node) ChildGraphHandle() (uintptr, error) {
-	p := new(cu.CUgraph)
-	err := n.use("Node.ChildGraphHandle", func() error { return cu.GraphChildGraphNodeGetGraph(n.h, p) })
-	return uintptr(*p), err
 }

@@ -10,21 +10,19 @@ import (
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
-	"github.com/purecuda/cuda/lifetime"
 )
 
 // deviceMemory is what Device takes of a *driver.Buffer.
 type deviceMemory interface {
 	Ptr() driver.DevicePtr
 	Size() int
-	Hold() (lifetime.Ref, error)
 	Context() *driver.Context
 }
 
 // Operand is one side of a memcpy node or the target of a memset node.
-// Make one with Device, Host, Slice or Raw. An Operand holds nothing until
+// Make one with Device, Host, Slice, RawHost or RawDevice. An Operand holds nothing until
 // a node is added with it. It is a value that may be used from several
-// goroutines at once (one made by Raw with an owner is taken by the first
+// goroutines at once (one made by RawHost or RawDevice with an owner is taken by the first
 // node added with it; other uses are refused).
 type Operand struct {
 	dev    deviceMemory
@@ -40,7 +38,6 @@ type Operand struct {
 
 type hostMemory interface {
 	Pointer() unsafe.Pointer
-	Hold() (lifetime.Ref, error)
 }
 
 // Device is device memory, b's, held by the node (a view made with
@@ -78,16 +75,6 @@ func Slice[T any](s []T) Operand {
 		return Operand{err: fmt.Errorf("empty slice: %w", driver.ErrInvalidArgument)}
 	}
 	return Operand{ptr: unsafe.Pointer(unsafe.SliceData(s)), bytes: len(s) * int(unsafe.Sizeof(s[0])), isHost: true, pin: true}
-}
-
-// Raw is memory purecuda does not manage: bytes at addr, host or device
-// memory. owner, if not nil, is held for as long as the node may run and
-// then released (the graph takes it, also when the add fails).
-func Raw(addr uintptr, bytes int, host bool, owner lifetime.Owner) Operand {
-	if addr == 0 || bytes <= 0 {
-		return Operand{err: fmt.Errorf("raw operand at %#x of %d bytes: %w", addr, bytes, driver.ErrInvalidArgument), owner: oneShot(owner)}
-	}
-	return Operand{addr: addr, bytes: bytes, isHost: host, owner: oneShot(owner)}
 }
 
 // oneShot wraps a Raw operand's owner so that it is handed over once: an
@@ -163,7 +150,7 @@ func (o Operand) resolve(op string, ctx *driver.Context) (resolved, error) {
 	}
 	switch {
 	case o.dev != nil:
-		ref, err := o.dev.Hold()
+		ref, err := seam.Hold(o.dev)
 		if err != nil {
 			return resolved{}, err
 		}
@@ -178,7 +165,7 @@ func (o Operand) resolve(op string, ctx *driver.Context) (resolved, error) {
 		}
 		return resolved{dev: p, bytes: o.dev.Size(), owner: ref}, nil
 	case o.host != nil:
-		ref, err := o.host.Hold()
+		ref, err := seam.Hold(o.host)
 		if err != nil {
 			return resolved{}, err
 		}

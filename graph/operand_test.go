@@ -25,22 +25,22 @@ func TestRawOwnerReleasedOnEveryRefusal(t *testing.T) {
 	var nilExec *Exec
 	zero := new(Graph)
 	cases := map[string]func(o release.Owner){
-		"nil graph Memset":      func(o release.Owner) { _, _ = nilGraph.Memset(Raw(0x1000, 16, false, o), 0, 4) },
-		"Memset element size 3": func(o release.Owner) { _, _ = zero.Memset(Raw(0x1000, 16, false, o), 0, 3) },
-		"Memset value too big":  func(o release.Owner) { _, _ = zero.Memset(Raw(0x1000, 16, false, o), 0x1ff, 1) },
-		"nil graph Memcpy":      func(o release.Owner) { _, _ = nilGraph.Memcpy(Raw(0x1000, 16, false, o), Raw(0x2000, 16, false, nil)) },
+		"nil graph Memset":      func(o release.Owner) { _, _ = nilGraph.Memset(RawDevice(0x1000, 16, o), 0, 4) },
+		"Memset element size 3": func(o release.Owner) { _, _ = zero.Memset(RawDevice(0x1000, 16, o), 0, 3) },
+		"Memset value too big":  func(o release.Owner) { _, _ = zero.Memset(RawDevice(0x1000, 16, o), 0x1ff, 1) },
+		"nil graph Memcpy":      func(o release.Owner) { _, _ = nilGraph.Memcpy(RawDevice(0x1000, 16, o), RawDevice(0x2000, 16, nil)) },
 		"Memcpy bad dst, raw src": func(o release.Owner) {
-			_, _ = zero.Memcpy(Slice([]int32{}), Raw(0x2000, 16, false, o))
+			_, _ = zero.Memcpy(Slice([]int32{}), RawDevice(0x2000, 16, o))
 		},
-		"nil Exec SetMemset": func(o release.Owner) { _ = nilExec.SetMemset(Node{}, Raw(0x1000, 16, false, o), 0, 4) },
+		"nil Exec SetMemset": func(o release.Owner) { _ = nilExec.SetMemset(Node{}, RawDevice(0x1000, 16, o), 0, 4) },
 		"Exec SetMemset element size 3": func(o release.Owner) {
-			_ = new(Exec).SetMemset(Node{}, Raw(0x1000, 16, false, o), 0, 3)
+			_ = new(Exec).SetMemset(Node{}, RawDevice(0x1000, 16, o), 0, 3)
 		},
 		"nil Exec SetMemcpy": func(o release.Owner) {
-			_ = nilExec.SetMemcpy(Node{}, Raw(0x1000, 16, false, o), Raw(0x2000, 16, false, nil))
+			_ = nilExec.SetMemcpy(Node{}, RawDevice(0x1000, 16, o), RawDevice(0x2000, 16, nil))
 		},
 		"Exec SetMemcpy bad dst, raw src": func(o release.Owner) {
-			_ = new(Exec).SetMemcpy(Node{}, Slice([]int32{}), Raw(0x2000, 16, false, o))
+			_ = new(Exec).SetMemcpy(Node{}, Slice([]int32{}), RawDevice(0x2000, 16, o))
 		},
 	}
 	for name, f := range cases {
@@ -61,7 +61,7 @@ func TestRawOperandReuseReleasesOwnerOnce(t *testing.T) {
 	obj.Init(func() error { destroyed = true; return nil }) // the user's own reference
 	ref, ok := obj.Hold()                                   // the one handed to the graph
 	require.True(t, ok)
-	op := Raw(0x1000, 16, false, ref)
+	op := RawDevice(0x1000, 16, ref)
 
 	zero := new(Graph) // every add fails, after resolving the operand
 	_, err := zero.Memset(op, 0, 4)
@@ -73,7 +73,7 @@ func TestRawOperandReuseReleasesOwnerOnce(t *testing.T) {
 
 	// The same in one call: the operand on both sides of a copy.
 	c := new(countingOwner)
-	both := Raw(0x1000, 16, false, c)
+	both := RawDevice(0x1000, 16, c)
 	_, _ = zero.Memcpy(both, both)
 	assert.LessOrEqual(t, c.n.Load(), int32(1), "an owner given once is released at most once")
 }

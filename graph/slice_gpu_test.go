@@ -169,7 +169,7 @@ func BenchmarkGraphSliceMemcpy(b *testing.B) {
 	}{
 		{"Slice", Slice(host)},
 		{"HostBuffer", Host(pinned)},
-		{"pageable", Raw(uintptr(unsafe.Pointer(&host[0])), 4*n, true, nil)},
+		{"pageable", RawHost(uintptr(unsafe.Pointer(&host[0])), 4*n, nil)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			g, err := New(e.ctx)

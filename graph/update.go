@@ -137,6 +137,8 @@ func (e *Exec) Update(g *Graph) error {
 		old = append(old, o)
 	}
 	e.own = nil
+	old = e.argOwners(old)
+	e.updated = true // the source graph's nodes no longer tell the kernels' parameters
 	if e.held != nil {
 		old = append(old, e.held)
 	}
@@ -228,7 +230,7 @@ func (e *Exec) setNodeHeld(op string, n Node, owners []release.Owner, other *Gra
 // instantiating again. The arguments are checked as Graph.Kernel checks
 // them, and the buffers among them and fn's module are held for as long as
 // the executable may run them.
-func (e *Exec) SetKernel(n Node, fn *driver.Function, grid, block driver.Dim3, args ...any) error {
+func (e *Exec) SetKernel(n Node, fn *driver.Function, grid driver.GridDim, block driver.BlockDim, args ...any) error {
 	return e.setKernel("Exec.SetKernel", n, fn, driver.LaunchConfig{Grid: grid, Block: block}, args)
 }
 
@@ -259,7 +261,7 @@ func (e *Exec) setKernel(op string, n Node, fn *driver.Function, cfg driver.Laun
 	fh, kern := seam.Function(fn)
 	kp := new(cu.CUDA_KERNEL_NODE_PARAMS_v2)
 	fillKernel(kp, cfg, fh, kern, p.Pointer(), e.ctx)
-	return e.setNode(op, n, owners, nil, true, func() ([]release.Owner, error) { return nil, cu.GraphExecKernelNodeSetParams(e.h, n.h, kp) })
+	return e.setNode(op, n, owners, nil, true, func() ([]release.Owner, error) { return nil, e.setKernelParams(op, n, kp) })
 }
 
 // SetMemset changes memset node n to set dst's elements to value
@@ -362,7 +364,7 @@ func (e *Exec) setEvent(op string, n Node, ev *driver.Event, call func(cu.CUgrap
 	if err := e.check(op); err != nil {
 		return err
 	}
-	ref, err := ev.Hold()
+	ref, err := seam.Hold(ev)
 	if err != nil {
 		return err
 	}

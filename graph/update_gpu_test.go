@@ -224,3 +224,77 @@ func BenchmarkExecUpdateVsInstantiate(b *testing.B) {
 		}
 	})
 }
+
+// toHost copies b to the host in s's order and waits for it.
+func toHost(t *testing.T, s *driver.Stream, b *driver.Buffer[int32]) []int32 {
+	t.Helper()
+	got := make([]int32, b.Len())
+	require.NoError(t, b.CopyToHostAsync(s, got))
+	require.NoError(t, s.Synchronize())
+	return got
+}
+
+// SetKernelArg changes one argument of an executable's kernel node (a
+// value, then a buffer) and the relaunched kernel computes with it;
+// SetKernelArgs sets them all from prepared Args. A buffer replaced while a
+// slow launch that writes it is in flight stays allocated until that
+// launch has run.
+func TestExecSetKernelArg(t *testing.T) {
+	e, s := setup(t)
+	const n = 1000
+	a, err := driver.Alloc[int32](e.ctx, n)
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := driver.Alloc[int32](e.ctx, n)
+	require.NoError(t, err)
+	c, err := driver.Alloc[int32](e.ctx, n)
+	require.NoError(t, err)
+	g, err := New(e.ctx)
+	require.NoError(t, err)
+	defer g.Close()
+	spin, err := g.KernelWith(e.fn["spin"], one, int64(0))
+	require.NoError(t, err)
+	k, err := g.After(spin).KernelWith(e.fn["fill"], cfg(n), a, int32(10), int32(n))
+	require.NoError(t, err)
+	exe, err := g.Instantiate()
+	require.NoError(t, err)
+	defer exe.Close()
+	require.NoError(t, exe.Launch(s))
+	got := toHost(t, s, a)
+	require.Equal(t, []int32{10, 10 + n - 1}, []int32{got[0], got[n-1]})
+
+	require.NoError(t, exe.SetKernelArg(k, 1, int32(100)))
+	require.NoError(t, exe.Launch(s))
+	got = toHost(t, s, a)
+	assert.Equal(t, []int32{100, 100 + n - 1}, []int32{got[0], got[n-1]}, "the new value, the same buffer and count")
+
+	require.NoError(t, exe.SetKernelArg(k, 0, b))
+	require.NoError(t, exe.SetKernelArg(spin, 0, int64(400_000_000)))
+	require.NoError(t, exe.Launch(s)) // slow, then writes b
+	require.NoError(t, exe.SetKernelArg(k, 0, c))
+	objs := lifetime.ReadStats().Objects
+	require.NoError(t, b.Close())
+	require.NoError(t, c.Close()) // the executable holds c now
+	lifetime.Flush()
+	assert.Equal(t, objs, lifetime.ReadStats().Objects, "b (replaced while in flight) and c are still allocated")
+	done, err := s.Query()
+	require.NoError(t, err)
+	assert.False(t, done, "the slow launch is still running (else this test proves less)")
+	require.NoError(t, exe.SetKernelArg(spin, 0, int64(0)))
+	require.NoError(t, exe.Launch(s)) // writes c
+	require.NoError(t, s.Synchronize())
+	eventually(t, func() bool { return lifetime.ReadStats().Objects == objs-1 }, "b released once its launch ran")
+	got = toHost(t, s, a)
+	assert.Equal(t, int32(100), got[0], "a is no longer written")
+
+	assert.ErrorIs(t, exe.SetKernelArg(k, 1, int64(1)), driver.ErrInvalidArgument, "8 bytes for an int")
+	assert.ErrorIs(t, exe.SetKernelArg(k, 3, int32(1)), driver.ErrInvalidArgument, "fill takes 3 arguments")
+
+	args, err := e.fn["fill"].NewArgs(a, int32(7), int32(n))
+	require.NoError(t, err)
+	require.NoError(t, exe.SetKernelArgs(k, args))
+	require.NoError(t, args.Close()) // the executable holds them
+	require.NoError(t, exe.Launch(s))
+	got = toHost(t, s, a)
+	assert.Equal(t, []int32{7, 7 + n - 1}, []int32{got[0], got[n-1]}, "the prepared arguments")
+}

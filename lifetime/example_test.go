@@ -3,6 +3,7 @@ package lifetime_test
 import (
 	"fmt"
 
+	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
 	"github.com/purecuda/cuda/lifetime"
 )
@@ -61,7 +62,7 @@ func ExampleObject() {
 // its owner has closed it too.
 func ExampleRef() {
 	var workspace lifetime.Object
-	addr, size := uintptr(0x7f00_0000_0000), 1<<20 // from the other library
+	addr, size := driver.DevicePtr(0x7f00_0000_0000), 1<<20 // from the other library
 	workspace.Init(func() error {
 		fmt.Println("the other library frees the workspace")
 		return nil
@@ -71,7 +72,7 @@ func ExampleRef() {
 		return
 	}
 	var g *graph.Graph // made with graph.New
-	_, err := g.Memset(graph.Raw(addr, size, false, ref), 0, 4)
+	_, err := g.Memset(graph.RawDevice(addr, size, ref), 0, 4)
 	fmt.Println(err != nil) // g is nil here: the add fails, and still releases ref
 	_ = workspace.Close()
 	// Output:

@@ -41,6 +41,18 @@ var (
 	Stream func(s any) uintptr
 	// Event returns e's CUevent (e a *driver.Event, held).
 	Event func(e any) uintptr
+	// Hold takes a reference on x that keeps its CUDA object (and what it
+	// holds) alive after the owner's Close, until the reference is
+	// released: for a graph node or a capture that names x. x is a
+	// *driver.Context, Stream, Event, Function or Args, or a *driver.Buffer,
+	// HostBuffer or Registered of any element type; Hold fails for a nil
+	// or closed x and for anything else.
+	Hold func(x any) (lifetime.Ref, error)
+	// MarshalArg marshals v as one kernel argument of a call in ctx (a
+	// *driver.Context), argument i, as Stream.Launch does (op names the caller in
+	// errors): its bytes, and for a buffer a reference on its memory (the
+	// zero Ref for anything else) that the caller releases once.
+	MarshalArg func(op string, ctx any, i int, v any) ([]byte, lifetime.Ref, error)
 	// PlainData reports whether values of t hold no Go pointers.
 	PlainData func(t reflect.Type) bool
 	// ArgsUsableIn fails, matching driver.ErrInvalidArgument, when work in

@@ -10,6 +10,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/internal/seam"
 )
 
 // The graph stress's operations: one or more calls each, covering every
@@ -135,8 +136,8 @@ func GraphOps() []GraphOp {
 		case 0:
 			src = graph.Host(w.HB)
 		case 1:
-			if ref, err := w.Buf2.Hold(); err == nil { // a Raw operand whose owner holds Buf2
-				src = graph.Raw(uintptr(w.Buf2.Ptr()), w.Buf2.Size(), false, ref)
+			if ref, err := seam.Hold(w.Buf2); err == nil { // a Raw operand whose owner holds Buf2
+				src = graph.RawDevice(w.Buf2.Ptr(), w.Buf2.Size(), ref)
 			}
 		}
 		n, err := w.builder(r).Memcpy(graph.Slice(w.Host), src)
@@ -245,7 +246,7 @@ func GraphOps() []GraphOp {
 		_, err := n.Dependents()
 		return err
 	})
-	op("Node.KernelParams,Node.MemsetParams,Node.MemcpyParams,Node.MemAllocParams,Node.MemFreeParams,Node.EventHandle,Node.ChildGraphHandle",
+	op("Node.KernelParams,Node.MemsetParams,Node.MemcpyParams,Node.MemAllocParams,Node.MemFreeParams",
 		allowBusyOr(driver.ErrInvalidArgument), func(w *GraphWorld, r *rand.Rand) error {
 			n := w.node(r)
 			k, err := n.Kind()
@@ -263,10 +264,6 @@ func GraphOps() []GraphOp {
 				_, err = n.MemAllocParams()
 			case graph.KindMemFree:
 				_, err = n.MemFreeParams()
-			case graph.KindEventRecord, graph.KindEventWait:
-				_, err = n.EventHandle()
-			case graph.KindChild:
-				_, err = n.ChildGraphHandle()
 			}
 			return err
 		})
@@ -449,6 +446,24 @@ func GraphOps() []GraphOp {
 		}
 		_, err := w.Exec.Enabled(w.K)
 		return err
+	})
+	// Refused (ErrInvalidArgument) when an Update came between SetKernel
+	// and them: the executable no longer knows the node's parameters.
+	op("Exec.SetKernelArg,Exec.SetKernelArgs", allowBusyOr(driver.ErrInvalidArgument), func(w *GraphWorld, r *rand.Rand) error {
+		if err := w.Exec.SetKernel(w.K, w.Fill, driver.Grid(1), driver.Block(GraphN), w.Buf, int32(r.IntN(9)), int32(GraphN)); err != nil {
+			return err
+		}
+		if err := w.Exec.SetKernelArg(w.K, 1, int32(r.IntN(9))); err != nil {
+			return err
+		}
+		if err := w.Exec.SetKernelArg(w.K, 0, w.Buf2); err != nil {
+			return err
+		}
+		a, err := w.Fill.NewArgs(w.Buf, int32(r.IntN(9)), int32(GraphN))
+		if err != nil {
+			return err
+		}
+		return errors.Join(w.Exec.SetKernelArgs(w.K, a), a.Close())
 	})
 	op("Exec.SetMemset,Exec.SetMemcpy", allowBusy, func(w *GraphWorld, r *rand.Rand) error {
 		if err := w.Exec.SetMemset(w.M, graph.Device(w.Buf2), uint32(r.IntN(9)), 4); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/faketest"
+	"github.com/purecuda/cuda/internal/seam"
 )
 
 // TestContextCloseNeverRevives: calls racing Context.Close never take a
@@ -53,7 +54,7 @@ func TestContextCloseNeverRevives(t *testing.T) {
 					ltClosedOr(t, "Buffer.Close", b.Close())
 				}
 				ltClosedOr(t, "Synchronize", victim.Synchronize())
-				if r, err := victim.Hold(); err == nil {
+				if r, err := seam.Hold(victim); err == nil {
 					assert.NoError(t, r.Release())
 				} else {
 					ltClosedOr(t, "Hold", err)

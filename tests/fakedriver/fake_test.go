@@ -18,6 +18,7 @@ import (
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/internal/gputest"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/internal/stress"
 	"github.com/purecuda/cuda/lifetime"
 )
@@ -202,11 +203,12 @@ func TestFakeFreesAndCleanup(t *testing.T) {
 		require.NoError(t, b.Close())
 	}
 	assert.Equal(t, base+5, fcall(t, "fake_live_allocations"))
-	// Retain keeps the memory after Close.
-	require.NoError(t, keep[5].Retain())
+	// A hold (a graph node's) keeps the memory after Close.
+	ref, err := seam.Hold(keep[5])
+	require.NoError(t, err)
 	require.NoError(t, keep[5].Close())
 	assert.Equal(t, base+5, fcall(t, "fake_live_allocations"))
-	require.NoError(t, keep[5].Release())
+	require.NoError(t, ref.Release())
 	assert.Equal(t, base+4, fcall(t, "fake_live_allocations"))
 	// The rest are forgotten: the cleanup frees them.
 	keep = nil

@@ -16,6 +16,7 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
 	"github.com/purecuda/cuda/internal/faketest"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -46,7 +47,7 @@ func TestFunctionOnePerNameHoldsItsModule(t *testing.T) {
 	assert.Equal(t, mods, fcall(t, "fake_live_modules"), "nothing held a Function: Close unloads")
 	_, err = mod.Function("add4")
 	assert.ErrorIs(t, err, driver.ErrClosed)
-	_, err = a.Hold()
+	_, err = seam.Hold(a)
 	assert.ErrorIs(t, err, driver.ErrClosed)
 	assert.ErrorIs(t, f.s.Launch(a, g1, b1), driver.ErrClosed)
 	assert.NoError(t, mod.Close(), "idempotent")
@@ -65,7 +66,7 @@ func TestFunctionOnePerNameHoldsItsModule(t *testing.T) {
 	defer buf.Close()
 	args, err := la.NewArgs(buf, int32(7), int32(4))
 	require.NoError(t, err)
-	ref, err := la.Hold()
+	ref, err := seam.Hold(la)
 	require.NoError(t, err)
 	require.NoError(t, lib.Close())
 	assert.Equal(t, libs+1, fcall(t, "fake_live_libraries"), "the Args and the Hold keep the library")
@@ -116,7 +117,7 @@ func TestFunctionLookupRacesModuleClose(t *testing.T) {
 					case "add4":
 						lerr = f.s.Launch(fn, g1, b1, buf, uint32(1), uint32(2), uint32(3))
 					case "fill":
-						if r, err := fn.Hold(); err == nil {
+						if r, err := seam.Hold(fn); err == nil {
 							lerr = r.Release()
 						} else {
 							lerr = err
@@ -180,7 +181,7 @@ func TestFunctionUnloadFailureCountedOnce(t *testing.T) {
 	require.NoError(t, err)
 	fn, err := mod.Function("empty")
 	require.NoError(t, err)
-	ref, err := fn.Hold()
+	ref, err := seam.Hold(fn)
 	require.NoError(t, err)
 	require.NoError(t, mod.Close(), "the Hold keeps the module loaded")
 	before = lifetime.ReadStats().ReleaseErrors
@@ -318,7 +319,7 @@ func TestGraphAndCaptureHoldModuleThroughFunction(t *testing.T) {
 
 	require.NoError(t, mod.Close())
 	require.NoError(t, lib.Close())
-	_, err = fill.Hold()
+	_, err = seam.Hold(fill)
 	assert.ErrorIs(t, err, driver.ErrClosed, "the Function is closed with its module")
 	assert.Equal(t, mods+1, fcall(t, "fake_live_modules"), "the graph holds the module")
 	assert.Equal(t, libs+1, fcall(t, "fake_live_libraries"), "the graph holds the library")

@@ -232,7 +232,7 @@ func TestExecSetNodeReleasesRefusedOwnersUnlocked(t *testing.T) {
 	})
 	var setErr error
 	ok := advWithin(3*time.Second, func() {
-		setErr = e.SetMemset(x, graph.Raw(0x1000, 64, false, owner), 0, 4)
+		setErr = e.SetMemset(x, graph.RawDevice(0x1000, 64, owner), 0, 4)
 	})
 	if !ok {
 		advStacks(t, "Exec).setNode")

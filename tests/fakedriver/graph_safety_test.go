@@ -474,7 +474,7 @@ func TestRefusedAddKeepsLiveCount(t *testing.T) {
 	lifetime.Flush()
 	before := lifetime.ReadStats()
 	o := new(countingRelease)
-	_, err = g.After(foreign).Memset(graph.Raw(uintptr(buf.Ptr()), 32, false, o), 1, 4)
+	_, err = g.After(foreign).Memset(graph.RawDevice(buf.Ptr(), 32, o), 1, 4)
 	assert.ErrorIs(t, err, graph.ErrForeignNode)
 	assert.EqualValues(t, 1, o.n.Load(), "the owner was released")
 	_, err = g.After(foreign).KernelWith(f.fill, graphCfg, buf, int32(1), int32(8))

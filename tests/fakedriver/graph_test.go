@@ -268,7 +268,7 @@ func TestFakeGraphOwnerReleaseCallsBack(t *testing.T) {
 	buf, err := driver.Alloc[int32](f.ctx, 8)
 	require.NoError(t, err)
 	defer buf.Close()
-	addr := uintptr(buf.Ptr())
+	addr := buf.Ptr()
 	var released atomic.Int32
 	var seen []int
 	owner := lifetime.OwnerFunc(func() error {
@@ -283,7 +283,7 @@ func TestFakeGraphOwnerReleaseCallsBack(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n, err := g.Memset(graph.Raw(addr, 32, false, owner), 7, 4)
+		n, err := g.Memset(graph.RawDevice(addr, 32, owner), 7, 4)
 		if !assert.NoError(t, err) {
 			return
 		}
@@ -301,13 +301,13 @@ func TestFakeGraphOwnerReleaseCallsBack(t *testing.T) {
 		if !assert.NoError(t, err) {
 			return
 		}
-		_, err = g.After(foreign).Memset(graph.Raw(addr, 32, false, owner), 7, 4)
+		_, err = g.After(foreign).Memset(graph.RawDevice(addr, 32, owner), 7, 4)
 		assert.ErrorIs(t, err, graph.ErrForeignNode)
 		assert.EqualValues(t, 2, released.Load(), "released when the add failed")
 
 		// A node the driver refuses releases its owner the same way.
 		faketest.FailNext(t, "cuGraphAddMemsetNode", 1)
-		_, err = g.Memset(graph.Raw(addr, 32, false, owner), 7, 4)
+		_, err = g.Memset(graph.RawDevice(addr, 32, owner), 7, 4)
 		assert.Error(t, err)
 		assert.EqualValues(t, 3, released.Load(), "released when the driver refused the node")
 	}()
@@ -317,5 +317,29 @@ func TestFakeGraphOwnerReleaseCallsBack(t *testing.T) {
 		t.Fatal("deadlock: an owner's Release called back into the graph while it was locked")
 	}
 	assert.Equal(t, []int{0, 0, 0}, seen, "each release saw the graph without the node")
+	noBadUses(t)
+}
+
+// RawHost and RawDevice name their memory's kind by their name: a memcpy
+// node made from them copies from host memory into device memory, at the
+// addresses given.
+func TestFakeRawHostAndRawDevice(t *testing.T) {
+	f := setupGraph(t)
+	g, err := graph.New(f.ctx)
+	require.NoError(t, err)
+	defer g.Close()
+	buf, err := driver.Alloc[int32](f.ctx, 8)
+	require.NoError(t, err)
+	defer buf.Close()
+	hb, err := driver.AllocHost[int32](f.ctx, 8, driver.HostAllocDefault)
+	require.NoError(t, err)
+	defer hb.Close()
+	n, err := g.Memcpy(graph.RawDevice(buf.Ptr(), 32, nil), graph.RawHost(uintptr(hb.Pointer()), 32, nil))
+	require.NoError(t, err)
+	p, err := n.MemcpyParams()
+	require.NoError(t, err)
+	assert.Equal(t, graph.MemcpyInfo{Dst: uintptr(buf.Ptr()), Src: uintptr(hb.Pointer()), DstHost: false, SrcHost: true, Bytes: 32}, p)
+	_, err = g.Memcpy(graph.RawDevice(0, 32, nil), graph.RawHost(uintptr(hb.Pointer()), 32, nil))
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "a zero device address")
 	noBadUses(t)
 }

@@ -49,7 +49,7 @@ type viewAt struct {
 func launchAdd4(t *testing.T, f *fixture, arg any, v uint32) (err error) {
 	t.Helper()
 	g := driver.Grid(1)
-	assert.NotPanics(t, func() { err = f.s.Launch(f.add4, g, g, arg, v, uint32(0), uint32(0)) }, "launch %d of %T", v, arg)
+	assert.NotPanics(t, func() { err = f.s.Launch(f.add4, g, driver.Block(1), arg, v, uint32(0), uint32(0)) }, "launch %d of %T", v, arg)
 	return err
 }
 
@@ -136,8 +136,8 @@ func TestLaunchNilEmbeddingPointerIsAnError(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"Launch *viewAt", func() error { return f.s.Launch(f.add4, g, g, v, uint32(1), uint32(0), uint32(0)) }},
-		{"Launch *matrix", func() error { return f.s.Launch(f.add4, g, g, m, uint32(1), uint32(0), uint32(0)) }},
+		{"Launch *viewAt", func() error { return f.s.Launch(f.add4, g, driver.Block(1), v, uint32(1), uint32(0), uint32(0)) }},
+		{"Launch *matrix", func() error { return f.s.Launch(f.add4, g, driver.Block(1), m, uint32(1), uint32(0), uint32(0)) }},
 		{"NewArgs *matrix", func() error {
 			a, err := f.add4.NewArgs(m, uint32(1), uint32(0), uint32(0))
 			if err == nil {

@@ -35,12 +35,12 @@ func TestLaunchFailedOnQuickPathReleases(t *testing.T) {
 	require.NoError(t, err)
 
 	faketest.FailCalls(t, "cuLaunchKernel", 1, 0, 2) // CUDA_ERROR_INVALID_VALUE, twice
-	err = s.Launch(f.add4, g, g, out, uint32(1), uint32(2), uint32(3))
+	err = s.Launch(f.add4, g, driver.Block(1), out, uint32(1), uint32(2), uint32(3))
 	assert.ErrorIs(t, err, driver.ErrInvalidValue)
-	err = s.LaunchArgs(args, g, g)
+	err = s.LaunchArgs(args, g, driver.Block(1))
 	assert.ErrorIs(t, err, driver.ErrInvalidValue)
 
-	require.NoError(t, s.LaunchArgs(args, g, g), "launches again")
+	require.NoError(t, s.LaunchArgs(args, g, driver.Block(1)), "launches again")
 	require.NoError(t, s.Synchronize())
 	v := make([]uint32, 1)
 	require.NoError(t, out.CopyToHost(s, v))
@@ -74,8 +74,8 @@ func TestLaunchCapturedOnQuickPathHoldsArguments(t *testing.T) {
 
 	sc, err := graph.BeginCapture(f.s, graph.CaptureRelaxed)
 	require.NoError(t, err)
-	require.NoError(t, f.s.Launch(add4, g, g, a, uint32(1), uint32(2), uint32(3)))
-	require.NoError(t, f.s.LaunchArgs(args, g, g))
+	require.NoError(t, f.s.Launch(add4, g, driver.Block(1), a, uint32(1), uint32(2), uint32(3)))
+	require.NoError(t, f.s.LaunchArgs(args, g, driver.Block(1)))
 	gr, err := sc.End()
 	require.NoError(t, err)
 	defer gr.Close()
@@ -119,7 +119,7 @@ func TestLaunchOnClosingStreamKeepsFreeOrder(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, f.s.Synchronize())
 		fcall(t, "fake_set_kernel_delay_us", 300)
-		require.NoError(t, s.Launch(f.empty, g, g)) // keeps the next kernel queued for a while
+		require.NoError(t, s.Launch(f.empty, g, driver.Block(1))) // keeps the next kernel queued for a while
 
 		var start sync.WaitGroup
 		var ready atomic.Int32
@@ -130,7 +130,7 @@ func TestLaunchOnClosingStreamKeepsFreeOrder(t *testing.T) {
 			ready.Add(1)
 			for ready.Load() < 2 {
 			}
-			launchErr = s.Launch(f.fill, g, g, b, int32(7), int32(4))
+			launchErr = s.Launch(f.fill, g, driver.Block(1), b, int32(7), int32(4))
 		}()
 		go func() {
 			defer start.Done()
@@ -193,7 +193,7 @@ func TestLaunchStreamOrderedBuffersOnMovingStacks(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			deep(i*3, func() {
-				errs[i] = f.s.Launch(f.add4, g, g, bufs[i], uint32(i), uint32(1000*i), uint32(7))
+				errs[i] = f.s.Launch(f.add4, g, driver.Block(1), bufs[i], uint32(i), uint32(1000*i), uint32(7))
 				deep(i%7, func() {})
 			})
 		}()
@@ -209,7 +209,7 @@ func TestLaunchStreamOrderedBuffersOnMovingStacks(t *testing.T) {
 	// The frees, queued on other, wait for f.s (usedOn recorded it).
 	fcall(t, "fake_set_kernel_delay_us", 2000)
 	for i, b := range bufs {
-		require.NoError(t, f.s.Launch(f.add4, g, g, b, uint32(i), uint32(0), uint32(0)))
+		require.NoError(t, f.s.Launch(f.add4, g, driver.Block(1), b, uint32(i), uint32(0), uint32(0)))
 	}
 	for _, b := range bufs {
 		require.NoError(t, b.Close())
@@ -246,9 +246,9 @@ func TestLaunchQuickPathsRaceClose(t *testing.T) {
 		ltRaceN(4, 200, func(gr int) {
 			var err error
 			if gr%2 == 0 {
-				err = s.Launch(add4, g, g, buf, uint32(gr), uint32(round), uint32(0))
+				err = s.Launch(add4, g, driver.Block(1), buf, uint32(gr), uint32(round), uint32(0))
 			} else {
-				err = s.LaunchArgs(args, g, g)
+				err = s.LaunchArgs(args, g, driver.Block(1))
 			}
 			ltClosedOr(t, "launch", err)
 		}, func() {
@@ -281,8 +281,10 @@ func TestLaunchInFlightKeepsItsStream(t *testing.T) {
 	defer args.Close()
 	g := driver.Grid(1)
 	launches := map[string]func(s *driver.Stream) error{
-		"Launch":     func(s *driver.Stream) error { return s.Launch(f.add4, g, g, buf, uint32(1), uint32(2), uint32(3)) },
-		"LaunchArgs": func(s *driver.Stream) error { return s.LaunchArgs(args, g, g) },
+		"Launch": func(s *driver.Stream) error {
+			return s.Launch(f.add4, g, driver.Block(1), buf, uint32(1), uint32(2), uint32(3))
+		},
+		"LaunchArgs": func(s *driver.Stream) error { return s.LaunchArgs(args, g, driver.Block(1)) },
 	}
 	for name, launch := range launches {
 		s, err := f.ctx.NewStream(driver.StreamNonBlocking)
@@ -325,7 +327,7 @@ func TestLaunchFreeingItsBufferWhileACaptureBegins(t *testing.T) {
 
 	fcall(t, "fake_set_launch_call_delay_us", 100000)
 	launched := make(chan error, 1)
-	go func() { launched <- s.Launch(f.add4, g, g, b, uint32(1), uint32(2), uint32(3)) }()
+	go func() { launched <- s.Launch(f.add4, g, driver.Block(1), b, uint32(1), uint32(2), uint32(3)) }()
 	require.True(t, settleWithin(5*time.Second, func() bool { return fcall(t, "fake_launch_calls_in_delay") == 1 }),
 		"the launch is inside cuLaunchKernel")
 	require.NoError(t, b.Close()) // the launch holds the buffer's last reference now

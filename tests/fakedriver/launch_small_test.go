@@ -36,7 +36,7 @@ func TestLaunchSmallBlockOnMovingStacks(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			deep(i*3, func() {
-				errs[i] = f.s.Launch(f.add4, g, g, bufs[i], uint32(i), uint32(1000*i), uint32(7))
+				errs[i] = f.s.Launch(f.add4, g, driver.Block(1), bufs[i], uint32(i), uint32(1000*i), uint32(7))
 				deep(i%7, func() {}) // grow again after the call
 			})
 		}()
@@ -66,24 +66,24 @@ func TestLaunchSmallBlockFallsBack(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, closed.Close())
 
-	err = f.s.Launch(f.add4, g, g, out, out, out, out, out) // 5 buffers, 5 arguments
+	err = f.s.Launch(f.add4, g, driver.Block(1), out, out, out, out, out) // 5 buffers, 5 arguments
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
 	assert.ErrorContains(t, err, "takes 4 arguments, got 5")
-	err = f.s.Launch(f.add4, g, g, out, uint32(1), uint32(2))
+	err = f.s.Launch(f.add4, g, driver.Block(1), out, uint32(1), uint32(2))
 	assert.ErrorContains(t, err, "takes 4 arguments, got 3")
-	err = f.s.Launch(f.add4, g, g, out, uint32(1), int64(2), uint32(3))
+	err = f.s.Launch(f.add4, g, driver.Block(1), out, uint32(1), int64(2), uint32(3))
 	assert.ErrorContains(t, err, "argument 2: the kernel expects 4 bytes, got 8")
-	err = f.s.Launch(f.add4, g, g, out, uint32(1), struct{ A, B uint32 }{}, uint32(3))
+	err = f.s.Launch(f.add4, g, driver.Block(1), out, uint32(1), struct{ A, B uint32 }{}, uint32(3))
 	assert.ErrorContains(t, err, "argument 2: the kernel expects 4 bytes, got 8")
-	err = f.s.Launch(f.add4, g, g, closed, uint32(1), uint32(2), uint32(3))
+	err = f.s.Launch(f.add4, g, driver.Block(1), closed, uint32(1), uint32(2), uint32(3))
 	assert.ErrorIs(t, err, driver.ErrClosed)
-	err = f.s.Launch(f.add4, g, g, out, 1, uint32(2), uint32(3))
+	err = f.s.Launch(f.add4, g, driver.Block(1), out, 1, uint32(2), uint32(3))
 	assert.ErrorContains(t, err, "has no fixed C size")
-	err = f.s.Launch(f.add4, g, g, out, nil, uint32(2), uint32(3))
+	err = f.s.Launch(f.add4, g, driver.Block(1), out, nil, uint32(2), uint32(3))
 	assert.ErrorContains(t, err, "argument 1: nil")
 
 	// The same kernel still launches after the failures, through the block.
-	require.NoError(t, f.s.Launch(f.add4, g, g, out, uint32(1), uint32(2), uint32(3)))
+	require.NoError(t, f.s.Launch(f.add4, g, driver.Block(1), out, uint32(1), uint32(2), uint32(3)))
 	require.NoError(t, f.s.Synchronize())
 	v := make([]uint32, 1)
 	require.NoError(t, out.CopyToHost(f.ctx.LegacyStream(), v))
@@ -112,7 +112,7 @@ func TestLaunchSmallBlockScalarKinds(t *testing.T) {
 		{float32(1.5), int32(1), []int32{0x3fc00000, 0, 0, 0}}, // its bits, read as an int
 	} {
 		require.NoError(t, out.Memset32(f.s, 0))
-		require.NoError(t, f.s.Launch(f.fill, g, g, out, c.v, c.n))
+		require.NoError(t, f.s.Launch(f.fill, g, driver.Block(1), out, c.v, c.n))
 		require.NoError(t, f.s.Synchronize())
 		require.NoError(t, out.CopyToHost(f.s, got))
 		assert.Equal(t, c.want, got, "%T %T", c.v, c.n)
@@ -133,9 +133,9 @@ func TestLaunchSmallBlockBufferTypes(t *testing.T) {
 	defer floats.Close()
 	for i := range 6 {
 		if i%2 == 0 {
-			require.NoError(t, f.s.Launch(f.fill, g, g, ints, int32(i), int32(2)))
+			require.NoError(t, f.s.Launch(f.fill, g, driver.Block(1), ints, int32(i), int32(2)))
 		} else {
-			require.NoError(t, f.s.Launch(f.fill, g, g, floats, int32(i), int32(2)))
+			require.NoError(t, f.s.Launch(f.fill, g, driver.Block(1), floats, int32(i), int32(2)))
 		}
 	}
 	require.NoError(t, f.s.Synchronize())
@@ -147,11 +147,11 @@ func TestLaunchSmallBlockBufferTypes(t *testing.T) {
 	assert.Equal(t, []float32{math.Float32frombits(5), math.Float32frombits(6)}, gotF)
 
 	var nilBuf *driver.Buffer[int32]
-	err = f.s.Launch(f.fill, g, g, nilBuf, int32(0), int32(2))
+	err = f.s.Launch(f.fill, g, driver.Block(1), nilBuf, int32(0), int32(2))
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
 	assert.ErrorContains(t, err, "nil buffer")
 	gone, err := driver.Alloc[int32](f.ctx, 2)
 	require.NoError(t, err)
 	require.NoError(t, gone.Close())
-	assert.ErrorIs(t, f.s.Launch(f.fill, g, g, gone, int32(0), int32(2)), driver.ErrClosed)
+	assert.ErrorIs(t, f.s.Launch(f.fill, g, driver.Block(1), gone, int32(0), int32(2)), driver.ErrClosed)
 }

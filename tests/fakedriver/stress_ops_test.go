@@ -100,7 +100,7 @@ func stressOps() []stressOp {
 			}
 			return w.ctx.DisablePeerAccess(w.ctx)
 		}, allow: isAny(driver.ErrInvalidArgument)}, // a context is not its own peer
-		{covers: []string{"Context.Hold"}, do: func(w *stressWorld, r *rand.Rand) error { return releaseRef(w.ctx.Hold()) }},
+		{covers: []string{"seam.Hold(Context)"}, do: func(w *stressWorld, r *rand.Rand) error { return releaseRef(seam.Hold(w.ctx)) }},
 		{covers: []string{"Context.Limit", "Context.SetLimit"}, do: func(w *stressWorld, r *rand.Rand) error {
 			if r.IntN(2) == 0 {
 				return second(w.ctx.Limit(driver.LimitStackSize))
@@ -130,7 +130,7 @@ func stressOps() []stressOp {
 		{covers: []string{"Context.Synchronize"}, do: func(w *stressWorld, r *rand.Rand) error { return w.ctx.Synchronize() }},
 
 		// Stream
-		{covers: []string{"Stream.Hold"}, do: func(w *stressWorld, r *rand.Rand) error { return releaseRef(w.anyStream(r).Hold()) }},
+		{covers: []string{"seam.Hold(Stream)"}, do: func(w *stressWorld, r *rand.Rand) error { return releaseRef(seam.Hold(w.anyStream(r))) }},
 		{covers: []string{"Stream.Launch"}, do: func(w *stressWorld, r *rand.Rand) error {
 			return w.anyStream(r).Launch(w.fill, g1, b1, w.anyBuf(r), int32(3), int32(stressN/4))
 		}},
@@ -174,7 +174,7 @@ func stressOps() []stressOp {
 			}
 			return e.Synchronize()
 		}},
-		{covers: []string{"Event.Hold"}, do: func(w *stressWorld, r *rand.Rand) error { return releaseRef(pick(r, w.ev, w.ev2).Hold()) }},
+		{covers: []string{"seam.Hold(Event)"}, do: func(w *stressWorld, r *rand.Rand) error { return releaseRef(seam.Hold(pick(r, w.ev, w.ev2))) }},
 		{covers: []string{"Event.Raw"}, do: func(w *stressWorld, r *rand.Rand) error { return pick(r, w.ev, w.ev2).Raw(raw) }},
 		{covers: []string{"Elapsed"}, do: func(w *stressWorld, r *rand.Rand) error { return second(driver.Elapsed(w.ev, w.ev)) },
 			allow: isAny(driver.ErrNotReady, driver.ErrInvalidHandle)}, // not yet recorded, or not complete
@@ -212,7 +212,7 @@ func stressOps() []stressOp {
 			}
 			return b.CopyToPinnedAsync(w.anyStream(r), w.hb)
 		}},
-		{covers: []string{"Buffer.Hold"}, do: func(w *stressWorld, r *rand.Rand) error { return releaseRef(w.anyBuf(r).Hold()) }},
+		{covers: []string{"seam.Hold(Buffer)"}, do: func(w *stressWorld, r *rand.Rand) error { return releaseRef(seam.Hold(w.anyBuf(r))) }},
 		{covers: []string{"Buffer.HostSlice"}, do: func(w *stressWorld, r *rand.Rand) error { return second(w.mbuf.HostSlice()) }},
 		{covers: []string{"Buffer.Memset8", "Buffer.Memset16", "Buffer.Memset32", "Buffer.MemsetFloat32"}, do: func(w *stressWorld, r *rand.Rand) error {
 			b := w.anyBuf(r)
@@ -239,13 +239,6 @@ func stressOps() []stressOp {
 				}
 				return b.MemsetFloat32Async(s, 4)
 			}},
-		{covers: []string{"Buffer.Retain", "Buffer.Release"}, do: func(w *stressWorld, r *rand.Rand) error {
-			b := w.anyBuf(r)
-			if err := b.Retain(); err != nil {
-				return err
-			}
-			return b.Release()
-		}},
 		{covers: []string{"Buffer.Slice", "Buffer.Close"}, do: func(w *stressWorld, r *rand.Rand) error {
 			return closeMade(w.anyBuf(r).Slice(1, 3))
 		}},
@@ -274,16 +267,16 @@ func stressOps() []stressOp {
 		}},
 
 		// HostBuffer, Registered
-		{covers: []string{"HostBuffer.Hold", "HostBuffer.Len", "HostBuffer.Pointer", "HostBuffer.Slice"}, do: func(w *stressWorld, r *rand.Rand) error {
+		{covers: []string{"seam.Hold(HostBuffer)", "HostBuffer.Len", "HostBuffer.Pointer", "HostBuffer.Slice"}, do: func(w *stressWorld, r *rand.Rand) error {
 			_, _, _ = w.hb.Len(), w.hb.Pointer(), w.hb.Slice() // not dereferenced: Close may free it any time
-			return releaseRef(w.hb.Hold())
+			return releaseRef(seam.Hold(w.hb))
 		}},
 		{covers: []string{"AllocHost", "HostBuffer.Close"}, do: func(w *stressWorld, r *rand.Rand) error {
 			return closeMade(driver.AllocHost[int32](w.ctx, 4, driver.HostAllocDefault))
 		}},
-		{covers: []string{"Registered.Hold", "Registered.Slice"}, do: func(w *stressWorld, r *rand.Rand) error {
+		{covers: []string{"seam.Hold(Registered)", "Registered.Slice"}, do: func(w *stressWorld, r *rand.Rand) error {
 			_ = w.reg.Slice()
-			return releaseRef(w.reg.Hold())
+			return releaseRef(seam.Hold(w.reg))
 		}},
 		{covers: []string{"RegisterHost", "Registered.Close"}, do: func(w *stressWorld, r *rand.Rand) error {
 			return closeMade(driver.RegisterHost(w.ctx, make([]int32, 4)))
@@ -341,7 +334,7 @@ func stressOps() []stressOp {
 			}
 			return f.SetAttributeOn(w.dev, driver.FuncAttrMaxDynamicSharedSizeBytes, 0)
 		}},
-		{covers: []string{"Function.Hold"}, do: func(w *stressWorld, r *rand.Rand) error { return releaseRef(pick(r, w.fill, w.lfill).Hold()) }},
+		{covers: []string{"seam.Hold(Function)"}, do: func(w *stressWorld, r *rand.Rand) error { return releaseRef(seam.Hold(pick(r, w.fill, w.lfill))) }},
 		{covers: []string{"Function.Raw"}, do: func(w *stressWorld, r *rand.Rand) error { return pick(r, w.fill, w.lfill).Raw(raw) }},
 		{covers: []string{"Function.ParamCount"}, do: func(w *stressWorld, r *rand.Rand) error {
 			_, _, err := pick(r, w.fill, w.lfill).ParamCount()
@@ -353,23 +346,23 @@ func stressOps() []stressOp {
 			}
 			return third(w.fill.SuggestedBlockSize(0))
 		}},
-		{covers: []string{"Function.NewArgs", "Args.Close", "Args.Function", "Args.Hold", "Args.Raw", "SetArg"},
+		{covers: []string{"Function.NewArgs", "Args.Close", "Args.Function", "seam.Hold(Args)", "Args.Raw", "SetArg"},
 			do: func(w *stressWorld, r *rand.Rand) error {
 				a, err := pick(r, w.fill, w.lfill).NewArgs(w.anyBuf(r), int32(5), int32(stressN/4))
 				if err != nil {
 					return err
 				}
 				_ = a.Function()
-				err = errors.Join(releaseRef(a.Hold()), a.Raw(func(uintptr, unsafePointer) error { return nil }), driver.SetArg(a, 1, int32(6)),
+				err = errors.Join(releaseRef(seam.Hold(a)), a.Raw(func(uintptr, unsafePointer) error { return nil }), driver.SetArg(a, 1, int32(6)),
 					w.anyStream(r).LaunchArgs(a, g1, b1))
 				return errors.Join(err, a.Close())
 			}, allow: isAny(driver.ErrInvalidArgument)}, // a library kernel's buffer of another context than the stream's
-		{covers: []string{"Args.Hold", "Args.Raw", "Args.Function"}, do: func(w *stressWorld, r *rand.Rand) error {
+		{covers: []string{"seam.Hold(Args)", "Args.Raw", "Args.Function"}, do: func(w *stressWorld, r *rand.Rand) error {
 			// Not SetArg: it must not race launches of the same Args (its
 			// doc says so); the op above calls it on Args of its own.
 			a := pick(r, w.args, w.largs)
 			_ = a.Function()
-			return errors.Join(releaseRef(a.Hold()), a.Raw(func(uintptr, unsafePointer) error { return nil }), seam.ArgsUsableIn(a, w.ctx))
+			return errors.Join(releaseRef(seam.Hold(a)), a.Raw(func(uintptr, unsafePointer) error { return nil }), seam.ArgsUsableIn(a, w.ctx))
 		}, allow: isAny(driver.ErrInvalidArgument)}, // UsableIn in another context than the Args' buffers
 		{covers: []string{"seam.Marshal"},
 			do: func(w *stressWorld, r *rand.Rand) error {
