@@ -79,7 +79,12 @@
 // errors.Is (ErrOutOfMemory, ErrInvalidValue, …), and errors.As gives the
 // fields. Arguments refused before calling
 // CUDA match ErrInvalidArgument. A function the loaded driver lacks returns a
-// *SymbolError matching ErrNotSupported. Nothing in this package panics on
+// *SymbolError matching ErrNotSupported. Every error that means this
+// machine has no usable GPU (no driver library found, an operating system
+// without CUDA, no device, a driver older than CUDA 12.0) matches ErrNoGPU,
+// whichever call returns it; a missing NVRTC does not, and a missing driver
+// library also matches loader.ErrNotFound, its message listing every place
+// searched. Nothing in this package panics on
 // anything a caller or the machine can cause; a panic in a host function is
 // recovered and returned by the stream's next Synchronize.
 package driver
