@@ -55,6 +55,12 @@
 // searches nothing and returns an *UnsupportedPlatformError, which matches
 // ErrUnsupportedPlatform and ErrNotFound (NCCL on Windows too).
 //
+// NVRTC opened by its full path (from the toolkit's directory or a wheel)
+// finds its builtins library (libnvrtc-builtins.so.*, nvrtc-builtins64_*.dll)
+// only through the system's search when it first compiles: the loader opens
+// the builtins beside it first, so that a wheel works without
+// LD_LIBRARY_PATH or PATH.
+//
 // # Errors
 //
 // When nothing opens, the error is a *NotFoundError naming the library
@@ -67,8 +73,11 @@
 // usable GPU"; NVRTC or cuBLAS missing on a machine with a GPU does not.
 // An opened Library's Tried lists the places that failed before it.
 //
-// # Lifetime
+// # Lifetime and concurrency
 //
 // An opened library stays loaded for the life of the process; there is no
-// Close, because function pointers resolved from it are cached.
+// Close, because function pointers resolved from it are cached. Open,
+// Driver, NVRTC and Library.Lookup may be called from any goroutine; every
+// caller of Open(k) gets the same *Library (or error), which no one
+// changes.
 package loader

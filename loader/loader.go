@@ -194,6 +194,9 @@ func openIn(k Kind, env loadspec.Env) (*Library, error) {
 			nf.Tried = append(nf.Tried, Attempt{c.Path, reason})
 			continue
 		}
+		for _, p := range loadspec.CompanionsOf(d, env, c.Path) {
+			_, _ = open(p) // kept open; one that fails is NVRTC's to report when it needs it
+		}
 		return &Library{Kind: k, Path: c.Path, Tried: nf.Tried, handle: h}, nil
 	}
 	return nil, nf

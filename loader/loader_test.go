@@ -103,7 +103,7 @@ func TestOverrideWrongLibrary(t *testing.T) {
 
 // buildFake compiles a shared library exporting symbol into path, or
 // skips the test without gcc.
-func buildFake(t *testing.T, path, symbol string) {
+func buildFake(t *testing.T, path, symbol string, flags ...string) {
 	gcc, err := exec.LookPath("gcc")
 	if err != nil || runtime.GOOS != "linux" {
 		t.Skip("needs gcc on Linux to build a fake library")
@@ -111,7 +111,7 @@ func buildFake(t *testing.T, path, symbol string) {
 	src := filepath.Join(t.TempDir(), "fake.c")
 	require.NoError(t, os.WriteFile(src, []byte("int "+symbol+"(int *a, int *b) { *a = 13; *b = 0; return 0; }\n"), 0o644))
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-	out, err := exec.Command(gcc, "-shared", "-fPIC", "-o", path, src).CombinedOutput()
+	out, err := exec.Command(gcc, append([]string{"-shared", "-fPIC", "-o", path, src}, flags...)...).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 }
 

@@ -36,6 +36,12 @@ type Desc struct {
 	// ("cu13/bin/x86_64", "cuda_nvrtc/bin"). A library with wheels is also
 	// looked for in a conda environment's own library directory.
 	Wheels, WheelsWindows []string
+	// Companions are glob patterns, in the directory of a copy opened by
+	// its full path, of libraries that copy opens later by file name alone
+	// (NVRTC's builtins, at its first compile): the loader opens them
+	// first, so that the system finds them loaded. NVIDIA's CUDA 13 wheels
+	// and a toolkit outside the system's search need it.
+	Companions, CompanionsWindows []string
 }
 
 // The libraries. Sonames and DLLs are newest first: CUDA 13, then 12 (and
@@ -49,11 +55,13 @@ var (
 	}
 	NVRTC = Desc{
 		Name: "NVRTC", EnvVar: "PURECUDA_LIBNVRTC", Probe: "nvrtcVersion",
-		Sonames:       []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"},
-		DLLs:          []string{"nvrtc64_130_0.dll", "nvrtc64_120_0.dll", "nvrtc64_112_0.dll"},
-		Toolkit:       true,
-		Wheels:        []string{"cu13/lib", "cuda_nvrtc/lib"},
-		WheelsWindows: []string{`cu13\bin\x86_64`, `cuda_nvrtc\bin`},
+		Sonames:           []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"},
+		DLLs:              []string{"nvrtc64_130_0.dll", "nvrtc64_120_0.dll", "nvrtc64_112_0.dll"},
+		Toolkit:           true,
+		Wheels:            []string{"cu13/lib", "cuda_nvrtc/lib"},
+		WheelsWindows:     []string{`cu13\bin\x86_64`, `cuda_nvrtc\bin`},
+		Companions:        []string{"libnvrtc-builtins.so.*"},
+		CompanionsWindows: []string{"nvrtc-builtins64_*.dll"},
 	}
 	NCCL = Desc{
 		Name: "NCCL", EnvVar: "PURECUDA_LIBNCCL", Probe: "ncclGetVersion",
@@ -113,6 +121,24 @@ type Spec struct {
 	Desc       *Desc
 	Override   bool // the candidates are the override alone
 	Candidates []Candidate
+}
+
+// CompanionsOf lists the companions (see Desc.Companions) beside the copy
+// of d at path, a full path; none for a bare name.
+func CompanionsOf(d *Desc, env Env, path string) []string {
+	pats, sep := d.Companions, "/"
+	if env.GOOS == "windows" {
+		pats, sep = d.CompanionsWindows, `\`
+	}
+	i := strings.LastIndex(path, sep)
+	if i < 0 {
+		return nil
+	}
+	var out []string
+	for _, p := range pats {
+		out = append(out, glob(env, escape(env, path[:i+1])+p)...)
+	}
+	return out
 }
 
 // Unsupported reports whether NVIDIA ships d for goos at all (NCCL has no

@@ -284,3 +284,20 @@ func TestOSEnv(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Empty(t, m)
 }
+
+func TestCompanionsOf(t *testing.T) {
+	fs := newFS(t,
+		"/v/nvidia/cu13/lib/libnvrtc.so.13",
+		"/v/nvidia/cu13/lib/libnvrtc-builtins.so.13.0",
+		"/v/nvidia/cu13/lib/libnvrtc.alt.so.13",
+		"/W/bin/nvrtc64_130_0.dll",
+		"/W/bin/nvrtc-builtins64_130.dll",
+	)
+	env := fs.env("amd64", nil)
+	assert.Equal(t, []string{"/v/nvidia/cu13/lib/libnvrtc-builtins.so.13.0"}, loadspec.CompanionsOf(&loadspec.NVRTC, env, "/v/nvidia/cu13/lib/libnvrtc.so.13"))
+	assert.Empty(t, loadspec.CompanionsOf(&loadspec.NVRTC, env, "libnvrtc.so.13"), "the system's search finds the builtins itself")
+	assert.Empty(t, loadspec.CompanionsOf(&loadspec.CUBLAS, env, "/v/nvidia/cu13/lib/libcublas.so.13"))
+
+	win := loadspec.Env{GOOS: "windows", GOARCH: "amd64", Getenv: func(string) string { return "" }, Glob: winFS(fs).glob}
+	assert.Equal(t, []string{`C:\W\bin\nvrtc-builtins64_130.dll`}, loadspec.CompanionsOf(&loadspec.NVRTC, win, `C:\W\bin\nvrtc64_130_0.dll`))
+}
