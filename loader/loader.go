@@ -244,7 +244,8 @@ func init() {
 // the same error) on every call; the package doc gives the search order.
 // When nothing opens, the error is a *NotFoundError listing every place
 // tried; where NVIDIA ships no build of k for this operating system, an
-// *UnsupportedPlatformError (nothing is searched).
+// *UnsupportedPlatformError (nothing is searched). A k that is none of the
+// Kinds above gets an error, never a panic.
 func Open(k Kind) (*Library, error) {
 	if k.desc() == nil {
 		return openIn(k, loadspec.Env{})
