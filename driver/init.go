@@ -58,10 +58,20 @@ const minDriverVersion = 12000
 var initOnce = sync.OnceValue(func() error {
 	path, version, err := cu.Load()
 	if err != nil {
-		return fmt.Errorf("driver: cannot load the CUDA driver: %w", err)
+		return fmt.Errorf("driver: cannot load the CUDA driver: %w", loadError(err))
 	}
 	return initDriver(path, version, cu.Init)
 })
+
+// loadError is cu.Load's error, marked ErrNoGPU where it comes from the
+// toolkit's stub libcuda (its cuDriverGetVersion may already refuse). A
+// library that was not found matches ErrNoGPU by itself.
+func loadError(err error) error {
+	if errors.Is(err, ErrStubLibrary) && !errors.Is(err, ErrNoGPU) {
+		return fmt.Errorf("%w: %w", ErrNoGPU, err)
+	}
+	return err
+}
 
 // initDriver checks the loaded driver's version and calls cuInit; an error
 // that means no usable GPU matches ErrNoGPU.
@@ -100,7 +110,7 @@ func Version() (major, minor int, err error) {
 // LibraryPath is where the driver library was opened from.
 func LibraryPath() (string, error) {
 	p, _, err := cu.Load()
-	return p, err
+	return p, loadError(err)
 }
 
 // cstring returns a NUL-terminated copy of s; a string with a NUL byte in

@@ -42,6 +42,20 @@ func TestInitDriverNoGPU(t *testing.T) {
 	}
 }
 
+// TestLoadErrorStub: a stub libcuda that already refuses
+// cuDriverGetVersion (while the library loads) is no GPU too; other load
+// errors are left as they are.
+func TestLoadErrorStub(t *testing.T) {
+	assert.NoError(t, loadError(nil))
+	stub := loadError(&Error{Func: "cuDriverGetVersion", Code: ErrStubLibrary})
+	assert.ErrorIs(t, stub, ErrNoGPU)
+	assert.ErrorIs(t, stub, ErrStubLibrary)
+	other := &Error{Func: "cuDriverGetVersion", Code: ErrUnknown}
+	assert.Equal(t, error(other), loadError(other))
+	nf := &loader.NotFoundError{Library: loader.KindDriver}
+	assert.Equal(t, error(nf), loadError(nf), "already ErrNoGPU: not wrapped twice")
+}
+
 // TestErrNoGPUThroughLoader: the loader's errors for the driver match
 // ErrNoGPU (package driver installs it at init); NVRTC's do not.
 func TestErrNoGPUThroughLoader(t *testing.T) {

@@ -45,7 +45,11 @@ func stepDriver(st *state) (string, error) {
 	if err != nil {
 		recordNotFound(lib, err)
 		adviseDriver(st, err)
-		return "", noGPUIf(err, "no CUDA driver library found")
+		why := "no CUDA driver library found"
+		if errors.Is(err, driver.ErrStubLibrary) {
+			why = "a stub libcuda, not the driver"
+		}
+		return "", noGPUIf(err, why)
 	}
 	lib.Found, lib.Path, lib.File = true, path, mappedFile(path, "libcuda.so")
 	detailTried(st, loader.Driver)
