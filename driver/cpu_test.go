@@ -125,10 +125,15 @@ func TestInitWithoutDriver(t *testing.T) {
 		t.Fatalf("PURECUDA_REQUIRE_GPU is set: %v", err)
 	} else {
 		assert.ErrorIs(t, err, loader.ErrNotFound)
+		assert.ErrorIs(t, err, driver.ErrNoGPU)
 		assert.Contains(t, err.Error(), "libcuda.so.1")
 		_, err2 := driver.DeviceByOrdinal(0)
 		assert.True(t, errors.Is(err2, loader.ErrNotFound))
+		assert.ErrorIs(t, err2, driver.ErrNoGPU)
 		_, err2 = driver.DeviceCount()
 		require.Error(t, err2)
+		assert.ErrorIs(t, err2, driver.ErrNoGPU)
+		_, err2 = driver.LibraryPath()
+		assert.ErrorIs(t, err2, driver.ErrNoGPU, "the loader's own error, unwrapped by Init, matches too")
 	}
 }

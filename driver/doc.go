@@ -113,8 +113,14 @@
 // errors.Is (ErrOutOfMemory, ErrInvalidValue, …), and errors.As gives the
 // fields. Arguments purecuda refuses before calling CUDA match
 // ErrInvalidArgument; ErrInvalidValue, by contrast, is CUDA's own
-// CUDA_ERROR_INVALID_VALUE, returned by the C function the *Error names. A function the loaded driver lacks returns a
-// *SymbolError matching ErrNotSupported. Nothing in this package panics on
+// CUDA_ERROR_INVALID_VALUE, returned by the C function the *Error names. A
+// function the loaded driver lacks returns a *SymbolError matching
+// ErrNotSupported. Every error that means this machine has no usable GPU
+// (no driver library found, an operating system without CUDA, no device, a
+// driver older than CUDA 12.0) matches ErrNoGPU, whichever call returns it;
+// a missing NVRTC does not, and a missing driver library also matches
+// loader.ErrNotFound, its message listing every place searched. Nothing in
+// this package panics on
 // anything a caller or the machine can cause; a panic in a host function is
 // recovered and returned by the stream's next Synchronize.
 package driver

@@ -24,7 +24,19 @@ var ErrNilStream = errors.New("nil stream: stream-ordered work must name its str
 // package nvrtc's included.
 var ErrInvalidArgument = errors.New("invalid argument")
 
-func init() { errs.InvalidArgument = ErrInvalidArgument } // nvrtc's refusals wrap it
+// ErrNoGPU is matched by every error that means this machine has no usable
+// GPU: no CUDA driver library found (or PURECUDA_LIBCUDA naming something
+// else), an operating system without CUDA, no CUDA device (cuInit's
+// CUDA_ERROR_NO_DEVICE, or CUDA_ERROR_STUB_LIBRARY: a toolkit's stub
+// libcuda found instead of the driver's), or a driver older than CUDA 12.0,
+// the oldest purecuda runs on. A missing NVRTC does not match it: that is
+// a missing toolkit on a machine that may well have a GPU.
+var ErrNoGPU = errors.New("no usable GPU")
+
+func init() {
+	errs.InvalidArgument = ErrInvalidArgument // nvrtc's refusals wrap it
+	errs.NoGPU = ErrNoGPU                     // the loader's errors match it
+}
 
 func invalid(op, format string, args ...any) error {
 	return fmt.Errorf("driver: %s: %s: %w", op, fmt.Sprintf(format, args...), ErrInvalidArgument)
@@ -36,16 +48,45 @@ func notOpen(op, what string) error {
 	return fmt.Errorf("driver: %s: %s is closed (or a zero value, not made by this package): %w", op, what, ErrClosed)
 }
 
+// minDriverVersion is the oldest driver purecuda runs on: CUDA 12.0 (R525).
+const minDriverVersion = 12000
+
 var initOnce = sync.OnceValue(func() error {
-	if _, _, err := cu.Load(); err != nil {
-		return fmt.Errorf("driver: cannot load the CUDA driver: %w", err)
+	path, version, err := cu.Load()
+	if err != nil {
+		return fmt.Errorf("driver: cannot load the CUDA driver: %w", loadError(err))
 	}
-	return cu.Init(0)
+	return initDriver(path, version, cu.Init)
 })
 
+// loadError is cu.Load's error, marked ErrNoGPU where it comes from the
+// toolkit's stub libcuda (its cuDriverGetVersion may already refuse). A
+// library that was not found matches ErrNoGPU by itself.
+func loadError(err error) error {
+	if errors.Is(err, ErrStubLibrary) && !errors.Is(err, ErrNoGPU) {
+		return fmt.Errorf("%w: %w", ErrNoGPU, err)
+	}
+	return err
+}
+
+// initDriver checks the loaded driver's version and calls cuInit; an error
+// that means no usable GPU matches ErrNoGPU.
+func initDriver(path string, version int, cuInit func(uint32) error) error {
+	if version < minDriverVersion {
+		return fmt.Errorf("driver: %s implements CUDA %s; purecuda needs CUDA %s (driver R525) or newer: %w",
+			path, cu.FormatVersion(version), cu.FormatVersion(minDriverVersion), ErrNoGPU)
+	}
+	err := cuInit(0)
+	if errors.Is(err, ErrNoDevice) || errors.Is(err, ErrStubLibrary) {
+		return fmt.Errorf("driver: %w: %w", ErrNoGPU, err)
+	}
+	return err
+}
+
 // Init loads the CUDA driver library and initialises it (cuInit). It is
-// idempotent and every other entry point calls it; its error says where the
-// loader looked when no driver was found (errors.Is(err, loader.ErrNotFound)).
+// idempotent and every other entry point calls it. When the machine has no
+// usable GPU its error matches ErrNoGPU; when no driver library was found it
+// also says where the loader looked (and matches loader.ErrNotFound).
 func Init() error { return initOnce() }
 
 // Version returns the CUDA version the driver implements, e.g. 13, 0 for
@@ -65,7 +106,7 @@ func Version() (major, minor int, err error) {
 // LibraryPath is where the driver library was opened from.
 func LibraryPath() (string, error) {
 	p, _, err := cu.Load()
-	return p, err
+	return p, loadError(err)
 }
 
 // cstring returns a NUL-terminated copy of s; a string with a NUL byte in

@@ -6,11 +6,6 @@ import (
 	"github.com/ebitengine/purego"
 )
 
-const goos, goarch = runtime.GOOS, runtime.GOARCH
-
-// platformErr is nil: Linux has the CUDA driver.
-func platformErr(string) error { return nil }
-
 // open and lookup keep the goroutine on one OS thread for the call:
 // purego reads dlerror after dlopen or dlsym in a second C call, and
 // dlerror's message belongs to the thread that failed (on another thread

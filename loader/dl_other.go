@@ -7,15 +7,10 @@ import (
 	"runtime"
 )
 
-const goos, goarch = runtime.GOOS, runtime.GOARCH
+// There is no CUDA here (Open returns an *UnsupportedPlatformError before
+// trying anything); these keep the package building.
 
-// platformErr says that there is no CUDA driver to look for: NVIDIA ships
-// libcuda for Linux and Windows only (macOS lost CUDA with 10.2).
-func platformErr(kind string) error {
-	return &UnsupportedPlatformError{Library: kind, GOOS: goos, GOARCH: goarch}
-}
-
-var errNoLoader = errors.New("no dynamic loader support on " + goos)
+var errNoLoader = errors.New("no dynamic loader support on " + runtime.GOOS)
 
 func open(string) (uintptr, error) { return 0, errNoLoader }
 

@@ -2,15 +2,7 @@
 
 package loader
 
-import (
-	"runtime"
-	"syscall"
-)
-
-const goos, goarch = runtime.GOOS, runtime.GOARCH
-
-// platformErr is nil: Windows has the CUDA driver.
-func platformErr(string) error { return nil }
+import "syscall"
 
 func open(path string) (uintptr, error) {
 	h, err := syscall.LoadLibrary(path)

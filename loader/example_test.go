@@ -10,7 +10,7 @@ import (
 func ExampleDriver() {
 	lib, err := loader.Driver()
 	if errors.Is(err, loader.ErrNotFound) {
-		fmt.Println(err) // lists every candidate and why it failed
+		fmt.Println(err) // lists every place tried and why it failed
 		return
 	}
 	if err != nil {
@@ -21,8 +21,29 @@ func ExampleDriver() {
 	fmt.Println(lib.Path, addr != 0, err)
 }
 
-func ExampleNVRTCSpec() {
-	spec := loader.NVRTCSpec("windows", "amd64", func(string) string { return `C:\CUDA` })
-	fmt.Println(spec.EnvVar, spec.Candidates[0])
-	// Output: PURECUDA_LIBNVRTC C:\CUDA\bin\x64\nvrtc64_130_0.dll
+func ExampleOpen() {
+	lib, err := loader.Open(loader.KindCUBLAS)
+	var nf *loader.NotFoundError
+	if errors.As(err, &nf) {
+		fmt.Printf("no %s: set %s, or pip install nvidia-cublas; tried %d places\n", nf.Library, nf.EnvVar, len(nf.Tried))
+		return
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("cuBLAS:", lib.Path)
+}
+
+func ExampleKind() {
+	for _, k := range []loader.Kind{loader.KindDriver, loader.KindNVRTC, loader.KindNCCL, loader.KindCUBLAS, loader.KindCUBLASLt, loader.KindNVJitLink} {
+		fmt.Println(k, k.EnvVar())
+	}
+	// Output:
+	// CUDA driver PURECUDA_LIBCUDA
+	// NVRTC PURECUDA_LIBNVRTC
+	// NCCL PURECUDA_LIBNCCL
+	// cuBLAS PURECUDA_LIBCUBLAS
+	// cuBLASLt PURECUDA_LIBCUBLASLT
+	// nvJitLink PURECUDA_LIBNVJITLINK
 }

@@ -7,7 +7,57 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/purecuda/cuda/internal/errs"
+	"github.com/purecuda/cuda/internal/loadspec"
 )
+
+// Kind names a library the loader can find.
+type Kind uint8
+
+// The libraries, with the variable that names one's full path (Kind.EnvVar).
+const (
+	KindDriver    Kind = iota + 1 // the CUDA driver: libcuda.so.1, nvcuda.dll (PURECUDA_LIBCUDA)
+	KindNVRTC                     // NVRTC, the run-time compiler (PURECUDA_LIBNVRTC)
+	KindNCCL                      // NCCL, the collectives library; Linux only (PURECUDA_LIBNCCL)
+	KindCUBLAS                    // cuBLAS (PURECUDA_LIBCUBLAS)
+	KindCUBLASLt                  // cuBLASLt (PURECUDA_LIBCUBLASLT)
+	KindNVJitLink                 // nvJitLink, the run-time linker (PURECUDA_LIBNVJITLINK)
+)
+
+var descs = [...]*loadspec.Desc{
+	KindDriver:    &loadspec.Driver,
+	KindNVRTC:     &loadspec.NVRTC,
+	KindNCCL:      &loadspec.NCCL,
+	KindCUBLAS:    &loadspec.CUBLAS,
+	KindCUBLASLt:  &loadspec.CUBLASLt,
+	KindNVJitLink: &loadspec.NVJitLink,
+}
+
+func (k Kind) desc() *loadspec.Desc {
+	if k == 0 || int(k) >= len(descs) {
+		return nil
+	}
+	return descs[k]
+}
+
+// String is the library's name for messages: "CUDA driver", "NVRTC",
+// "NCCL", "cuBLAS", "cuBLASLt" or "nvJitLink"; "Kind(N)" for any other value.
+func (k Kind) String() string {
+	if d := k.desc(); d != nil {
+		return d.Name
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// EnvVar is the environment variable that names the library's full path,
+// such as PURECUDA_LIBCUDA; "" for a value that is not a Kind above.
+func (k Kind) EnvVar() string {
+	if d := k.desc(); d != nil {
+		return d.EnvVar
+	}
+	return ""
+}
 
 // ErrNotFound is matched (with errors.Is) by the error returned when no
 // candidate for a library could be opened.
@@ -17,42 +67,50 @@ var ErrNotFound = errors.New("library not found")
 // the library asked for (it lacks the identifying symbol).
 var ErrWrongLibrary = errors.New("not the expected library")
 
-// ErrUnsupportedPlatform is matched by the error from Driver and NVRTC on an
-// operating system that has no CUDA driver (anything but Linux and Windows).
-// That error matches ErrNotFound too, so code that treats a missing driver as
-// "no GPU here" treats these platforms the same way.
+// ErrUnsupportedPlatform is matched by the error for a library that NVIDIA
+// does not ship for this operating system: any of them outside Linux and
+// Windows, NCCL on Windows. That error matches ErrNotFound too, so code
+// that treats a missing library as "not here" treats these platforms the
+// same way.
 var ErrUnsupportedPlatform = errors.New("unsupported platform")
 
-// UnsupportedPlatformError is the error from Driver and NVRTC on an
-// operating system that NVIDIA ships no CUDA driver for. Nothing is searched
-// there.
+// UnsupportedPlatformError is the error for a library that NVIDIA ships no
+// build of for this operating system. Nothing is searched there.
 type UnsupportedPlatformError struct {
-	Library      string // "CUDA driver" or "NVRTC"
+	Library      Kind
 	GOOS, GOARCH string
 }
 
 func (e *UnsupportedPlatformError) Error() string {
+	if cudaOS(e.GOOS) {
+		return fmt.Sprintf("loader: %s library: unsupported platform %s/%s: NVIDIA ships it for Linux only, so nothing was searched",
+			e.Library, e.GOOS, e.GOARCH)
+	}
 	return fmt.Sprintf("loader: %s library: unsupported platform %s/%s: CUDA runs on Linux and Windows (purecuda supports %s), so nothing was searched",
 		e.Library, e.GOOS, e.GOARCH, SupportedPlatforms)
 }
 
-// Is reports whether target is ErrUnsupportedPlatform or ErrNotFound.
+// Is reports whether target is ErrUnsupportedPlatform or ErrNotFound, or,
+// on an operating system without CUDA, driver.ErrNoGPU.
 func (e *UnsupportedPlatformError) Is(target error) bool {
-	return target == ErrUnsupportedPlatform || target == ErrNotFound
+	return target == ErrUnsupportedPlatform || target == ErrNotFound ||
+		target == errs.NoGPU && !cudaOS(e.GOOS)
 }
+
+func cudaOS(goos string) bool { return goos == "linux" || goos == "windows" }
 
 // SupportedPlatforms are the GOOS/GOARCH pairs purecuda is built and tested for.
 const SupportedPlatforms = "linux/amd64, linux/arm64, windows/amd64"
 
-// Attempt is one candidate tried and why it failed.
+// Attempt is one place tried and why nothing opened there.
 type Attempt struct {
-	Path   string
+	Path   string // a full path, a bare name for the system's search, or a directory (pattern) looked in
 	Reason string
 }
 
-// NotFoundError lists every candidate tried for a library.
+// NotFoundError lists every place tried for a library, in order.
 type NotFoundError struct {
-	Library string // "CUDA driver" or "NVRTC"
+	Library Kind
 	EnvVar  string // the override variable
 	Tried   []Attempt
 }
@@ -66,13 +124,16 @@ func (e *NotFoundError) Error() string {
 	return b.String()
 }
 
-// Is reports whether target is ErrNotFound, or ErrWrongLibrary when the only
-// candidate was an override that opened but was the wrong library.
+// Is reports whether target is ErrNotFound; ErrWrongLibrary when a
+// candidate opened but was the wrong library; or, for the CUDA driver,
+// driver.ErrNoGPU.
 func (e *NotFoundError) Is(target error) bool {
-	if target == ErrNotFound {
+	switch target {
+	case ErrNotFound:
 		return true
-	}
-	if target == ErrWrongLibrary {
+	case errs.NoGPU:
+		return e.Library == KindDriver
+	case ErrWrongLibrary:
 		for _, a := range e.Tried {
 			if strings.HasPrefix(a.Reason, wrongPrefix) {
 				return true
@@ -84,14 +145,17 @@ func (e *NotFoundError) Is(target error) bool {
 
 const wrongPrefix = "opened, but it is not the "
 
-// Library is an opened shared library. It is never closed (the process
-// keeps it loaded), and Lookup may run from many goroutines at once.
+// Library is an opened shared library. It stays loaded for the life of the
+// process (it is never closed), and Lookup may run from many goroutines at
+// once.
 type Library struct {
-	// Kind is "CUDA driver" or "NVRTC".
-	Kind string
+	Kind Kind
 	// Path is the candidate that opened (a full path or a bare name that the
 	// system's loader resolved).
-	Path   string
+	Path string
+	// Tried lists the places tried before Path, in order, and why nothing
+	// opened there (read only: every caller shares it).
+	Tried  []Attempt
 	handle uintptr
 }
 
@@ -110,133 +174,88 @@ func (l *Library) Lookup(name string) (uintptr, error) {
 	return addr, nil
 }
 
-// Spec describes a library to find.
-type Spec struct {
-	Kind       string   // for messages: "CUDA driver", "NVRTC"
-	EnvVar     string   // full-path override
-	Candidates []string // tried in order when EnvVar is empty
-	Probe      string   // a symbol every real copy exports
-}
-
-// Open tries the override, or else each candidate, and returns the first that
-// opens and exports spec.Probe.
-func Open(spec Spec, getenv func(string) string) (*Library, error) {
-	cands := spec.Candidates
-	if p := getenv(spec.EnvVar); p != "" {
-		cands = []string{p}
+// openIn searches for k in env (see the package doc for the order) and
+// returns the first candidate that opens and exports k's identifying symbol.
+func openIn(k Kind, env loadspec.Env) (*Library, error) {
+	d := k.desc()
+	if d == nil {
+		return nil, fmt.Errorf("loader: Open(%v): not a library kind: %w", k, errs.InvalidArgument)
 	}
-	nf := &NotFoundError{Library: spec.Kind, EnvVar: spec.EnvVar}
-	for _, c := range cands {
-		if filepath.IsAbs(c) {
-			if _, err := os.Stat(c); err != nil {
-				reason := err.Error()
-				if errors.Is(err, os.ErrNotExist) {
-					reason = "no such file"
-				}
-				nf.Tried = append(nf.Tried, Attempt{c, reason})
-				continue
-			}
-		}
-		h, err := open(c)
-		if err != nil {
-			// dlerror's text starts with the name again: "libcuda.so.1: libcuda.so.1: cannot open …"
-			reason := strings.TrimPrefix(err.Error(), c+": ")
-			if strings.TrimSpace(reason) == "" {
-				reason = "cannot be opened (the dynamic loader gave no reason)"
-			}
-			nf.Tried = append(nf.Tried, Attempt{c, reason})
+	if d.Unsupported(env.GOOS) {
+		return nil, &UnsupportedPlatformError{Library: k, GOOS: env.GOOS, GOARCH: env.GOARCH}
+	}
+	nf := &NotFoundError{Library: k, EnvVar: d.EnvVar}
+	for _, c := range loadspec.Search(d, env).Candidates {
+		if c.Missing != "" {
+			nf.Tried = append(nf.Tried, Attempt{c.Path, c.Missing})
 			continue
 		}
-		if addr, err := lookup(h, spec.Probe); err != nil || addr == 0 {
-			closeLib(h)
-			nf.Tried = append(nf.Tried, Attempt{c, fmt.Sprintf("%s%s library (no symbol %s)", wrongPrefix, spec.Kind, spec.Probe)})
+		h, reason := try(c.Path, d)
+		if h == 0 {
+			nf.Tried = append(nf.Tried, Attempt{c.Path, reason})
 			continue
 		}
-		return &Library{Kind: spec.Kind, Path: c, handle: h}, nil
+		for _, p := range loadspec.CompanionsOf(d, env, c.Path) {
+			_, _ = open(p) // kept open; one that fails is NVRTC's to report when it needs it
+		}
+		return &Library{Kind: k, Path: c.Path, Tried: nf.Tried, handle: h}, nil
 	}
 	return nil, nf
 }
 
-// DriverSpec is the search for the CUDA driver library on goos/goarch.
-func DriverSpec(goos string) Spec {
-	s := Spec{Kind: "CUDA driver", EnvVar: "PURECUDA_LIBCUDA", Probe: "cuInit"}
-	if goos == "windows" {
-		s.Candidates = []string{"nvcuda.dll"}
-		return s
-	}
-	s.Candidates = []string{
-		"libcuda.so.1",
-		"libcuda.so",
-		"/usr/lib/wsl/lib/libcuda.so.1",
-		"/usr/local/nvidia/lib64/libcuda.so.1",
-	}
-	return s
-}
-
-// NVRTCSpec is the search for NVRTC on goos/goarch with the given environment.
-func NVRTCSpec(goos, goarch string, getenv func(string) string) Spec {
-	s := Spec{Kind: "NVRTC", EnvVar: "PURECUDA_LIBNVRTC", Probe: "nvrtcVersion"}
-	if goos == "windows" {
-		names := []string{"nvrtc64_130_0.dll", "nvrtc64_120_0.dll", "nvrtc64_112_0.dll"}
-		if p := getenv("CUDA_PATH"); p != "" {
-			for _, sub := range []string{`bin\x64`, `bin`} {
-				for _, n := range names {
-					s.Candidates = append(s.Candidates, p+`\`+sub+`\`+n)
-				}
+// try opens path and checks that it is d; it returns the handle, or 0 and
+// why not.
+func try(path string, d *loadspec.Desc) (uintptr, string) {
+	if filepath.IsAbs(path) {
+		if _, err := os.Stat(path); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return 0, "no such file"
 			}
-		}
-		s.Candidates = append(s.Candidates, names...)
-		return s
-	}
-	names := []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}
-	var dirs []string
-	for _, env := range []string{"CUDA_PATH", "CUDA_HOME"} {
-		if p := getenv(env); p != "" {
-			dirs = append(dirs, filepath.Join(p, "lib64"))
+			return 0, err.Error()
 		}
 	}
-	dirs = append(dirs, "/usr/local/cuda/lib64")
-	switch goarch {
-	case "amd64":
-		dirs = append(dirs, "/usr/local/cuda/targets/x86_64-linux/lib")
-	case "arm64":
-		dirs = append(dirs, "/usr/local/cuda/targets/sbsa-linux/lib", "/usr/local/cuda/targets/aarch64-linux/lib")
-	}
-	seen := map[string]bool{}
-	for _, d := range dirs {
-		if d = filepath.Clean(d); seen[d] {
-			continue // CUDA_PATH and CUDA_HOME are often both /usr/local/cuda
+	h, err := open(path)
+	if err != nil || h == 0 {
+		// dlerror's text starts with the name again: "libcuda.so.1: libcuda.so.1: cannot open …"
+		reason := ""
+		if err != nil {
+			reason = strings.TrimPrefix(err.Error(), path+": ")
 		}
-		seen[d] = true
-		for _, n := range names {
-			s.Candidates = append(s.Candidates, filepath.Join(d, n))
+		if strings.TrimSpace(reason) == "" {
+			reason = "cannot be opened (the dynamic loader gave no reason)"
 		}
+		return 0, reason
 	}
-	s.Candidates = append(s.Candidates, names...)
-	return s
+	if addr, err := lookup(h, d.Probe); err != nil || addr == 0 {
+		closeLib(h)
+		return 0, fmt.Sprintf("%s%s library (no symbol %s)", wrongPrefix, d.Name, d.Probe)
+	}
+	return h, ""
 }
 
-var (
-	driverOnce = sync.OnceValues(func() (*Library, error) {
-		if err := platformErr("CUDA driver"); err != nil {
-			return nil, err
-		}
-		return Open(DriverSpec(goos), os.Getenv)
-	})
-	nvrtcOnce = sync.OnceValues(func() (*Library, error) {
-		if err := platformErr("NVRTC"); err != nil {
-			return nil, err
-		}
-		return Open(NVRTCSpec(goos, goarch, os.Getenv), os.Getenv)
-	})
-)
+var opened [len(descs)]func() (*Library, error)
 
-// Driver opens the CUDA driver library once per process and returns it (or
-// the same error) on every call. On an operating system other than Linux and
-// Windows it searches nothing and returns an *UnsupportedPlatformError.
-func Driver() (*Library, error) { return driverOnce() }
+func init() {
+	for k := range opened {
+		opened[k] = sync.OnceValues(func() (*Library, error) { return openIn(Kind(k), loadspec.OS()) })
+	}
+}
 
-// NVRTC opens NVRTC once per process and returns it (or the same error) on
-// every call. On an operating system other than Linux and Windows it searches
-// nothing and returns an *UnsupportedPlatformError.
-func NVRTC() (*Library, error) { return nvrtcOnce() }
+// Open finds and opens the library k once per process and returns it (or
+// the same error) on every call; the package doc gives the search order.
+// When nothing opens, the error is a *NotFoundError listing every place
+// tried; where NVIDIA ships no build of k for this operating system, an
+// *UnsupportedPlatformError (nothing is searched). A k that is none of the
+// Kinds above gets an error, never a panic.
+func Open(k Kind) (*Library, error) {
+	if k.desc() == nil {
+		return openIn(k, loadspec.Env{})
+	}
+	return opened[k]()
+}
+
+// Driver is Open(KindDriver): the CUDA driver library.
+func Driver() (*Library, error) { return Open(KindDriver) }
+
+// NVRTC is Open(KindNVRTC): the NVRTC library.
+func NVRTC() (*Library, error) { return Open(KindNVRTC) }

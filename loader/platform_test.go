@@ -9,7 +9,7 @@ import (
 )
 
 func TestUnsupportedPlatformError(t *testing.T) {
-	err := error(&loader.UnsupportedPlatformError{Library: "CUDA driver", GOOS: "darwin", GOARCH: "arm64"})
+	err := error(&loader.UnsupportedPlatformError{Library: loader.KindDriver, GOOS: "darwin", GOARCH: "arm64"})
 	assert.ErrorIs(t, err, loader.ErrUnsupportedPlatform)
 	assert.ErrorIs(t, err, loader.ErrNotFound, "callers that treat a missing driver as no GPU need no special case")
 	assert.NotErrorIs(t, err, loader.ErrWrongLibrary)

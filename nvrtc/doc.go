@@ -1,6 +1,10 @@
 // Package nvrtc compiles CUDA C++ to PTX, CUBIN or LTO-IR at run time with
 // NVIDIA's NVRTC, without a CUDA toolkit or C compiler on the machine: only
-// libnvrtc is needed, found by package loader (PURECUDA_LIBNVRTC overrides).
+// libnvrtc is needed, found by package loader in the CUDA toolkit, the
+// system's search or NVIDIA's pip wheel nvidia-cuda-nvrtc
+// (PURECUDA_LIBNVRTC overrides). Without it, calls return an error matching
+// loader.ErrNotFound that lists every place searched; it does not match
+// driver.ErrNoGPU, since a machine with a GPU may lack only NVRTC.
 //
 // It stands beside package driver and does not import it: Compile returns
 // bytes, and (*driver.Context).CompileModule compiles straight into a

@@ -107,8 +107,8 @@ func runSteps(cfg config, list []step, tw *textWriter) *Report {
 		Go:       runtime.Version(),
 		Devices:  []Device{},
 		Device:   cfg.device,
-		Driver:   Library{EnvVar: loader.DriverSpec(runtime.GOOS).EnvVar},
-		NVRTC:    Library{EnvVar: loader.NVRTCSpec(runtime.GOOS, runtime.GOARCH, func(string) string { return "" }).EnvVar},
+		Driver:   Library{EnvVar: loader.KindDriver.EnvVar()},
+		NVRTC:    Library{EnvVar: loader.KindNVRTC.EnvVar()},
 	}
 	st := &state{cfg: cfg, rep: rep}
 	tw.header(rep)

@@ -46,22 +46,28 @@ func stepDriver(st *state) (string, error) {
 		recordNotFound(lib, err)
 		adviseDriver(st, err)
 		why := "no CUDA driver library found"
-		var up *loader.UnsupportedPlatformError
-		if errors.As(err, &up) {
-			why = "unsupported platform " + up.GOOS + "/" + up.GOARCH
+		if errors.Is(err, driver.ErrStubLibrary) {
+			why = "a stub libcuda, not the driver"
 		}
-		return "", noGPU(why, err)
+		return "", noGPUIf(err, why)
 	}
 	lib.Found, lib.Path, lib.File = true, path, mappedFile(path, "libcuda.so")
-	st.detail("candidates in order: %s", strings.Join(loader.DriverSpec(runtime.GOOS).Candidates, ", "))
+	detailTried(st, loader.Driver)
 	if lib.Override != "" {
 		st.detail("%s=%s (the only candidate)", lib.EnvVar, lib.Override)
 	}
 	if err := driver.Init(); err != nil {
 		lib.Error = err.Error()
-		if errors.Is(err, driver.ErrNoDevice) {
+		switch {
+		case errors.Is(err, driver.ErrNoDevice):
 			st.advise("The driver library loaded but cuInit reports no CUDA device: check that nvidia-smi lists one; in a container, run with --gpus all (NVIDIA Container Toolkit).")
-			return "", noGPU("no CUDA device", fmt.Errorf("%s loaded, but: %w", path, err))
+			return "", noGPUIf(fmt.Errorf("%s loaded, but: %w", path, err), "no CUDA device")
+		case errors.Is(err, driver.ErrStubLibrary):
+			st.advise("%s is the CUDA toolkit's stub, which only lets programs link: install the NVIDIA driver, or remove the stubs directory from LD_LIBRARY_PATH.", path)
+			return "", noGPUIf(fmt.Errorf("%s loaded, but: %w", path, err), "a stub libcuda, not the driver")
+		case errors.Is(err, driver.ErrNoGPU):
+			st.advise("This driver is too old for purecuda: install NVIDIA driver R525 (CUDA 12.0) or newer.")
+			return "", noGPUIf(err, "the driver is older than CUDA 12.0")
 		}
 		st.advise("The driver library loaded but cuInit failed: check nvidia-smi; a driver/kernel-module version mismatch needs a reboot or a reinstall of the NVIDIA driver.")
 		return "", fmt.Errorf("%s loaded, but: %w", path, err)
@@ -95,7 +101,7 @@ func stepNVRTC(st *state) (string, error) {
 		return "", err
 	}
 	lib.Found, lib.Path, lib.File = true, path, mappedFile(path, "libnvrtc.so")
-	st.detail("candidates in order: %s", strings.Join(loader.NVRTCSpec(runtime.GOOS, runtime.GOARCH, os.Getenv).Candidates, ", "))
+	detailTried(st, loader.NVRTC)
 	major, minor, err := nvrtc.Version()
 	if err != nil {
 		lib.Error = err.Error()
@@ -277,6 +283,32 @@ func stepLaunch(st *state) (summary string, err error) {
 	return fmt.Sprintf("axpb<<<%d, %d>>> over %d ints: every result exact", grid, block, launchN), nil
 }
 
+// noGPUIf marks err as meaning no usable GPU here (exit 2) when it matches
+// driver.ErrNoGPU, with why as the short reason, or with the platform's
+// name when the operating system has no CUDA.
+func noGPUIf(err error, why string) error {
+	if !errors.Is(err, driver.ErrNoGPU) {
+		return err
+	}
+	var up *loader.UnsupportedPlatformError
+	if errors.As(err, &up) {
+		why = "unsupported platform " + up.GOOS + "/" + up.GOARCH
+	}
+	return noGPU(why, err)
+}
+
+// detailTried lists, under -v, the places the loader tried before the copy
+// it opened.
+func detailTried(st *state, open func() (*loader.Library, error)) {
+	lib, err := open()
+	if err != nil {
+		return
+	}
+	for _, a := range lib.Tried {
+		st.detail("tried first: %s: %s", a.Path, a.Reason)
+	}
+}
+
 // recordNotFound fills lib from a loader error.
 func recordNotFound(lib *Library, err error) {
 	lib.Error = err.Error()
@@ -317,10 +349,10 @@ func adviseNVRTC(st *state, lib *Library) {
 		return
 	}
 	if runtime.GOOS == "windows" {
-		st.advise("NVRTC (nvrtc64_130_0.dll) comes with the CUDA toolkit (%%CUDA_PATH%%\\bin\\x64) or the pip wheel nvidia-cuda-nvrtc; set %s to its full path if it is elsewhere.", lib.EnvVar)
+		st.advise("NVRTC (nvrtc64_130_0.dll) comes with the CUDA toolkit (%%CUDA_PATH%%\\bin\\x64) or the pip wheel nvidia-cuda-nvrtc (found in the active virtual or conda environment and the user's and system's site-packages); set %s to its full path if it is elsewhere.", lib.EnvVar)
 		return
 	}
-	st.advise("NVRTC (libnvrtc.so.13) comes with the CUDA toolkit: apt install cuda-nvrtc-13-0 from NVIDIA's repository puts it in /usr/local/cuda/lib64; the pip wheel nvidia-cuda-nvrtc has it too. Set %s to its full path if it is somewhere not searched.", lib.EnvVar)
+	st.advise("NVRTC (libnvrtc.so.13) comes with the CUDA toolkit: apt install cuda-nvrtc-13-0 from NVIDIA's repository puts it in /usr/local/cuda/lib64; so does the pip wheel nvidia-cuda-nvrtc, found in the active virtual or conda environment, in ~/.local and in the system's site-packages. Set %s to its full path if it is somewhere not searched.", lib.EnvVar)
 }
 
 // mappedFile finds, on Linux, the file the process mapped for a library

@@ -22,7 +22,6 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
-	"github.com/purecuda/cuda/loader"
 	"github.com/purecuda/cuda/nvrtc"
 )
 
@@ -70,7 +69,7 @@ func main() {
 func firstDevice() (*driver.Device, error) {
 	count, err := driver.DeviceCount() // loads the driver and calls cuInit
 	if err != nil {
-		if errors.Is(err, loader.ErrNotFound) || errors.Is(err, driver.ErrNoDevice) {
+		if errors.Is(err, driver.ErrNoGPU) { // no driver library, no device, or a driver too old
 			return nil, err
 		}
 		return nil, fmt.Errorf("the CUDA driver did not start: %w", err)

@@ -12,3 +12,10 @@ import "errors"
 //
 //lint:ignore ST1012 driver.ErrInvalidArgument is the exported name
 var InvalidArgument = errors.New("invalid argument")
+
+// NoGPU is what the loader's errors for a missing CUDA driver (or an
+// operating system without CUDA) match: driver.ErrNoGPU once package driver
+// is initialised (it sets it), a value of its own before.
+//
+//lint:ignore ST1012 driver.ErrNoGPU is the exported name
+var NoGPU = errors.New("no usable GPU")
