@@ -30,6 +30,12 @@ import (
 // context (two PrimaryContext calls) are the same context: buffers of one
 // launch on streams of the other. A Context dropped without Close is
 // released by a cleanup once nothing made from it is left.
+//
+// # Faults
+//
+// A kernel fault (an error matching ErrSticky) does not stay in the
+// context whose kernel caused it: CUDA fails every context of the process
+// from then on, this one, the primary context and any made afterwards.
 type Context struct {
 	h       cu.CUcontext
 	dev     *Device
@@ -422,19 +428,14 @@ func (c *Context) sawError(err error) error {
 }
 
 // isSticky reports whether err is a CUDA error that leaves the context
-// unusable: nothing queued on it runs any more.
+// unusable: nothing queued on it runs any more. That is every error
+// matching ErrSticky, and two that end a context without being documented
+// as ending the process: an uncorrectable ECC error and a destroyed
+// context.
 func isSticky(err error) bool {
 	var e *Error
 	if !errors.As(err, &e) {
 		return false
 	}
-	switch e.Code {
-	case ErrIllegalAddress, ErrLaunchFailed, ErrAssert,
-		ErrHardwareStackError, ErrIllegalInstruction, ErrMisalignedAddress,
-		ErrInvalidAddressSpace, ErrInvalidPc, ErrLaunchTimeout,
-		ErrEccUncorrectable, ErrContextIsDestroyed, ErrExternalDevice,
-		ErrContained, ErrTensorMemoryLeak:
-		return true
-	}
-	return false
+	return e.Code.sticky() || e.Code == ErrEccUncorrectable || e.Code == ErrContextIsDestroyed
 }

@@ -79,7 +79,20 @@
 // errors.Is (ErrOutOfMemory, ErrInvalidValue, …), and errors.As gives the
 // fields. Arguments refused before calling
 // CUDA match ErrInvalidArgument. A function the loaded driver lacks returns a
-// *SymbolError matching ErrNotSupported. Nothing in this package panics on
+// *SymbolError matching ErrNotSupported.
+//
+// Most CUDA errors concern the call that returned them. A fault in a
+// kernel is different: an illegal address (ErrIllegalAddress), a
+// device-side assert, a launch failure and the others that ErrSticky
+// lists are reported by a later call (usually the next synchronisation),
+// and from then on every CUDA call of the process that runs or waits for
+// work returns the same error — in every context, the primary context and
+// contexts created afterwards included, not only in the context whose
+// kernel faulted. CUDA cannot recover from it within the process: test for
+// it with errors.Is(err, ErrSticky) and exit (or restart the worker
+// process). Close still releases what purecuda holds.
+//
+// Nothing in this package panics on
 // anything a caller or the machine can cause; a panic in a host function is
 // recovered and returned by the stream's next Synchronize.
 package driver

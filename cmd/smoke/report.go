@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/loader"
 )
 
@@ -114,6 +115,7 @@ func runSteps(cfg config, list []step, tw *textWriter) *Report {
 	tw.header(rep)
 	start := time.Now()
 	status := map[string]string{}
+	faulted := "" // the step whose GPU fault ended CUDA for this process
 	for _, sp := range list {
 		sr := StepReport{Name: sp.name}
 		var missing []string
@@ -122,10 +124,14 @@ func runSteps(cfg config, list []step, tw *textWriter) *Report {
 				missing = append(missing, n)
 			}
 		}
-		if len(missing) > 0 {
+		switch {
+		case faulted != "":
+			sr.Status = statusSkip
+			sr.Summary = "the GPU fault in step " + faulted + " ended CUDA for this process"
+		case len(missing) > 0:
 			sr.Status = statusSkip
 			sr.Summary = "needs " + strings.Join(missing, " and ")
-		} else {
+		default:
 			st.cur = &sr
 			t0 := time.Now()
 			summary, err := st.call(sp)
@@ -137,6 +143,12 @@ func runSteps(cfg config, list []step, tw *textWriter) *Report {
 				var ng *noGPUError
 				if errors.As(err, &ng) {
 					sr.NoGPU = ng.why
+				}
+				if errors.Is(err, driver.ErrSticky) {
+					faulted = sp.name
+					sr.Error = stickyText + ": " + sr.Error
+					st.advise("run smoke again: a GPU fault ends CUDA for the process that hit it, not for the next one; " +
+						"if it happens again, look for Xid errors in the kernel log (dmesg) and check the GPU with nvidia-smi")
 				}
 			} else {
 				sr.Status = statusPass
@@ -156,6 +168,10 @@ func runSteps(cfg config, list []step, tw *textWriter) *Report {
 	tw.footer(rep)
 	return rep
 }
+
+// stickyText begins the error of a step that failed with an unrecoverable
+// GPU fault (driver.ErrSticky).
+const stickyText = "the GPU hit an unrecoverable fault; the process must exit to use CUDA again"
 
 // finish counts the steps and decides the result and the exit status: any
 // no-GPU failure gives 2 (nothing else can be judged on such a machine), any
