@@ -415,7 +415,9 @@ func TestStepRunnerGPUFault(t *testing.T) {
 	assert.Contains(t, out, "What to do:\n  - run smoke again: a GPU fault ends CUDA")
 
 	// An error that is not a fault is reported as it is.
-	list[1].run = func(*state) (string, error) { return "", &driver.Error{Func: "cuMemAlloc", Code: driver.ErrOutOfMemory} }
+	list[1].run = func(*state) (string, error) {
+		return "", &driver.Error{Func: "cuMemAlloc", Code: driver.ErrOutOfMemory}
+	}
 	rep = runSteps(config{}, list, &textWriter{w: io.Discard})
 	assert.True(t, ran)
 	assert.Equal(t, "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory", rep.Steps[1].Error)
