@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 // fakeBuffer is a Buffer over a made-up device address whose "free" only
@@ -66,6 +67,7 @@ func TestViewAddressesAndLifetime(t *testing.T) {
 	require.NoError(t, w.Close())
 	assert.False(t, *freed, "v's Retain still holds the memory")
 	require.NoError(t, v.Release())
+	lifetime.Flush() // the Closes handed their references to the release queue
 	assert.True(t, *freed, "freed once the buffer, every view and every Retain let go")
 }
 

@@ -141,6 +141,7 @@ func TestFakeMigrationStress(t *testing.T) {
 
 	const workers, ops, n = 32, 2000, 64
 	require.NoError(t, stress.Run([]stress.Target{{Ctx: f.ctx, Fill: f.fill}, {Ctx: created, Fill: cfill}}, workers, ops, n))
+	lifetime.Flush() // Buffer.Close hands the frees to the release queue
 	assert.Equal(t, liveBefore, fcall(t, "fake_live_allocations"), "every buffer was freed")
 }
 
@@ -201,10 +202,12 @@ func TestFakeFreesAndCleanup(t *testing.T) {
 	for _, b := range keep[:5] {
 		require.NoError(t, b.Close())
 	}
+	lifetime.Flush() // Close hands the free to the release queue
 	assert.Equal(t, base+5, fcall(t, "fake_live_allocations"))
 	// Retain keeps the memory after Close.
 	require.NoError(t, keep[5].Retain())
 	require.NoError(t, keep[5].Close())
+	lifetime.Flush()
 	assert.Equal(t, base+5, fcall(t, "fake_live_allocations"))
 	require.NoError(t, keep[5].Release())
 	assert.Equal(t, base+4, fcall(t, "fake_live_allocations"))
@@ -226,6 +229,7 @@ func TestFakeFreesAndCleanup(t *testing.T) {
 	require.NoError(t, c.Close())
 	assert.Equal(t, ctxBase+1, fcall(t, "fake_live_contexts"), "kept alive by the buffer")
 	require.NoError(t, b.Close())
+	lifetime.Flush()
 	assert.Equal(t, ctxBase, fcall(t, "fake_live_contexts"))
 }
 
@@ -244,6 +248,7 @@ func TestFakeArgsHoldModuleAndBuffers(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, mod.Close())
 	require.NoError(t, out.Close())
+	lifetime.Flush() // the buffer's Close drops its reference on the release queue
 	assert.Equal(t, mods+1, fcall(t, "fake_live_modules"), "the Args keep the module")
 	assert.Equal(t, allocs+1, fcall(t, "fake_live_allocations"), "the Args keep the buffer")
 	_, err = mod.Function("add4")
