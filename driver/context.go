@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -50,6 +52,12 @@ type Context struct {
 	// released (see cancelPending).
 	pendMu  sync.Mutex
 	pending []uintptr
+
+	// Panics of host functions whose stream was closed before they were
+	// returned, for the next Synchronize (see hostPanicked).
+	errMu sync.Mutex
+	nerrs atomic.Int32 // len(errs), for Synchronize to skip errMu when none
+	errs  []error
 
 	cleanup runtime.Cleanup // releases a Context that became unreachable without Close
 }
@@ -229,7 +237,9 @@ func (c *Context) with(op string, f func() error) error {
 // Close releases the context: at once if nothing made from it is still
 // open and no call is using it, otherwise when the last of those is done.
 // It is idempotent and always returns the first call's result; later use
-// of c is an error matching ErrClosed.
+// of c is an error matching ErrClosed. Panics of host functions on closed
+// streams that Synchronize has not returned, and those that happen after
+// Close, are reported through lifetime.Errors.
 func (c *Context) Close() error {
 	if c == nil {
 		return invalid("Context.Close", "nil context")
@@ -237,17 +247,66 @@ func (c *Context) Close() error {
 	if c.dev == nil {
 		return nil // a zero Context owns nothing
 	}
-	return c.obj.Close()
+	err := c.obj.Close()
+	// After the closed flag: hostPanicked reports what comes later.
+	c.errMu.Lock()
+	errs := c.errs
+	c.errs = nil
+	c.nerrs.Store(0)
+	c.errMu.Unlock()
+	for _, e := range errs {
+		release.NoteLost(e)
+	}
+	return err
 }
 
-// Synchronize waits for all work in the context (cuCtxSynchronize).
+// Synchronize waits for all work in the context (cuCtxSynchronize). It
+// also returns, once, the panics of host functions that ran on streams of
+// c that were closed before a Synchronize of theirs could return them
+// (see Stream.LaunchHostFunc).
 func (c *Context) Synchronize() error {
 	const op = "Context.Synchronize"
 	if err := c.hold(op); err != nil {
 		return err
 	}
 	defer c.release()
-	return c.sawError(c.sync())
+	return c.takeErrs(c.sawError(c.sync()))
+}
+
+// hostPanicked keeps the panics of host functions of a closed stream of c
+// for c's next Synchronize, or, once c is closed, reports them through
+// lifetime.Errors.
+func (c *Context) hostPanicked(errs ...error) {
+	if len(errs) == 0 {
+		return
+	}
+	c.errMu.Lock()
+	if c.obj.Closed() {
+		c.errMu.Unlock()
+		for _, e := range errs {
+			release.NoteLost(e)
+		}
+		return
+	}
+	c.errs = append(c.errs, errs...)
+	c.nerrs.Store(int32(len(c.errs)))
+	c.errMu.Unlock()
+}
+
+// takeErrs joins err and the panics hostPanicked kept, and forgets them.
+func (c *Context) takeErrs(err error) error {
+	if c.nerrs.Load() == 0 {
+		return err
+	}
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	if len(c.errs) == 0 {
+		return err
+	}
+	all := append([]error{err}, c.errs...)
+	c.errs = nil
+	c.nerrs.Store(0)
+	return errors.Join(all...)
 }
 
 // sync waits for the context's work: cuCtxSynchronize with the context

@@ -42,9 +42,12 @@
 // context is released when it and everything made from it are closed, and a
 // module stays loaded while one of its kernels is being launched. Device
 // memory is reference counted: Buffer.Retain and Function.NewArgs keep it
-// allocated after Close until they let go. Buffer.Slice makes a view of
-// part of a buffer without a copy; it holds its own reference, so the
-// memory lives until the buffer and every view are closed.
+// allocated after Close until they let go. Buffer.Close never waits for
+// the device: memory that a kernel may still use is freed on a goroutine
+// of purecuda's once the work queued before Close is done. Buffer.Slice
+// makes a view of part of a buffer without a copy; it holds its own
+// reference, so the memory lives until the buffer and every view are
+// closed.
 //
 // A Context, Stream, Event, MemPool, Module, Library, Buffer, Args or
 // Registered that becomes unreachable without Close is released by a
@@ -94,5 +97,7 @@
 //
 // Nothing in this package panics on
 // anything a caller or the machine can cause; a panic in a host function is
-// recovered and returned by the stream's next Synchronize.
+// recovered and returned by the stream's next Synchronize, or, once the
+// stream is closed, by its context's next Synchronize (and once the context
+// is closed too, through lifetime.Errors).
 package driver

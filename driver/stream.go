@@ -298,7 +298,10 @@ func (s *Stream) lifetimeObj() *lifetime.Object {
 
 // Close destroys the stream (cuStreamDestroy) once no call is using it and
 // no buffer allocated on it in stream order is left. Work already queued
-// still runs. Close is idempotent and returns the first call's result.
+// still runs. Panics of its host functions that Synchronize has not
+// returned, and those of host functions that run after Close, go to the
+// stream's Context: its next Synchronize returns them. Close is idempotent
+// and returns the first call's result.
 func (s *Stream) Close() error {
 	if s == nil {
 		return fmt.Errorf("driver: Stream.Close: %w", ErrNilStream)
@@ -306,7 +309,15 @@ func (s *Stream) Close() error {
 	if s.special || s.ctx == nil {
 		return nil
 	}
-	return s.obj.Close()
+	err := s.obj.Close()
+	// After the closed flag: callbackPanicked sends what comes later.
+	s.errMu.Lock()
+	errs := s.errs
+	s.errs = nil
+	s.nerrs.Store(0)
+	s.errMu.Unlock()
+	s.ctx.hostPanicked(errs...)
+	return err
 }
 
 func (s *Stream) takeErrs(err error) error {
@@ -335,9 +346,7 @@ func (s *Stream) Synchronize() error {
 	// release can panic.
 	const op = "Stream.Synchronize"
 	if err := s.acquire(op); err != nil {
-		// Closed: the panics of host functions queued before Close are
-		// still returned, once.
-		return s.takeErrs(err)
+		return err // closed: its host functions' panics go to its context
 	}
 	if err := s.enterUncaptured(op); err != nil {
 		s.release()
@@ -504,9 +513,12 @@ func (s *Stream) Priority() (int, error) {
 // not on one f starts and waits for, and not when another goroutine is
 // closing the same object at that moment (f's Close waits for that one,
 // which may wait for f). A panic in f, or a runtime.Goexit (t.FailNow),
-// is contained: the process and the stream go on, and the next
-// Synchronize returns it as an error. If a sticky error stops the context, f never runs and is
-// released when the error is seen.
+// is contained: the process and the stream go on, and the stream's next
+// Synchronize returns it as an error; once the stream is closed, the next
+// Synchronize of its Context does (it waits for the stream's work too),
+// and once that context is closed as well, lifetime.Errors. If a kernel
+// fault (ErrSticky) stops CUDA, f never runs and is released when the
+// error is seen.
 //
 // While s is being captured into a graph (package graph), f becomes a
 // host node instead: it runs at every launch of the graph, is held for as
@@ -583,6 +595,12 @@ func (s *Stream) callbackPanicked(p any, stack []byte) {
 		err = fmt.Errorf("driver: host function panicked: %v\n%s", p, stack)
 	}
 	s.errMu.Lock()
+	if !s.special && s.obj.Closed() {
+		// No Synchronize of s can return it: the context's can.
+		s.errMu.Unlock()
+		s.ctx.hostPanicked(err)
+		return
+	}
 	s.errs = append(s.errs, err)
 	s.nerrs.Store(int32(len(s.errs)))
 	s.errMu.Unlock()
