@@ -321,6 +321,9 @@ func (s *Stream) Close() error {
 }
 
 func (s *Stream) takeErrs(err error) error {
+	if s != nil && s.special {
+		return s.ctx.takeErrs(err) // see callbackPanicked
+	}
 	if s == nil || s.nerrs.Load() == 0 {
 		return err
 	}
@@ -337,7 +340,8 @@ func (s *Stream) takeErrs(err error) error {
 
 // Synchronize waits until all work on the stream has run
 // (cuStreamSynchronize). It also returns, once, the panics of host
-// functions that ran on the stream since the last call. On a stream being
+// functions that ran on the stream since the last call (on the legacy
+// stream, those its Context keeps: see LaunchHostFunc). On a stream being
 // captured it is refused (ErrStreamCaptureUnsupported), and the capture
 // goes on.
 func (s *Stream) Synchronize() error {
@@ -516,7 +520,9 @@ func (s *Stream) Priority() (int, error) {
 // is contained: the process and the stream go on, and the stream's next
 // Synchronize returns it as an error; once the stream is closed, the next
 // Synchronize of its Context does (it waits for the stream's work too),
-// and once that context is closed as well, lifetime.Errors. If a kernel
+// and once that context is closed as well, lifetime.Errors. On the legacy
+// stream the panic is the context's from the start: the next Synchronize
+// of the legacy stream or of the context returns it. If a kernel
 // fault (ErrSticky) stops CUDA, f never runs and is released when the
 // error is seen.
 //
@@ -595,8 +601,10 @@ func (s *Stream) callbackPanicked(p any, stack []byte) {
 		err = fmt.Errorf("driver: host function panicked: %v\n%s", p, stack)
 	}
 	s.errMu.Lock()
-	if !s.special && s.obj.Closed() {
-		// No Synchronize of s can return it: the context's can.
+	if s.special || s.obj.Closed() {
+		// No Synchronize of s can return it: the context's can. (Each
+		// LegacyStream call returns a new Stream value: the context keeps
+		// the legacy stream's panics, for the next Synchronize of either.)
 		s.errMu.Unlock()
 		s.ctx.hostPanicked(err)
 		return

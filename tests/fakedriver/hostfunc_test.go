@@ -278,6 +278,21 @@ func TestHostFuncPanicKeptByContextReportedAtClose(t *testing.T) {
 	assert.ErrorContains(t, errs[0], "host function panicked: kept")
 }
 
+// Each LegacyStream call returns a new Stream value: a host function's
+// panic on one is returned by the next Synchronize of another, or of the
+// context, once.
+func TestHostFuncPanicOnLegacyStream(t *testing.T) {
+	f := ltSetup(t)
+	require.NoError(t, f.ctx.LegacyStream().LaunchHostFunc(func() { panic("legacy one") }))
+	err := f.ctx.LegacyStream().Synchronize()
+	assert.ErrorContains(t, err, "host function panicked: legacy one")
+	assert.NoError(t, f.ctx.Synchronize(), "returned once")
+
+	require.NoError(t, f.ctx.LegacyStream().LaunchHostFunc(func() { panic("legacy two") }))
+	assert.ErrorContains(t, f.ctx.Synchronize(), "host function panicked: legacy two")
+	assert.NoError(t, f.ctx.LegacyStream().Synchronize(), "returned once")
+}
+
 // waitHostFuncs waits until the host functions queued on s so far have
 // run, their panics reported (a host function's panic is handed over
 // before the next one on its stream runs), without a Synchronize.
