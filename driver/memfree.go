@@ -20,13 +20,17 @@ import (
 // more (without it, a loop that allocates and closes could run out of
 // memory that is only waiting to be freed).
 var closeFrees struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	next    uint64   // the sequence number of the next hand-off
-	pending []uint64 // the hand-offs not yet released, oldest first
+	mu   sync.Mutex
+	cond *sync.Cond
+	next uint64              // the sequence number of the next hand-off
+	low  uint64              // every hand-off numbered below low has been released
+	done map[uint64]struct{} // hand-offs released out of order, numbered above low
 }
 
-func init() { closeFrees.cond = sync.NewCond(&closeFrees.mu) }
+func init() {
+	closeFrees.cond = sync.NewCond(&closeFrees.mu)
+	closeFrees.done = map[uint64]struct{}{}
+}
 
 // queuedClose is one Buffer.Close's reference on an allocation, handed to
 // the release queue.
@@ -40,13 +44,19 @@ type queuedClose struct {
 func (q queuedClose) Release() error {
 	err := q.a.obj.Release()
 	closeFrees.mu.Lock()
-	for i, s := range closeFrees.pending {
-		if s == q.seq {
-			closeFrees.pending = append(closeFrees.pending[:i], closeFrees.pending[i+1:]...)
-			break
+	if q.seq != closeFrees.low {
+		closeFrees.done[q.seq] = struct{}{}
+	} else {
+		closeFrees.low++
+		for {
+			if _, ok := closeFrees.done[closeFrees.low]; !ok {
+				break
+			}
+			delete(closeFrees.done, closeFrees.low)
+			closeFrees.low++
 		}
+		closeFrees.cond.Broadcast()
 	}
-	closeFrees.cond.Broadcast()
 	closeFrees.mu.Unlock()
 	return err
 }
@@ -62,7 +72,6 @@ func (a *allocation) dropOwn() error {
 	closeFrees.mu.Lock()
 	q := queuedClose{a: a, seq: closeFrees.next}
 	closeFrees.next++
-	closeFrees.pending = append(closeFrees.pending, q.seq)
 	closeFrees.mu.Unlock()
 	release.Defer(q)
 	return nil
@@ -79,11 +88,10 @@ func waitCloseFrees() bool {
 	}
 	closeFrees.mu.Lock()
 	defer closeFrees.mu.Unlock()
-	if len(closeFrees.pending) == 0 {
+	if closeFrees.low == closeFrees.next {
 		return false
 	}
-	target := closeFrees.next
-	for len(closeFrees.pending) > 0 && closeFrees.pending[0] < target {
+	for target := closeFrees.next; closeFrees.low < target; {
 		closeFrees.cond.Wait()
 	}
 	return true
