@@ -273,42 +273,6 @@ func (c *Context) Synchronize() error {
 	return c.takeErrs(c.sawError(c.sync()))
 }
 
-// hostPanicked keeps the panics of host functions of a closed stream of c
-// for c's next Synchronize, or, once c is closed, reports them through
-// lifetime.Errors.
-func (c *Context) hostPanicked(errs ...error) {
-	if len(errs) == 0 {
-		return
-	}
-	c.errMu.Lock()
-	if c.obj.Closed() {
-		c.errMu.Unlock()
-		for _, e := range errs {
-			release.NoteLost(e)
-		}
-		return
-	}
-	c.errs = append(c.errs, errs...)
-	c.nerrs.Store(int32(len(c.errs)))
-	c.errMu.Unlock()
-}
-
-// takeErrs joins err and the panics hostPanicked kept, and forgets them.
-func (c *Context) takeErrs(err error) error {
-	if c.nerrs.Load() == 0 {
-		return err
-	}
-	c.errMu.Lock()
-	defer c.errMu.Unlock()
-	if len(c.errs) == 0 {
-		return err
-	}
-	all := append([]error{err}, c.errs...)
-	c.errs = nil
-	c.nerrs.Store(0)
-	return errors.Join(all...)
-}
-
 // sync waits for the context's work: cuCtxSynchronize with the context
 // named (the CUDA 13.0 ABI), or, on older drivers, bound to this thread.
 // The caller holds c.

@@ -320,24 +320,6 @@ func (s *Stream) Close() error {
 	return err
 }
 
-func (s *Stream) takeErrs(err error) error {
-	if s != nil && s.special {
-		return s.ctx.takeErrs(err) // see callbackPanicked
-	}
-	if s == nil || s.nerrs.Load() == 0 {
-		return err
-	}
-	s.errMu.Lock()
-	defer s.errMu.Unlock()
-	if len(s.errs) == 0 {
-		return err
-	}
-	all := append([]error{err}, s.errs...)
-	s.errs = nil
-	s.nerrs.Store(0)
-	return errors.Join(all...)
-}
-
 // Synchronize waits until all work on the stream has run
 // (cuStreamSynchronize). It also returns, once, the panics of host
 // functions that ran on the stream since the last call (on the legacy
@@ -580,36 +562,4 @@ func (s *Stream) enqueueHost(op string, cb hostfn.Callback) error {
 	}
 	s.ctx.addPending(id)
 	return nil
-}
-
-// streamPanics is a stream as the sink of its host functions' panics.
-type streamPanics struct{ s *Stream }
-
-// CallbackPanicked implements hostfn.PanicSink.
-func (p streamPanics) CallbackPanicked(v any, stack []byte) { p.s.callbackPanicked(v, stack) }
-
-// callbackPanicked records a host function's panic (or Goexit) for the
-// next Synchronize.
-func (s *Stream) callbackPanicked(p any, stack []byte) {
-	if s == nil {
-		return
-	}
-	var err error
-	if e, ok := p.(*hostfn.Goexited); ok {
-		err = fmt.Errorf("driver: host function: %w", e)
-	} else {
-		err = fmt.Errorf("driver: host function panicked: %v\n%s", p, stack)
-	}
-	s.errMu.Lock()
-	if s.special || s.obj.Closed() {
-		// No Synchronize of s can return it: the context's can. (Each
-		// LegacyStream call returns a new Stream value: the context keeps
-		// the legacy stream's panics, for the next Synchronize of either.)
-		s.errMu.Unlock()
-		s.ctx.hostPanicked(err)
-		return
-	}
-	s.errs = append(s.errs, err)
-	s.nerrs.Store(int32(len(s.errs)))
-	s.errMu.Unlock()
 }
