@@ -396,14 +396,18 @@ func TestStepRunnerGPUFault(t *testing.T) {
 	ran := false
 	list := []step{
 		{name: "a", run: func(*state) (string, error) { return "A", nil }},
-		{name: "launch", run: func(*state) (string, error) { return "", fmt.Errorf("checking the result: %w", fault) }},
+		{name: "launch", run: func(st *state) (string, error) {
+			st.deferClose(func() error { return &driver.Error{Func: "cuModuleUnload", Code: driver.ErrIllegalAddress} })
+			return "", fmt.Errorf("checking the result: %w", fault)
+		}},
 		{name: "graph", run: func(*state) (string, error) { ran = true; return "G", nil }},
 	}
 	var buf bytes.Buffer
 	rep := runSteps(config{}, list, &textWriter{w: &buf})
 	assert.False(t, ran, "no step runs after the fault")
 	assert.Equal(t, exitFail, rep.ExitCode)
-	assert.Equal(t, [3]int{1, 1, 1}, [3]int{rep.Passed, rep.Failed, rep.Skipped})
+	assert.Equal(t, [3]int{1, 1, 2}, [3]int{rep.Passed, rep.Failed, rep.Skipped}, "the cleanup's failed closes are not a second failure")
+	assert.Equal(t, "not judged after the GPU fault in step launch", rep.Steps[3].Summary)
 	want := "the GPU hit an unrecoverable fault; the process must exit to use CUDA again: " +
 		"checking the result: cuStreamSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS (700): illegal address"
 	assert.Equal(t, want, rep.Steps[1].Error)

@@ -160,7 +160,13 @@ func runSteps(cfg config, list []step, tw *textWriter) *Report {
 		tw.step(&rep.Steps[len(rep.Steps)-1])
 	}
 	if err := st.close(); err != nil {
-		rep.Steps = append(rep.Steps, StepReport{Name: "cleanup", Status: statusFail, Error: err.Error()})
+		sr := StepReport{Name: "cleanup", Status: statusFail, Error: err.Error()}
+		if faulted != "" {
+			// CUDA fails the closes too after a fault: not a second failure.
+			sr = StepReport{Name: "cleanup", Status: statusSkip, Summary: "not judged after the GPU fault in step " + faulted,
+				Details: []string{err.Error()}}
+		}
+		rep.Steps = append(rep.Steps, sr)
 		tw.step(&rep.Steps[len(rep.Steps)-1])
 	}
 	rep.Seconds = time.Since(start).Seconds()
