@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/hostfn"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -30,6 +32,12 @@ import (
 // context (two PrimaryContext calls) are the same context: buffers of one
 // launch on streams of the other. A Context dropped without Close is
 // released by a cleanup once nothing made from it is left.
+//
+// # Faults
+//
+// A kernel fault (an error matching ErrSticky) does not stay in the
+// context whose kernel caused it: CUDA fails every context of the process
+// from then on, this one, the primary context and any made afterwards.
 type Context struct {
 	h       cu.CUcontext
 	dev     *Device
@@ -46,6 +54,12 @@ type Context struct {
 	pending []uintptr
 
 	staging *stagingPool // page-locked blocks for copies of Go slices
+
+	// Panics of host functions whose stream was closed before they were
+	// returned, for the next Synchronize (see hostPanicked).
+	errMu sync.Mutex
+	nerrs atomic.Int32 // len(errs), for Synchronize to skip errMu when none
+	errs  []error
 
 	cleanup runtime.Cleanup // releases a Context that became unreachable without Close
 }
@@ -234,7 +248,9 @@ func (c *Context) with(op string, f func() error) error {
 // Close releases the context: at once if nothing made from it is still
 // open and no call is using it, otherwise when the last of those is done.
 // It is idempotent and always returns the first call's result; later use
-// of c is an error matching ErrClosed.
+// of c is an error matching ErrClosed. Panics of host functions on closed
+// streams that Synchronize has not returned, and those that happen after
+// Close, are reported through lifetime.Errors.
 func (c *Context) Close() error {
 	if c == nil {
 		return invalid("Context.Close", "nil context")
@@ -242,17 +258,30 @@ func (c *Context) Close() error {
 	if c.dev == nil {
 		return nil // a zero Context owns nothing
 	}
-	return c.obj.Close()
+	err := c.obj.Close()
+	// After the closed flag: hostPanicked reports what comes later.
+	c.errMu.Lock()
+	errs := c.errs
+	c.errs = nil
+	c.nerrs.Store(0)
+	c.errMu.Unlock()
+	for _, e := range errs {
+		release.NoteLost(e)
+	}
+	return err
 }
 
-// Synchronize waits for all work in the context (cuCtxSynchronize).
+// Synchronize waits for all work in the context (cuCtxSynchronize). It
+// also returns, once, the panics of host functions that ran on streams of
+// c that were closed before a Synchronize of theirs could return them
+// (see Stream.LaunchHostFunc).
 func (c *Context) Synchronize() error {
 	const op = "Context.Synchronize"
 	if err := c.hold(op); err != nil {
 		return err
 	}
 	defer c.release()
-	return c.sawError(c.sync())
+	return c.takeErrs(c.sawError(c.sync()))
 }
 
 // sync waits for the context's work: cuCtxSynchronize with the context
@@ -433,19 +462,14 @@ func (c *Context) sawError(err error) error {
 }
 
 // isSticky reports whether err is a CUDA error that leaves the context
-// unusable: nothing queued on it runs any more.
+// unusable: nothing queued on it runs any more. That is every error
+// matching ErrSticky, and two that end a context without being documented
+// as ending the process: an uncorrectable ECC error and a destroyed
+// context.
 func isSticky(err error) bool {
 	var e *Error
 	if !errors.As(err, &e) {
 		return false
 	}
-	switch e.Code {
-	case ErrIllegalAddress, ErrLaunchFailed, ErrAssert,
-		ErrHardwareStackError, ErrIllegalInstruction, ErrMisalignedAddress,
-		ErrInvalidAddressSpace, ErrInvalidPc, ErrLaunchTimeout,
-		ErrEccUncorrectable, ErrContextIsDestroyed, ErrExternalDevice,
-		ErrContained, ErrTensorMemoryLeak:
-		return true
-	}
-	return false
+	return e.Code.sticky() || e.Code == ErrEccUncorrectable || e.Code == ErrContextIsDestroyed
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 // fakeBuffer is a Buffer over a made-up device address whose "free" only
@@ -70,6 +71,7 @@ func TestViewAddressesAndLifetime(t *testing.T) {
 	require.NoError(t, w.Close())
 	assert.False(t, *freed, "the hold on v still keeps the memory")
 	require.NoError(t, ref.Release())
+	lifetime.Flush() // the Closes handed their references to the release queue
 	assert.True(t, *freed, "freed once the buffer, every view and every hold let go")
 }
 

@@ -52,11 +52,13 @@
 // context is released when it and everything made from it are closed, and a
 // module stays loaded while one of its kernels is being launched. Device
 // memory is reference counted: views, Args and graph nodes keep it
-// allocated after Close until they let go. Buffer.Slice makes a view of
-// part of a buffer without a copy; it holds its own reference, so the
-// memory lives until the buffer and every view are closed. Code handed a
-// buffer that must outlive its owner's Close keeps a view of all of it
-// (b.Slice(0, b.Len())) and closes that view when done.
+// allocated after Close until they let go. Buffer.Close never waits for
+// the device: memory that a kernel may still use is freed on a goroutine
+// of purecuda's once the work queued before Close is done. Buffer.Slice
+// makes a view of part of a buffer without a copy; it holds its own
+// reference, so the memory lives until the buffer and every view are
+// closed. Code handed a buffer that must outlive its owner's Close keeps a
+// view of all of it (b.Slice(0, b.Len())) and closes that view when done.
 //
 // A Context, Stream, Event, MemPool, Module, Library, Buffer, Args or
 // Registered that becomes unreachable without Close is released by a
@@ -119,8 +121,22 @@
 // (no driver library found, an operating system without CUDA, no device, a
 // driver older than CUDA 12.0) matches ErrNoGPU, whichever call returns it;
 // a missing NVRTC does not, and a missing driver library also matches
-// loader.ErrNotFound, its message listing every place searched. Nothing in
-// this package panics on
+// loader.ErrNotFound, its message listing every place searched.
+//
+// Most CUDA errors concern the call that returned them. A fault in a
+// kernel is different: an illegal address (ErrIllegalAddress), a
+// device-side assert, a launch failure and the others that ErrSticky
+// lists are reported by a later call (usually the next synchronisation),
+// and from then on every CUDA call of the process that runs or waits for
+// work returns the same error — in every context, the primary context and
+// contexts created afterwards included, not only in the context whose
+// kernel faulted. CUDA cannot recover from it within the process: test for
+// it with errors.Is(err, ErrSticky) and exit (or restart the worker
+// process). Close still releases what purecuda holds.
+//
+// Nothing in this package panics on
 // anything a caller or the machine can cause; a panic in a host function is
-// recovered and returned by the stream's next Synchronize.
+// recovered and returned by the stream's next Synchronize, or, once the
+// stream is closed, by its context's next Synchronize (and once the context
+// is closed too, through lifetime.Errors).
 package driver

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"errors"
 	"math"
 	"reflect"
 	"runtime"
@@ -254,12 +255,17 @@ func alloc[T any](op string, c *Context, n int, managed bool) (*Buffer[T], error
 		return nil, err
 	}
 	a := &allocation{bytes: bytes, ctx: c, managed: managed}
-	err = bound(c, func() error {
+	allocate := func() error {
 		if managed {
 			return cu.MemAllocManaged(&a.base, bytes, uint32(cu.CU_MEM_ATTACH_GLOBAL))
 		}
 		return cu.MemAlloc(&a.base, bytes)
-	})
+	}
+	err = bound(c, allocate)
+	if errors.Is(err, ErrOutOfMemory) && waitCloseFrees() {
+		// Memory that earlier Closes handed over may just have come back.
+		err = bound(c, allocate)
+	}
 	if err != nil {
 		c.release()
 		return nil, err
@@ -388,9 +394,28 @@ func (b *Buffer[T]) holdRef() (lifetime.Ref, error) {
 	return lifetime.RefOf(&a.obj), nil
 }
 
-// Close releases the buffer's own reference: the memory is freed now, or
-// when the last holder lets go (cuMemFree, or cuMemFreeAsync on the
-// allocating stream). Idempotent; the first result is kept.
+// Close releases the buffer's own reference, without waiting for the
+// device. The memory is freed once no other holder is left (a call in
+// flight, a stream-ordered copy not yet run, prepared launch arguments, a
+// graph, a reference taken with Retain or Hold):
+//
+//   - Memory from Alloc and AllocManaged is freed with cuMemFree, which
+//     waits until the device has finished all the work queued in the
+//     context. Close hands that release to a goroutine of purecuda's and
+//     returns at once: work queued before Close may still use the memory,
+//     and the memory is freed once that work is done. It comes back to the
+//     device shortly after Close, not at once (MemGetInfo may not show it
+//     yet); an allocation that runs out of memory first waits for the frees
+//     that earlier Closes handed over and tries once more, and
+//     lifetime.Flush waits for them. An error of the free is reported
+//     through lifetime.Errors.
+//   - Memory from AllocAsync and AllocFromPool is freed in order on its
+//     stream (cuMemFreeAsync), after the work queued on every stream that
+//     used it; Close returns the error of queuing that free.
+//
+// The Context's Close does not wait for these frees either: the context is
+// released after the last of them. Close is idempotent; the first result is
+// kept.
 func (b *Buffer[T]) Close() error {
 	if b == nil {
 		return invalid("Buffer.Close", "nil buffer")
@@ -401,7 +426,7 @@ func (b *Buffer[T]) Close() error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
 		b.cleanup.Stop()
-		b.closeErr = b.a.obj.Release()
+		b.closeErr = b.a.dropOwn()
 	})
 	return b.closeErr
 }

@@ -299,7 +299,10 @@ func (s *Stream) lifetimeObj() *lifetime.Object {
 
 // Close destroys the stream (cuStreamDestroy) once no call is using it and
 // no buffer allocated on it in stream order is left. Work already queued
-// still runs. Close is idempotent and returns the first call's result.
+// still runs. Panics of its host functions that Synchronize has not
+// returned, and those of host functions that run after Close, go to the
+// stream's Context: its next Synchronize returns them. Close is idempotent
+// and returns the first call's result.
 func (s *Stream) Close() error {
 	if s == nil {
 		return fmt.Errorf("driver: Stream.Close: %w", ErrNilStream)
@@ -307,27 +310,21 @@ func (s *Stream) Close() error {
 	if s.special || s.ctx == nil {
 		return nil
 	}
-	return s.obj.Close()
-}
-
-func (s *Stream) takeErrs(err error) error {
-	if s == nil || s.nerrs.Load() == 0 {
-		return err
-	}
+	err := s.obj.Close()
+	// After the closed flag: callbackPanicked sends what comes later.
 	s.errMu.Lock()
-	defer s.errMu.Unlock()
-	if len(s.errs) == 0 {
-		return err
-	}
-	all := append([]error{err}, s.errs...)
+	errs := s.errs
 	s.errs = nil
 	s.nerrs.Store(0)
-	return errors.Join(all...)
+	s.errMu.Unlock()
+	s.ctx.hostPanicked(errs...)
+	return err
 }
 
 // Synchronize waits until all work on the stream has run
 // (cuStreamSynchronize). It also returns, once, the panics of host
-// functions that ran on the stream since the last call. On a stream being
+// functions that ran on the stream since the last call (on the legacy
+// stream, those its Context keeps: see LaunchHostFunc). On a stream being
 // captured it is refused (ErrStreamCaptureUnsupported), and the capture
 // goes on.
 func (s *Stream) Synchronize() error {
@@ -336,9 +333,7 @@ func (s *Stream) Synchronize() error {
 	// release can panic.
 	const op = "Stream.Synchronize"
 	if err := s.acquire(op); err != nil {
-		// Closed: the panics of host functions queued before Close are
-		// still returned, once.
-		return s.takeErrs(err)
+		return err // closed: its host functions' panics go to its context
 	}
 	if err := s.enterUncaptured(op); err != nil {
 		s.release()
@@ -505,9 +500,14 @@ func (s *Stream) Priority() (int, error) {
 // not on one f starts and waits for, and not when another goroutine is
 // closing the same object at that moment (f's Close waits for that one,
 // which may wait for f). A panic in f, or a runtime.Goexit (t.FailNow),
-// is contained: the process and the stream go on, and the next
-// Synchronize returns it as an error. If a sticky error stops the context, f never runs and is
-// released when the error is seen.
+// is contained: the process and the stream go on, and the stream's next
+// Synchronize returns it as an error; once the stream is closed, the next
+// Synchronize of its Context does (it waits for the stream's work too),
+// and once that context is closed as well, lifetime.Errors. On the legacy
+// stream the panic is the context's from the start: the next Synchronize
+// of the legacy stream or of the context returns it. If a kernel
+// fault (ErrSticky) stops CUDA, f never runs and is released when the
+// error is seen.
 //
 // While s is being captured into a graph (package graph), f becomes a
 // host node instead: it runs at every launch of the graph, is held for as
@@ -563,28 +563,4 @@ func (s *Stream) enqueueHost(op string, cb hostfn.Callback) error {
 	}
 	s.ctx.addPending(id)
 	return nil
-}
-
-// streamPanics is a stream as the sink of its host functions' panics.
-type streamPanics struct{ s *Stream }
-
-// CallbackPanicked implements hostfn.PanicSink.
-func (p streamPanics) CallbackPanicked(v any, stack []byte) { p.s.callbackPanicked(v, stack) }
-
-// callbackPanicked records a host function's panic (or Goexit) for the
-// next Synchronize.
-func (s *Stream) callbackPanicked(p any, stack []byte) {
-	if s == nil {
-		return
-	}
-	var err error
-	if e, ok := p.(*hostfn.Goexited); ok {
-		err = fmt.Errorf("driver: host function: %w", e)
-	} else {
-		err = fmt.Errorf("driver: host function panicked: %v\n%s", p, stack)
-	}
-	s.errMu.Lock()
-	s.errs = append(s.errs, err)
-	s.nerrs.Store(int32(len(s.errs)))
-	s.errMu.Unlock()
 }

@@ -51,7 +51,9 @@ func ReadStats() Stats {
 
 // Errors returns the most recent release errors (up to 16), oldest first,
 // and forgets them. Releases that nobody waits for (a cleanup, the release
-// queue, the last call to drop an object closed meanwhile) report here.
+// queue, the last call to drop an object closed meanwhile) report here, and
+// so do panics of host functions that no Synchronize can return any more:
+// those of a stream whose context was closed before they were returned.
 func Errors() []error { return release.Errors() }
 
 // Counted marks err as counted already, by the Object or OwnerFunc whose

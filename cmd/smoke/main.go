@@ -28,7 +28,9 @@
 //	0  every step passed
 //	1  a step failed: the report names it and the CUDA or NVRTC error; this
 //	   includes NVRTC missing or a broken PURECUDA_LIBNVRTC on a machine that
-//	   has a GPU
+//	   has a GPU. A step that hits an unrecoverable GPU fault (an illegal
+//	   address, say) says so: CUDA then fails every later call of the
+//	   process, so the steps after it are skipped
 //	2  no usable GPU: no CUDA driver library (the report lists every place
 //	   searched and what to install), an unsupported operating system, no CUDA
 //	   device, or a -device that this machine does not have; also a usage error

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/gputest"
 )
 
@@ -383,6 +385,48 @@ func TestStepRunner(t *testing.T) {
 
 	rep = runSteps(config{}, nil, &textWriter{w: io.Discard})
 	assert.Equal(t, exitFail, rep.ExitCode, "nothing run is not a pass")
+}
+
+// TestStepRunnerGPUFault: a step failing with an unrecoverable GPU fault
+// (here a kernel's illegal address, as CUDA reports it at the next
+// synchronisation) says so plainly, in its line, in the reason and in the
+// advice, and the steps after it are skipped: CUDA fails every one of them
+// in this process.
+func TestStepRunnerGPUFault(t *testing.T) {
+	fault := &driver.Error{Func: "cuStreamSynchronize", Code: driver.ErrIllegalAddress}
+	ran := false
+	list := []step{
+		{name: "a", run: func(*state) (string, error) { return "A", nil }},
+		{name: "launch", run: func(st *state) (string, error) {
+			st.deferClose(func() error { return &driver.Error{Func: "cuModuleUnload", Code: driver.ErrIllegalAddress} })
+			return "", fmt.Errorf("checking the result: %w", fault)
+		}},
+		{name: "graph", run: func(*state) (string, error) { ran = true; return "G", nil }},
+	}
+	var buf bytes.Buffer
+	rep := runSteps(config{}, list, &textWriter{w: &buf})
+	assert.False(t, ran, "no step runs after the fault")
+	assert.Equal(t, exitFail, rep.ExitCode)
+	assert.Equal(t, [3]int{1, 1, 2}, [3]int{rep.Passed, rep.Failed, rep.Skipped}, "the cleanup's failed closes are not a second failure")
+	assert.Equal(t, "not judged after the GPU fault in step launch", rep.Steps[3].Summary)
+	want := "the GPU hit an unrecoverable fault; the process must exit to use CUDA again: " +
+		"checking the result: cuStreamSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS (700): illegal address"
+	assert.Equal(t, want, rep.Steps[1].Error)
+	assert.Equal(t, "step launch failed: "+want, rep.Reason)
+	assert.Equal(t, "the GPU fault in step launch ended CUDA for this process", rep.Steps[2].Summary)
+	out := buf.String()
+	assert.Contains(t, out, "  FAIL  launch ")
+	assert.Contains(t, out, "  skip  graph ")
+	assert.Contains(t, out, "What to do:\n  - run smoke again: a GPU fault ends CUDA")
+
+	// An error that is not a fault is reported as it is.
+	list[1].run = func(*state) (string, error) {
+		return "", &driver.Error{Func: "cuMemAlloc", Code: driver.ErrOutOfMemory}
+	}
+	rep = runSteps(config{}, list, &textWriter{w: io.Discard})
+	assert.True(t, ran)
+	assert.Equal(t, "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory", rep.Steps[1].Error)
+	assert.Empty(t, rep.Advice)
 }
 
 // TestSteps pins the order of the built-in steps; graph steps are appended

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/loader"
 )
 
@@ -114,6 +115,7 @@ func runSteps(cfg config, list []step, tw *textWriter) *Report {
 	tw.header(rep)
 	start := time.Now()
 	status := map[string]string{}
+	faulted := "" // the step whose GPU fault ended CUDA for this process
 	for _, sp := range list {
 		sr := StepReport{Name: sp.name}
 		var missing []string
@@ -122,10 +124,14 @@ func runSteps(cfg config, list []step, tw *textWriter) *Report {
 				missing = append(missing, n)
 			}
 		}
-		if len(missing) > 0 {
+		switch {
+		case faulted != "":
+			sr.Status = statusSkip
+			sr.Summary = "the GPU fault in step " + faulted + " ended CUDA for this process"
+		case len(missing) > 0:
 			sr.Status = statusSkip
 			sr.Summary = "needs " + strings.Join(missing, " and ")
-		} else {
+		default:
 			st.cur = &sr
 			t0 := time.Now()
 			summary, err := st.call(sp)
@@ -138,6 +144,12 @@ func runSteps(cfg config, list []step, tw *textWriter) *Report {
 				if errors.As(err, &ng) {
 					sr.NoGPU = ng.why
 				}
+				if errors.Is(err, driver.ErrSticky) {
+					faulted = sp.name
+					sr.Error = stickyText + ": " + sr.Error
+					st.advise("run smoke again: a GPU fault ends CUDA for the process that hit it, not for the next one; " +
+						"if it happens again, look for Xid errors in the kernel log (dmesg) and check the GPU with nvidia-smi")
+				}
 			} else {
 				sr.Status = statusPass
 				sr.Summary = summary
@@ -148,7 +160,13 @@ func runSteps(cfg config, list []step, tw *textWriter) *Report {
 		tw.step(&rep.Steps[len(rep.Steps)-1])
 	}
 	if err := st.close(); err != nil {
-		rep.Steps = append(rep.Steps, StepReport{Name: "cleanup", Status: statusFail, Error: err.Error()})
+		sr := StepReport{Name: "cleanup", Status: statusFail, Error: err.Error()}
+		if faulted != "" {
+			// CUDA fails the closes too after a fault: not a second failure.
+			sr = StepReport{Name: "cleanup", Status: statusSkip, Summary: "not judged after the GPU fault in step " + faulted,
+				Details: []string{err.Error()}}
+		}
+		rep.Steps = append(rep.Steps, sr)
 		tw.step(&rep.Steps[len(rep.Steps)-1])
 	}
 	rep.Seconds = time.Since(start).Seconds()
@@ -156,6 +174,10 @@ func runSteps(cfg config, list []step, tw *textWriter) *Report {
 	tw.footer(rep)
 	return rep
 }
+
+// stickyText begins the error of a step that failed with an unrecoverable
+// GPU fault (driver.ErrSticky).
+const stickyText = "the GPU hit an unrecoverable fault; the process must exit to use CUDA again"
 
 // finish counts the steps and decides the result and the exit status: any
 // no-GPU failure gives 2 (nothing else can be judged on such a machine), any

@@ -47,6 +47,13 @@ func NoteError(err error) {
 		return
 	}
 	Counters.ReleaseErrors.Add(1)
+	NoteLost(err)
+}
+
+// NoteLost keeps err, an error that no caller can be given any more (a
+// host function's panic after its stream and context were closed), for
+// Errors, without counting it as a failed release.
+func NoteLost(err error) {
 	recent.Lock()
 	if len(recent.errs) == keptErrors {
 		copy(recent.errs, recent.errs[1:])

@@ -14,6 +14,7 @@ import (
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/internal/seam"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 // TestContextCloseNeverRevives: calls racing Context.Close never take a
@@ -61,6 +62,7 @@ func TestContextCloseNeverRevives(t *testing.T) {
 				}
 			}, func() { assert.NoError(t, victim.Close()) })
 			// The bystander, f.ctx, still holds the primary context.
+			lifetime.Flush() // Buffer.Close drops its reference on the release queue
 			_, _, err = f.ctx.MemGetInfo()
 			require.NoError(t, err, "%s round %d: a Close released the primary context too often", name, round)
 			require.Equal(t, contexts, fcall(t, "fake_live_contexts"), "%s round %d", name, round)

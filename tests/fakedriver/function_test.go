@@ -206,6 +206,7 @@ func TestArgsFailedFreeCountedOnce(t *testing.T) {
 	args, err := f.fill.NewArgs(buf, int32(1), int32(4))
 	require.NoError(t, err)
 	require.NoError(t, buf.Close(), "the Args hold the memory")
+	lifetime.Flush() // Close drops its reference on the release queue
 	before := lifetime.ReadStats().ReleaseErrors
 	faketest.FailCalls(t, "cuMemFree", 999, 0, 1)
 	assert.Error(t, args.Close(), "the free failed")

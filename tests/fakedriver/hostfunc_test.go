@@ -221,3 +221,95 @@ func TestAsyncCopyKeepAliveFailureWaitsForCopy(t *testing.T) {
 	assert.Equal(t, before.Callbacks, after.Callbacks, "nothing left registered")
 	ltNoBadUses(t)
 }
+
+// A host function that panicked before its stream's Close, with no
+// Synchronize between: Close hands the panic to the context, whose next
+// Synchronize returns it, once.
+func TestHostFuncPanicBeforeCloseGoesToContext(t *testing.T) {
+	f := ltSetup(t)
+	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	require.NoError(t, s.LaunchHostFunc(func() { panic("early") }))
+	waitHostFuncs(t, s)
+	require.NoError(t, s.Close())
+	err = f.ctx.Synchronize()
+	assert.ErrorContains(t, err, "host function panicked: early")
+	assert.NoError(t, f.ctx.Synchronize(), "returned once")
+}
+
+// A host function that panics after its stream and its context were both
+// closed: no Synchronize can return the panic, so lifetime.Errors reports
+// it (without counting a failed release), and it is counted in
+// CallbackPanics.
+func TestHostFuncPanicAfterContextCloseGoesToErrors(t *testing.T) {
+	f := ltSetup(t)
+	c, err := f.ctx.Device().NewContext(driver.ContextSchedAuto)
+	require.NoError(t, err)
+	s, err := c.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	_ = lifetime.Errors()
+	before := lifetime.ReadStats()
+	gate, ran := make(chan struct{}), make(chan struct{})
+	require.NoError(t, s.LaunchHostFunc(func() { <-gate; panic("orphan") }))
+	require.NoError(t, s.LaunchHostFunc(func() { close(ran) }))
+	require.NoError(t, s.Close())
+	require.NoError(t, c.Close())
+	close(gate)
+	<-ran // the panic was reported before the next host function ran
+	assert.Equal(t, before.CallbackPanics+1, lifetime.ReadStats().CallbackPanics)
+	errs := lifetime.Errors()
+	require.Len(t, errs, 1)
+	assert.ErrorContains(t, errs[0], "host function panicked: orphan")
+	assert.Equal(t, before.ReleaseErrors, lifetime.ReadStats().ReleaseErrors, "not a failed release")
+	assert.ErrorIs(t, c.Synchronize(), driver.ErrClosed)
+}
+
+// Panics kept by a context for its Synchronize and not returned when the
+// context is closed go to lifetime.Errors: nothing is lost.
+func TestHostFuncPanicKeptByContextReportedAtClose(t *testing.T) {
+	f := ltSetup(t)
+	c, err := f.ctx.Device().NewContext(driver.ContextSchedAuto)
+	require.NoError(t, err)
+	s, err := c.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	_ = lifetime.Errors()
+	require.NoError(t, s.LaunchHostFunc(func() { panic("kept") }))
+	ran := make(chan struct{})
+	require.NoError(t, s.LaunchHostFunc(func() { close(ran) }))
+	require.NoError(t, s.Close())
+	<-ran // the panic was reported before the next host function ran
+	assert.Empty(t, lifetime.Errors(), "kept for the context's Synchronize")
+	require.NoError(t, c.Close())
+	errs := lifetime.Errors()
+	require.Len(t, errs, 1)
+	assert.ErrorContains(t, errs[0], "host function panicked: kept")
+}
+
+// Each LegacyStream call returns a new Stream value: a host function's
+// panic on one is returned by the next Synchronize of another, or of the
+// context, once.
+func TestHostFuncPanicOnLegacyStream(t *testing.T) {
+	f := ltSetup(t)
+	require.NoError(t, f.ctx.LegacyStream().LaunchHostFunc(func() { panic("legacy one") }))
+	err := f.ctx.LegacyStream().Synchronize()
+	assert.ErrorContains(t, err, "host function panicked: legacy one")
+	assert.NoError(t, f.ctx.Synchronize(), "returned once")
+
+	require.NoError(t, f.ctx.LegacyStream().LaunchHostFunc(func() { panic("legacy two") }))
+	assert.ErrorContains(t, f.ctx.Synchronize(), "host function panicked: legacy two")
+	assert.NoError(t, f.ctx.LegacyStream().Synchronize(), "returned once")
+}
+
+// waitHostFuncs waits until the host functions queued on s so far have
+// run, their panics reported (a host function's panic is handed over
+// before the next one on its stream runs), without a Synchronize.
+func waitHostFuncs(t *testing.T, s *driver.Stream) {
+	t.Helper()
+	ran := make(chan struct{})
+	require.NoError(t, s.LaunchHostFunc(func() { close(ran) }))
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the host functions did not run")
+	}
+}

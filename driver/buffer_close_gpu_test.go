@@ -1,0 +1,89 @@
+package driver_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/lifetime"
+	"github.com/purecuda/cuda/nvrtc"
+)
+
+// spinCheckSrc's kernel waits ns nanoseconds of the GPU's global timer,
+// then reads in[0:n] with a grid-stride loop and counts, in res[0], the
+// elements that are not v+i and, in res[1], the elements it read.
+const spinCheckSrc = `extern "C" __global__ void spincheck(unsigned long long* res, const int* in, int v, int n, long long ns) {
+	unsigned long long t0, t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < (unsigned long long)ns);
+	unsigned long long bad = 0, seen = 0;
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+		if (in[i] != v + i) bad++;
+		seen++;
+	}
+	atomicAdd(&res[0], bad);
+	atomicAdd(&res[1], seen);
+}`
+
+var spinCheckPTX = sync.OnceValues(func() ([]byte, error) {
+	res, err := nvrtc.Compile(spinCheckSrc, nvrtc.Options{Arch: "compute_75"})
+	if err != nil {
+		return nil, err
+	}
+	return res.PTX, nil
+})
+
+// TestGPUBufferCloseDoesNotWaitForKernel: Close of a 256 MiB buffer that a
+// queued kernel will read for the next 300 ms returns at once (cuMemFree
+// would wait for the kernel), the kernel reads every element right, and
+// the memory comes back to the device once the kernel is done.
+func TestGPUBufferCloseDoesNotWaitForKernel(t *testing.T) {
+	e, s := setup(t)
+	ptx, err := spinCheckPTX()
+	require.NoError(t, err)
+	mod, err := e.ctx.LoadModule(ptx)
+	require.NoError(t, err)
+	defer mod.Close()
+	spin, err := mod.Function("spincheck")
+	require.NoError(t, err)
+	const (
+		n      = 64 << 20 // 256 MiB of int32
+		v      = int32(7)
+		kernel = 300 * time.Millisecond
+	)
+	res, err := driver.AllocManaged[uint64](e.ctx, 2)
+	require.NoError(t, err)
+	defer res.Close()
+	host, err := res.HostSlice()
+	require.NoError(t, err)
+	host[0], host[1] = 0, 0
+	in, err := driver.Alloc[int32](e.ctx, n)
+	require.NoError(t, err)
+	require.NoError(t, s.Launch(e.fn["fill"], driver.Grid(n/256), driver.Block(256), in, v, int32(n)))
+	require.NoError(t, s.Synchronize())
+
+	start := time.Now()
+	require.NoError(t, s.Launch(spin, driver.Grid(64), driver.Block(256), res, in, v, int32(n), int64(kernel)))
+	freeBefore, _, err := e.ctx.MemGetInfo()
+	require.NoError(t, err)
+	t0 := time.Now()
+	require.NoError(t, in.Close())
+	closeTook := time.Since(t0)
+	require.NoError(t, s.Synchronize())
+	kernelTook := time.Since(start)
+
+	assert.Less(t, closeTook, 50*time.Millisecond, "Close waited for the kernel")
+	assert.Greater(t, kernelTook, kernel*5/6, "the kernel spun for its time")
+	assert.Equal(t, uint64(n), host[1], "the kernel read every element")
+	assert.Zero(t, host[0], "elements the kernel read wrong (freed memory?)")
+
+	lifetime.Flush() // the free, handed to the release queue
+	freeAfter, _, err := e.ctx.MemGetInfo()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, freeAfter-freeBefore, 200<<20, "the 256 MiB came back")
+	t.Logf("Close took %v; the kernel %v; %d MiB came back", closeTook, kernelTook, (freeAfter-freeBefore)>>20)
+}
