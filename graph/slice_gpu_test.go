@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -63,6 +64,49 @@ func TestGPUSliceNodesReplayInOrder(t *testing.T) {
 	require.NoError(t, exe.Err())
 	assert.EqualValues(t, 100, replay)
 	assert.Zero(t, wrong, "replays that copied another replay's input")
+	t.Logf("the same graph on pageable memory (what Slice was before it registered): %d of 100 replays wrong", pageableReplays(t, e, s, n))
+}
+
+// pageableReplays builds the graph above on unregistered Go memory
+// (RawHost) and returns how many of 100 replays copied another replay's
+// input: CUDA decides, so this is reported, not checked.
+func pageableReplays(t *testing.T, e *testEnv, s *driver.Stream, n int) int {
+	in, out := make([]int32, n), make([]int32, n)
+	dev, err := driver.Alloc[int32](e.ctx, n)
+	require.NoError(t, err)
+	defer dev.Close()
+	g, err := New(e.ctx)
+	require.NoError(t, err)
+	defer g.Close()
+	raw := func(p []int32) Operand { return RawHost(uintptr(unsafe.Pointer(&p[0])), 4*n, nil) }
+	up, err := g.Memcpy(Device(dev), raw(in))
+	require.NoError(t, err)
+	down, err := g.After(up).Memcpy(raw(out), Device(dev))
+	require.NoError(t, err)
+	replay, wrong := int32(0), 0
+	_, err = g.After(down).HostFunc(func() {
+		if out[n-1] != replay+int32(n-1) || out[0] != replay {
+			wrong++
+		}
+		replay++
+		for i := range in {
+			in[i] = replay + int32(i)
+		}
+	})
+	require.NoError(t, err)
+	for i := range in {
+		in[i] = int32(i)
+	}
+	exe, err := g.Instantiate()
+	require.NoError(t, err)
+	defer exe.Close()
+	for range 100 {
+		require.NoError(t, exe.Launch(s))
+	}
+	require.NoError(t, s.Synchronize())
+	runtime.KeepAlive(in)
+	runtime.KeepAlive(out)
+	return wrong
 }
 
 // TestGPUSliceNodesHostNodeBetweenLaunches is the shape of the C probe: a
