@@ -342,6 +342,7 @@ func TestHoldDefersFree(t *testing.T) {
 	assert.ErrorIs(t, b.CopyFromHost(e.ctx.LegacyStream(), []int32{1}), driver.ErrClosed)
 	assert.True(t, valid(), "still allocated: a reference is held")
 	require.NoError(t, ref.Release())
+	lifetime.Flush() // Close handed its reference to the release queue
 	assert.False(t, valid(), "freed with the last reference")
 	_, err = seam.Hold(b)
 	assert.ErrorIs(t, err, driver.ErrClosed)

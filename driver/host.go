@@ -186,16 +186,17 @@ func (b *Buffer[T]) CopyToPinnedAsync(s *Stream, dst *HostBuffer[T]) error {
 	})
 }
 
-// Registered is Go memory registered with CUDA as pinned memory
-// (cuMemHostRegister). The slice stays pinned (runtime.Pinner) and
-// registered until Close; a Registered dropped without Close is
-// unregistered by a cleanup.
+// Registered is Go memory registered with CUDA as page-locked memory
+// (cuMemHostRegister). The slice stays registered, and pinned
+// (runtime.Pinner), at least until Close; a Registered dropped without
+// Close is let go by a cleanup. Its pages stay registered after that while
+// other registered slices of purecuda's on the same pages (graph.Slice
+// nodes, captured copies) need them.
 //
-// Its methods are safe for concurrent use. A Close racing with them
-// unregisters the memory only once nothing holds it (a graph node that
-// copies to or from it, a Hold), after waiting for the context's queued
-// work; Hold fails with ErrClosed after Close. The slice is
-// shared with the copies that use it: touch it only when they are done.
+// Its methods are safe for concurrent use. Close waits for the context's
+// queued work and then lets go of the registration; the unregistration
+// itself runs on purecuda's release queue. The slice is shared with the
+// copies that use it: touch it only when they are done.
 type Registered[T any] struct {
 	s       []T
 	reg     *registration

@@ -1,6 +1,7 @@
 package driver_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +37,19 @@ func TestGPUHostFuncPanicAfterStreamClose(t *testing.T) {
 	require.NoError(t, s2.LaunchHostFunc(func() { <-gate; panic("orphan") }))
 	require.NoError(t, s2.LaunchHostFunc(func() { close(ran) }))
 	require.NoError(t, s2.Close())
-	require.NoError(t, c.Close())
+	// cuCtxDestroy waits for the context's queued work, the host functions
+	// included: close c on a goroutine of its own, and open the gate once
+	// c is marked closed.
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		if _, _, err := c.MemGetInfo(); errors.Is(err, driver.ErrClosed) {
+			break
+		}
+		require.Less(t, time.Since(start), 10*time.Second, "Close did not mark the context closed")
+	}
 	close(gate)
+	defer func() { assert.NoError(t, <-closed) }()
 	select {
 	case <-ran: // the panic was reported before the next host function ran
 	case <-time.After(10 * time.Second):

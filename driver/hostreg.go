@@ -2,6 +2,7 @@ package driver
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"sort"
@@ -41,10 +42,12 @@ import (
 // hostRange is one registered range of whole pages, [start, end).
 type hostRange struct {
 	start, end uintptr
-	refs       int         // holds counting on it now
-	attached   []*hostHold // holds whose object stays pinned until the unregistration
-	ctx        *Context    // the context it was registered in, held until then
-	gone       bool        // unregistered
+	obj        unsafe.Pointer // the creator's object; base lies inside it
+	base       uintptr        // the address registered (CUDA unregisters by it)
+	refs       int            // holds counting on it now
+	creator    *hostHold      // whose object stays pinned until the unregistration
+	ctx        *Context       // the context it was registered in, held until then
+	gone       bool           // unregistered
 }
 
 var hostRegs struct {
@@ -61,21 +64,26 @@ var pageSize = uintptr(os.Getpagesize())
 
 // hostHold is one slice's claim on the registration of its pages: a
 // release.Owner, released once when the work that uses the slice is done.
+// Only the object of a hold that registered pages (the range's creator)
+// must keep them mapped: every page of a range holds part of its creator's
+// object. Other holds let their pin go with their Release.
 type hostHold struct {
 	ranges []*hostRange
-	left   int // ranges not yet unregistered; the pin goes with the last
+	left   int // ranges it created not yet unregistered; its pin goes with the last
 	pin    *release.Pinned
 	done   bool
 }
 
-// registerHost registers the pages of [p, p+bytes) (Go memory, or memory
-// CUDA already treats as page-locked) for use by work in ctx, and pins the
-// Go object p points into. The hold must be released once no work may use
-// the memory any more. It fails, with nothing registered, when ctx is
-// closed or CUDA refuses the memory.
+// registerHost registers the pages of [p, p+bytes), Go memory, for use by
+// work in ctx, and pins the Go object p points into. The caller holds ctx
+// (a stream, a graph, RegisterHost), so this works after ctx's Close as
+// the caller's other calls do. The hold must be released once no work may
+// use the memory any more. It fails, with nothing registered, when CUDA
+// refuses the memory, also memory page-locked outside purecuda (a
+// HostBuffer's slice: use graph.Host or CopyFromPinnedAsync for that).
 func registerHost(op string, ctx *Context, p unsafe.Pointer, bytes uintptr) (*hostHold, error) {
-	if err := ctx.hold(op); err != nil {
-		return nil, err
+	if ctx == nil || ctx.staging == nil || !ctx.obj.Retain() {
+		return nil, notOpen(op, "context")
 	}
 	defer ctx.release()
 	start := uintptr(p) &^ (pageSize - 1)
@@ -90,31 +98,31 @@ func registerHost(op string, ctx *Context, p unsafe.Pointer, bytes uintptr) (*ho
 	if len(gaps) > 0 {
 		err := bound(ctx, func() error {
 			var err error
-			made, err = registerGaps(gaps)
+			made, err = registerGaps(p, gaps)
 			return err
 		})
 		if err != nil {
 			_ = h.pin.Release()
+			if errors.Is(err, ErrHostMemoryAlreadyRegistered) {
+				return nil, fmt.Errorf("driver: %s: the memory is page-locked already by other means than purecuda's (a HostBuffer's slice, or memory registered with CUDA directly): copy it as a HostBuffer (graph.Host, CopyFromPinnedAsync): %w", op, err)
+			}
 			return nil, err
 		}
 	}
 	for _, r := range made {
 		ctx.obj.Retain() // the range's own reference, until it is unregistered
 		r.ctx = ctx
+		r.creator = h
 	}
 	hostRegs.mu.Lock()
 	defer hostRegs.mu.Unlock()
 	insertRanges(made)
+	h.left = len(made)
 	for _, r := range hostRegs.ranges {
 		if r.end > start && r.start < end {
 			r.refs++
-			r.attached = append(r.attached, h)
 			h.ranges = append(h.ranges, r)
 		}
-	}
-	h.left = len(h.ranges)
-	if h.left == 0 { // all of it page-locked by CUDA already: nothing to wait for
-		_ = h.pin.Release()
 	}
 	return h, nil
 }
@@ -138,46 +146,37 @@ func uncovered(start, end uintptr) [][2]uintptr {
 	return gaps
 }
 
-// registerGaps registers the page ranges gaps, with a context current, and
-// returns the new ranges; on failure it unregisters what it registered.
-// Pages CUDA reports as registered already (memory of cuMemHostAlloc, or
-// registered outside purecuda) are left as they are.
-func registerGaps(gaps [][2]uintptr) ([]*hostRange, error) {
+// registerGaps registers the page ranges gaps of the Go object p points
+// into, with a context current, and returns the new ranges; on failure it
+// unregisters what it registered. Each range is registered from an address
+// inside the object (p itself for the first page, a page start after it
+// for the others): CUDA registers whole pages, and an address before p
+// could point into a free object, which the garbage collector must never
+// see.
+func registerGaps(p unsafe.Pointer, gaps [][2]uintptr) ([]*hostRange, error) {
 	var made []*hostRange
-	fail := func(err error) ([]*hostRange, error) {
-		for _, r := range made {
-			_ = relaxed(func() error { return cu.MemHostUnregister(pagePtr(r.start)) })
-		}
-		return nil, err
-	}
 	for _, g := range gaps {
-		err := relaxed(func() error {
-			return cu.MemHostRegister(pagePtr(g[0]), g[1]-g[0], uint32(cu.CU_MEMHOSTREGISTER_PORTABLE))
-		})
-		if err == nil {
-			made = append(made, &hostRange{start: g[0], end: g[1]})
-			continue
-		}
-		if !errors.Is(err, ErrHostMemoryAlreadyRegistered) {
-			return fail(err)
-		}
-		// Some of the gap is page-locked already: register the rest page
-		// by page.
-		for pg := g[0]; pg < g[1]; pg += pageSize {
-			err := relaxed(func() error {
-				return cu.MemHostRegister(pagePtr(pg), pageSize, uint32(cu.CU_MEMHOSTREGISTER_PORTABLE))
-			})
-			switch {
-			case err == nil: // one registration per page: CUDA unregisters by base address
-				made = append(made, &hostRange{start: pg, end: pg + pageSize})
-			case errors.Is(err, ErrHostMemoryAlreadyRegistered):
-			default:
-				return fail(err)
+		base := rangeBase(uintptr(p), g)
+		r := &hostRange{start: g[0], end: g[1], obj: p, base: base}
+		if err := relaxed(func() error {
+			return cu.MemHostRegister(r.basePtr(), g[1]-base, uint32(cu.CU_MEMHOSTREGISTER_PORTABLE))
+		}); err != nil {
+			for _, r := range made {
+				_ = relaxed(func() error { return cu.MemHostUnregister(r.basePtr()) })
 			}
+			return nil, err
 		}
+		made = append(made, r)
 	}
 	return made, nil
 }
+
+// rangeBase is where the registration of gap g of the object at p starts:
+// p on the object's first page, the gap's first page start after it.
+func rangeBase(p uintptr, g [2]uintptr) uintptr { return max(g[0], p) }
+
+// basePtr is the registered address, a pointer into the creator's object.
+func (r *hostRange) basePtr() unsafe.Pointer { return unsafe.Add(r.obj, r.base-uintptr(r.obj)) }
 
 // relaxed runs f, a CUDA call that is no stream work but that CUDA counts
 // as unsafe during a capture (it may synchronise: registering, page-locked
@@ -196,11 +195,6 @@ func relaxed(f func() error) error {
 	}
 	return err
 }
-
-// pagePtr is address a as a pointer for CUDA. It is a page start that may
-// lie before the Go object registered, but always on a page that object
-// occupies, so the garbage collector never sees it point at a free span.
-func pagePtr(a uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&a)) }
 
 // insertRanges adds new ranges to hostRegs, keeping it sorted.
 func insertRanges(made []*hostRange) {
@@ -221,6 +215,9 @@ func (h *hostHold) Release() error {
 		return nil
 	}
 	h.done = true
+	if h.left == 0 { // it registered nothing: its object need not outlive it
+		_ = h.pin.Release()
+	}
 	for _, r := range h.ranges {
 		r.refs--
 		if r.refs == 0 {
@@ -249,20 +246,28 @@ func (j unregisterJob) Release() error {
 		hostRegs.ranges = slices.Delete(hostRegs.ranges, i, i+1) // clears the tail: no stale range keeps its context reachable
 	}
 	hostRegs.mu.Unlock()
-	err := bound(r.ctx, func() error { return relaxed(func() error { return cu.MemHostUnregister(pagePtr(r.start)) }) })
+	err := bound(r.ctx, func() error { return relaxed(func() error { return cu.MemHostUnregister(r.basePtr()) }) })
 	hostRegs.mu.Lock()
-	attached := r.attached
-	r.attached = nil
-	var unpin []*release.Pinned
-	for _, h := range attached {
-		if h.left--; h.left == 0 {
-			unpin = append(unpin, h.pin)
+	if err != nil {
+		// CUDA keeps the registration: so does the registry, with its
+		// creator pinned, and a later hold takes it back (and a later
+		// release tries again).
+		r.gone = false
+		insertRanges([]*hostRange{r})
+		hostRegs.mu.Unlock()
+		return err
+	}
+	h := r.creator
+	r.creator = nil
+	var unpin *release.Pinned
+	if h != nil {
+		if h.left--; h.left == 0 && h.done {
+			unpin = h.pin
 		}
 	}
 	hostRegs.mu.Unlock()
-	for _, p := range unpin {
-		_ = p.Release()
-	}
+	_ = unpin.Release()
 	r.ctx.release()
-	return err
+	r.ctx = nil
+	return nil
 }

@@ -24,9 +24,12 @@ import (
 // soon as the call returns, and a change made later — by the caller or by
 // a host function queued on s before the copy — does not reach the device.
 // The cost is a copy on the host (about as fast as memmove) and a host
-// function after the device copy that gives the memory back. For large or
-// repeated copies, copy from a HostBuffer (CopyFromPinnedAsync), which the
-// device reads when s reaches the copy.
+// function after the device copy that gives the memory back. The context
+// keeps a few page-locked blocks of up to 16 MiB for these copies; a
+// larger copy page-locks memory of its own size and frees it after, which
+// costs far more than the copy. For large or repeated copies, copy from a
+// HostBuffer (CopyFromPinnedAsync), which the device reads when s reaches
+// the copy.
 //
 // While s is being captured into a graph (package graph), the copy becomes
 // a memcpy node that reads src each time the graph runs it: src is

@@ -66,16 +66,14 @@ func stageClass(n uintptr) int {
 }
 
 // getStage returns a block of at least n bytes, holding c until the block
-// is put back. The caller has c current (a new block is allocated).
+// is put back. The caller has c current (a new block is allocated) and
+// holds c through its stream, so this works after c's Close, as the
+// stream's other calls do.
 func (c *Context) getStage(op string, n uintptr) (*stage, error) {
-	if err := c.hold(op); err != nil {
-		return nil, err
-	}
-	pool := c.staging
-	if pool == nil { // a zero Context
-		c.release()
+	if c == nil || c.staging == nil || !c.obj.Retain() {
 		return nil, notOpen(op, "context")
 	}
+	pool := c.staging
 	class := stageClass(n)
 	size := (n + pageSize - 1) &^ (pageSize - 1)
 	if class >= 0 {
