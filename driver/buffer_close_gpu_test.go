@@ -66,10 +66,9 @@ func TestGPUBufferCloseDoesNotWaitForKernel(t *testing.T) {
 	require.NoError(t, s.Launch(e.fn["fill"], driver.Grid(n/256), driver.Block(256), in, v, int32(n)))
 	require.NoError(t, s.Synchronize())
 
+	ptr := in.Ptr()
 	start := time.Now()
 	require.NoError(t, s.Launch(spin, driver.Grid(64), driver.Block(256), res, in, v, int32(n), int64(kernel)))
-	freeBefore, _, err := e.ctx.MemGetInfo()
-	require.NoError(t, err)
 	t0 := time.Now()
 	require.NoError(t, in.Close())
 	closeTook := time.Since(t0)
@@ -81,9 +80,10 @@ func TestGPUBufferCloseDoesNotWaitForKernel(t *testing.T) {
 	assert.Equal(t, uint64(n), host[1], "the kernel read every element")
 	assert.Zero(t, host[0], "elements the kernel read wrong (freed memory?)")
 
-	lifetime.Flush() // the free, handed to the release queue
-	freeAfter, _, err := e.ctx.MemGetInfo()
-	require.NoError(t, err)
-	assert.GreaterOrEqual(t, freeAfter-freeBefore, 200<<20, "the 256 MiB came back")
-	t.Logf("Close took %v; the kernel %v; %d MiB came back", closeTook, kernelTook, (freeAfter-freeBefore)>>20)
+	// The free was handed to the release queue. (Free memory as
+	// cuMemGetInfo reports it is no measure: on an H200 it showed 128 of
+	// the 256 MiB back once, and all of it in the next run.)
+	lifetime.Flush()
+	assert.False(t, allocated(ptr), "the memory was freed once the kernel was done")
+	t.Logf("Close took %v; the kernel %v", closeTook, kernelTook)
 }

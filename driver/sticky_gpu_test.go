@@ -1,10 +1,12 @@
 package driver_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -35,8 +37,14 @@ func TestGPUStickyFaultPoisonsEveryContext(t *testing.T) {
 		stickyChild(t)
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestGPUStickyFaultPoisonsEveryContext$", "-test.v", "-test.count=1")
+	// A child that hangs after the fault (a call CUDA never returns from)
+	// fails with its goroutines dumped, instead of holding the test
+	// binary until its own timeout.
+	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, os.Args[0], "-test.run=^TestGPUStickyFaultPoisonsEveryContext$", "-test.v", "-test.count=1", "-test.timeout=90s")
 	cmd.Env = append(os.Environ(), stickyChildEnv+"=1")
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	t.Logf("the child:\n%s", out)
 	require.NoError(t, err, "the child failed")
