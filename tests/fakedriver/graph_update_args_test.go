@@ -142,6 +142,11 @@ func TestFakeExecSetKernelArgRefusals(t *testing.T) {
 // launches before are done; the executable's Close lets go of the rest.
 func TestFakeExecSetKernelArgHoldsBuffers(t *testing.T) {
 	w := newArgsWorld(t)
+	// Frees that earlier tests' Closes and cleanups queued run first: the
+	// count below is of the whole process.
+	gcAll()
+	fcall(t, "fake_quiesce", 10000)
+	lifetime.Flush()
 	allocs0 := fcall(t, "fake_live_allocations")
 	a, err := driver.Alloc[int32](w.f.ctx, 8)
 	require.NoError(t, err)
