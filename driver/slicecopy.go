@@ -66,7 +66,9 @@ func (b *Buffer[T]) CopyFromHostAsync(s *Stream, src []T) error {
 // it copies that into dst. So dst holds the data once s.Synchronize (or an
 // event recorded after the copy) says the work is done, and work queued
 // on s after the copy — a host function — sees it there. Do not read or
-// write dst until then. dst is kept alive until it was written.
+// write dst until then. dst is kept alive until it was written. The write
+// is Go code's, so two copies into one slice that no stream or event
+// orders are a data race, which the race detector reports.
 //
 // While s is being captured into a graph, the copy becomes a memcpy node
 // that writes dst each time the graph runs it (dst is registered with
