@@ -118,23 +118,30 @@ func registerHost(op string, ctx *Context, p unsafe.Pointer, bytes uintptr) (*ho
 	defer hostRegs.mu.Unlock()
 	insertRanges(made)
 	h.left = len(made)
-	for _, r := range hostRegs.ranges {
-		if r.end > start && r.start < end {
-			r.refs++
-			h.ranges = append(h.ranges, r)
-		}
+	for _, r := range overlapping(start, end) {
+		r.refs++
+		h.ranges = append(h.ranges, r)
 	}
 	return h, nil
+}
+
+// overlapping is the ranges that overlap [start, end), in order: ranges do
+// not overlap one another, so those ending after start begin there.
+func overlapping(start, end uintptr) []*hostRange {
+	rs := hostRegs.ranges
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].end > start })
+	j := i
+	for j < len(rs) && rs[j].start < end {
+		j++
+	}
+	return rs[i:j]
 }
 
 // uncovered returns the parts of [start, end) that no range covers.
 func uncovered(start, end uintptr) [][2]uintptr {
 	var gaps [][2]uintptr
 	at := start
-	for _, r := range hostRegs.ranges {
-		if r.end <= at || r.start >= end {
-			continue
-		}
+	for _, r := range overlapping(start, end) {
 		if r.start > at {
 			gaps = append(gaps, [2]uintptr{at, r.start})
 		}
@@ -201,8 +208,10 @@ func insertRanges(made []*hostRange) {
 	if len(made) == 0 {
 		return
 	}
-	hostRegs.ranges = append(hostRegs.ranges, made...)
-	sort.Slice(hostRegs.ranges, func(i, j int) bool { return hostRegs.ranges[i].start < hostRegs.ranges[j].start })
+	for _, r := range made {
+		i := sort.Search(len(hostRegs.ranges), func(i int) bool { return hostRegs.ranges[i].start > r.start })
+		hostRegs.ranges = slices.Insert(hostRegs.ranges, i, r)
+	}
 }
 
 // Release ends the hold (release.Owner): it makes no CUDA call, so it may
@@ -242,7 +251,8 @@ func (j unregisterJob) Release() error {
 	}
 	// No hold can take it back from here on: registerHost waits for cudaMu.
 	r.gone = true
-	if i := slices.Index(hostRegs.ranges, r); i >= 0 {
+	rs := hostRegs.ranges
+	if i := sort.Search(len(rs), func(i int) bool { return rs[i].start >= r.start }); i < len(rs) && rs[i] == r {
 		hostRegs.ranges = slices.Delete(hostRegs.ranges, i, i+1) // clears the tail: no stale range keeps its context reachable
 	}
 	hostRegs.mu.Unlock()

@@ -31,3 +31,41 @@ func TestRangeBasesLieInsideTheObject(t *testing.T) {
 		}
 	}
 }
+
+// TestUncoveredAndOverlapping: the gaps of a span between registered
+// ranges, and the ranges that overlap it, against a list made by hand.
+func TestUncoveredAndOverlapping(t *testing.T) {
+	hostRegs.mu.Lock()
+	saved := hostRegs.ranges
+	pg := pageSize
+	hostRegs.ranges = nil
+	insertRanges([]*hostRange{{start: 8 * pg, end: 10 * pg}, {start: 2 * pg, end: 3 * pg}, {start: 5 * pg, end: 6 * pg}})
+	defer func() { hostRegs.ranges = saved; hostRegs.mu.Unlock() }()
+
+	starts := func(rs []*hostRange) (s []uintptr) {
+		for _, r := range rs {
+			s = append(s, r.start/pg)
+		}
+		return s
+	}
+	assert.Equal(t, []uintptr{2, 5, 8}, starts(hostRegs.ranges), "kept sorted")
+	for _, c := range []struct {
+		from, to uintptr
+		gaps     [][2]uintptr
+		over     []uintptr
+	}{
+		{0, 2, [][2]uintptr{{0, 2}}, nil},
+		{0, 12, [][2]uintptr{{0, 2}, {3, 5}, {6, 8}, {10, 12}}, []uintptr{2, 5, 8}},
+		{2, 3, nil, []uintptr{2}},
+		{3, 5, [][2]uintptr{{3, 5}}, nil},
+		{9, 11, [][2]uintptr{{10, 11}}, []uintptr{8}},
+		{5, 9, [][2]uintptr{{6, 8}}, []uintptr{5, 8}},
+	} {
+		var want [][2]uintptr
+		for _, g := range c.gaps {
+			want = append(want, [2]uintptr{g[0] * pg, g[1] * pg})
+		}
+		assert.Equal(t, want, uncovered(c.from*pg, c.to*pg), "gaps of [%d, %d)", c.from, c.to)
+		assert.Equal(t, c.over, starts(overlapping(c.from*pg, c.to*pg)), "ranges over [%d, %d)", c.from, c.to)
+	}
+}
