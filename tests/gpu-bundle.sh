@@ -15,6 +15,7 @@
 #   PURECUDA_MEMCHECK="internal_cu driver" ... bash .gpu/run.sh  # and compute-sanitizer on those
 #     (PURECUDA_MEMCHECK_RE / PURECUDA_MEMCHECK_SKIP choose the tests run under it,
 #     PURECUDA_MEMCHECK_ARGS adds flags, e.g. -test.short)
+#   PURECUDA_TEST_TIMEOUT=3m ... bash .gpu/run.sh          # each test binary's -test.timeout (9m)
 #
 # Logs go to $OUT (or .gpu/logs): smoke.log (smoke's text report), smoke.json
 # (smoke -json), examples.log, tests.log, and bench.log / memcheck.log when
@@ -74,7 +75,7 @@ done
 for e in "${entries[@]}"; do
   name=${e%%:*}; dir=${e#*:}
   echo "== $name ($dir)"
-  (cd "$dir" && "$root/.gpu/$name.test" -test.v -test.count=1 -test.timeout=9m) >"$logs/$name.log" 2>&1; s=$?
+  (cd "$dir" && "$root/.gpu/$name.test" -test.v -test.count=1 -test.timeout="${PURECUDA_TEST_TIMEOUT:-9m}") >"$logs/$name.log" 2>&1; s=$?
   { echo "=== $name"; cat "$logs/$name.log"; } >>"$out/tests.log"
   p=$(grep -c -- '^\s*--- PASS' "$logs/$name.log"); f=$(grep -c -- '^\s*--- FAIL' "$logs/$name.log"); k=$(grep -c -- '^\s*--- SKIP' "$logs/$name.log")
   passed=$((passed+p)); failed=$((failed+f)); skipped=$((skipped+k))
