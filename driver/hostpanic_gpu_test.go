@@ -36,20 +36,17 @@ func TestGPUHostFuncPanicAfterStreamClose(t *testing.T) {
 	gate, ran := make(chan struct{}), make(chan struct{})
 	require.NoError(t, s2.LaunchHostFunc(func() { <-gate; panic("orphan") }))
 	require.NoError(t, s2.LaunchHostFunc(func() { close(ran) }))
-	require.NoError(t, s2.Close())
 	// cuCtxDestroy waits for the context's queued work, the host functions
-	// included: close c on a goroutine of its own, and open the gate once
-	// c is marked closed.
-	closed := make(chan error, 1)
+	// included, and so does cuStreamDestroy under compute-sanitizer: close
+	// s2 and c on goroutines of their own, and open the gate once both are
+	// marked closed.
+	s2closed, closed := make(chan error, 1), make(chan error, 1)
+	go func() { s2closed <- s2.Close() }()
+	waitClosed(t, func() error { return s2.LaunchHostFunc(func() {}) })
 	go func() { closed <- c.Close() }()
-	for start := time.Now(); ; time.Sleep(time.Millisecond) {
-		if _, _, err := c.MemGetInfo(); errors.Is(err, driver.ErrClosed) {
-			break
-		}
-		require.Less(t, time.Since(start), 10*time.Second, "Close did not mark the context closed")
-	}
+	waitClosed(t, func() error { _, _, err := c.MemGetInfo(); return err })
 	close(gate)
-	defer func() { assert.NoError(t, <-closed) }()
+	defer func() { assert.NoError(t, <-s2closed); assert.NoError(t, <-closed) }()
 	select {
 	case <-ran: // the panic was reported before the next host function ran
 	case <-time.After(10 * time.Second):
@@ -61,4 +58,25 @@ func TestGPUHostFuncPanicAfterStreamClose(t *testing.T) {
 		found = found || strings.Contains(err.Error(), "host function panicked: orphan")
 	}
 	assert.True(t, found, "lifetime.Errors reports the panic: %v", errs)
+}
+
+// waitClosed calls probe until it fails with ErrClosed. Each probe runs on
+// a goroutine of its own: a probe that holds the object when Close marks
+// it is its last user, and destroys it when it returns (which may wait for
+// queued work); the next probe sees it closed.
+func waitClosed(t *testing.T, probe func() error) {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		done := make(chan error, 1)
+		go func() { done <- probe() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(100 * time.Millisecond):
+		}
+		if errors.Is(err, driver.ErrClosed) {
+			return
+		}
+		require.Less(t, time.Since(start), 10*time.Second, "Close did not mark the object closed")
+	}
 }
