@@ -44,6 +44,9 @@ func (b *Buffer[T]) syncOnStream(op string, s *Stream, n int, pin unsafe.Pointer
 	if pin != nil {
 		p.Pin(pin) // a pageable copy may read it after the call that queued it
 		defer p.Unpin()
+		// Pages that a graph or RegisterHost registered stay registered
+		// until the copy is done: CUDA copies them by DMA.
+		defer keptDone(keepRegistered(pin, uintptr(n)*elemSize[T]()))
 	}
 	return s.ctx.sawError(bound(s.ctx, func() error {
 		if err := f(a); err != nil {

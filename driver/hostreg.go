@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
@@ -58,6 +60,7 @@ var hostRegs struct {
 	cudaMu sync.Mutex
 	mu     sync.Mutex
 	ranges []*hostRange // sorted by start, not overlapping
+	n      atomic.Int64 // len(ranges), for readers that skip mu when it is 0
 }
 
 var pageSize = uintptr(os.Getpagesize())
@@ -203,6 +206,14 @@ func relaxed(f func() error) error {
 	return err
 }
 
+// relaxedHere is relaxed on the calling goroutine's thread, locked for
+// the call.
+func relaxedHere(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return relaxed(f)
+}
+
 // insertRanges adds new ranges to hostRegs, keeping it sorted.
 func insertRanges(made []*hostRange) {
 	if len(made) == 0 {
@@ -212,6 +223,7 @@ func insertRanges(made []*hostRange) {
 		i := sort.Search(len(hostRegs.ranges), func(i int) bool { return hostRegs.ranges[i].start > r.start })
 		hostRegs.ranges = slices.Insert(hostRegs.ranges, i, r)
 	}
+	hostRegs.n.Store(int64(len(hostRegs.ranges)))
 }
 
 // Release ends the hold (release.Owner): it makes no CUDA call, so it may
@@ -227,13 +239,56 @@ func (h *hostHold) Release() error {
 	if h.left == 0 { // it registered nothing: its object need not outlive it
 		_ = h.pin.Release()
 	}
-	for _, r := range h.ranges {
+	dropRanges(h.ranges)
+	return nil
+}
+
+// dropRanges counts down the holds on rs; a range no hold counts on any
+// more is unregistered on the release queue. The caller has hostRegs.mu.
+func dropRanges(rs []*hostRange) {
+	for _, r := range rs {
 		r.refs--
 		if r.refs == 0 {
 			release.Defer(unregisterJob{r})
 		}
 	}
-	return nil
+}
+
+// keepRegistered holds, for a copy that CUDA makes straight from or into
+// Go memory at [p, p+bytes) (a synchronous copy), the registered ranges
+// that cover part of it, and returns them for keptDone, which the caller
+// calls once the copy is done. CUDA copies registered pages by DMA,
+// without staging: a range unregistered meanwhile (the graph that
+// registered it released) would take the pages away under the copy, a
+// fault on the device. Nothing is registered here, and nothing is held
+// (nil) when no range covers the memory.
+func keepRegistered(p unsafe.Pointer, bytes uintptr) []*hostRange {
+	if hostRegs.n.Load() == 0 || bytes == 0 {
+		return nil
+	}
+	start := uintptr(p) &^ (pageSize - 1)
+	end := (uintptr(p) + bytes + pageSize - 1) &^ (pageSize - 1)
+	hostRegs.mu.Lock()
+	defer hostRegs.mu.Unlock()
+	rs := overlapping(start, end)
+	if len(rs) == 0 {
+		return nil
+	}
+	rs = slices.Clone(rs)
+	for _, r := range rs {
+		r.refs++
+	}
+	return rs
+}
+
+// keptDone ends what keepRegistered began.
+func keptDone(rs []*hostRange) {
+	if len(rs) == 0 {
+		return
+	}
+	hostRegs.mu.Lock()
+	dropRanges(rs)
+	hostRegs.mu.Unlock()
 }
 
 // unregisterJob unregisters a range no hold counts on, unless one took it
@@ -254,6 +309,7 @@ func (j unregisterJob) Release() error {
 	rs := hostRegs.ranges
 	if i := sort.Search(len(rs), func(i int) bool { return rs[i].start >= r.start }); i < len(rs) && rs[i] == r {
 		hostRegs.ranges = slices.Delete(hostRegs.ranges, i, i+1) // clears the tail: no stale range keeps its context reachable
+		hostRegs.n.Store(int64(len(hostRegs.ranges)))
 	}
 	hostRegs.mu.Unlock()
 	err := bound(r.ctx, func() error { return relaxed(func() error { return cu.MemHostUnregister(r.basePtr()) }) })

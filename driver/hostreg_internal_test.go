@@ -40,7 +40,7 @@ func TestUncoveredAndOverlapping(t *testing.T) {
 	pg := pageSize
 	hostRegs.ranges = nil
 	insertRanges([]*hostRange{{start: 8 * pg, end: 10 * pg}, {start: 2 * pg, end: 3 * pg}, {start: 5 * pg, end: 6 * pg}})
-	defer func() { hostRegs.ranges = saved; hostRegs.mu.Unlock() }()
+	defer func() { hostRegs.ranges = saved; hostRegs.n.Store(int64(len(saved))); hostRegs.mu.Unlock() }()
 
 	starts := func(rs []*hostRange) (s []uintptr) {
 		for _, r := range rs {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -175,4 +176,38 @@ func TestDroppedContextOfASharedRange(t *testing.T) {
 	ok := ltSettle(func() bool { runtime.GC(); return fcall(t, "fake_live_contexts") == contexts })
 	assert.True(t, ok, "the dropped context was not destroyed")
 	runtime.KeepAlive(big)
+}
+
+// TestSyncCopyKeepsThePagesRegistered: CUDA copies registered pages by DMA,
+// without staging, so a synchronous copy into a slice on pages a graph
+// registered keeps them registered until it is done, though the graph is
+// closed during the copy; the pages are unregistered after it.
+func TestSyncCopyKeepsThePagesRegistered(t *testing.T) {
+	f := ltSetup(t)
+	backing := make([]int32, 1024) // one registration covers both slices below
+	dev, err := driver.Alloc[int32](f.ctx, 16)
+	require.NoError(t, err)
+	defer dev.Close()
+	regs := fcall(t, "fake_live_registrations")
+	g, err := graph.New(f.ctx)
+	require.NoError(t, err)
+	_, err = g.Memcpy(graph.Slice(backing[:16]), graph.Device(dev))
+	require.NoError(t, err)
+	require.Equal(t, regs+1, fcall(t, "fake_live_registrations"))
+
+	fcall(t, "fake_set_copy_delay_us", 300000)
+	defer fcall(t, "fake_set_copy_delay_us", 0)
+	copied := make(chan error, 1)
+	go func() { copied <- dev.CopyToHost(f.s, backing[512:528]) }()
+	time.Sleep(100 * time.Millisecond) // the copy runs
+	require.NoError(t, g.Close())
+	for range 5 { // the graph's release and the unregistration it queues
+		lifetime.Flush()
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.Equal(t, regs+1, fcall(t, "fake_live_registrations"), "unregistered under a copy into its pages")
+	require.NoError(t, <-copied)
+	assert.True(t, ltSettle(func() bool { lifetime.Flush(); return fcall(t, "fake_live_registrations") == regs }),
+		"unregistered once the copy is done")
+	runtime.KeepAlive(backing)
 }
