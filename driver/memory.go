@@ -98,7 +98,27 @@ func (a *allocation) free() error {
 			a.pool.release()
 		}
 	} else {
-		err = bound(a.ctx, func() error { return cu.MemFree(a.base) })
+		// cuMemFree waits for the context's work, and meanwhile holds up
+		// the allocations of every other thread (a cuMemHostAlloc behind a
+		// host function that waits for its caller would wait for good):
+		// the work is waited for first, with cuCtxSynchronize, which does
+		// not. While a stream of the context is being captured, the wait
+		// would fail and invalidate the capture, so the free waits for the
+		// capture's end. A capture in global mode in another context would
+		// refuse both calls and be invalidated: they run with this thread's
+		// capture mode relaxed.
+		ran, ferr := unlessCaptured(a.ctx, a.free, func() error {
+			return bound(a.ctx, func() error {
+				return relaxed(func() error {
+					_ = a.ctx.sync() // a fault it reports fails the free too
+					return cu.MemFree(a.base)
+				})
+			})
+		})
+		if !ran {
+			return nil // a.free runs again once the capture is over
+		}
+		err = ferr
 	}
 	a.ctx.release()
 	return err
@@ -153,8 +173,8 @@ func deferRelease(a *allocation) { release.Defer(a) }
 //
 // Close releases the Buffer's reference; the memory is freed when no other
 // holder is left: a call in flight, a stream-ordered copy not yet run,
-// prepared launch arguments, a graph, or a reference taken with Retain or
-// Hold. Use after Close is an error matching ErrClosed. A Buffer that
+// prepared launch arguments, a graph or an executable graph that names it.
+// Use after Close is an error matching ErrClosed. A Buffer that
 // becomes unreachable without Close is released by a cleanup as a safety
 // net; do not rely on it for timing.
 //
@@ -397,7 +417,7 @@ func (b *Buffer[T]) holdRef() (lifetime.Ref, error) {
 // Close releases the buffer's own reference, without waiting for the
 // device. The memory is freed once no other holder is left (a call in
 // flight, a stream-ordered copy not yet run, prepared launch arguments, a
-// graph, a reference taken with Retain or Hold):
+// graph or an executable graph that names it):
 //
 //   - Memory from Alloc and AllocManaged is freed with cuMemFree, which
 //     waits until the device has finished all the work queued in the

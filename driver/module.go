@@ -153,15 +153,18 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 // module that are still queued or running, so the context's work finishes
 // first; while a stream of the context is being captured, that
 // synchronisation would fail and invalidate the capture, so the unload
-// waits for the capture to end.
+// waits for the capture to end. Both run with the thread's capture mode
+// relaxed, so that a global capture in another context goes on.
 func unloadModule(c *Context, h cu.CUmodule) error {
 	ran, err := unlessCaptured(c, func() error { return unloadModule(c, h) }, func() error {
 		return bound(c, func() error {
-			serr := c.sync()
-			if err := cu.ModuleUnload(h); err != nil {
-				return err
-			}
-			return serr
+			return relaxed(func() error {
+				serr := c.sync()
+				if err := cu.ModuleUnload(h); err != nil {
+					return err
+				}
+				return serr
+			})
 		})
 	})
 	if ran {
@@ -374,7 +377,7 @@ func unloadLibrary(h cu.CUlibrary, u *libraryUse) error {
 	var serr error
 	for _, c := range used {
 		// Not ran: the unload starts again after the capture.
-		ran, err := unlessCaptured(c, func() error { return unloadLibrary(h, u) }, c.sync)
+		ran, err := unlessCaptured(c, func() error { return unloadLibrary(h, u) }, func() error { return relaxedHere(c.sync) })
 		if !ran {
 			return nil
 		}
@@ -385,7 +388,7 @@ func unloadLibrary(h cu.CUlibrary, u *libraryUse) error {
 	u.mu.Lock()
 	u.used = nil
 	u.mu.Unlock()
-	err := cu.LibraryUnload(h)
+	err := relaxedHere(func() error { return cu.LibraryUnload(h) })
 	runtime.KeepAlive(u.jit)
 	for _, c := range used {
 		c.release()

@@ -164,8 +164,11 @@ func (b Builder) BeginCapture(s *driver.Stream, mode CaptureMode) (*StreamCaptur
 // End or Abort is aborted late, by a cleanup. CaptureRelaxed suits Go
 // best: CUDA ends a global or thread-local capture only on the OS thread
 // that began it (BeginCapture then uses a thread of its own), and in
-// CaptureGlobal refuses calls such as cuMemFree on every thread, including
-// releases purecuda makes for you (lifetime.Errors reports them).
+// CaptureGlobal refuses calls such as cuMemAlloc on every thread whose
+// mode is global. The frees and unloads that Close or a dropped object
+// makes do not meet that: in the capturing context they wait for the
+// capture to end (they wait for the context's work, which a capture there
+// forbids), elsewhere they run with their thread's mode relaxed.
 //
 // The methods are safe for concurrent use. Work queued concurrently with
 // Fork, Join, End or Abort is captured or not as CUDA sees it; either way,

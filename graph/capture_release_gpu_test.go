@@ -1,0 +1,68 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// Must show: memory closed while a stream is being captured, in any mode,
+// in the capturing context or in another, is freed without invalidating
+// the capture: in the capturing context after the capture ends (the free
+// waits for the context's work, which would fail), elsewhere at once with
+// the releasing thread's capture mode relaxed (a global capture refuses
+// cuMemFree on every thread otherwise). Buffer.Close frees on the release
+// queue, so this is what any Close just before or during a capture meets.
+func TestCloseMemoryDuringCapture(t *testing.T) {
+	e, s := setup(t)
+	other, err := e.dev.NewContext(driver.ContextSchedAuto)
+	require.NoError(t, err)
+	defer other.Close()
+	out, err := driver.Alloc[int32](e.ctx, 4)
+	require.NoError(t, err)
+	defer out.Close()
+	g1, b4 := driver.Grid(1), driver.Block(4)
+	for _, mode := range modes {
+		for _, where := range []*driver.Context{e.ctx, other} {
+			msg := fmt.Sprintf("%v, capturing context %v", mode, where == e.ctx)
+			_ = lifetime.Errors()
+			collect()
+			st0 := lifetime.ReadStats()
+			buf, err := driver.Alloc[int32](where, 1<<20)
+			require.NoError(t, err, msg)
+			hb, err := driver.AllocHost[int32](where, 1<<10, 0)
+			require.NoError(t, err, msg)
+
+			s2, err := e.ctx.NewStream(driver.StreamNonBlocking)
+			require.NoError(t, err, msg)
+			c, err := BeginCapture(s2, mode)
+			require.NoError(t, err, msg)
+			require.NoError(t, s2.Launch(e.fn["fill"], g1, b4, out, int32(10), int32(4)), msg)
+			require.NoError(t, errors.Join(buf.Close(), hb.Close()), msg+": Close during a capture")
+			lifetime.Flush() // the frees (or their hand-off to the capture's end) have run
+			require.NoError(t, s2.Launch(e.fn["fill"], g1, b4, out, int32(20), int32(4)), msg+": the capture goes on")
+			g, err := c.End()
+			require.NoError(t, err, msg+": the capture ends")
+			nodes, err := g.Nodes()
+			require.NoError(t, err, msg)
+			assert.Len(t, nodes, 2, msg+": the frees are not captured")
+			x, err := g.Instantiate()
+			require.NoError(t, err, msg)
+			require.NoError(t, x.Launch(s2), msg)
+			require.NoError(t, s2.Synchronize(), msg)
+			got, err := out.ToHost(s2)
+			require.NoError(t, err, msg)
+			assert.Equal(t, []int32{20, 21, 22, 23}, got, msg)
+			require.NoError(t, errors.Join(x.Close(), g.Close(), s2.Close()), msg)
+			eventually(t, func() bool { return lifetime.ReadStats().Objects <= st0.Objects }, msg+": the memory is freed")
+			assert.Empty(t, lifetime.Errors(), msg+": no release failed")
+		}
+	}
+	requireIdle(t, e, s, "after")
+}

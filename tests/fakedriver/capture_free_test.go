@@ -1,0 +1,72 @@
+//go:build linux
+
+package fakedriver_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// Memory closed while a stream is being captured. cuMemFree and
+// cuMemFreeHost wait for the context's work, which a capture in the
+// context forbids (and is invalidated by), and a global capture anywhere
+// refuses them on threads whose mode is global (MODEL.md). Buffer.Close
+// frees on the release queue, so a Close just before a capture meets it as
+// well: the frees in the capturing context wait for the capture's end, and
+// those in other contexts run at once with the releasing thread's mode
+// relaxed. No capture is refused or invalidated, and nothing is lost.
+func TestCloseMemoryDuringCapture(t *testing.T) {
+	f := setup(t)
+	defer func() { _ = lifetime.Errors() }()
+	other, err := f.ctx.Device().NewContext(0)
+	require.NoError(t, err)
+	defer other.Close()
+	for _, mode := range []graph.CaptureMode{graph.CaptureGlobal, graph.CaptureThreadLocal, graph.CaptureRelaxed} {
+		for _, where := range []*driver.Context{f.ctx, other} {
+			same := where == f.ctx
+			msg := fmt.Sprintf("%v, capturing context %v", mode, same)
+			_ = lifetime.Errors()
+			allocs, hosts := fcall(t, "fake_live_allocations"), fcall(t, "fake_live_host_allocs")
+			buf, err := driver.Alloc[int32](where, 64)
+			require.NoError(t, err, msg)
+			hb, err := driver.AllocHost[int32](where, 64, 0)
+			require.NoError(t, err, msg)
+
+			s2, err := f.ctx.NewStream(driver.StreamNonBlocking)
+			require.NoError(t, err, msg)
+			sc, err := graph.BeginCapture(s2, mode)
+			require.NoError(t, err, msg)
+			require.NoError(t, s2.Launch(f.empty, g1, b1), msg)
+			require.NoError(t, errors.Join(buf.Close(), hb.Close()), msg)
+			lifetime.Flush()
+			if same {
+				assert.Equal(t, allocs+1, fcall(t, "fake_live_allocations"), msg+": the free waits for the capture's end")
+				assert.Equal(t, hosts+1, fcall(t, "fake_live_host_allocs"), msg+": the free waits for the capture's end")
+			} else {
+				assert.Equal(t, allocs, fcall(t, "fake_live_allocations"), msg+": freed at once")
+				assert.Equal(t, hosts, fcall(t, "fake_live_host_allocs"), msg+": freed at once")
+			}
+			require.NoError(t, s2.Launch(f.empty, g1, b1), msg+": the capture goes on")
+			g, err := sc.End()
+			require.NoError(t, err, msg+": the capture ends")
+			nodes, err := g.Nodes()
+			require.NoError(t, err, msg)
+			assert.Len(t, nodes, 2, msg)
+			require.NoError(t, errors.Join(g.Close(), s2.Close()), msg)
+			lifetime.Flush()
+			assert.True(t, settleWithin(2*time.Second, func() bool {
+				return fcall(t, "fake_live_allocations") == allocs && fcall(t, "fake_live_host_allocs") == hosts
+			}), msg+": freed after the capture")
+			assert.Empty(t, lifetime.Errors(), msg+": no free failed")
+		}
+	}
+}
