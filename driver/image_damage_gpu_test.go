@@ -27,7 +27,10 @@ import (
 // ending the test run; after a crash the next child goes on with the next
 // image (for a bit flip in a field, the next field: one crash says the
 // field needs checking), so one run lists every field that crashes. The
-// whole list, about 170,000 images, takes some 20 seconds on an H100.
+// single-bit list, about 170,000 images, took some 20 seconds on an H100;
+// the multi-byte strategies add perStrategy() images each (5,000 by
+// default; the closing run of a change to the check sets 100,000 with
+// PURECUDA_IMAGE_MUTATIONS_PER_STRATEGY and raises the budget).
 const (
 	mutationsEnv       = "PURECUDA_IMAGE_MUTATIONS"
 	mutationsBudgetEnv = "PURECUDA_IMAGE_MUTATIONS_BUDGET" // seconds for the whole test; default 150
@@ -38,7 +41,8 @@ const (
 
 // mutation is one damaged image: src with bit bit of byte at flipped; or
 // src cut to n bytes (n > 0); or src with the set bytes at at replaced by
-// val, little-endian (set > 0).
+// val, little-endian (set > 0); or src with the run bytes at at set to
+// fill, or to random bytes from seed when fill is -1 (run > 0).
 type mutation struct {
 	group, src string
 	at         int
@@ -46,6 +50,8 @@ type mutation struct {
 	n          int
 	set        int
 	val        uint64
+	run, fill  int
+	seed       uint64
 }
 
 // image builds m's damaged image from the undamaged ones.
@@ -55,6 +61,17 @@ func (m mutation) image(srcs map[string][]byte) []byte {
 		return bytes.Clone(s[:m.n])
 	}
 	b := bytes.Clone(s)
+	if m.run > 0 {
+		r := rand.New(rand.NewPCG(m.seed, 5))
+		for i := range m.run {
+			if m.fill < 0 {
+				b[m.at+i] = byte(r.Uint32())
+			} else {
+				b[m.at+i] = byte(m.fill)
+			}
+		}
+		return b
+	}
 	if m.set > 0 {
 		for i := range m.set {
 			b[m.at+i] = byte(m.val >> (8 * i))
@@ -73,6 +90,13 @@ func (m mutation) describe(srcs map[string][]byte) string {
 		return fmt.Sprintf("%s cut to %d of %d bytes (inside %s)", m.src, m.n, len(s), what)
 	}
 	what, f := locate(m.src, s, m.at)
+	if m.run > 0 {
+		with := "random bytes"
+		if m.fill >= 0 {
+			with = fmt.Sprintf("0x%02x", m.fill)
+		}
+		return fmt.Sprintf("%s bytes %d to %d, from %s on, set to %s", m.src, m.at, m.at+m.run-1, what, with)
+	}
 	if m.set > 0 {
 		return fmt.Sprintf("%s byte %d: %s, %s set to 0x%x", m.src, m.at, what, f.value(s), m.val)
 	}
@@ -113,16 +137,18 @@ func locate(name string, src []byte, off int) (string, field) {
 }
 
 // cubinSources are the CUBINs the test damages: NVRTC's for the device,
-// and the same with -G (debug sections) and -rdc (a relocatable CUBIN).
-var cubinSources = []string{"cubin", "cubin-G", "cubin-rdc"}
+// the same with -G (debug sections) and -rdc (a relocatable CUBIN), and
+// imageRichSrc's (more kinds of .nv.info records and relocations).
+var cubinSources = []string{"cubin", "cubin-G", "cubin-rdc", "cubin-rich"}
 
 // mutationsOf lists the damaged images, most telling first: for each CUBIN,
 // every bit of its ELF, program and section headers, every bit of the
 // contents of its symbol tables, relocations, notes and CUDA sections, and
 // each header field set to 0, to all ones and to one more and one less;
 // every bit of the fatbins' headers and entry headers; random bit flips;
-// every truncation of the binary images; and, as PTX makes the driver
-// compile, a few hundred of the PTX's truncations and flips.
+// every truncation of the binary images; as PTX makes the driver compile,
+// a few hundred of the PTX's truncations and flips; and the multi-byte
+// damage inside the CUBINs' sections (image_damage_strategies_test.go).
 func mutationsOf(srcs map[string][]byte) []mutation {
 	var ms []mutation
 	every := func(group, src string, at []int) {
@@ -190,6 +216,7 @@ func mutationsOf(srcs map[string][]byte) []mutation {
 	for _, b := range append(cubins, fatbins...) {
 		cuts(b+" truncations", b, 1)
 	}
+	ms = append(ms, multiByteMutations(srcs, cubins, perStrategy())...)
 	cuts("ptx truncations", "ptx", max(1, len(srcs["ptx"])/150))
 	random("ptx random flips", "ptx", 150)
 	return ms
@@ -211,10 +238,15 @@ func TestImageDamagedNeverCrash(t *testing.T) {
 	dir := t.TempDir()
 	srcs := map[string][]byte{"cubin": im.cubin, "fatbin": im.fatBoth, "ptx": im.ptx}
 	for name, o := range map[string]nvrtc.Options{
-		"cubin-G":   {Arch: e.dev.Arch(), Debug: true},
-		"cubin-rdc": {Arch: e.dev.Arch(), RelocatableDeviceCode: true},
+		"cubin-G":    {Arch: e.dev.Arch(), Debug: true},
+		"cubin-rdc":  {Arch: e.dev.Arch(), RelocatableDeviceCode: true},
+		"cubin-rich": {Arch: e.dev.Arch()},
 	} {
-		res, err := nvrtc.Compile(imageSrc, o)
+		code := imageSrc
+		if name == "cubin-rich" {
+			code = imageRichSrc
+		}
+		res, err := nvrtc.Compile(code, o)
 		require.NoError(t, err, name)
 		srcs[name] = res.CUBIN
 	}
@@ -289,6 +321,9 @@ func TestImageDamagedNeverCrash(t *testing.T) {
 	sort.Strings(groups)
 	for _, g := range groups {
 		t.Logf("  %-28s %v", g, tally[g])
+	}
+	for _, l := range strategyReport(tally) {
+		t.Logf("  %s", l)
 	}
 	if len(findings) > 0 {
 		t.Errorf("%d damaged images crashed, hung or broke the process:\n%s", len(findings), strings.Join(findings, "\n"))

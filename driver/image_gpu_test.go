@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -33,6 +34,34 @@ __global__ void scaled(float* out, const float* in, int n) {
 	if (i < n) { out[i] = tile[threadIdx.x % 128] * scale[i % 4]; atomicAdd(&counter, 1); }
 }
 __global__ void nothing() {}
+}
+`
+
+// imageRichSrc uses more of what ptxas records in a CUBIN's .nv.info
+// records and relocations: printf (a system call), a recursive device
+// function (a call stack and frame size), a function pointer (an indirect
+// call), launch bounds, a register limit, warp shuffles, system-scope
+// atomics, a trap, dynamic shared memory and a local array.
+const imageRichSrc = `
+extern "C" {
+__device__ unsigned long long total;
+__device__ __noinline__ int fact(int n) { return n <= 1 ? 1 : n * fact(n - 1); }
+__device__ __noinline__ int twice(int x) { return 2 * x; }
+__device__ __noinline__ int thrice(int x) { return 3 * x; }
+__device__ int (*pick[2])(int) = {twice, thrice};
+__global__ void __launch_bounds__(256, 2) rich(int* out, int n, int which) {
+	extern __shared__ int dyn[];
+	int local[32];
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	for (int k = 0; k < 32; k++) local[k] = k * i;
+	dyn[threadIdx.x] = local[i % 32] + fact(i % 6) + pick[which & 1](i);
+	__syncthreads();
+	int v = __shfl_down_sync(0xffffffff, dyn[threadIdx.x], 1);
+	if (i < n) out[i] = v;
+	atomicAdd_system(&total, 1ull);
+	if (i == 0 && n < 0) { printf("n %d\n", n); __trap(); }
+}
+__global__ void __maxnreg__(32) narrow(float* x) { x[threadIdx.x] = __sinf(x[threadIdx.x]); }
 }
 `
 
@@ -267,7 +296,6 @@ func TestImageNVRTCCubinsPassTheCheck(t *testing.T) {
 	e, _ := setup(t)
 	archs, err := nvrtc.SupportedArchs()
 	require.NoError(t, err)
-	le := binary.LittleEndian
 	for _, a := range archs {
 		type variant struct {
 			name string
@@ -287,20 +315,35 @@ func TestImageNVRTCCubinsPassTheCheck(t *testing.T) {
 			vs = append(vs, variant{arch + "f", nvrtc.Options{Arch: arch + "f"}})
 		}
 		for _, v := range vs {
-			res, err := nvrtc.Compile(imageSrc, v.o)
-			if err != nil || len(res.CUBIN) < 64 {
-				t.Logf("%-18s NVRTC makes no CUBIN: %v", v.name, err)
-				continue
-			}
-			b := res.CUBIN
-			mod := loadModule(e.ctx, b)
-			lib := loadLibrary(b)
-			t.Logf("%-18s OS ABI 0x%02x, ABI version %d, e_type %d, e_version 0x%x, e_flags 0x%08x: module %s, library %s",
-				v.name, b[7], b[8], le.Uint16(b[16:]), le.Uint32(b[20:]), le.Uint32(b[48:]), mod, lib)
-			if mod == "refused-by-check" || lib == "refused-by-check" {
-				_, err := e.ctx.LoadModule(b)
-				t.Errorf("%s: NVRTC's CUBIN is refused by the check: %v", v.name, err)
+			for _, src := range []struct{ name, code string }{{"plain", imageSrc}, {"rich", imageRichSrc}} {
+				checkNVRTCCubin(t, e.ctx, v.name+" "+src.name, src.code, v.o)
 			}
 		}
+	}
+}
+
+// checkNVRTCCubin compiles code with o and loads the CUBIN: the check
+// must not refuse it. With $PURECUDA_IMAGE_CORPUS set, the CUBIN is
+// written there too (name.cubin), for the CPU tests' test data.
+func checkNVRTCCubin(t *testing.T, ctx *driver.Context, name, code string, o nvrtc.Options) {
+	le := binary.LittleEndian
+	res, err := nvrtc.Compile(code, o)
+	if err != nil || len(res.CUBIN) < 64 {
+		t.Logf("%-24s NVRTC makes no CUBIN: %v", name, err)
+		return
+	}
+	b := res.CUBIN
+	if dir := os.Getenv("PURECUDA_IMAGE_CORPUS"); dir != "" {
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		file := strings.NewReplacer(" -", "_", " ", "_").Replace(name) + ".cubin"
+		require.NoError(t, os.WriteFile(filepath.Join(dir, file), b, 0o644))
+	}
+	mod := loadModule(ctx, b)
+	lib := loadLibrary(b)
+	t.Logf("%-24s OS ABI 0x%02x, ABI version %d, e_type %d, e_version 0x%x, e_flags 0x%08x: module %s, library %s",
+		name, b[7], b[8], le.Uint16(b[16:]), le.Uint32(b[20:]), le.Uint32(b[48:]), mod, lib)
+	if mod == "refused-by-check" || lib == "refused-by-check" {
+		_, err := ctx.LoadModule(b)
+		t.Errorf("%s: NVRTC's CUBIN is refused by the check: %v", name, err)
 	}
 }
