@@ -218,8 +218,9 @@ func (c *elfChecker) symbolsIn(i uint32) uint64 {
 
 // nvInfo checks that the records of .nv.info section i fit in it. A record
 // is a format byte, an attribute byte and a 16-bit field; with format 4
-// (EIFMT_SVAL) the field is the size of the value that follows. A format
-// this code does not know ends the walk: the driver judges the rest. In
+// (EIFMT_SVAL) the field is the size of the value that follows; formats 1
+// to 3 (no value, a byte, a 16-bit value) are the 4 bytes alone. Another
+// format is refused: nothing tells its record's size. In
 // the global .nv.info (sh_info 0) the function attributes' symbol indices
 // must be symbols of the section's symbol table (sh_link).
 func (c *elfChecker) nvInfo(i int) error {
@@ -248,19 +249,35 @@ func (c *elfChecker) nvInfo(i int) error {
 			}
 			off += 4 + size
 		default:
-			return nil
+			// The walk cannot go on (the record's size is unknown), and
+			// libcuda's would go on where this one cannot follow it.
+			return fmt.Errorf("ELF section %d (.nv.info): the record at offset %d has format %d (CUDA's are 1 to 4)", i, off, d[off])
 		}
 	}
 	return nil
 }
 
+// nvNoteSections are the note sections libcuda reads by name, each with
+// the type of the one note NVIDIA's tools write in it. libcuda finds them
+// by their section's name, not by the notes' own names and types: a
+// toolkit note whose header and name were scrambled (so that it no longer
+// read as NVIDIA's, and went unchecked) crashed cuModuleLoadDataEx.
+var nvNoteSections = map[string]uint32{".note.nv.tkinfo": nvNoteTKInfo, ".note.nv.cuinfo": nvNoteCUInfo}
+
+// nvNoteName is the name of NVIDIA's notes.
+const nvNoteName = "NVIDIA Corp\x00"
+
 // notes checks note section i: each note's header, name and description
 // lie inside it; NVIDIA's toolkit note (.note.nv.tkinfo) has its five
 // string offsets inside its description, each string NUL-terminated there;
-// NVIDIA's CUDA note (.note.nv.cuinfo) has 8 bytes or more.
+// NVIDIA's CUDA note (.note.nv.cuinfo) has 8 bytes or more and a known
+// virtual architecture. A section named for one of NVIDIA's notes holds
+// exactly that note, with NVIDIA's name.
 func (c *elfChecker) notes(i int) error {
 	le := binary.LittleEndian
 	d := c.data(i)
+	want, named := nvNoteSections[c.secName(i)]
+	seen := 0
 	pad := func(n uint64) uint64 { return (n + 3) &^ 3 }
 	for off := uint64(0); off < uint64(len(d)); {
 		rest := uint64(len(d)) - off
@@ -273,12 +290,21 @@ func (c *elfChecker) notes(i int) error {
 		}
 		name := d[off+12 : off+12+namesz]
 		desc := d[off+12+pad(namesz) : off+12+pad(namesz)+descsz]
-		if bytes.Equal(name, []byte("NVIDIA Corp\x00")) {
+		nv := string(name) == nvNoteName
+		if named && (!nv || typ != want || seen > 0) {
+			return fmt.Errorf("ELF section %d (%s), the note at offset %d: named %q, of type %d: the section holds one note, NVIDIA's, of type %d",
+				i, c.secName(i), off, name, typ, want)
+		}
+		seen++
+		if nv {
 			if err := nvNote(typ, desc); err != nil {
 				return fmt.Errorf("ELF section %d, the note at offset %d: %w", i, off, err)
 			}
 		}
 		off += 12 + pad(namesz) + pad(descsz)
+	}
+	if named && seen == 0 {
+		return fmt.Errorf("ELF section %d (%s) holds no note", i, c.secName(i))
 	}
 	return nil
 }
@@ -289,6 +315,9 @@ func nvNote(typ uint32, desc []byte) error {
 	case nvNoteCUInfo:
 		if len(desc) < 8 {
 			return fmt.Errorf("NVIDIA's CUDA note has %d bytes (want 8)", len(desc))
+		}
+		if err := knownVirtualSM(uint32(binary.LittleEndian.Uint16(desc[2:]))); err != nil {
+			return fmt.Errorf("NVIDIA's CUDA note: %w", err)
 		}
 	case nvNoteTKInfo:
 		if len(desc) < 24 {

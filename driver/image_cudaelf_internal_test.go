@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"encoding/hex"
 	"testing"
 
@@ -160,9 +161,48 @@ func TestImageNotes(t *testing.T) {
 			assert.ErrorContains(t, checkELF(b, "the image"), c.msg)
 		})
 	}
-	// Another owner's note is only sized.
-	b := e.clone()
-	b[tk+12] = 'M'
-	b[tk+12+12+4] = 0xff
-	assert.NoError(t, checkELF(b, "the image"))
+	// Another owner's note, in a section of its own, is only sized.
+	tkNote, err := hex.DecodeString(testTKInfo)
+	require.NoError(t, err)
+	tkNote[12] = 'M'
+	tkNote[12+12+4] = 0xff
+	other := buildELF([]testSection{{name: ".note.other", typ: shtNote, data: tkNote}}, nil)
+	assert.NoError(t, checkELF(other.b, "the image"))
+}
+
+// TestImageNVIDIANoteSections: libcuda reads .note.nv.tkinfo and
+// .note.nv.cuinfo by their section names, trusting what lies there: a
+// toolkit note whose first 15 bytes were scrambled (its sizes still
+// inside the section, its name no longer NVIDIA's) crashed it. Such a
+// section must hold exactly NVIDIA's note of its type.
+func TestImageNVIDIANoteSections(t *testing.T) {
+	e := withNotes(t)
+	tk, cu := e.secOff[2], e.secOff[3]
+	cases := []struct {
+		name, msg string
+		damage    func(b []byte)
+	}{
+		{"the toolkit note renamed", `named "MVIDIA Corp\x00", of type 2000: the section holds one note, NVIDIA's, of type 2000`, func(b []byte) { b[tk+12] = 'M' }},
+		{"the toolkit note's type", "of type 2001: the section holds one note, NVIDIA's, of type 2000", func(b []byte) { b[tk+8] = 0xd1 }},
+		{"the CUDA note's type", "of type 2000: the section holds one note, NVIDIA's, of type 1000", func(b []byte) { imgLE.PutUint32(b[cu+8:], 2000) }},
+		{"a shorter name", `named "NVIDIA Co", of type 2000`, func(b []byte) { b[tk] = 9 }},
+		{"a scrambled start", "the section holds one note", func(b []byte) {
+			// the sizes stay inside the section: name 4 bytes, description 8
+			copy(b[tk:], []byte{4, 0, 0, 0, 8, 0, 0, 0, 0x37, 0x13, 0, 0, 'a', 'b', 'c'})
+		}},
+		{"the CUDA note's architecture", "NVIDIA's CUDA note: the virtual SM, 91, is not a known virtual architecture", func(b []byte) { b[cu+12+12+2] = 91 }},
+		{"a note section's type", "(.note.nv.cuinfo): type 1, not a note section (7)", func(b []byte) { imgLE.PutUint32(b[e.shdr(3)+4:], 1) }},
+		{"an empty toolkit section", "(.note.nv.tkinfo) holds no note", func(b []byte) { imgLE.PutUint64(b[e.shdr(2)+32:], 0) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := e.clone()
+			c.damage(b)
+			assert.ErrorContains(t, checkELF(b, "the image"), c.msg)
+		})
+	}
+	cuNote, err := hex.DecodeString(testCUInfo)
+	require.NoError(t, err)
+	two := buildELF([]testSection{{name: ".note.nv.cuinfo", typ: shtNote, data: append(bytes.Clone(cuNote), cuNote...)}}, nil)
+	assert.ErrorContains(t, checkELF(two.b, "the image"), "the note at offset 32", "two notes in NVIDIA's section")
 }

@@ -67,6 +67,17 @@ type elfChecker struct {
 	n     uint64
 	whose string
 	secs  []elfSection
+	names []byte // the section-name table, once checked
+}
+
+// secName is section i's name ("" before the section-name table is
+// checked).
+func (c *elfChecker) secName(i int) string {
+	if c.names == nil {
+		return ""
+	}
+	n := c.names[c.secs[i].name:]
+	return string(n[:bytes.IndexByte(n, 0)])
 }
 
 // checkELF checks that every byte a loader can reach through the headers
@@ -257,6 +268,12 @@ func (c *elfChecker) sectionContents(shstrndx uint32) error {
 	for i, s := range c.secs {
 		if uint64(s.name) >= uint64(len(names)) {
 			return fmt.Errorf("ELF section %d: name offset %d is past the %d-byte section-name table", i, s.name, len(names))
+		}
+	}
+	c.names = names
+	for i, s := range c.secs {
+		if k := nvNoteSections[c.secName(i)]; k != 0 && s.typ != shtNote {
+			return fmt.Errorf("ELF section %d (%s): type %d, not a note section (%d)", i, c.secName(i), s.typ, shtNote)
 		}
 		switch s.typ {
 		case shtStrtab:

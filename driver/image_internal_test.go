@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -293,10 +294,12 @@ func TestImageELFEdgeCases(t *testing.T) {
 		b[sym+4] = 13 // ptxas's shared-memory symbols (-rdc) mean something else by st_value
 		assert.NoError(t, checkELF(b, "the image"))
 	})
-	t.Run("an unknown .nv.info format ends the walk", func(t *testing.T) {
-		b := e.clone()
-		b[e.secOff[secNvInfo]+12] = 0x7f
-		assert.NoError(t, checkELF(b, "the image"))
+	t.Run("an unknown .nv.info format is refused", func(t *testing.T) {
+		for _, f := range []byte{0, 5, 0x7f, 0xff} {
+			b := e.clone()
+			b[e.secOff[secNvInfo]+12] = f
+			assert.ErrorContains(t, checkELF(b, "the image"), fmt.Sprintf("the record at offset 12 has format %d (CUDA's are 1 to 4)", f))
+		}
 	})
 	t.Run("extended section numbering", func(t *testing.T) {
 		b := e.clone()
