@@ -96,6 +96,16 @@ func checkCUDAHeader(b []byte) error {
 	}
 }
 
+// cudaSM is the architecture of CUDA ELF header b, which checkCUDAHeader
+// accepted: the SM number of its e_flags.
+func cudaSM(b []byte) uint32 {
+	flags := binary.LittleEndian.Uint32(b[48:])
+	if b[8] == elfABIVersionCUDAV1 {
+		return flags & 0xff
+	}
+	return flags >> 8 & 0xff
+}
+
 // checkCUDAFlagsV1 checks e_flags laid out as ABI version 7 lays them out.
 func checkCUDAFlagsV1(flags uint32) error {
 	bad := func(why string, args ...any) error {
@@ -163,14 +173,6 @@ func knownVirtualSM(sm uint32) error {
 const (
 	shfExecInstr = 0x4
 
-	// EIATTR_FRAME_SIZE, EIATTR_MIN_STACK_SIZE, EIATTR_MAX_STACK_SIZE and
-	// EIATTR_REGCOUNT: the records of the global .nv.info, each a symbol
-	// index (the function's) and a value.
-	eiattrFrameSize    = 0x11
-	eiattrMinStackSize = 0x12
-	eiattrMaxStackSize = 0x23
-	eiattrRegcount     = 0x2f
-
 	nvNoteCUInfo = 1000 // .note.nv.cuinfo: version, virtual SM, CUDA version
 	nvNoteTKInfo = 2000 // .note.nv.tkinfo: version, then offsets of 5 strings
 )
@@ -214,47 +216,6 @@ func (c *elfChecker) symbolsIn(i uint32) uint64 {
 		return 0
 	}
 	return c.secs[i].nsym
-}
-
-// nvInfo checks that the records of .nv.info section i fit in it. A record
-// is a format byte, an attribute byte and a 16-bit field; with format 4
-// (EIFMT_SVAL) the field is the size of the value that follows; formats 1
-// to 3 (no value, a byte, a 16-bit value) are the 4 bytes alone. Another
-// format is refused: nothing tells its record's size. In
-// the global .nv.info (sh_info 0) the function attributes' symbol indices
-// must be symbols of the section's symbol table (sh_link).
-func (c *elfChecker) nvInfo(i int) error {
-	le := binary.LittleEndian
-	s := c.secs[i]
-	d := c.data(i)
-	for off := 0; off < len(d); {
-		if len(d)-off < 4 {
-			return fmt.Errorf("ELF section %d (.nv.info): a record at offset %d runs past the section's %d bytes", i, off, len(d))
-		}
-		switch d[off] {
-		case 1, 2, 3: // EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL: the record is the 4 bytes
-			off += 4
-		case 4: // EIFMT_SVAL
-			size := int(le.Uint16(d[off+2:]))
-			if size > len(d)-off-4 {
-				return fmt.Errorf("ELF section %d (.nv.info): the record at offset %d holds %d bytes, past the section's %d", i, off, size, len(d))
-			}
-			switch attr := d[off+1]; {
-			case s.info != 0 || size < 4:
-			case attr == eiattrFrameSize || attr == eiattrMinStackSize || attr == eiattrMaxStackSize || attr == eiattrRegcount:
-				if sym := uint64(le.Uint32(d[off+4:])); sym >= c.symbolsIn(s.link) {
-					return fmt.Errorf("ELF section %d (.nv.info): the record at offset %d (attribute 0x%02x) names symbol %d, but section %d has %d symbols",
-						i, off, attr, sym, s.link, c.symbolsIn(s.link))
-				}
-			}
-			off += 4 + size
-		default:
-			// The walk cannot go on (the record's size is unknown), and
-			// libcuda's would go on where this one cannot follow it.
-			return fmt.Errorf("ELF section %d (.nv.info): the record at offset %d has format %d (CUDA's are 1 to 4)", i, off, d[off])
-		}
-	}
-	return nil
 }
 
 // nvNoteSections are the note sections libcuda reads by name, each with

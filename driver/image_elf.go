@@ -68,6 +68,7 @@ type elfChecker struct {
 	whose string
 	secs  []elfSection
 	names []byte // the section-name table, once checked
+	sm    uint32 // the architecture, from e_flags (90 for sm_90)
 }
 
 // secName is section i's name ("" before the section-name table is
@@ -105,6 +106,7 @@ func checkELF(b []byte, whose string) error {
 	if err := checkCUDAHeader(b); err != nil {
 		return err
 	}
+	c.sm = cudaSM(b)
 	phoff, shoff := le.Uint64(b[32:]), le.Uint64(b[40:])
 	ehsize, phentsize, phnum := le.Uint16(b[52:]), le.Uint16(b[54:]), uint64(le.Uint16(b[56:]))
 	shentsize, shnum, shstrndx := le.Uint16(b[58:]), uint64(le.Uint16(b[60:])), uint32(le.Uint16(b[62:]))
@@ -293,6 +295,10 @@ func (c *elfChecker) sectionContents(shstrndx uint32) error {
 			err = c.relocations(i)
 		case shtCUDAInfo:
 			err = c.nvInfo(i)
+		case shtCUDACallgraph:
+			err = c.callgraph(i)
+		case shtCUDACompat:
+			err = c.compat(i)
 		case shtNote:
 			err = c.notes(i)
 		}
@@ -374,8 +380,9 @@ func (c *elfChecker) symbols(i int) error {
 }
 
 // relocations checks relocation section i: whole entries, a symbol table,
-// each symbol index inside it, and each offset inside the section the
-// relocations apply to (a relocation writes at least 4 bytes there).
+// each symbol index inside it, each type one of CUDA's, and each offset
+// inside the section the relocations apply to, with room for what the
+// relocation patches (relocationBytes).
 func (c *elfChecker) relocations(i int) error {
 	le := binary.LittleEndian
 	s := c.secs[i]
@@ -402,9 +409,40 @@ func (c *elfChecker) relocations(i int) error {
 		if sym := le.Uint64(r[8:]) >> 32; sym >= nsym {
 			return fmt.Errorf("ELF section %d, relocation %d: symbol %d, of %d", i, j/want, sym, nsym)
 		}
-		if off := le.Uint64(r); target.size < 4 || off > target.size-4 {
-			return fmt.Errorf("ELF section %d, relocation %d: offset %d is outside section %d's %d bytes", i, j/want, off, s.info, target.size)
+		typ := uint32(le.Uint64(r[8:]))
+		if !knownRelocation(typ) {
+			return fmt.Errorf("ELF section %d, relocation %d: type 0x%x is not one of CUDA's (0 to 0x73, or 0x10000 to 0x1003f)", i, j/want, typ)
+		}
+		n := relocationBytes(typ, target.flags&shfExecInstr != 0)
+		if off := le.Uint64(r); target.size < n || off > target.size-n || (target.flags&shfExecInstr != 0 && off%8 != 0) {
+			return fmt.Errorf("ELF section %d, relocation %d (type 0x%x): offset %d does not leave the %d bytes it patches inside section %d's %d bytes", i, j/want, typ, off, n, s.info, target.size)
 		}
 	}
 	return nil
+}
+
+// knownRelocation reports whether typ is a CUDA relocation type:
+// R_CUDA_NONE (0) to R_CUDA_CONST_FIELD22_37 (0x73), or a Mercury one
+// (0x10000 plus R_MERCURY_NONE … R_MERCURY_UNIFIED32_HI, 0 to 0x3f).
+func knownRelocation(typ uint32) bool {
+	return typ < 0x74 || (typ >= 0x10000 && typ < 0x10040)
+}
+
+// relocationBytes is how many bytes from its offset a relocation of type
+// typ may patch: a field that crosses into an instruction's second 8
+// bytes (R_CUDA_ABS47_34, _INSTRUCTION128, _YIELD_CLEAR_PRED4_87,
+// _ABS55_16_34, _ABS56_16_34) 16; in code, one instruction word, 8; a
+// 64-bit address (R_CUDA_64, _G64, _FUNC_DESC_64, _INSTRUCTION64,
+// _UNUSED_CLEAR64) 8; anything else 4.
+func relocationBytes(typ uint32, code bool) uint64 {
+	switch typ {
+	case 0x3a, 0x43, 0x45, 0x4b, 0x72:
+		return 16
+	case 2, 4, 0x23, 0x35, 0x49:
+		return 8
+	}
+	if code {
+		return 8
+	}
+	return 4
 }

@@ -233,10 +233,10 @@ func TestImageRefusesDamagedELF(t *testing.T) {
 		{"relocations without symbols", "section 5, is not a symbol table", func(b []byte) { imgLE.PutUint32(b[e.shdr(secRel)+40:], secText) }},
 		{"relocations for no section", "relocations for section 60", func(b []byte) { imgLE.PutUint32(b[e.shdr(secRel)+44:], 60) }},
 		{"relocation symbol", "relocation 0: symbol 3, of 3", func(b []byte) { imgLE.PutUint64(b[e.secOff[secRel]+8:], 3<<32|1) }},
-		{"relocation offset", "relocation 0: offset 30 is outside section 5's 32 bytes", func(b []byte) { imgLE.PutUint64(b[e.secOff[secRel]:], 30) }},
+		{"relocation offset", "relocation 0 (type 0x1): offset 30 does not leave the 8 bytes it patches inside section 5's 32 bytes", func(b []byte) { imgLE.PutUint64(b[e.secOff[secRel]:], 30) }},
 		{".nv.info record too long", "the record at offset 0 holds 200 bytes", func(b []byte) { imgLE.PutUint16(b[e.secOff[secNvInfo]+2:], 200) }},
 		{".nv.info cut record", "a record at offset 16 runs past", func(b []byte) { imgLE.PutUint64(b[e.shdr(secNvInfo)+32:], 18) }},
-		{".nv.info symbol", "(attribute 0x2f) names symbol 7, but section 3 has 3 symbols", func(b []byte) { b[e.secOff[secNvInfo]+4] = 7 }},
+		{".nv.info symbol", "(attribute 0x2f): names symbol 7, but section 3 has 3 symbols", func(b []byte) { b[e.secOff[secNvInfo]+4] = 7 }},
 		{"relocations for section 0", "relocations for section 0, which is not a section", func(b []byte) { imgLE.PutUint32(b[e.shdr(secRel)+44:], 0) }},
 		{"empty relocations for no section", "relocations for section 70", func(b []byte) {
 			imgLE.PutUint64(b[e.shdr(secRel)+32:], 0)

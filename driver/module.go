@@ -115,6 +115,21 @@ func (j *jitOptions) logs() (errLog, info string) {
 // error matching ErrInvalidImage and ErrInvalidArgument that says what is
 // wrong and where. When CUDA refuses the image, the error is a *ModuleError
 // carrying the JIT log.
+//
+// Inside a CUBIN's sections the check follows what CUDA follows: symbols
+// and relocations (their types, and room for what they patch), NVIDIA's
+// toolkit and CUDA notes, the call graph, and the kernel attributes that
+// name symbols, instructions to patch or the kernel's parameters. What it
+// cannot judge is left to CUDA, checked only to lie inside the image: the
+// machine code itself, debug sections, and sections whose layout NVIDIA
+// does not publish (.nv.rel.action, .nv.prototype, .nv.metadata, …).
+// purecuda's tests load damaged images (bit flips, truncations, bytes
+// replaced, zeroed or changed inside every kind of section) and require
+// each to be refused or to load, never to crash the process; that is a
+// test, not a proof. An image from a source you do not
+// trust is best loaded first in a child process (your program run again
+// with os/exec, loading the image and exiting): load it here once the
+// child succeeded.
 func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 	const op = "Context.LoadModule"
 	img, _, err := image(op, code)
