@@ -413,8 +413,9 @@ func (c *elfChecker) relocations(i int) error {
 		if !knownRelocation(typ) {
 			return fmt.Errorf("ELF section %d, relocation %d: type 0x%x is not one of CUDA's (0 to 0x73, or 0x10000 to 0x1003f)", i, j/want, typ)
 		}
-		n := relocationBytes(typ, target.flags&shfExecInstr != 0)
-		if off := le.Uint64(r); target.size < n || off > target.size-n || (target.flags&shfExecInstr != 0 && off%8 != 0) {
+		code := target.flags&shfExecInstr != 0 && typ < 0x10000 // Mercury's code is not SASS
+		n := relocationBytes(typ, code)
+		if off := le.Uint64(r); target.size < n || off > target.size-n || (code && off%8 != 0) {
 			return fmt.Errorf("ELF section %d, relocation %d (type 0x%x): offset %d does not leave the %d bytes it patches inside section %d's %d bytes", i, j/want, typ, off, n, s.info, target.size)
 		}
 	}
@@ -431,9 +432,10 @@ func knownRelocation(typ uint32) bool {
 // relocationBytes is how many bytes from its offset a relocation of type
 // typ may patch: a field that crosses into an instruction's second 8
 // bytes (R_CUDA_ABS47_34, _INSTRUCTION128, _YIELD_CLEAR_PRED4_87,
-// _ABS55_16_34, _ABS56_16_34) 16; in code, one instruction word, 8; a
-// 64-bit address (R_CUDA_64, _G64, _FUNC_DESC_64, _INSTRUCTION64,
-// _UNUSED_CLEAR64) 8; anything else 4.
+// _ABS55_16_34, _ABS56_16_34) 16; in SASS code, one instruction word, 8
+// (at an 8-byte boundary); a 64-bit address (R_CUDA_64, _G64,
+// _FUNC_DESC_64, _INSTRUCTION64, _UNUSED_CLEAR64) 8; anything else,
+// Mercury's included, 4.
 func relocationBytes(typ uint32, code bool) uint64 {
 	switch typ {
 	case 0x3a, 0x43, 0x45, 0x4b, 0x72:

@@ -185,7 +185,8 @@ func (c *elfChecker) paramCbank(s elfSection, val []byte) error {
 }
 
 // callgraph checks .nv.callgraph section i: pairs of symbol indices of
-// its symbol table (sh_link), or ptxas's markers.
+// its symbol table (sh_link; the image's first, when that is none), or
+// ptxas's markers.
 func (c *elfChecker) callgraph(i int) error {
 	s := c.secs[i]
 	d := c.data(i)
@@ -193,6 +194,14 @@ func (c *elfChecker) callgraph(i int) error {
 		return fmt.Errorf("ELF section %d (.nv.callgraph): %d bytes, not whole pairs of 4-byte symbol indices", i, len(d))
 	}
 	nsym := c.symbolsIn(s.link)
+	if nsym == 0 { // linked to no symbol table: the image's first one
+		for j := range c.secs {
+			if c.secs[j].typ == shtSymtab {
+				nsym = c.secs[j].nsym
+				break
+			}
+		}
+	}
 	for k := 0; k < len(d); k += 4 {
 		if sym := binary.LittleEndian.Uint32(d[k:]); sym < callgraphSentinel && uint64(sym) >= nsym {
 			return fmt.Errorf("ELF section %d (.nv.callgraph): entry %d names symbol %d, but section %d has %d symbols", i, k/4, sym, s.link, nsym)

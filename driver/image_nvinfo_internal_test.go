@@ -139,6 +139,19 @@ func TestImageKernelInfo(t *testing.T) {
 			assert.ErrorContains(t, checkELF(b, "the image"), c.msg)
 		})
 	}
+	t.Run("a callgraph linked to no symbol table", func(t *testing.T) {
+		b := e.clone()
+		imgLE.PutUint32(b[e.shdr(kiCallgraph)+40:], 0)
+		assert.NoError(t, checkELF(b, "the image"), "the image's symbol table")
+		b[e.secOff[kiCallgraph]+16] = 4
+		assert.ErrorContains(t, checkELF(b, "the image"), "entry 4 names symbol 4, but section 0 has 4 symbols")
+	})
+	t.Run("a Mercury relocation is not held to SASS's instruction words", func(t *testing.T) {
+		b := e.clone()
+		imgLE.PutUint32(b[e.secOff[kiRela]+8:], 0x10003) // R_MERCURY_ABS32
+		b[e.secOff[kiRela]] = 60
+		assert.NoError(t, checkELF(b, "the image"))
+	})
 	t.Run("accepted", func(t *testing.T) {
 		b := e.clone()
 		imgLE.PutUint32(b[e.secOff[kiRela]+8:], 0x1003d) // a Mercury relocation
