@@ -60,7 +60,8 @@ var hostRegs struct {
 	cudaMu sync.Mutex
 	mu     sync.Mutex
 	ranges []*hostRange // sorted by start, not overlapping
-	n      atomic.Int64 // len(ranges), for readers that skip mu when it is 0
+	n      atomic.Int64 // len(ranges), for readers that skip the locks when it is 0
+	busy   atomic.Int64 // registrations or unregistrations under way (cudaMu held)
 }
 
 var pageSize = uintptr(os.Getpagesize())
@@ -94,6 +95,8 @@ func registerHost(op string, ctx *Context, p unsafe.Pointer, bytes uintptr) (*ho
 	h := &hostHold{pin: release.Pin(p)}
 	hostRegs.cudaMu.Lock()
 	defer hostRegs.cudaMu.Unlock()
+	hostRegs.busy.Add(1)
+	defer hostRegs.busy.Add(-1)
 	hostRegs.mu.Lock()
 	gaps := uncovered(start, end)
 	hostRegs.mu.Unlock()
@@ -260,14 +263,22 @@ func dropRanges(rs []*hostRange) {
 // calls once the copy is done. CUDA copies registered pages by DMA,
 // without staging: a range unregistered meanwhile (the graph that
 // registered it released) would take the pages away under the copy, a
-// fault on the device. Nothing is registered here, and nothing is held
-// (nil) when no range covers the memory.
+// fault on the device. A registration or unregistration under way is
+// waited for (cudaMu): an unregistration takes its range off the list
+// before CUDA's call returns, and a registration lists its ranges after.
+// Nothing is registered here, and nothing is held (nil) when no range
+// covers the memory.
 func keepRegistered(p unsafe.Pointer, bytes uintptr) []*hostRange {
-	if hostRegs.n.Load() == 0 || bytes == 0 {
+	// n before busy: an unregistration counts itself busy before it takes
+	// its range off the list, so a reader that sees the list empty sees it
+	// busy, or done.
+	if bytes == 0 || (hostRegs.n.Load() == 0 && hostRegs.busy.Load() == 0) {
 		return nil
 	}
 	start := uintptr(p) &^ (pageSize - 1)
 	end := (uintptr(p) + bytes + pageSize - 1) &^ (pageSize - 1)
+	hostRegs.cudaMu.Lock()
+	defer hostRegs.cudaMu.Unlock()
 	hostRegs.mu.Lock()
 	defer hostRegs.mu.Unlock()
 	rs := overlapping(start, end)
@@ -298,6 +309,8 @@ type unregisterJob struct{ r *hostRange }
 func (j unregisterJob) Release() error {
 	hostRegs.cudaMu.Lock()
 	defer hostRegs.cudaMu.Unlock()
+	hostRegs.busy.Add(1) // before the range leaves the list: see keepRegistered
+	defer hostRegs.busy.Add(-1)
 	r := j.r
 	hostRegs.mu.Lock()
 	if r.refs > 0 || r.gone {

@@ -434,9 +434,16 @@ func knownRelocation(typ uint32) bool {
 // bytes (R_CUDA_ABS47_34, _INSTRUCTION128, _YIELD_CLEAR_PRED4_87,
 // _ABS55_16_34, _ABS56_16_34) 16; in SASS code, one instruction word, 8
 // (at an 8-byte boundary); a 64-bit address (R_CUDA_64, _G64,
-// _FUNC_DESC_64, _INSTRUCTION64, _UNUSED_CLEAR64) 8; anything else,
-// Mercury's included, 4.
+// _FUNC_DESC_64, _INSTRUCTION64, _UNUSED_CLEAR64) 8; one byte of an
+// address (R_CUDA_8_0 … _8_56 and their G8, FUNC_DESC_8 and UNIFIED_8
+// kin, Mercury's too), 1 at its offset, which may be the byte itself;
+// anything else, Mercury's included, 4.
 func relocationBytes(typ uint32, code bool) uint64 {
+	switch {
+	case typ >= 0x4c && typ <= 0x63, typ >= 0x68 && typ <= 0x6f, // R_CUDA_8_*, _G8_*, _FUNC_DESC_8_*, _UNIFIED_8_*
+		typ >= 0x10010 && typ <= 0x10031, typ >= 0x10034 && typ <= 0x1003b: // Mercury's 8-bit ones
+		return 1
+	}
 	switch typ {
 	case 0x3a, 0x43, 0x45, 0x4b, 0x72:
 		return 16

@@ -45,6 +45,30 @@ var eiattrCodeOffsets = map[byte]bool{0x1c: true, 0x1d: true, 0x25: true, 0x27: 
 // symbol index.
 var eiattrSymbolFirst = map[byte]bool{eiattrFrameSize: true, eiattrMinStackSize: true, eiattrMaxStackSize: true, eiattrRegcount: true}
 
+// symtabFor is the symbol table whose indices a section linked to section
+// link names: link when that is a symbol table; else (older CUBINs link
+// their global .nv.info to none) the image's first symbol table; -1 when
+// the image has none.
+func (c *elfChecker) symtabFor(link uint32) int {
+	if uint64(link) < uint64(len(c.secs)) && c.secs[link].typ == shtSymtab {
+		return int(link)
+	}
+	for j := range c.secs {
+		if c.secs[j].typ == shtSymtab {
+			return j
+		}
+	}
+	return -1
+}
+
+// symbolCount is the number of symbols of symbol table t (0 for -1).
+func (c *elfChecker) symbolCount(t int) uint64 {
+	if t < 0 {
+		return 0
+	}
+	return c.secs[t].nsym
+}
+
 // instrSize is the size of an instruction of the image's architecture:
 // 16 bytes from Volta (sm_70) on, 8 before.
 func (c *elfChecker) instrSize() uint64 {
@@ -88,14 +112,15 @@ func (c *elfChecker) records(i int, what string, f func(off int, format, attr by
 
 // nvInfo checks .nv.info section i: its records fit in it and have known
 // formats; a function attribute's symbol is one of the section's symbol
-// table (sh_link); in a kernel's section (sh_info its code), instruction
+// table (symtabFor sh_link); in a kernel's section (sh_info its code), instruction
 // offsets lie on instructions of that code, the parameters' constant bank
 // is a symbol whose section holds them, external functions are symbols,
 // and every parameter lies inside the parameters' size.
 func (c *elfChecker) nvInfo(i int) error {
 	le := binary.LittleEndian
 	s := c.secs[i]
-	nsym := c.symbolsIn(s.link)
+	symtab := c.symtabFor(s.link)
+	nsym := c.symbolCount(symtab)
 	paramSize := -1
 	type param struct{ off, size uint64 }
 	var params []param
@@ -106,19 +131,19 @@ func (c *elfChecker) nvInfo(i int) error {
 		case format != eifmtSVAL:
 		case eiattrSymbolFirst[attr] && len(val) >= 4:
 			if sym := uint64(le.Uint32(val)); sym >= nsym {
-				return fmt.Errorf("names symbol %d, but section %d has %d symbols", sym, s.link, nsym)
+				return fmt.Errorf("names symbol %d, but section %d has %d symbols", sym, symtab, nsym)
 			}
 		case eiattrCodeOffsets[attr]:
 			return c.codeOffsets(s, val)
 		case attr == eiattrParamCbank:
-			return c.paramCbank(s, val)
+			return c.paramCbank(symtab, val)
 		case attr == eiattrExterns:
 			if len(val)%4 != 0 {
 				return fmt.Errorf("a list of symbols of %d bytes", len(val))
 			}
 			for k := 0; k < len(val); k += 4 {
 				if sym := uint64(le.Uint32(val[k:])); sym >= nsym {
-					return fmt.Errorf("names symbol %d, but section %d has %d symbols", sym, s.link, nsym)
+					return fmt.Errorf("names symbol %d, but section %d has %d symbols", sym, symtab, nsym)
 				}
 			}
 		case attr == eiattrKparamInfo:
@@ -162,18 +187,17 @@ func (c *elfChecker) codeOffsets(s elfSection, val []byte) error {
 }
 
 // paramCbank checks the location of the kernel's parameters: a symbol of
-// the section's symbol table, in a section that holds the offset and size
-// given.
-func (c *elfChecker) paramCbank(s elfSection, val []byte) error {
+// symbol table symtab, in a section that holds the offset and size given.
+func (c *elfChecker) paramCbank(symtab int, val []byte) error {
 	le := binary.LittleEndian
 	if len(val) != 8 {
 		return fmt.Errorf("the parameters' location in %d bytes (want 8)", len(val))
 	}
 	sym, off, size := uint64(le.Uint32(val)), uint64(le.Uint16(val[4:])), uint64(le.Uint16(val[6:]))
-	if sym >= c.symbolsIn(s.link) {
-		return fmt.Errorf("names symbol %d, but section %d has %d symbols", sym, s.link, c.symbolsIn(s.link))
+	if n := c.symbolCount(symtab); sym >= n {
+		return fmt.Errorf("names symbol %d, but section %d has %d symbols", sym, symtab, n)
 	}
-	entry := c.data(int(s.link))[sym*elfSymSize:]
+	entry := c.data(symtab)[sym*elfSymSize:]
 	shndx := uint64(le.Uint16(entry[6:]))
 	if shndx == 0 || shndx >= uint64(len(c.secs)) {
 		return fmt.Errorf("the parameters' symbol %d is in no section (%d)", sym, shndx)
@@ -193,18 +217,11 @@ func (c *elfChecker) callgraph(i int) error {
 	if len(d)%8 != 0 {
 		return fmt.Errorf("ELF section %d (.nv.callgraph): %d bytes, not whole pairs of 4-byte symbol indices", i, len(d))
 	}
-	nsym := c.symbolsIn(s.link)
-	if nsym == 0 { // linked to no symbol table: the image's first one
-		for j := range c.secs {
-			if c.secs[j].typ == shtSymtab {
-				nsym = c.secs[j].nsym
-				break
-			}
-		}
-	}
+	symtab := c.symtabFor(s.link)
+	nsym := c.symbolCount(symtab)
 	for k := 0; k < len(d); k += 4 {
 		if sym := binary.LittleEndian.Uint32(d[k:]); sym < callgraphSentinel && uint64(sym) >= nsym {
-			return fmt.Errorf("ELF section %d (.nv.callgraph): entry %d names symbol %d, but section %d has %d symbols", i, k/4, sym, s.link, nsym)
+			return fmt.Errorf("ELF section %d (.nv.callgraph): entry %d names symbol %d, but section %d has %d symbols", i, k/4, sym, symtab, nsym)
 		}
 	}
 	return nil

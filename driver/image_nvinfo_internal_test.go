@@ -144,13 +144,30 @@ func TestImageKernelInfo(t *testing.T) {
 		imgLE.PutUint32(b[e.shdr(kiCallgraph)+40:], 0)
 		assert.NoError(t, checkELF(b, "the image"), "the image's symbol table")
 		b[e.secOff[kiCallgraph]+16] = 4
-		assert.ErrorContains(t, checkELF(b, "the image"), "entry 4 names symbol 4, but section 0 has 4 symbols")
+		assert.ErrorContains(t, checkELF(b, "the image"), "entry 4 names symbol 4, but section 3 has 4 symbols")
 	})
 	t.Run("a Mercury relocation is not held to SASS's instruction words", func(t *testing.T) {
 		b := e.clone()
 		imgLE.PutUint32(b[e.secOff[kiRela]+8:], 0x10003) // R_MERCURY_ABS32
 		b[e.secOff[kiRela]] = 60
 		assert.NoError(t, checkELF(b, "the image"))
+	})
+	t.Run("a global .nv.info linked to no symbol table", func(t *testing.T) {
+		// as older CUBINs have it: the image's symbol table is meant
+		b := e.clone()
+		imgLE.PutUint32(b[e.shdr(kiInfo)+40:], 0)
+		assert.NoError(t, checkELF(b, "the image"))
+		b[e.secOff[kiInfo]+4] = 4
+		assert.ErrorContains(t, checkELF(b, "the image"), "(attribute 0x2f): names symbol 4, but section 3 has 4 symbols")
+	})
+	t.Run("a one-byte relocation on a section's last byte", func(t *testing.T) {
+		b := e.clone()
+		imgLE.PutUint32(b[e.shdr(kiRela)+44:], kiConst) // relocations for .nv.constant0.k (0x170 bytes)
+		imgLE.PutUint64(b[e.secOff[kiRela]:], 0x16f)
+		imgLE.PutUint64(b[e.secOff[kiRela]+8:], 3<<32|0x53) // R_CUDA_8_56
+		assert.NoError(t, checkELF(b, "the image"))
+		imgLE.PutUint64(b[e.secOff[kiRela]+8:], 3<<32|0x02) // R_CUDA_64 there
+		assert.ErrorContains(t, checkELF(b, "the image"), "(type 0x2): offset 367 does not leave the 8 bytes it patches")
 	})
 	t.Run("accepted", func(t *testing.T) {
 		b := e.clone()

@@ -128,7 +128,10 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 	if st.thread != nil {
 		st.thread.stop()
 	}
-	defer releaseOwners(after) // stream-ordered frees held back by the capture
+	// Frees and unloads held back by the capture run on the release
+	// queue: some wait for the context's work, which End must not wait
+	// for (a host function queued there may wait for End's caller).
+	defer deferOwners(after)
 
 	var g *Graph
 	var nodes []Node

@@ -180,9 +180,10 @@ func begin(op string, s *driver.Stream, mode CaptureMode, target *Graph, deps []
 		// waits for that work (package driver).
 		releaseOwners(kept)
 		releaseOwners(late)
-		// Stream-ordered frees and unloads that found the sink installed
-		// and were held back for a capture that never began.
-		releaseOwners(after)
+		// Frees and unloads that found the sink installed and were held
+		// back for a capture that never began (on the release queue, as
+		// End hands them over).
+		deferOwners(after)
 		return nil, err
 	}
 	capture.Began(s, st)
@@ -302,6 +303,13 @@ func (st *captureState) AfterCapture(o release.Owner) {
 // captured host function's panic goes where the graph's host nodes report.
 func (st *captureState) CallbackPanicked(p any, stack []byte) {
 	st.psink.CallbackPanicked(p, stack)
+}
+
+// deferOwners hands os to the release queue.
+func deferOwners(os []release.Owner) {
+	for _, o := range os {
+		release.Defer(o)
+	}
 }
 
 func releaseOwners(os []release.Owner) {
