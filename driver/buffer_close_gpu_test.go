@@ -95,8 +95,8 @@ func TestGPUBufferCloseDoesNotWaitForKernel(t *testing.T) {
 // allocations (device memory, page-locked memory, a staged copy) must go
 // on: a cuMemFree waiting for the context's work holds up every other
 // thread's allocations, so the release waits for the work first. The
-// first half shows that on this driver (logged, not asserted): a bare
-// cuMemFree waiting on another thread.
+// first half shows that on this driver: a bare cuMemFree waiting on
+// another thread (where it holds up nothing, the test is skipped).
 func TestGPUFreeDoesNotHoldUpAllocations(t *testing.T) {
 	e, s := setup(t)
 	s2, err := e.ctx.NewStream(driver.StreamNonBlocking)
@@ -137,15 +137,13 @@ func TestGPUFreeDoesNotHoldUpAllocations(t *testing.T) {
 	select {
 	case err := <-done:
 		require.NoError(t, err)
-		t.Log("control: allocations went on beside a waiting cuMemFree")
+		close(gate)
+		require.NoError(t, <-freed)
+		t.Skip("control: on this driver, allocations go on beside a waiting cuMemFree: nothing to show")
 	case <-time.After(2 * time.Second):
 		t.Log("control: a waiting cuMemFree held up another thread's allocations")
 		close(gate)
-		gate = nil
 		require.NoError(t, <-done)
-	}
-	if gate != nil {
-		close(gate)
 	}
 	require.NoError(t, <-freed)
 	require.NoError(t, s.Synchronize())

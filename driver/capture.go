@@ -504,22 +504,6 @@ func unlessCaptured(c *Context, retry func() error, f func() error) (ran bool, e
 	return true, err
 }
 
-// drain waits for the work queued in context c (cuCtxSynchronize, with
-// the thread's capture mode relaxed) before a destroy that waits for it
-// under c's capture gate (a free, an unload): the destroy then finds
-// little or nothing left to wait for, and does not hold the gate, which
-// BeginCapture in c waits for, while c's work runs (a host function queued
-// there may wait for the goroutine that begins the capture). Nothing is
-// waited for while a stream of c is being captured (the wait would fail
-// and invalidate the capture: the destroy waits for the capture's end) or
-// on a CUDA thread; an error is left for the destroy's own call to meet.
-func (c *Context) drain() {
-	if hostfn.InCallback() || capturing(c) != nil {
-		return
-	}
-	_ = bound(c, func() error { return relaxed(c.sync) })
-}
-
 // capturing returns the hook of a stream of context c that is being
 // captured, or nil.
 func capturing(c *Context) *captureHook {

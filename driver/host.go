@@ -74,7 +74,6 @@ func AllocHost[T any](c *Context, n int, flags HostAllocFlags) (*HostBuffer[T], 
 func (h *HostBuffer[T]) free() error {
 	letGo(h) // from here on the destroy (or its retry) keeps h reachable
 	c := h.ctx
-	c.drain() // the wait below, without holding c's capture gate
 	ran, err := unlessCaptured(c, h.free, func() error {
 		return bound(c, func() error {
 			return relaxed(func() error {

@@ -171,7 +171,6 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 // waits for the capture to end. Both run with the thread's capture mode
 // relaxed, so that a global capture in another context goes on.
 func unloadModule(c *Context, h cu.CUmodule) error {
-	c.drain() // the wait below, without holding c's capture gate
 	ran, err := unlessCaptured(c, func() error { return unloadModule(c, h) }, func() error {
 		return bound(c, func() error {
 			return relaxed(func() error {
@@ -392,7 +391,6 @@ func unloadLibrary(h cu.CUlibrary, u *libraryUse) error {
 	u.mu.Unlock()
 	var serr error
 	for _, c := range used {
-		c.drain() // the wait below, without holding c's capture gate
 		// Not ran: the unload starts again after the capture.
 		ran, err := unlessCaptured(c, func() error { return unloadLibrary(h, u) }, func() error { return relaxedHere(c.sync) })
 		if !ran {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -66,58 +65,4 @@ func TestCloseMemoryDuringCapture(t *testing.T) {
 		}
 	}
 	requireIdle(t, e, s, "after")
-}
-
-// Must show: a Buffer closed while a host function waits for the caller
-// is freed on purecuda's release goroutine, which first waits for the
-// context's work (cuCtxSynchronize) without holding anything a capture
-// needs: a capture begun meanwhile on another stream begins at once, is
-// not invalidated by that wait, and ends; the memory is freed after it.
-func TestBeginCaptureDuringAWaitingFree(t *testing.T) {
-	e, s := setup(t)
-	out, err := driver.Alloc[int32](e.ctx, 4)
-	require.NoError(t, err)
-	defer out.Close()
-	s2, err := e.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	defer s2.Close()
-	_ = lifetime.Errors()
-	gate := make(chan struct{})
-	require.NoError(t, s.LaunchHostFunc(func() { <-gate }))
-	buf, err := driver.Alloc[int32](e.ctx, 1<<20)
-	require.NoError(t, err)
-	require.NoError(t, buf.Close())
-	time.Sleep(100 * time.Millisecond) // the free waits for the context's work
-	began := make(chan *StreamCapture, 1)
-	go func() {
-		c, err := BeginCapture(s2, CaptureGlobal)
-		assert.NoError(t, err)
-		began <- c
-	}()
-	var c *StreamCapture
-	select {
-	case c = <-began:
-	case <-time.After(5 * time.Second):
-		close(gate)
-		t.Fatal("BeginCapture waited for a free that waits for a host function")
-	}
-	require.NotNil(t, c)
-	defer c.Abort()
-	require.NoError(t, s2.Launch(e.fn["fill"], driver.Grid(1), driver.Block(4), out, int32(30), int32(4)))
-	close(gate) // the host function returns: the free's wait ends during the capture
-	require.NoError(t, s.Synchronize())
-	time.Sleep(50 * time.Millisecond)
-	require.NoError(t, s2.Launch(e.fn["fill"], driver.Grid(1), driver.Block(4), out, int32(40), int32(4)), "the capture goes on")
-	g, err := c.End()
-	require.NoError(t, err, "the capture was not invalidated")
-	defer g.Close()
-	x, err := g.Instantiate()
-	require.NoError(t, err)
-	defer x.Close()
-	require.NoError(t, x.Launch(s2))
-	got, err := out.ToHost(s2)
-	require.NoError(t, err)
-	assert.Equal(t, []int32{40, 41, 42, 43}, got)
-	lifetime.Flush() // the free, handed to the capture's end, has run
-	assert.Empty(t, lifetime.Errors(), "no release failed")
 }

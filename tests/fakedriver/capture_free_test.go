@@ -71,42 +71,6 @@ func TestCloseMemoryDuringCapture(t *testing.T) {
 	}
 }
 
-// TestFreeDoesNotDelayBeginCapture: a Buffer closed while a host function
-// waits for the caller; the caller then begins a capture on another stream
-// of the context. The free (on the release goroutine) waits for the
-// context's work, but not while holding the context's capture gate, which
-// BeginCapture takes: a BeginCapture that waited for the free would wait
-// for the host function, which waits for the caller.
-func TestFreeDoesNotDelayBeginCapture(t *testing.T) {
-	f := setup(t)
-	gate := make(chan struct{})
-	require.NoError(t, f.s.LaunchHostFunc(func() { <-gate }))
-	b, err := driver.Alloc[int32](f.ctx, 16)
-	require.NoError(t, err)
-	require.NoError(t, b.Close())
-	time.Sleep(100 * time.Millisecond) // the free is in cuCtxSynchronize
-	s2, err := f.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	defer s2.Close()
-	began := make(chan *graph.StreamCapture, 1)
-	go func() {
-		sc, err := graph.BeginCapture(s2, graph.CaptureRelaxed)
-		if err == nil {
-			began <- sc
-		}
-	}()
-	select {
-	case sc := <-began:
-		close(gate)
-		_ = sc.Abort()
-	case <-time.After(2 * time.Second):
-		close(gate)
-		sc := <-began
-		_ = sc.Abort()
-		t.Fatal("BeginCapture waited for a Buffer free, which waits for a host function")
-	}
-}
-
 // TestEndDoesNotWaitForContextWork: a Buffer closed during a capture is
 // freed after the capture's end, on the release queue, not by End on its
 // caller's goroutine: the free waits for the context's work, here a host

@@ -195,7 +195,7 @@ func TestSyncCopyKeepsThePagesRegistered(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, regs+1, fcall(t, "fake_live_registrations"))
 
-	fcall(t, "fake_set_copy_delay_us", 300000)
+	fcall(t, "fake_set_copy_delay_us", 800000) // past the Close and the flushes below, on a loaded machine too
 	defer fcall(t, "fake_set_copy_delay_us", 0)
 	copied := make(chan error, 1)
 	go func() { copied <- dev.CopyToHost(f.s, backing[512:528]) }()
@@ -209,5 +209,37 @@ func TestSyncCopyKeepsThePagesRegistered(t *testing.T) {
 	require.NoError(t, <-copied)
 	assert.True(t, ltSettle(func() bool { lifetime.Flush(); return fcall(t, "fake_live_registrations") == regs }),
 		"unregistered once the copy is done")
+	runtime.KeepAlive(backing)
+}
+
+// TestSyncCopyWaitsForAnUnregistrationUnderWay: the registry takes a
+// range off its list before CUDA's cuMemHostUnregister returns; a
+// synchronous copy into those pages that begins meanwhile must wait for
+// the call, or CUDA copies by DMA into pages whose registration goes away
+// under it (the fake reports that as a bad use, which ltSetup checks).
+func TestSyncCopyWaitsForAnUnregistrationUnderWay(t *testing.T) {
+	f := ltSetup(t)
+	backing := make([]int32, 1024)
+	dev, err := driver.Alloc[int32](f.ctx, 16)
+	require.NoError(t, err)
+	defer dev.Close()
+	regs := fcall(t, "fake_live_registrations")
+	g, err := graph.New(f.ctx)
+	require.NoError(t, err)
+	_, err = g.Memcpy(graph.Slice(backing[:16]), graph.Device(dev))
+	require.NoError(t, err)
+	fcall(t, "fake_set_unregister_delay_us", 300000)
+	defer fcall(t, "fake_set_unregister_delay_us", 0)
+	fcall(t, "fake_set_copy_delay_us", 300000)
+	defer fcall(t, "fake_set_copy_delay_us", 0)
+	bad := fcall(t, "fake_bad_ptr_uses")
+	require.NoError(t, g.Close())
+	// The graph's release queues the unregistration, which takes the
+	// range off the registry's list and waits in cuMemHostUnregister.
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, regs+1, fcall(t, "fake_live_registrations"), "the fake still holds the registration")
+	require.NoError(t, dev.CopyToHost(f.s, backing[512:528]))
+	assert.Equal(t, bad, fcall(t, "fake_bad_ptr_uses"), "a copy ran while its pages' registration was being removed")
+	assert.True(t, ltSettle(func() bool { lifetime.Flush(); return fcall(t, "fake_live_registrations") == regs }))
 	runtime.KeepAlive(backing)
 }

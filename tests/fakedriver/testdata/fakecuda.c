@@ -803,7 +803,11 @@ static CUresult copy_side(const char *fn, int mtype, const void *host, CUdevicep
 
 static int still_live(struct alloc *a, unsigned long epoch) { return !a || (a->live && a->epoch == epoch); }
 
-/* copy3d checks and performs a copy (lock held; may drop it for the delay). */
+static long reg_covering(uintptr_t b);
+static int reg_live(long i);
+/* copy3d checks and performs a copy (lock held; may drop it for the delay).
+   A host side on registered pages is copied by DMA, as the driver does: a
+   registration removed during the delay is a bad use. */
 static CUresult copy3d(const char *fn, const memcpy3d_t *p, int callside, int may_unlock) {
     if (!p->WidthInBytes || !p->Height || !p->Depth) return INVALID_VALUE;
     uintptr_t s, d;
@@ -818,11 +822,15 @@ static CUresult copy3d(const char *fn, const memcpy3d_t *p, int callside, int ma
     long delay = ATOMIC_GET(copy_delay_us);
     if (delay > 0 && may_unlock) {
         unsigned long se = sa ? sa->epoch : 0, de = da ? da->epoch : 0;
+        long sr = p->srcMemoryType == MT_HOST ? reg_covering(s) : -1;
+        long dr = p->dstMemoryType == MT_HOST ? reg_covering(d) : -1;
         UNLOCK();
         sleep_us(delay);
         LOCK();
         if (!still_live(sa, se)) return bad_ptr(fn, s, slen, "source freed during the copy");
         if (!still_live(da, de)) return bad_ptr(fn, d, dlen, "destination freed during the copy");
+        if (sr >= 0 && !reg_live(sr)) return bad_ptr(fn, s, slen, "source's host registration removed during the copy");
+        if (dr >= 0 && !reg_live(dr)) return bad_ptr(fn, d, dlen, "destination's host registration removed during the copy");
     }
     size_t sh = p->srcHeight ? p->srcHeight : p->Height, dh = p->dstHeight ? p->dstHeight : p->Height;
     for (size_t z = 0; z < p->Depth; z++)
@@ -2306,6 +2314,17 @@ CUresult cuPointerGetAttributes(unsigned n, int *attrs, void **data, CUdeviceptr
 struct reg { uintptr_t base; size_t size; unsigned flags; int live; struct ctx *ctx; };
 static struct reg *regs;
 static size_t nregs, cregs;
+static long unregister_delay_us;
+void fake_set_unregister_delay_us(long us) { __atomic_store_n(&unregister_delay_us, us, __ATOMIC_SEQ_CST); }
+/* reg_covering is the index of the live registration holding b, or -1;
+   reg_live says whether registration i is still live (entries are never
+   reused: a new registration is a new entry). Lock held. */
+static long reg_covering(uintptr_t b) {
+    for (size_t i = 0; i < nregs; i++)
+        if (regs[i].live && b >= regs[i].base && b < regs[i].base + regs[i].size) return (long)i;
+    return -1;
+}
+static int reg_live(long i) { return i >= 0 && (size_t)i < nregs && regs[i].live; }
 
 static void kill_registrations(struct ctx *c) {
     for (size_t i = 0; i < nregs; i++)
@@ -2334,6 +2353,8 @@ CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
 CUresult cuMemHostUnregister(void *p) {
     ENTER("cuMemHostUnregister");
     NEED_CTX();
+    long delay = ATOMIC_GET(unregister_delay_us);
+    if (delay > 0) sleep_us(delay); /* the registration holds until the call ends */
     LOCK();
     CUresult r = NOT_REGISTERED;
     for (size_t i = nregs; i-- > 0;)
