@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -44,8 +46,10 @@ func TestCloseMemoryDuringCapture(t *testing.T) {
 			c, err := BeginCapture(s2, mode)
 			require.NoError(t, err, msg)
 			require.NoError(t, s2.Launch(e.fn["fill"], g1, b4, out, int32(10), int32(4)), msg)
+			ptr := buf.Ptr()
 			require.NoError(t, errors.Join(buf.Close(), hb.Close()), msg+": Close during a capture")
 			lifetime.Flush() // the frees (or their hand-off to the capture's end) have run
+			assert.Equal(t, where == e.ctx, deviceAllocated(ptr), msg+": freed at once in another context, after the capture in its own")
 			require.NoError(t, s2.Launch(e.fn["fill"], g1, b4, out, int32(20), int32(4)), msg+": the capture goes on")
 			g, err := c.End()
 			require.NoError(t, err, msg+": the capture ends")
@@ -60,9 +64,16 @@ func TestCloseMemoryDuringCapture(t *testing.T) {
 			require.NoError(t, err, msg)
 			assert.Equal(t, []int32{20, 21, 22, 23}, got, msg)
 			require.NoError(t, errors.Join(x.Close(), g.Close(), s2.Close()), msg)
-			eventually(t, func() bool { return lifetime.ReadStats().Objects <= st0.Objects }, msg+": the memory is freed")
+			eventually(t, func() bool { return lifetime.ReadStats().Objects <= st0.Objects && !deviceAllocated(ptr) }, msg+": the memory is freed")
 			assert.Empty(t, lifetime.Errors(), msg+": no release failed")
 		}
 	}
 	requireIdle(t, e, s, "after")
+}
+
+// deviceAllocated reports whether the driver still knows ptr as an
+// allocation.
+func deviceAllocated(ptr driver.DevicePtr) bool {
+	var ctx cu.CUcontext
+	return cu.PointerGetAttribute(unsafe.Pointer(&ctx), cu.CU_POINTER_ATTRIBUTE_CONTEXT, cu.CUdeviceptr(ptr)) == nil
 }
