@@ -7,20 +7,16 @@ import (
 	"runtime"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
-	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/gputest"
 )
 
 // allocated reports whether the driver still knows ptr as an allocation.
-func allocated(ptr driver.DevicePtr) bool {
-	var ctx cu.CUcontext
-	return cu.PointerGetAttribute(unsafe.Pointer(&ctx), cu.CU_POINTER_ATTRIBUTE_CONTEXT, cu.CUdeviceptr(ptr)) == nil
-}
+func allocated(ptr driver.DevicePtr) bool { return gputest.Allocated(uintptr(ptr)) }
 
 // TestForgottenBufferIsFreed: the cleanup safety net frees a Buffer that
 // became unreachable without Close.

@@ -4,13 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
-	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/gputest"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -73,7 +72,4 @@ func TestCloseMemoryDuringCapture(t *testing.T) {
 
 // deviceAllocated reports whether the driver still knows ptr as an
 // allocation.
-func deviceAllocated(ptr driver.DevicePtr) bool {
-	var ctx cu.CUcontext
-	return cu.PointerGetAttribute(unsafe.Pointer(&ctx), cu.CU_POINTER_ATTRIBUTE_CONTEXT, cu.CUdeviceptr(ptr)) == nil
-}
+func deviceAllocated(ptr driver.DevicePtr) bool { return gputest.Allocated(uintptr(ptr)) }

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
 )
@@ -103,3 +104,11 @@ const EmptyKernelPTX = `
 	ret;
 }
 `
+
+// Allocated reports whether the driver still knows device address ptr as
+// an allocation (cuPointerGetAttribute): for tests that check that
+// memory was, or was not yet, freed.
+func Allocated(ptr uintptr) bool {
+	var ctx cu.CUcontext
+	return cu.PointerGetAttribute(unsafe.Pointer(&ctx), cu.CU_POINTER_ATTRIBUTE_CONTEXT, cu.CUdeviceptr(ptr)) == nil
+}
