@@ -66,25 +66,13 @@ func AllocHost[T any](c *Context, n int, flags HostAllocFlags) (*HostBuffer[T], 
 }
 
 // free is the HostBuffer's destroy: it waits for the context's queued work,
-// which may still copy to or from the memory, then frees it. While a stream
-// of the context is being captured, the wait would fail and invalidate the
-// capture: the free waits for the capture's end instead. A capture in
-// global mode in another context would refuse the free and be invalidated:
-// it runs with this thread's capture mode relaxed.
+// which may still copy to or from the memory (drain), then frees it. While
+// a stream of the context is being captured, the free would fail and
+// invalidate the capture: it waits for the capture's end instead.
 func (h *HostBuffer[T]) free() error {
 	letGo(h) // from here on the destroy (or its retry) keeps h reachable
 	c := h.ctx
-	ran, err := unlessCaptured(c, h.free, func() error {
-		return bound(c, func() error {
-			return relaxed(func() error {
-				serr := c.sync()
-				if err := cu.MemFreeHost(h.p); err != nil {
-					return err
-				}
-				return serr
-			})
-		})
-	})
+	ran, err := drainThenUnlessCaptured(c, h.free, func() error { return cu.MemFreeHost(h.p) })
 	if !ran {
 		return nil // h.free runs again once the capture is over
 	}

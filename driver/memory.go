@@ -101,22 +101,11 @@ func (a *allocation) free() error {
 		// cuMemFree waits for the context's work, and meanwhile holds up
 		// the allocations of every other thread (a cuMemHostAlloc behind a
 		// host function that waits for its caller would wait for good):
-		// the work is waited for first, with cuCtxSynchronize, which does
-		// not. While a stream of the context is being captured, the wait
-		// would fail and invalidate the capture, so the free waits for the
-		// capture's end; and no capture may begin in the context during
-		// the wait (the capture gate is held: a BeginCapture in the
-		// context waits for it). A capture in global mode in another
-		// context would refuse both calls and be invalidated: they run
-		// with this thread's capture mode relaxed.
-		ran, ferr := unlessCaptured(a.ctx, a.free, func() error {
-			return bound(a.ctx, func() error {
-				return relaxed(func() error {
-					_ = a.ctx.sync() // a fault it reports fails the free too
-					return cu.MemFree(a.base)
-				})
-			})
-		})
+		// the work is waited for first (drain), in a way that holds up
+		// nothing, captures included. While a stream of the context is
+		// being captured, cuMemFree would be refused or invalidate the
+		// capture, so the free waits for the capture's end.
+		ran, ferr := drainThenUnlessCaptured(a.ctx, a.free, func() error { return cu.MemFree(a.base) })
 		if !ran {
 			return nil // a.free runs again once the capture is over
 		}

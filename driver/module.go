@@ -171,17 +171,7 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 // waits for the capture to end. Both run with the thread's capture mode
 // relaxed, so that a global capture in another context goes on.
 func unloadModule(c *Context, h cu.CUmodule) error {
-	ran, err := unlessCaptured(c, func() error { return unloadModule(c, h) }, func() error {
-		return bound(c, func() error {
-			return relaxed(func() error {
-				serr := c.sync()
-				if err := cu.ModuleUnload(h); err != nil {
-					return err
-				}
-				return serr
-			})
-		})
-	})
+	ran, err := drainThenUnlessCaptured(c, func() error { return unloadModule(c, h) }, func() error { return cu.ModuleUnload(h) })
 	if ran {
 		c.release()
 	}
@@ -392,7 +382,7 @@ func unloadLibrary(h cu.CUlibrary, u *libraryUse) error {
 	var serr error
 	for _, c := range used {
 		// Not ran: the unload starts again after the capture.
-		ran, err := unlessCaptured(c, func() error { return unloadLibrary(h, u) }, func() error { return relaxedHere(c.sync) })
+		ran, err := drainThenUnlessCaptured(c, func() error { return unloadLibrary(h, u) }, func() error { return nil })
 		if !ran {
 			return nil
 		}

@@ -87,6 +87,7 @@ func (c *Context) newStream(op string, create func(*cu.CUstream) error) (*Stream
 	s.obj.Init(s.destroy)
 	h := s.h
 	s.cleanup = runtime.AddCleanup(s, deferDrop, dropped{destroy: func() error { return destroyStream(h, c) }})
+	noteStream(s)
 	return s, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -73,3 +74,85 @@ func TestCloseMemoryDuringCapture(t *testing.T) {
 // deviceAllocated reports whether the driver still knows ptr as an
 // allocation.
 func deviceAllocated(ptr driver.DevicePtr) bool { return gputest.Allocated(uintptr(ptr)) }
+
+// Must show: a release (a Buffer's free, a HostBuffer's, a module's
+// unload) waits for the context's work without keeping a capture from
+// beginning: closed while a host function waits for the test, it waits on
+// purecuda's release goroutine (or Close's), and a capture begun meanwhile
+// on another stream of the context begins at once, is not invalidated when
+// the wait ends during it, and ends; the release runs after it, and
+// nothing fails. (A BeginCapture that waited for the release would wait
+// for the host function, which waits for BeginCapture's caller.)
+func TestBeginCaptureDuringAWaitingRelease(t *testing.T) {
+	e, s := setup(t)
+	out, err := driver.Alloc[int32](e.ctx, 4)
+	require.NoError(t, err)
+	defer out.Close()
+	g1, b4 := driver.Grid(1), driver.Block(4)
+	kinds := []struct {
+		name string
+		make func() (func() error, error)
+	}{
+		{"Buffer", func() (func() error, error) {
+			b, err := driver.Alloc[int32](e.ctx, 1<<20)
+			return b.Close, err
+		}},
+		{"HostBuffer", func() (func() error, error) {
+			h, err := driver.AllocHost[int32](e.ctx, 1<<10, 0)
+			return h.Close, err
+		}},
+		{"Module", func() (func() error, error) {
+			m, err := e.ctx.LoadModule(e.ptx)
+			return m.Close, err
+		}},
+	}
+	for _, k := range kinds {
+		for _, mode := range modes {
+			msg := fmt.Sprintf("%s, %v", k.name, mode)
+			_ = lifetime.Errors()
+			closeIt, err := k.make()
+			require.NoError(t, err, msg)
+			s2, err := e.ctx.NewStream(driver.StreamNonBlocking)
+			require.NoError(t, err, msg)
+			gate := make(chan struct{})
+			require.NoError(t, s.LaunchHostFunc(func() { <-gate }), msg)
+			closed := make(chan error, 1)
+			go func() { closed <- closeIt() }()
+			time.Sleep(100 * time.Millisecond) // the release waits for the context's work
+			began := make(chan *StreamCapture, 1)
+			go func() {
+				c, err := BeginCapture(s2, mode)
+				assert.NoError(t, err, msg)
+				began <- c
+			}()
+			var c *StreamCapture
+			select {
+			case c = <-began:
+			case <-time.After(5 * time.Second):
+				close(gate)
+				<-began
+				t.Fatalf("%s: BeginCapture waited for a release that waits for a host function", msg)
+			}
+			require.NotNil(t, c, msg)
+			require.NoError(t, s2.Launch(e.fn["fill"], g1, b4, out, int32(30), int32(4)), msg)
+			close(gate) // the release's wait ends during the capture
+			require.NoError(t, s.Synchronize(), msg)
+			require.NoError(t, <-closed, msg)
+			lifetime.Flush()
+			time.Sleep(20 * time.Millisecond)
+			require.NoError(t, s2.Launch(e.fn["fill"], g1, b4, out, int32(40), int32(4)), msg+": the capture goes on")
+			g, err := c.End()
+			require.NoError(t, err, msg+": the capture was not invalidated")
+			x, err := g.Instantiate()
+			require.NoError(t, err, msg)
+			require.NoError(t, x.Launch(s2), msg)
+			got, err := out.ToHost(s2)
+			require.NoError(t, err, msg)
+			assert.Equal(t, []int32{40, 41, 42, 43}, got, msg)
+			require.NoError(t, errors.Join(x.Close(), g.Close(), s2.Close()), msg)
+			lifetime.Flush() // the release, handed to the capture's end, has run
+			assert.Empty(t, lifetime.Errors(), msg+": no release failed")
+		}
+	}
+	requireIdle(t, e, s, "after")
+}

@@ -107,3 +107,79 @@ func TestEndDoesNotWaitForContextWork(t *testing.T) {
 		t.Fatal("StreamCapture.End waited for the context's work (a host function on another stream)")
 	}
 }
+
+// A free or an unload waits for the context's work before it runs, and a
+// capture may begin in the context meanwhile: the wait keeps nothing from
+// a BeginCapture, which here must not wait for a host function that waits
+// for BeginCapture's caller. Each kind of release (a Buffer's free, a
+// HostBuffer's, a module's unload) is closed while a host function waits
+// for the test; a capture then begins on another stream of the context, and
+// the release runs after the capture's end. Nothing is invalidated, freed
+// early or lost.
+func TestReleaseWaitDoesNotDelayBeginCapture(t *testing.T) {
+	f := setup(t)
+	defer func() { _ = lifetime.Errors() }()
+	releases := map[string]func() (func() error, error){
+		"Buffer": func() (func() error, error) {
+			b, err := driver.Alloc[int32](f.ctx, 16)
+			return b.Close, err
+		},
+		"HostBuffer": func() (func() error, error) {
+			h, err := driver.AllocHost[int32](f.ctx, 16, 0)
+			return h.Close, err
+		},
+		"Module": func() (func() error, error) {
+			m, err := f.ctx.LoadModule([]byte("FAKE module"))
+			return m.Close, err
+		},
+	}
+	for name, newRelease := range releases {
+		for _, mode := range []graph.CaptureMode{graph.CaptureGlobal, graph.CaptureThreadLocal, graph.CaptureRelaxed} {
+			msg := fmt.Sprintf("%s, %v", name, mode)
+			allocs, hosts, mods := fcall(t, "fake_live_allocations"), fcall(t, "fake_live_host_allocs"), fcall(t, "fake_live_modules")
+			closeIt, err := newRelease()
+			require.NoError(t, err, msg)
+			gate := make(chan struct{})
+			require.NoError(t, f.s.LaunchHostFunc(func() { <-gate }), msg)
+			closed := make(chan error, 1)
+			go func() { closed <- closeIt() }() // a module's unload may run on Close's goroutine
+			time.Sleep(50 * time.Millisecond)   // the release waits for the host function
+			s2, err := f.ctx.NewStream(driver.StreamNonBlocking)
+			require.NoError(t, err, msg)
+			began := make(chan *graph.StreamCapture, 1)
+			go func() {
+				sc, err := graph.BeginCapture(s2, mode)
+				assert.NoError(t, err, msg)
+				began <- sc
+			}()
+			var sc *graph.StreamCapture
+			select {
+			case sc = <-began:
+			case <-time.After(2 * time.Second):
+				close(gate)
+				<-began
+				t.Fatalf("%s: BeginCapture waited for a release that waits for a host function", msg)
+			}
+			require.NotNil(t, sc, msg)
+			require.NoError(t, s2.Launch(f.empty, g1, b1), msg)
+			close(gate) // the release's wait ends during the capture
+			require.NoError(t, f.s.Synchronize(), msg)
+			require.NoError(t, <-closed, msg)
+			lifetime.Flush()
+			time.Sleep(20 * time.Millisecond)
+			require.NoError(t, s2.Launch(f.empty, g1, b1), msg+": the capture goes on")
+			g, err := sc.End()
+			require.NoError(t, err, msg+": the capture was not invalidated")
+			nodes, err := g.Nodes()
+			require.NoError(t, err, msg)
+			assert.Len(t, nodes, 2, msg)
+			require.NoError(t, errors.Join(g.Close(), s2.Close()), msg)
+			lifetime.Flush()
+			assert.True(t, settleWithin(2*time.Second, func() bool {
+				return fcall(t, "fake_live_allocations") == allocs && fcall(t, "fake_live_host_allocs") == hosts &&
+					fcall(t, "fake_live_modules") == mods
+			}), msg+": released after the capture")
+			assert.Empty(t, lifetime.Errors(), msg+": no release failed")
+		}
+	}
+}

@@ -1,0 +1,168 @@
+package driver
+
+import (
+	"slices"
+	"sync"
+	"weak"
+
+	"github.com/purecuda/cuda/internal/cu"
+)
+
+// Waiting for a context's work before a free or an unload, without holding
+// up a capture.
+//
+// cuMemFree, cuMemFreeHost and cuModuleUnload wait for the context's work
+// (or must: a module's queued kernels), and cuMemFree holds up other
+// threads' allocations while it waits. So purecuda waits first. It cannot
+// do so with cuCtxSynchronize: while a stream of the context is being
+// captured that call fails and invalidates the capture, and a capture
+// could begin between the look for one and the call unless BeginCapture
+// were kept out for the whole wait (then a BeginCapture waited for the
+// context's work, a host function waiting for BeginCapture's caller
+// included: a deadlock). Instead the wait records an event on each of the
+// context's streams, no capture beginning on a stream while its event is
+// recorded, and on its legacy stream while no stream of the context is
+// being captured, and waits for those events holding nothing: a capture
+// may begin meanwhile, and the events, recorded outside it, do not touch
+// it. Only then does the caller look for a capture (unlessCaptured) and,
+// keeping captures out, synchronise the context and call CUDA: the wait
+// there is for little or nothing (work queued since the drain, or on
+// streams purecuda did not make).
+
+// liveStreams lists, per CUDA context, the streams made in it (weakly: a
+// dropped stream is still released by its cleanup). Keyed by handle, as
+// two Context values may share one context.
+var liveStreams struct {
+	mu    sync.Mutex
+	byCtx map[cu.CUcontext][]weak.Pointer[Stream]
+}
+
+// noteStream lists s, a stream just made, among its context's streams;
+// when the list has doubled, it forgets the streams gone or closed.
+func noteStream(s *Stream) {
+	liveStreams.mu.Lock()
+	defer liveStreams.mu.Unlock()
+	if liveStreams.byCtx == nil {
+		liveStreams.byCtx = make(map[cu.CUcontext][]weak.Pointer[Stream])
+	}
+	k := s.ctx.h
+	ws := append(liveStreams.byCtx[k], weak.Make(s))
+	if n := len(ws); n >= 64 && n&(n-1) == 0 {
+		ws = slices.DeleteFunc(ws, func(w weak.Pointer[Stream]) bool {
+			s := w.Value()
+			return s == nil || s.obj.Closed()
+		})
+	}
+	liveStreams.byCtx[k] = ws
+}
+
+// streamsOf holds and returns the open streams of context c's CUDA
+// context, forgetting those gone or closed; the caller releases each.
+func streamsOf(c *Context) []*Stream {
+	liveStreams.mu.Lock()
+	defer liveStreams.mu.Unlock()
+	k := c.h
+	var held []*Stream
+	ws := slices.DeleteFunc(liveStreams.byCtx[k], func(w weak.Pointer[Stream]) bool {
+		s := w.Value()
+		if s == nil || !s.obj.Acquire() {
+			return true
+		}
+		held = append(held, s)
+		return false
+	})
+	if len(ws) == 0 {
+		delete(liveStreams.byCtx, k)
+	} else {
+		liveStreams.byCtx[k] = ws
+	}
+	return held
+}
+
+// drain waits for the work queued so far in context c, on its open
+// streams and its legacy stream, without keeping any capture from
+// beginning (see above). The caller holds c. It returns the first error
+// (a fault in the context is reported here as by cuCtxSynchronize).
+// Work on streams purecuda did not make, or closed while their work
+// runs, is not waited for here: the synchronisation after it is.
+func drain(c *Context) error {
+	var evs []cu.CUevent
+	var first error
+	note := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, s := range streamsOf(c) {
+		ev, err := s.recordUncaptured()
+		s.release()
+		if err == errRawCapture {
+			continue
+		}
+		note(err)
+		if ev != 0 {
+			evs = append(evs, ev)
+		}
+	}
+	// The legacy stream synchronises with the blocking streams: using it
+	// while one is being captured would invalidate the capture.
+	g := captureGate(c.h)
+	g.RLock()
+	if capturing(c) == nil {
+		note(bound(c, func() error {
+			var ev cu.CUevent
+			if err := cu.EventCreate(&ev, uint32(cu.CU_EVENT_DISABLE_TIMING)); err != nil {
+				return err
+			}
+			if err := cu.EventRecord(ev, cu.CU_STREAM_LEGACY); err != nil {
+				_ = cu.EventDestroy(ev)
+				return err
+			}
+			evs = append(evs, ev)
+			return nil
+		}))
+	}
+	g.RUnlock()
+	for _, ev := range evs {
+		note(cu.EventSynchronize(ev))
+	}
+	if len(evs) > 0 {
+		note(bound(c, func() error {
+			var err error
+			for _, ev := range evs {
+				if e := cu.EventDestroy(ev); err == nil {
+					err = e
+				}
+			}
+			return err
+		}))
+	}
+	return first
+}
+
+// drainThenUnlessCaptured waits for c's work (drain), then, with c current
+// and the thread's capture mode relaxed (a capture in global mode in
+// another context would refuse the calls and be invalidated), waits with
+// cuCtxSynchronize for what is left (work queued since, or on streams
+// purecuda did not make: usually nothing) and runs call; unless a stream
+// of c is being captured: then it hands retry to that capture's end
+// (unlessCaptured) and reports false. A failed wait fails the call too,
+// after it ran.
+func drainThenUnlessCaptured(c *Context, retry func() error, call func() error) (ran bool, err error) {
+	derr := drain(c)
+	ran, err = unlessCaptured(c, retry, func() error {
+		return bound(c, func() error {
+			return relaxed(func() error {
+				serr := c.sync()
+				if err := call(); err != nil {
+					return err
+				}
+				return serr
+			})
+		})
+	})
+	if ran && err == nil {
+		err = derr
+	}
+	return ran, err
+}
