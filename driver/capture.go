@@ -379,13 +379,25 @@ func waitWorker() {
 // owner; it reports false, having done nothing, while the stream is being
 // captured.
 func (it waitItem) try() bool {
-	ev, err := it.s.recordUncaptured()
-	if err == errRawCapture || (err == nil && ev == 0) {
+	var ev cu.CUevent
+	var err error
+	skip := false
+	// With this thread's capture mode relaxed: a capture in global mode on
+	// another thread refuses an event's wait, and is invalidated by it.
+	_ = relaxedHere(func() error {
+		ev, err = it.s.recordUncaptured()
+		if err == errRawCapture || (err == nil && ev == 0) {
+			skip = true
+			return nil
+		}
+		if err == nil {
+			err = cu.EventSynchronize(ev)
+			_ = bound(it.s.ctx, func() error { return cu.EventDestroy(ev) })
+		}
+		return nil
+	})
+	if skip {
 		return false
-	}
-	if err == nil {
-		err = cu.EventSynchronize(ev)
-		_ = bound(it.s.ctx, func() error { return cu.EventDestroy(ev) })
 	}
 	if err == nil || isSticky(err) { // a sticky error: nothing runs in the context any more
 		_ = it.o.Release()

@@ -86,6 +86,19 @@ func streamsOf(c *Context) []*Stream {
 // Work on streams purecuda did not make, or closed while their work
 // runs, is not waited for here: the synchronisation after it is.
 func drain(c *Context) error {
+	// Querying or waiting for an event is among the calls a capture in
+	// global mode on another thread refuses, and is invalidated by (seen
+	// on the H200): the wait runs with this thread's mode relaxed.
+	var first error
+	_ = relaxedHere(func() error {
+		first = drainRelaxed(c)
+		return nil
+	})
+	return first
+}
+
+// drainRelaxed is drain, on a locked thread whose capture mode is relaxed.
+func drainRelaxed(c *Context) error {
 	var evs []cu.CUevent
 	var first error
 	note := func(err error) {

@@ -108,47 +108,76 @@ func TestModelStreamCapture(t *testing.T) {
 }
 
 // In global mode, potentially unsafe calls fail on every thread whose mode
-// is global; a global capture ends only on the thread that began it.
+// is global, and invalidate the capture (as on an H200: a stream's or an
+// event's query or wait among them, tests/libcuda/capture_global_calls.c);
+// a global capture ends only on the thread that began it.
 func TestModelCaptureModes(t *testing.T) {
 	ctx := modelCtx(t)
-	s := mStream(t)
+	s, s2 := mStream(t), mStream(t)
 	p := mAlloc(t, 64)
+	ev := mEvent(t)
+	require.NoError(t, cu.EventRecord(ev, s2))
+	var g cu.CUgraph
+
+	// The capturing thread itself: refused, and the capture is invalidated.
 	require.NoError(t, cu.StreamBeginCapture(s, cu.CU_STREAM_CAPTURE_MODE_GLOBAL))
 	var q cu.CUdeviceptr
 	assert.ErrorIs(t, cu.MemAlloc(&q, 64), cu.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
-	var res [4]error
-	var g cu.CUgraph
-	mNoContext(func() {
-		if res[0] = cu.CtxSetCurrent(ctx); res[0] != nil {
-			return
+	assert.Equal(t, cu.CU_STREAM_CAPTURE_STATUS_INVALIDATED, mCaptureStatus(t, s))
+	assert.ErrorIs(t, cu.StreamEndCapture(s, &g), cu.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+
+	// Another thread in global mode: each of these calls is refused and
+	// invalidates the capture; relaxed, it runs and the capture goes on.
+	calls := map[string]func() error{
+		"cuMemsetD8":          func() error { return cu.MemsetD8(p, 1, 64) },
+		"cuEventQuery":        func() error { return cu.EventQuery(ev) },
+		"cuEventSynchronize":  func() error { return cu.EventSynchronize(ev) },
+		"cuStreamQuery":       func() error { return cu.StreamQuery(s2) },
+		"cuStreamSynchronize": func() error { return cu.StreamSynchronize(s2) },
+	}
+	for name, call := range calls {
+		for _, relax := range []bool{false, true} {
+			require.NoError(t, cu.StreamBeginCapture(s, cu.CU_STREAM_CAPTURE_MODE_GLOBAL), name)
+			var res [3]error
+			mNoContext(func() {
+				if res[0] = cu.CtxSetCurrent(ctx); res[0] != nil {
+					return
+				}
+				if relax {
+					mode := cu.CU_STREAM_CAPTURE_MODE_RELAXED
+					res[1] = cu.ThreadExchangeStreamCaptureMode(&mode)
+				}
+				res[0] = call()
+				res[2] = cu.StreamEndCapture(s, &g)
+			})
+			assert.NoError(t, res[1])
+			assert.ErrorIs(t, res[2], cu.CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, name)
+			if relax {
+				assert.NoError(t, res[0], "%s: another thread, relaxed mode", name)
+				assert.Equal(t, cu.CU_STREAM_CAPTURE_STATUS_ACTIVE, mCaptureStatus(t, s), name)
+				require.NoError(t, cu.StreamEndCapture(s, &g), name)
+				require.NoError(t, cu.GraphDestroy(g))
+			} else {
+				assert.ErrorIs(t, res[0], cu.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "%s: another thread, global mode", name)
+				assert.ErrorIs(t, cu.StreamEndCapture(s, &g), cu.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, name)
+			}
 		}
-		res[0] = cu.MemsetD8(p, 1, 64)
-		mode := cu.CU_STREAM_CAPTURE_MODE_RELAXED
-		res[1] = cu.ThreadExchangeStreamCaptureMode(&mode)
-		res[2] = cu.MemsetD8(p, 1, 64) // this thread is relaxed now
-		res[3] = cu.StreamEndCapture(s, &g)
-	})
-	assert.ErrorIs(t, res[0], cu.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "another thread, global mode")
-	assert.NoError(t, res[1])
-	assert.NoError(t, res[2])
-	assert.ErrorIs(t, res[3], cu.CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
-	assert.Equal(t, cu.CU_STREAM_CAPTURE_STATUS_ACTIVE, mCaptureStatus(t, s))
-	require.NoError(t, cu.StreamEndCapture(s, &g))
-	require.NoError(t, cu.GraphDestroy(g))
+	}
 	require.NoError(t, cu.MemAlloc(&q, 64))
 	require.NoError(t, cu.MemFree(q))
 
 	// Thread-local: only the capturing thread is restricted.
 	require.NoError(t, cu.StreamBeginCapture(s, cu.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
-	assert.ErrorIs(t, cu.MemsetD8(p, 1, 64), cu.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+	var res error
 	mNoContext(func() {
-		if res[0] = cu.CtxSetCurrent(ctx); res[0] == nil {
-			res[0] = cu.MemsetD8(p, 1, 64)
+		if res = cu.CtxSetCurrent(ctx); res == nil {
+			res = cu.MemsetD8(p, 1, 64)
 		}
 	})
-	assert.NoError(t, res[0])
+	assert.NoError(t, res)
 	require.NoError(t, cu.StreamEndCapture(s, &g))
 	require.NoError(t, cu.GraphDestroy(g))
+	require.NoError(t, cu.EventDestroy(ev))
 	require.NoError(t, cu.MemFree(p))
 }
 

@@ -50,6 +50,13 @@ func mStream(t *testing.T) cu.CUstream {
 	return s
 }
 
+func mEvent(t *testing.T) cu.CUevent {
+	t.Helper()
+	var e cu.CUevent
+	require.NoError(t, cu.EventCreate(&e, uint32(cu.CU_EVENT_DISABLE_TIMING)))
+	return e
+}
+
 func mAlloc(t *testing.T, n uintptr) cu.CUdeviceptr {
 	t.Helper()
 	var p cu.CUdeviceptr

@@ -1623,18 +1623,22 @@ static void capture_abandon(struct stream *s) {
     s->ncdeps = 0;
 }
 /* capture_unsafe refuses a potentially unsafe call (allocation, free,
-   synchronous copy, context sync) that the capture modes prohibit on the
-   calling thread (lock held). */
+   synchronous copy, context sync, and a stream's or an event's query or
+   wait) that the capture modes prohibit on the calling thread, and
+   invalidates the captures that prohibit it, as the driver does (seen on
+   an H200: tests/libcuda/capture_global_calls.c) (lock held). */
 static CUresult capture_unsafe(const char *fn) {
     if (thread_capture_mode == CM_RELAXED) return OK;
+    CUresult r = OK;
     for (struct capture *c = captures; c; c = c->next) {
         if (c->mode == CM_RELAXED) continue;
         if (pthread_equal(c->thread, pthread_self()) || (thread_capture_mode == CM_GLOBAL && c->mode == CM_GLOBAL)) {
-            note_bad("potentially unsafe call during stream capture", fn, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED");
-            return CAPTURE_UNSUPPORTED;
+            if (!r) note_bad("potentially unsafe call during stream capture", fn, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED");
+            capture_invalidate(c);
+            r = CAPTURE_UNSUPPORTED;
         }
     }
-    return OK;
+    return r;
 }
 /* capture_sync refuses to synchronise with work being captured in c's
    context, and invalidates those captures, as the driver does. */
@@ -2780,6 +2784,7 @@ CUresult cuStreamSynchronize(void *h) {
     struct stream *s;
     CUresult r = get_stream("cuStreamSynchronize", h, &s);
     if (!r && s->cap) { capture_invalidate(s->cap); r = CAPTURE_UNSUPPORTED; }
+    if (!r) r = capture_unsafe("cuStreamSynchronize");
     if (!r) {
         wait_seq(s, s->enq_seq);
         pools_at_sync();
@@ -2794,6 +2799,7 @@ CUresult cuStreamQuery(void *h) {
     struct stream *s;
     CUresult r = get_stream("cuStreamQuery", h, &s);
     if (!r && s->cap) { capture_invalidate(s->cap); r = CAPTURE_UNSUPPORTED; }
+    if (!r) r = capture_unsafe("cuStreamQuery");
     if (!r) r = sticky ? sticky : stream_idle(s) ? OK : NOT_READY;
     UNLOCK();
     return r;
@@ -2881,6 +2887,7 @@ CUresult cuEventQuery(void *h) {
     struct event *e;
     CUresult r = get_event("cuEventQuery", h, &e);
     if (!r && e->cap && e->cap->status) { capture_invalidate(e->cap); r = CAPTURE_UNSUPPORTED; }
+    if (!r) r = capture_unsafe("cuEventQuery");
     if (!r) r = sticky ? sticky : e->done_gen >= e->rec_gen ? OK : NOT_READY;
     UNLOCK();
     return r;
@@ -2891,6 +2898,7 @@ CUresult cuEventSynchronize(void *h) {
     struct event *e;
     CUresult r = get_event("cuEventSynchronize", h, &e);
     if (!r && e->cap && e->cap->status) { capture_invalidate(e->cap); r = CAPTURE_UNSUPPORTED; }
+    if (!r) r = capture_unsafe("cuEventSynchronize");
     if (!r) {
         long long gen = e->rec_gen;
         while (e->done_gen < gen && !sticky && e->h.alive) pthread_cond_wait(&done_cv, &mu);
