@@ -219,7 +219,8 @@ func (c *elfChecker) symbolsIn(i uint32) uint64 {
 }
 
 // nvNoteSections are the note sections libcuda reads by name, each with
-// the type of the one note NVIDIA's tools write in it. libcuda finds them
+// the type of the notes NVIDIA's tools write in it (one from NVRTC and
+// nvcc; several from nvJitLink, one per linked input and its own). libcuda finds them
 // by their section's name, not by the notes' own names and types: a
 // toolkit note whose header and name were scrambled (so that it no longer
 // read as NVIDIA's, and went unchecked) crashed cuModuleLoadDataEx.
@@ -233,7 +234,7 @@ const nvNoteName = "NVIDIA Corp\x00"
 // string offsets inside its description, each string NUL-terminated there;
 // NVIDIA's CUDA note (.note.nv.cuinfo) has 8 bytes or more and a known
 // virtual architecture. A section named for one of NVIDIA's notes holds
-// exactly that note, with NVIDIA's name.
+// one or more of them, each with NVIDIA's name and that note's type.
 func (c *elfChecker) notes(i int) error {
 	le := binary.LittleEndian
 	d := c.data(i)
@@ -252,8 +253,8 @@ func (c *elfChecker) notes(i int) error {
 		name := d[off+12 : off+12+namesz]
 		desc := d[off+12+pad(namesz) : off+12+pad(namesz)+descsz]
 		nv := string(name) == nvNoteName
-		if named && (!nv || typ != want || seen > 0) {
-			return fmt.Errorf("ELF section %d (%s), the note at offset %d: named %q, of type %d: the section holds one note, NVIDIA's, of type %d",
+		if named && (!nv || typ != want) {
+			return fmt.Errorf("ELF section %d (%s), the note at offset %d: named %q, of type %d: the section holds NVIDIA's notes of type %d only",
 				i, c.secName(i), off, name, typ, want)
 		}
 		seen++

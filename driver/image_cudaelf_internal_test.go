@@ -174,7 +174,8 @@ func TestImageNotes(t *testing.T) {
 // .note.nv.cuinfo by their section names, trusting what lies there: a
 // toolkit note whose first 15 bytes were scrambled (its sizes still
 // inside the section, its name no longer NVIDIA's) crashed it. Such a
-// section must hold exactly NVIDIA's note of its type.
+// section must hold NVIDIA's notes of its type only: one, or several as
+// nvJitLink writes (one per linked input and its own).
 func TestImageNVIDIANoteSections(t *testing.T) {
 	e := withNotes(t)
 	tk, cu := e.secOff[2], e.secOff[3]
@@ -182,11 +183,11 @@ func TestImageNVIDIANoteSections(t *testing.T) {
 		name, msg string
 		damage    func(b []byte)
 	}{
-		{"the toolkit note renamed", `named "MVIDIA Corp\x00", of type 2000: the section holds one note, NVIDIA's, of type 2000`, func(b []byte) { b[tk+12] = 'M' }},
-		{"the toolkit note's type", "of type 2001: the section holds one note, NVIDIA's, of type 2000", func(b []byte) { b[tk+8] = 0xd1 }},
-		{"the CUDA note's type", "of type 2000: the section holds one note, NVIDIA's, of type 1000", func(b []byte) { imgLE.PutUint32(b[cu+8:], 2000) }},
+		{"the toolkit note renamed", `named "MVIDIA Corp\x00", of type 2000: the section holds NVIDIA's notes of type 2000 only`, func(b []byte) { b[tk+12] = 'M' }},
+		{"the toolkit note's type", "of type 2001: the section holds NVIDIA's notes of type 2000 only", func(b []byte) { b[tk+8] = 0xd1 }},
+		{"the CUDA note's type", "of type 2000: the section holds NVIDIA's notes of type 1000 only", func(b []byte) { imgLE.PutUint32(b[cu+8:], 2000) }},
 		{"a shorter name", `named "NVIDIA Co", of type 2000`, func(b []byte) { b[tk] = 9 }},
-		{"a scrambled start", "the section holds one note", func(b []byte) {
+		{"a scrambled start", "the section holds NVIDIA's notes", func(b []byte) {
 			// the sizes stay inside the section: name 4 bytes, description 8
 			copy(b[tk:], []byte{4, 0, 0, 0, 8, 0, 0, 0, 0x37, 0x13, 0, 0, 'a', 'b', 'c'})
 		}},
@@ -204,5 +205,13 @@ func TestImageNVIDIANoteSections(t *testing.T) {
 	cuNote, err := hex.DecodeString(testCUInfo)
 	require.NoError(t, err)
 	two := buildELF([]testSection{{name: ".note.nv.cuinfo", typ: shtNote, data: append(bytes.Clone(cuNote), cuNote...)}}, nil)
-	assert.ErrorContains(t, checkELF(two.b, "the image"), "the note at offset 32", "two notes in NVIDIA's section")
+	assert.NoError(t, checkELF(two.b, "the image"), "two of NVIDIA's notes in their section (nvJitLink's output)")
+	foreign := append(bytes.Clone(cuNote), cuNote...)
+	foreign[len(cuNote)+12] = 'M'
+	other := buildELF([]testSection{{name: ".note.nv.cuinfo", typ: shtNote, data: foreign}}, nil)
+	assert.ErrorContains(t, checkELF(other.b, "the image"), `the note at offset 32: named "MVIDIA Corp\x00"`, "NVIDIA's note, then another")
+	badArch := append(bytes.Clone(cuNote), cuNote...)
+	badArch[len(cuNote)+12+12+2] = 91
+	third := buildELF([]testSection{{name: ".note.nv.cuinfo", typ: shtNote, data: badArch}}, nil)
+	assert.ErrorContains(t, checkELF(third.b, "the image"), "the note at offset 32: NVIDIA's CUDA note: the virtual SM, 91", "every note is checked")
 }

@@ -1,10 +1,13 @@
 package driver
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
+	"path"
 	"regexp"
 	"sort"
 	"strings"
@@ -14,33 +17,47 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The corpus is real CUBINs: those NVRTC writes for every architecture it
-// supports, plain, -rdc, -G, -lineinfo and the "a" and "f" variants, of
-// two sources (TestImageNVRTCCubinsPassTheCheck writes them to
-// $PURECUDA_IMAGE_CORPUS on a GPU machine; they are kept in
-// testdata/cubins). Every one must pass the check, and the survey below
-// lists what each field of theirs holds: the values the check's
-// whitelists are measured from.
-const corpusDir = "testdata/cubins"
+// The corpus is real CUBINs, written on a GPU machine (H200, CUDA 13.0) by
+// TestImageNVRTCCubinsPassTheCheck (NVRTC: every architecture it supports,
+// plain, -rdc, -G, -lineinfo and the "a" and "f" variants),
+// TestImageLinkedCubinsPassTheCheck (nvJitLink: linked from relocatable
+// CUBINs, from PTX plain, -lineinfo and -g, and from LTO-IR) and
+// TestImageNvccCubinsPassTheCheck (nvcc -cubin: plain, -G, -lineinfo,
+// -rdc=true, every architecture it lists), of two sources, into
+// $PURECUDA_IMAGE_CORPUS, and kept here as one gzipped tar. Every one must
+// pass the check, and the survey below lists what each field of theirs
+// holds: the values the check's whitelists are measured from.
+const corpusFile = "testdata/cubins.tar.gz"
 
-// readCorpus reads the corpus, skipping the test when there is none.
+// readCorpus reads the corpus: file name → CUBIN.
 func readCorpus(t *testing.T) map[string][]byte {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(corpusDir, "*.cubin"))
+	f, err := os.Open(corpusFile)
 	require.NoError(t, err)
-	if len(files) == 0 {
-		t.Skipf("no CUBINs in %s (a GPU machine writes them: PURECUDA_IMAGE_CORPUS=dir with TestImageNVRTCCubinsPassTheCheck)", corpusDir)
-	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	require.NoError(t, err)
+	tr := tar.NewReader(z)
 	c := map[string][]byte{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
 		require.NoError(t, err)
-		c[filepath.Base(f)] = b
+		if h.Typeflag != tar.TypeReg || !strings.HasSuffix(h.Name, ".cubin") {
+			continue
+		}
+		b, err := io.ReadAll(tr)
+		require.NoError(t, err)
+		c[path.Base(h.Name)] = b
 	}
+	require.NotEmpty(t, c, "no CUBINs in %s", corpusFile)
 	return c
 }
 
-// TestImageCorpusPassesTheCheck: no CUBIN NVRTC writes is refused.
+// TestImageCorpusPassesTheCheck: no CUBIN NVRTC, nvJitLink or nvcc writes
+// is refused.
 func TestImageCorpusPassesTheCheck(t *testing.T) {
 	for name, b := range readCorpus(t) {
 		_, err := checkImage(b)
