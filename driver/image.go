@@ -283,6 +283,20 @@ func inside(what string, off, size, n uint64, whose string) error {
 	if off <= n && size <= n-off {
 		return nil
 	}
+	return outside(what, off, size, n, whose)
+}
+
+// insideNth is inside for the k'th of a kind ("ELF section", 3), named
+// only when it is not inside (the check runs on every load).
+func insideNth(kind string, k, off, size, n uint64, whose string) error {
+	if off <= n && size <= n-off {
+		return nil
+	}
+	return outside(fmt.Sprintf("%s %d", kind, k), off, size, n, whose)
+}
+
+// outside is the error of inside.
+func outside(what string, off, size, n uint64, whose string) error {
 	if off+size >= off { // no overflow
 		return fmt.Errorf("%s ends at %d, past %s's %d bytes", what, off+size, whose, n)
 	}

@@ -218,13 +218,29 @@ func (c *elfChecker) symbolsIn(i uint32) uint64 {
 	return c.secs[i].nsym
 }
 
-// nvNoteSections are the note sections libcuda reads by name, each with
+// NVIDIA's note sections are the note sections libcuda reads by name, each with
 // the type of the notes NVIDIA's tools write in it (one from NVRTC and
 // nvcc; several from nvJitLink, one per linked input and its own). libcuda finds them
 // by their section's name, not by the notes' own names and types: a
 // toolkit note whose header and name were scrambled (so that it no longer
 // read as NVIDIA's, and went unchecked) crashed cuModuleLoadDataEx.
-var nvNoteSections = map[string]uint32{".note.nv.tkinfo": nvNoteTKInfo, ".note.nv.cuinfo": nvNoteCUInfo}
+//
+// nvNoteType returns the type of section i's notes if it is one of them,
+// else 0; it compares the name in place (the check runs on every load).
+func (c *elfChecker) nvNoteType(i int) uint32 {
+	if c.names == nil {
+		return 0
+	}
+	n := c.names[c.secs[i].name:]
+	is := func(name string) bool { return len(n) > len(name) && n[len(name)] == 0 && string(n[:len(name)]) == name }
+	switch {
+	case is(".note.nv.tkinfo"):
+		return nvNoteTKInfo
+	case is(".note.nv.cuinfo"):
+		return nvNoteCUInfo
+	}
+	return 0
+}
 
 // nvNoteName is the name of NVIDIA's notes.
 const nvNoteName = "NVIDIA Corp\x00"
@@ -238,7 +254,8 @@ const nvNoteName = "NVIDIA Corp\x00"
 func (c *elfChecker) notes(i int) error {
 	le := binary.LittleEndian
 	d := c.data(i)
-	want, named := nvNoteSections[c.secName(i)]
+	want := c.nvNoteType(i)
+	named := want != 0
 	seen := 0
 	pad := func(n uint64) uint64 { return (n + 3) &^ 3 }
 	for off := uint64(0); off < uint64(len(d)); {

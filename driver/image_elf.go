@@ -159,7 +159,7 @@ func checkELF(b []byte, whose string) error {
 			case i == 0: // checked above; its size may be a count
 				s.hasContents = false
 			case s.hasContents:
-				if err := inside(fmt.Sprintf("ELF section %d", i), s.off, s.size, c.n, whose); err != nil {
+				if err := insideNth("ELF section", uint64(i), s.off, s.size, c.n, whose); err != nil {
 					return err
 				}
 			case s.off > c.n:
@@ -248,7 +248,7 @@ func (c *elfChecker) programHeaders(phoff uint64, phentsize uint16, phnum uint64
 	for i := range phnum {
 		h := c.b[phoff+i*elfPhdrSize:]
 		if filesz := le.Uint64(h[32:]); filesz != 0 {
-			if err := inside(fmt.Sprintf("ELF segment %d", i), le.Uint64(h[8:]), filesz, c.n, c.whose); err != nil {
+			if err := insideNth("ELF segment", i, le.Uint64(h[8:]), filesz, c.n, c.whose); err != nil {
 				return err
 			}
 		}
@@ -274,7 +274,7 @@ func (c *elfChecker) sectionContents(shstrndx uint32) error {
 	}
 	c.names = names
 	for i, s := range c.secs {
-		if k := nvNoteSections[c.secName(i)]; k != 0 && s.typ != shtNote {
+		if k := c.nvNoteType(i); k != 0 && s.typ != shtNote {
 			return fmt.Errorf("ELF section %d (%s): type %d, not a note section (%d)", i, c.secName(i), s.typ, shtNote)
 		}
 		switch s.typ {
@@ -314,17 +314,27 @@ func (c *elfChecker) sectionContents(shstrndx uint32) error {
 
 // strtab returns section i's contents if it is a string table ending in
 // NUL; what names its use.
-func (c *elfChecker) strtab(i uint32, what string) ([]byte, error) {
+func (c *elfChecker) strtab(i uint32, what string) ([]byte, error) { return c.strtabOf(i, what, -1) }
+
+// strtabOf is strtab for the string table of what nth ("symbol table", 3)
+// when nth ≥ 0, named only on error (the check runs on every load).
+func (c *elfChecker) strtabOf(i uint32, what string, nth int) ([]byte, error) {
+	name := func() string {
+		if nth < 0 {
+			return what
+		}
+		return fmt.Sprintf("string table of %s %d", what, nth)
+	}
 	if i == 0 || uint64(i) >= uint64(len(c.secs)) {
-		return nil, fmt.Errorf("ELF %s: section index %d is not a section (the ELF has %d)", what, i, len(c.secs))
+		return nil, fmt.Errorf("ELF %s: section index %d is not a section (the ELF has %d)", name(), i, len(c.secs))
 	}
 	s := c.secs[i]
 	if s.typ != shtStrtab || !s.hasContents {
-		return nil, fmt.Errorf("ELF %s: section %d is not a string table with contents", what, i)
+		return nil, fmt.Errorf("ELF %s: section %d is not a string table with contents", name(), i)
 	}
 	d := c.data(int(i))
 	if d[len(d)-1] != 0 {
-		return nil, fmt.Errorf("ELF %s: section %d does not end in NUL", what, i)
+		return nil, fmt.Errorf("ELF %s: section %d does not end in NUL", name(), i)
 	}
 	return d, nil
 }
@@ -342,7 +352,7 @@ func (c *elfChecker) symbols(i int) error {
 	if len(d) == 0 {
 		return nil
 	}
-	names, err := c.strtab(s.link, fmt.Sprintf("string table of symbol table %d", i))
+	names, err := c.strtabOf(s.link, "symbol table", i)
 	if err != nil {
 		return err
 	}

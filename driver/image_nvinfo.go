@@ -39,11 +39,11 @@ const (
 // offsets of instructions in the kernel's code, which libcuda may patch:
 // EXIT, S2R_CTAID, LD_CACHEMOD, ATOM_SYS, COOP_GROUP, INT_WARP_WIDE,
 // SYSCALL, SW_WAR_MEMBAR_SYS and IGNOREOOB_CP_ASYNC_BULK instructions.
-var eiattrCodeOffsets = map[byte]bool{0x1c: true, 0x1d: true, 0x25: true, 0x27: true, 0x28: true, 0x31: true, 0x46: true, 0x47: true, 0x65: true}
+var eiattrCodeOffsets = [256]bool{0x1c: true, 0x1d: true, 0x25: true, 0x27: true, 0x28: true, 0x31: true, 0x46: true, 0x47: true, 0x65: true}
 
 // eiattrSymbolFirst are the attributes whose value begins with a function's
 // symbol index.
-var eiattrSymbolFirst = map[byte]bool{eiattrFrameSize: true, eiattrMinStackSize: true, eiattrMaxStackSize: true, eiattrRegcount: true}
+var eiattrSymbolFirst = [256]bool{eiattrFrameSize: true, eiattrMinStackSize: true, eiattrMaxStackSize: true, eiattrRegcount: true}
 
 // symtabFor is the symbol table whose indices a section linked to section
 // link names: link when that is a symbol table; else (older CUBINs link

@@ -30,7 +30,7 @@ import (
 const corpusFile = "testdata/cubins.tar.gz"
 
 // readCorpus reads the corpus: file name → CUBIN.
-func readCorpus(t *testing.T) map[string][]byte {
+func readCorpus(t testing.TB) map[string][]byte {
 	t.Helper()
 	f, err := os.Open(corpusFile)
 	require.NoError(t, err)
