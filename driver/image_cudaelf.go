@@ -232,7 +232,9 @@ func (c *elfChecker) nvNoteType(i int) uint32 {
 		return 0
 	}
 	n := c.names[c.secs[i].name:]
-	is := func(name string) bool { return len(n) > len(name) && n[len(name)] == 0 && string(n[:len(name)]) == name }
+	is := func(name string) bool {
+		return len(n) > len(name) && n[len(name)] == 0 && string(n[:len(name)]) == name
+	}
 	switch {
 	case is(".note.nv.tkinfo"):
 		return nvNoteTKInfo
