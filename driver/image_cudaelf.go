@@ -314,3 +314,29 @@ func nvNote(typ uint32, desc []byte) error {
 	}
 	return nil
 }
+
+// constantBanks are the constant banks NVIDIA's tools name sections for
+// (.nv.constant0.<kernel> for parameters, .nv.constant2, 3 and 4): all
+// that the corpus of NVRTC's, nvJitLink's and nvcc's CUBINs holds, for
+// every architecture. libcuda picks a constant section's bank by its name:
+// a .nv.constant4 renamed .nv.constant1 crashed it.
+var constantBanks = [10]bool{0: true, 2: true, 3: true, 4: true}
+
+// constantBank checks that section i, if its name begins ".nv.constant",
+// names one of constantBanks: ".nv.constant", a digit, then nothing or a
+// dot and the rest.
+func (c *elfChecker) constantBank(i int) error {
+	const prefix = ".nv.constant"
+	if c.names == nil {
+		return nil
+	}
+	n := c.names[c.secs[i].name:]
+	if len(n) < len(prefix) || string(n[:len(prefix)]) != prefix {
+		return nil
+	}
+	r := n[len(prefix):]
+	if len(r) >= 2 && r[0] >= '0' && r[0] <= '9' && constantBanks[r[0]-'0'] && (r[1] == 0 || r[1] == '.') {
+		return nil
+	}
+	return fmt.Errorf("ELF section %d (%s): not a constant bank NVIDIA's tools name a section for (0, 2, 3 and 4)", i, c.secName(i))
+}

@@ -277,6 +277,9 @@ func (c *elfChecker) sectionContents(shstrndx uint32) error {
 		if k := c.nvNoteType(i); k != 0 && s.typ != shtNote {
 			return fmt.Errorf("ELF section %d (%s): type %d, not a note section (%d)", i, c.secName(i), s.typ, shtNote)
 		}
+		if err := c.constantBank(i); err != nil {
+			return err
+		}
 		switch s.typ {
 		case shtStrtab:
 			if s.hasContents && c.b[s.off+s.size-1] != 0 {
@@ -367,12 +370,13 @@ func (c *elfChecker) symbols(i int) error {
 		if typ, bind := sym[4]&0xf, sym[4]>>4; !validSymbolType[typ] || bind > stbWeak {
 			return fmt.Errorf("ELF section %d, symbol %d: type %d, binding %d (CUDA's are types 0-4 and 13, bindings local, global and weak)", i, j/elfSymSize, typ, bind)
 		}
+		// Special indices (SHN_ABS, SHN_COMMON, SHN_XINDEX and the rest
+		// from 0xff00) are refused too: NVIDIA's tools write none (in the
+		// corpus of NVRTC's, nvJitLink's and nvcc's CUBINs), and each of
+		// 0xff00, 0xffxx and 0xxxff in a symbol crashed libcuda.
 		shndx := le.Uint16(sym[6:])
-		if shndx >= shnLoreserve {
-			continue
-		}
 		if int(shndx) >= len(c.secs) {
-			return fmt.Errorf("ELF section %d, symbol %d: section index %d is not a section (the ELF has %d)", i, j/elfSymSize, shndx, len(c.secs))
+			return fmt.Errorf("ELF section %d, symbol %d: section index %#x is not a section (the ELF has %d)", i, j/elfSymSize, shndx, len(c.secs))
 		}
 		// A variable or function lies inside its section (libcuda copies
 		// it: a __constant__ variable past its section's end crashed it).

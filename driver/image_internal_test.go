@@ -228,7 +228,11 @@ func TestImageRefusesDamagedELF(t *testing.T) {
 		{"symbol entry size", "symbol table of 72 bytes with 16-byte entries", func(b []byte) { imgLE.PutUint64(b[e.shdr(secSymtab)+56:], 16) }},
 		{"symbol table's strings", "string table of symbol table 3: section 4 is not a string table", func(b []byte) { imgLE.PutUint32(b[e.shdr(secSymtab)+40:], secNvInfo) }},
 		{"symbol name past its table", "symbol 2: name offset 77", func(b []byte) { imgLE.PutUint32(b[e.secOff[secSymtab]+2*elfSymSize:], 77) }},
-		{"symbol section", "symbol 1: section index 300", func(b []byte) { imgLE.PutUint16(b[e.secOff[secSymtab]+elfSymSize+6:], 300) }},
+		{"symbol section", "symbol 1: section index 0x12c", func(b []byte) { imgLE.PutUint16(b[e.secOff[secSymtab]+elfSymSize+6:], 300) }},
+		// Special indices: NVIDIA's tools write none, and libcuda crashed on them.
+		{"symbol section SHN_ABS", "symbol 1: section index 0xfff1", func(b []byte) { imgLE.PutUint16(b[e.secOff[secSymtab]+elfSymSize+6:], 0xfff1) }},
+		{"symbol section SHN_LORESERVE", "symbol 1: section index 0xff00", func(b []byte) { imgLE.PutUint16(b[e.secOff[secSymtab]+elfSymSize+6:], 0xff00) }},
+		{"symbol section SHN_XINDEX", "symbol 2: section index 0xffff", func(b []byte) { imgLE.PutUint16(b[e.secOff[secSymtab]+2*elfSymSize+6:], 0xffff) }},
 		{"relocation entry size", "relocation table of 16 bytes with 24-byte entries", func(b []byte) { imgLE.PutUint64(b[e.shdr(secRel)+56:], 24) }},
 		{"relocations without symbols", "section 5, is not a symbol table", func(b []byte) { imgLE.PutUint32(b[e.shdr(secRel)+40:], secText) }},
 		{"relocations for no section", "relocations for section 60", func(b []byte) { imgLE.PutUint32(b[e.shdr(secRel)+44:], 60) }},

@@ -38,8 +38,12 @@ const (
 // eiattrCodeOffsets are the attributes whose value is a list of byte
 // offsets of instructions in the kernel's code, which libcuda may patch:
 // EXIT, S2R_CTAID, LD_CACHEMOD, ATOM_SYS, COOP_GROUP, INT_WARP_WIDE,
-// SYSCALL, SW_WAR_MEMBAR_SYS and IGNOREOOB_CP_ASYNC_BULK instructions.
-var eiattrCodeOffsets = [256]bool{0x1c: true, 0x1d: true, 0x25: true, 0x27: true, 0x28: true, 0x31: true, 0x46: true, 0x47: true, 0x65: true}
+// SYSCALL, SW_WAR_MEMBAR_SYS and IGNOREOOB_CP_ASYNC_BULK instructions;
+// and JUMPTABLE_RELOCS and ATOMF16_EMUL_INSTR_OFFSETS, whose layout no
+// public source gives, read as such lists (none in the corpus; a
+// parameter's record whose attribute became JUMPTABLE_RELOCS crashed
+// libcuda).
+var eiattrCodeOffsets = [256]bool{0x03: true, 0x2d: true, 0x1c: true, 0x1d: true, 0x25: true, 0x27: true, 0x28: true, 0x31: true, 0x46: true, 0x47: true, 0x65: true}
 
 // eiattrSymbolFirst are the attributes whose value begins with a function's
 // symbol index.

@@ -115,6 +115,20 @@ func TestImageKernelInfo(t *testing.T) {
 		{"an exit far away", "instruction offset 1048592 is not on", func(b []byte) { b[at(4)+6] = 0x10 }},
 		{"instruction offsets of no code", "instruction offsets, but section 7 (sh_info) is not code", func(b []byte) { imgLE.PutUint32(b[e.shdr(kiKernelInfo)+44:], kiConst) }},
 		{"a ragged offset list", "a list of instruction offsets of 7 bytes", func(b []byte) { b[at(4)+2] = 7; b[at(4)+11] = 1 }},
+		{"a parameter's record turned jump-table relocations", "(attribute 0x03): instruction offset 524289 is not on", func(b []byte) { b[at(3)+1] = 0x03 }},
+		{"a parameter's record turned ATOMF16 emulation offsets", "(attribute 0x2d): instruction offset 524289 is not on", func(b []byte) { b[at(3)+1] = 0x2d }},
+		{"constant bank 1", "(.nv.constant1.k): not a constant bank NVIDIA's tools name a section for", func(b []byte) {
+			i := bytes.Index(b, []byte(".nv.constant0"))
+			b[i+len(".nv.constant")] = '1'
+		}},
+		{"constant bank 5", "(.nv.constant5.k): not a constant bank", func(b []byte) {
+			i := bytes.Index(b, []byte(".nv.constant0"))
+			b[i+len(".nv.constant")] = '5'
+		}},
+		{"constant bank without a number", "(.nv.constantx.k): not a constant bank", func(b []byte) {
+			i := bytes.Index(b, []byte(".nv.constant0"))
+			b[i+len(".nv.constant")] = 'x'
+		}},
 		{"an external symbol", "(attribute 0x0f): names symbol 4, but section 3 has 4 symbols", func(b []byte) { b[at(5)+4] = 4 }},
 		{"a callgraph symbol", "(.nv.callgraph): entry 4 names symbol 4, but section 3 has 4 symbols", func(b []byte) { b[e.secOff[kiCallgraph]+16] = 4 }},
 		{"a callgraph marker", "entry 1 names symbol 4294967291", func(b []byte) { b[e.secOff[kiCallgraph]+4] = 0xfb }},
