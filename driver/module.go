@@ -118,7 +118,8 @@ func (j *jitOptions) logs() (errLog, info string) {
 //
 // Inside a CUBIN's sections the check follows what CUDA follows: symbols
 // and relocations (their types, and room for what they patch), NVIDIA's
-// toolkit and CUDA notes, the call graph, and the kernel attributes that
+// toolkit and CUDA notes, the constant banks sections are named for, the
+// call graph, and the kernel attributes that
 // name symbols, instructions to patch or the kernel's parameters. What it
 // cannot judge is left to CUDA, checked only to lie inside the image: the
 // machine code itself, debug sections, and sections whose layout NVIDIA
