@@ -381,10 +381,13 @@ func waitWorker() {
 func (it waitItem) try() bool {
 	var ev cu.CUevent
 	var err error
-	skip := false
+	skip, ran := false, false
 	// With this thread's capture mode relaxed: a capture in global mode on
 	// another thread refuses an event's wait, and is invalidated by it.
-	_ = relaxedHere(func() error {
+	// Where the mode cannot be switched, nothing was waited for: the owner
+	// is kept (below), never released under work that may use it.
+	rerr := relaxedHere(func() error {
+		ran = true
 		ev, err = it.s.recordUncaptured()
 		if err == errRawCapture || (err == nil && ev == 0) {
 			skip = true
@@ -396,6 +399,9 @@ func (it waitItem) try() bool {
 		}
 		return nil
 	})
+	if !ran {
+		err = rerr
+	}
 	if skip {
 		return false
 	}
