@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"weak"
@@ -26,8 +27,10 @@ import (
 // may begin meanwhile, and the events, recorded outside it, do not touch
 // it. Only then does the caller look for a capture (unlessCaptured) and,
 // keeping captures out, synchronise the context and call CUDA: the wait
-// there is for little or nothing (work queued since the drain, or on
-// streams purecuda did not make).
+// there is for little or nothing (work queued since the drain, on
+// streams purecuda did not make, or left on destroyed streams: a closed
+// stream is destroyed only once its host functions, the work that may wait
+// for a goroutine, have run).
 
 // liveStreams lists, per CUDA context, the streams made in it (weakly: a
 // dropped stream is still released by its cleanup). Keyed by handle, as
@@ -38,7 +41,7 @@ var liveStreams struct {
 }
 
 // noteStream lists s, a stream just made, among its context's streams;
-// when the list has doubled, it forgets the streams gone or closed.
+// when the list has doubled, it forgets the streams gone or destroyed.
 func noteStream(s *Stream) {
 	liveStreams.mu.Lock()
 	defer liveStreams.mu.Unlock()
@@ -50,14 +53,16 @@ func noteStream(s *Stream) {
 	if n := len(ws); n >= 64 && n&(n-1) == 0 {
 		ws = slices.DeleteFunc(ws, func(w weak.Pointer[Stream]) bool {
 			s := w.Value()
-			return s == nil || s.obj.Closed()
+			return s == nil || s.obj.Destroyed()
 		})
 	}
 	liveStreams.byCtx[k] = ws
 }
 
-// streamsOf holds and returns the open streams of context c's CUDA
-// context, forgetting those gone or closed; the caller releases each.
+// streamsOf holds and returns the live streams of context c's CUDA
+// context, closed ones included (a host function queued on a closed stream
+// holds it until it has run), forgetting those gone or destroyed; the
+// caller releases each.
 func streamsOf(c *Context) []*Stream {
 	liveStreams.mu.Lock()
 	defer liveStreams.mu.Unlock()
@@ -65,7 +70,7 @@ func streamsOf(c *Context) []*Stream {
 	var held []*Stream
 	ws := slices.DeleteFunc(liveStreams.byCtx[k], func(w weak.Pointer[Stream]) bool {
 		s := w.Value()
-		if s == nil || !s.obj.Acquire() {
+		if s == nil || !s.obj.Retain() {
 			return true
 		}
 		held = append(held, s)
@@ -79,12 +84,13 @@ func streamsOf(c *Context) []*Stream {
 	return held
 }
 
-// drain waits for the work queued so far in context c, on its open
-// streams and its legacy stream, without keeping any capture from
-// beginning (see above). The caller holds c. It returns the first error
-// (a fault in the context is reported here as by cuCtxSynchronize).
-// Work on streams purecuda did not make, or closed while their work
-// runs, is not waited for here: the synchronisation after it is.
+// drain waits for the work queued so far in context c, on its streams
+// not yet destroyed and its legacy stream, without keeping any capture
+// from beginning (see above). The caller holds c. It returns the first
+// error (a fault in the context is reported here as by cuCtxSynchronize).
+// Work on streams purecuda did not make, or left on a stream destroyed
+// (closed, with no host function of its left to run), is not waited for
+// here: the synchronisation after it is.
 func drain(c *Context) error {
 	// Querying or waiting for an event is among the calls a capture in
 	// global mode on another thread refuses, and is invalidated by (seen
@@ -112,7 +118,9 @@ func drainRelaxed(c *Context) error {
 		if err == errRawCapture {
 			continue
 		}
-		note(err)
+		// A fault seen here releases what the host functions queued in s's
+		// Context hold (CUDA will never run them), closed streams included.
+		note(s.ctx.sawError(err))
 		if ev != 0 {
 			evs = append(evs, ev)
 		}
@@ -160,7 +168,8 @@ func drainRelaxed(c *Context) error {
 // purecuda did not make: usually nothing) and runs call; unless a stream
 // of c is being captured: then it hands retry to that capture's end
 // (unlessCaptured) and reports false. A failed wait fails the call too,
-// after it ran.
+// after it ran; a fault it sees releases what the host functions queued
+// in c hold (sawError), as a Synchronize would.
 func drainThenUnlessCaptured(c *Context, retry func() error, call func() error) (ran bool, err error) {
 	derr := drain(c)
 	ran, err = unlessCaptured(c, retry, func() error {
@@ -177,5 +186,6 @@ func drainThenUnlessCaptured(c *Context, retry func() error, call func() error) 
 	if ran && err == nil {
 		err = derr
 	}
+	_ = c.sawError(errors.Join(derr, err))
 	return ran, err
 }

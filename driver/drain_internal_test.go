@@ -11,9 +11,9 @@ import (
 )
 
 // The list of a context's streams, which a free's wait records events on,
-// forgets closed and dropped streams: when it is walked, and as it grows
-// (a program that makes and closes streams and frees nothing keeps it
-// small). Streams without CUDA: only the list is tested.
+// forgets destroyed and dropped streams (a closed stream still held is
+// waited for): when it is walked, and as it grows (a program that makes
+// and closes streams and frees nothing keeps it small). Streams without CUDA: only the list is tested.
 func TestLiveStreamsForgetsClosedAndDropped(t *testing.T) {
 	c := &Context{h: cu.CUcontext(0xfeed0001)}
 	defer func() {
@@ -44,13 +44,23 @@ func TestLiveStreamsForgetsClosedAndDropped(t *testing.T) {
 	}
 	closed := newStream()
 	require.NoError(t, closed.obj.Close())
+	busy := newStream() // closed, still held (a host function queued on it)
+	require.True(t, busy.obj.Retain())
+	require.NoError(t, busy.obj.Close())
 	runtime.GC()
 	runtime.GC()
 	held := streamsOf(c)
-	assert.Equal(t, []*Stream{kept}, held, "only the open stream is waited for")
+	assert.Equal(t, []*Stream{kept, busy}, held, "the open stream, and the closed one still held, are waited for")
 	for _, s := range held {
 		require.NoError(t, s.obj.Release())
 	}
-	assert.Equal(t, 1, count(), "closed and dropped streams are forgotten when the list is walked")
+	assert.Equal(t, 2, count(), "destroyed and dropped streams are forgotten when the list is walked")
+	require.NoError(t, busy.obj.Release())
+	held = streamsOf(c)
+	assert.Equal(t, []*Stream{kept}, held, "a closed stream is forgotten once its last holder let go")
+	for _, s := range held {
+		require.NoError(t, s.obj.Release())
+	}
+	assert.Equal(t, 1, count())
 	runtime.KeepAlive(kept)
 }

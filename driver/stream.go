@@ -33,8 +33,9 @@ const (
 // A Stream is safe for concurrent use; work submitted from several goroutines
 // is ordered as CUDA receives it. Every call holds the stream while it runs,
 // so Close racing with calls never destroys the CUDA stream under one; the
-// stream is destroyed when Close has been called and the last call, and the
-// last stream-ordered buffer allocated on it, are done. A Stream dropped
+// stream is destroyed when Close has been called and the last call, the
+// last stream-ordered buffer allocated on it and the last host function
+// queued on it are done. A Stream dropped
 // without Close is destroyed by a cleanup.
 type Stream struct {
 	// The fields a launch reads come first, together; capture is set while
@@ -298,9 +299,9 @@ func (s *Stream) lifetimeObj() *lifetime.Object {
 	return &s.obj
 }
 
-// Close destroys the stream (cuStreamDestroy) once no call is using it and
-// no buffer allocated on it in stream order is left. Work already queued
-// still runs. Panics of its host functions that Synchronize has not
+// Close destroys the stream (cuStreamDestroy) once no call is using it, no
+// buffer allocated on it in stream order is left and its host functions
+// have run. Work already queued still runs. Panics of its host functions that Synchronize has not
 // returned, and those of host functions that run after Close, go to the
 // stream's Context: its next Synchronize returns them. Close is idempotent
 // and returns the first call's result.
@@ -506,9 +507,11 @@ func (s *Stream) Priority() (int, error) {
 // Synchronize of its Context does (it waits for the stream's work too),
 // and once that context is closed as well, lifetime.Errors. On the legacy
 // stream the panic is the context's from the start: the next Synchronize
-// of the legacy stream or of the context returns it. If a kernel
-// fault (ErrSticky) stops CUDA, f never runs and is released when the
-// error is seen.
+// of the legacy stream or of the context returns it. Until f has run it
+// keeps a stream made with NewStream from being destroyed, even after
+// Close. If a kernel fault
+// (ErrSticky) stops CUDA, f never runs and is released, with s, when the
+// error is seen (a Synchronize, or the wait of a free in the context).
 //
 // While s is being captured into a graph (package graph), f becomes a
 // host node instead: it runs at every launch of the graph, is held for as
@@ -534,8 +537,12 @@ func (s *Stream) LaunchHostFunc(f func()) error {
 	if h != nil {
 		return s.enqueueCapturedHost(h, f)
 	}
-	// No capture can begin on s before leave: f runs on s, once.
-	id := hostfn.Register(hostfn.Callback{Fn: f, Once: true, Sink: streamPanics{s}})
+	// No capture can begin on s before leave: f runs on s, once. Until it
+	// has run (or CUDA drops it) f holds s, closed or not: a free waits for
+	// the work of the context's streams without keeping captures out (see
+	// drain), and a stream destroyed under a queued f would hide it.
+	s.obj.Retain() // cannot fail: s is held
+	id := hostfn.Register(hostfn.Callback{Fn: func() { defer s.release(); f() }, Once: true, Sink: streamPanics{s}, OnCancel: s.release})
 	hostfn.Expect()
 	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id) }); err != nil {
 		hostfn.Cancel(id) // it will never run

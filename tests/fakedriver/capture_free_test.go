@@ -187,3 +187,66 @@ func TestReleaseWaitDoesNotDelayBeginCapture(t *testing.T) {
 		}
 	}
 }
+
+// The same, with the host function on a stream closed (or dropped) right
+// after it was queued: a common pattern (defer s.Close()). CUDA still runs
+// the stream's work, which the release must wait for without keeping a
+// BeginCapture in the context waiting.
+func TestReleaseWaitOnClosedStreamDoesNotDelayBeginCapture(t *testing.T) {
+	f := setup(t)
+	defer func() { _ = lifetime.Errors() }()
+	for _, how := range []string{"closed", "dropped"} {
+		msg := how
+		allocs := fcall(t, "fake_live_allocations")
+		b, err := driver.Alloc[int32](f.ctx, 16)
+		require.NoError(t, err, msg)
+		gate, ran := make(chan struct{}), make(chan struct{})
+		func() {
+			s1, err := f.ctx.NewStream(driver.StreamNonBlocking)
+			require.NoError(t, err, msg)
+			require.NoError(t, s1.LaunchHostFunc(func() { <-gate }), msg)
+			require.NoError(t, s1.LaunchHostFunc(func() { close(ran) }), msg)
+			if how == "closed" {
+				require.NoError(t, s1.Close(), msg)
+			}
+		}()
+		if how == "dropped" {
+			gcAll()
+		}
+		require.NoError(t, b.Close(), msg)
+		time.Sleep(50 * time.Millisecond) // the release waits for the host function
+		s2, err := f.ctx.NewStream(driver.StreamNonBlocking)
+		require.NoError(t, err, msg)
+		began := make(chan *graph.StreamCapture, 1)
+		go func() {
+			sc, err := graph.BeginCapture(s2, graph.CaptureGlobal)
+			assert.NoError(t, err, msg)
+			began <- sc
+		}()
+		var sc *graph.StreamCapture
+		select {
+		case sc = <-began:
+		case <-time.After(2 * time.Second):
+			close(gate)
+			if sc := <-began; sc != nil {
+				_ = sc.Abort()
+			}
+			t.Fatalf("%s: BeginCapture waited for a release that waits for a host function", msg)
+		}
+		require.NotNil(t, sc, msg)
+		require.NoError(t, s2.Launch(f.empty, g1, b1), msg)
+		close(gate)
+		<-ran
+		lifetime.Flush()
+		require.NoError(t, s2.Launch(f.empty, g1, b1), msg+": the capture goes on")
+		g, err := sc.End()
+		require.NoError(t, err, msg+": the capture was not invalidated")
+		require.NoError(t, errors.Join(g.Close(), s2.Close()), msg)
+		lifetime.Flush()
+		assert.True(t, settleWithin(2*time.Second, func() bool {
+			return fcall(t, "fake_live_allocations") == allocs
+		}), msg+": released after the capture")
+		assert.Empty(t, lifetime.Errors(), msg+": no release failed")
+		noBadUses(t)
+	}
+}

@@ -315,3 +315,49 @@ func waitHostFuncs(t *testing.T, s *driver.Stream) {
 		t.Fatal("the host functions did not run")
 	}
 }
+
+// A host function holds its stream until it has run, so that a free's wait
+// finds it on a closed stream; one that CUDA never runs (a fault stopped
+// the context) is released once the fault is seen, by a Synchronize or by
+// a free's wait, and its stream and context with it.
+func TestHostFuncOfAClosedStreamAfterAFault(t *testing.T) {
+	f := setup(t)
+	defer func() { _ = lifetime.Errors() }()
+	for _, seenBy := range []string{"Synchronize", "free"} {
+		msg := "seen by " + seenBy
+		ctxs, streams := fcall(t, "fake_live_contexts"), fcall(t, "fake_live_streams")
+		callbacks := lifetime.ReadStats().Callbacks
+		c2, err := f.ctx.Device().NewContext(0)
+		require.NoError(t, err, msg)
+		b, err := driver.Alloc[int32](c2, 16)
+		require.NoError(t, err, msg)
+		s, err := c2.NewStream(driver.StreamNonBlocking)
+		require.NoError(t, err, msg)
+		gate := make(chan struct{})
+		var ran atomic.Bool
+		require.NoError(t, s.LaunchHostFunc(func() { <-gate }), msg)
+		require.NoError(t, s.LaunchHostFunc(func() { ran.Store(true) }), msg)
+		require.NoError(t, s.Close(), msg)
+		assert.Equal(t, streams+1, fcall(t, "fake_live_streams"), msg+": the host functions hold the closed stream")
+		fcall(t, "fake_set_sticky_error", ltLaunchFailed)
+		close(gate)
+		assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000), msg) // the second host function is dropped
+		if seenBy == "Synchronize" {
+			assert.ErrorIs(t, c2.Synchronize(), driver.ErrLaunchFailed, msg)
+			require.NoError(t, b.Close(), msg)
+		} else {
+			require.NoError(t, b.Close(), msg)
+			lifetime.Flush()
+		}
+		require.NoError(t, c2.Close(), msg)
+		lifetime.Flush()
+		assert.True(t, settleWithin(2*time.Second, func() bool {
+			return fcall(t, "fake_live_streams") == streams && fcall(t, "fake_live_contexts") == ctxs &&
+				lifetime.ReadStats().Callbacks == callbacks
+		}), "%s: stream, context and callback released: %d streams (were %d), %d contexts (were %d), %d callbacks (were %d)",
+			msg, fcall(t, "fake_live_streams"), streams, fcall(t, "fake_live_contexts"), ctxs, lifetime.ReadStats().Callbacks, callbacks)
+		assert.False(t, ran.Load(), msg)
+		fcall(t, "fake_clear_sticky_error")
+		fcall(t, "fake_reset_counters")
+	}
+}
