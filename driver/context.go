@@ -83,6 +83,7 @@ func newContext(h cu.CUcontext, d *Device, primary bool) *Context {
 	c := &Context{h: h, dev: d, primary: primary, staging: pool}
 	dh := d.h
 	destroy := func() error {
+		forgetContext(h, primary)
 		// Nothing holds c any more, so no copy uses a staging block.
 		serr := boundTo(h, pool.drain)
 		var err error

@@ -84,6 +84,30 @@ func streamsOf(c *Context) []*Stream {
 	return held
 }
 
+// forgetContext drops what is kept per CUDA context for context h, whose
+// Context value is being destroyed (nothing holds it, nor any stream of
+// it), before CUDA may give the handle to a new context: the streams
+// listed for it that are gone, and, unless it is a primary context (which
+// other Context values may share), its capture gate, unused from now on.
+func forgetContext(h cu.CUcontext, primary bool) {
+	liveStreams.mu.Lock()
+	ws := slices.DeleteFunc(liveStreams.byCtx[h], func(w weak.Pointer[Stream]) bool {
+		s := w.Value()
+		return s == nil || s.obj.Destroyed()
+	})
+	if len(ws) == 0 {
+		delete(liveStreams.byCtx, h)
+	} else {
+		liveStreams.byCtx[h] = ws
+	}
+	liveStreams.mu.Unlock()
+	if !primary {
+		captures.mu.Lock()
+		delete(captures.gates, h)
+		captures.mu.Unlock()
+	}
+}
+
 // drain waits for the work queued so far in context c, on its streams
 // not yet destroyed and its legacy stream, without keeping any capture
 // from beginning (see above). The caller holds c. It returns the first
