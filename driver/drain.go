@@ -111,7 +111,9 @@ func forgetContext(h cu.CUcontext, primary bool) {
 // drain waits for the work queued so far in context c, on its streams
 // not yet destroyed and its legacy stream, without keeping any capture
 // from beginning (see above). The caller holds c. It returns the first
-// error (a fault in the context is reported here as by cuCtxSynchronize).
+// error: a fault in the context (which the synchronisation after it
+// reports too), or a failure of the drain itself (which leaves that
+// synchronisation to wait for the work).
 // Work on streams purecuda did not make, or left on a stream destroyed
 // (closed, with no host function of its left to run), is not waited for
 // here: the synchronisation after it is.
@@ -191,9 +193,9 @@ func drainRelaxed(c *Context) error {
 // cuCtxSynchronize for what is left (work queued since, or on streams
 // purecuda did not make: usually nothing) and runs call; unless a stream
 // of c is being captured: then it hands retry to that capture's end
-// (unlessCaptured) and reports false. A failed wait fails the call too,
-// after it ran; a fault it sees releases what the host functions queued
-// in c hold (sawError), as a Synchronize would.
+// (unlessCaptured) and reports false. A failed synchronisation fails the
+// call too, after it ran; a fault either wait sees releases what the host
+// functions queued in c hold (sawError), as a Synchronize would.
 func drainThenUnlessCaptured(c *Context, retry func() error, call func() error) (ran bool, err error) {
 	derr := drain(c)
 	ran, err = unlessCaptured(c, retry, func() error {
@@ -207,9 +209,8 @@ func drainThenUnlessCaptured(c *Context, retry func() error, call func() error) 
 			})
 		})
 	})
-	if ran && err == nil {
-		err = derr
-	}
+	// A failure of the drain alone is no failure of the call: the
+	// synchronisation waited for the same work, and reports a fault.
 	_ = c.sawError(errors.Join(derr, err))
 	return ran, err
 }
