@@ -455,10 +455,11 @@ var captures struct {
 }
 
 // captureGate is context h's gate between captures and synchronisations:
-// an unload holds it shared from its look for a capture (unlessCaptured) until
-// its synchronisation is done, and a stream is recorded as captured with
-// it held exclusively, before its capture begins. So no capture begins
-// between an unload's look and its synchronisation.
+// a free or an unload holds it shared from its look for a capture
+// (unlessCaptured) until its synchronisation and CUDA call are done, and
+// its drain while it records on the legacy stream; a stream is recorded as
+// captured with it held exclusively, before its capture begins. So no
+// capture begins between such a look and what it allowed.
 func captureGate(h cu.CUcontext) *sync.RWMutex {
 	captures.mu.Lock()
 	defer captures.mu.Unlock()
@@ -504,11 +505,11 @@ func forgetCapturing(s *Stream) {
 	}
 }
 
-// unlessCaptured runs f, which synchronises context c (an unload), with
-// c's captureGate held shared, so that no capture in c begins meanwhile.
-// While a stream of c is being captured it runs nothing, hands retry to the
-// capture's AfterCapture instead (the synchronisation would fail and
-// invalidate the capture) and reports false.
+// unlessCaptured runs f, which synchronises context c (a free or an
+// unload), with c's captureGate held shared, so that no capture in c
+// begins meanwhile. While a stream of c is being captured it runs nothing,
+// hands retry to the capture's AfterCapture instead (the synchronisation
+// would fail and invalidate the capture) and reports false.
 func unlessCaptured(c *Context, retry func() error, f func() error) (ran bool, err error) {
 	g := captureGate(c.h)
 	g.RLock()

@@ -167,10 +167,11 @@ func (c *Context) LoadModule(code []byte, opts ...JITOptions) (*Module, error) {
 // unloadModule unloads module h of context c once the Module's last
 // reference is gone. cuModuleUnload does not wait for kernels of the
 // module that are still queued or running, so the context's work finishes
-// first; while a stream of the context is being captured, that
-// synchronisation would fail and invalidate the capture, so the unload
-// waits for the capture to end. Both run with the thread's capture mode
-// relaxed, so that a global capture in another context goes on.
+// first (drain, then the context's synchronisation); while a stream of the
+// context is being captured, that synchronisation would fail and
+// invalidate the capture, so the unload waits for the capture to end. All
+// of it runs with the thread's capture mode relaxed, so that a global
+// capture in another context goes on.
 func unloadModule(c *Context, h cu.CUmodule) error {
 	ran, err := drainThenUnlessCaptured(c, func() error { return unloadModule(c, h) }, func() error { return cu.ModuleUnload(h) })
 	if ran {
