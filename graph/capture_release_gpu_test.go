@@ -160,3 +160,67 @@ func TestBeginCaptureDuringAWaitingRelease(t *testing.T) {
 	}
 	requireIdle(t, e, s, "after")
 }
+
+// Must show: the same with the host function on a stream closed right after
+// it was queued (defer s.Close()): CUDA still runs it, and the free waits
+// for it without keeping a capture from beginning.
+func TestBeginCaptureDuringAReleaseWaitingOnAClosedStream(t *testing.T) {
+	e, s := setup(t)
+	out, err := driver.Alloc[int32](e.ctx, 4)
+	require.NoError(t, err)
+	defer out.Close()
+	g1, b4 := driver.Grid(1), driver.Block(4)
+	for _, mode := range modes {
+		msg := fmt.Sprint(mode)
+		_ = lifetime.Errors()
+		b, err := driver.Alloc[int32](e.ctx, 1<<20)
+		require.NoError(t, err, msg)
+		s1, err := e.ctx.NewStream(driver.StreamNonBlocking)
+		require.NoError(t, err, msg)
+		gate, ran := make(chan struct{}), make(chan struct{})
+		require.NoError(t, s1.LaunchHostFunc(func() { <-gate }), msg)
+		require.NoError(t, s1.LaunchHostFunc(func() { close(ran) }), msg)
+		require.NoError(t, s1.Close(), msg)
+		ptr := b.Ptr()
+		require.NoError(t, b.Close(), msg)
+		time.Sleep(100 * time.Millisecond) // the free waits for the closed stream's host function
+		s2, err := e.ctx.NewStream(driver.StreamNonBlocking)
+		require.NoError(t, err, msg)
+		began := make(chan *StreamCapture, 1)
+		go func() {
+			c, err := BeginCapture(s2, mode)
+			assert.NoError(t, err, msg)
+			began <- c
+		}()
+		var c *StreamCapture
+		select {
+		case c = <-began:
+		case <-time.After(5 * time.Second):
+			close(gate)
+			if c := <-began; c != nil {
+				_ = c.Abort()
+			}
+			t.Fatalf("%s: BeginCapture waited for a free that waits for a host function of a closed stream", msg)
+		}
+		require.NotNil(t, c, msg)
+		defer func() { _ = c.Abort() }() // a no-op after End; after a failure, no capture is left behind
+		require.NoError(t, s2.Launch(e.fn["fill"], g1, b4, out, int32(50), int32(4)), msg)
+		close(gate) // the free's wait ends during the capture
+		<-ran
+		lifetime.Flush()
+		time.Sleep(20 * time.Millisecond)
+		require.NoError(t, s2.Launch(e.fn["fill"], g1, b4, out, int32(60), int32(4)), msg+": the capture goes on")
+		g, err := c.End()
+		require.NoError(t, err, msg+": the capture was not invalidated")
+		x, err := g.Instantiate()
+		require.NoError(t, err, msg)
+		require.NoError(t, x.Launch(s2), msg)
+		got, err := out.ToHost(s2)
+		require.NoError(t, err, msg)
+		assert.Equal(t, []int32{60, 61, 62, 63}, got, msg)
+		require.NoError(t, errors.Join(x.Close(), g.Close(), s2.Close()), msg)
+		eventually(t, func() bool { return !deviceAllocated(ptr) }, msg+": the memory is freed after the capture")
+		assert.Empty(t, lifetime.Errors(), msg+": no release failed")
+	}
+	requireIdle(t, e, s, "after")
+}
