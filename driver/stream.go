@@ -542,7 +542,7 @@ func (s *Stream) LaunchHostFunc(f func()) error {
 	// the work of the context's streams without keeping captures out (see
 	// drain), and a stream destroyed under a queued f would hide it.
 	s.obj.Retain() // cannot fail: s is held
-	id := hostfn.Register(hostfn.Callback{Fn: func() { defer s.release(); f() }, Once: true, Sink: streamPanics{s}, OnCancel: s.release})
+	id := hostfn.Register(hostfn.Callback{Fn: f, Once: true, Sink: streamPanics{s}, Held: lifetime.RefOf(&s.obj)})
 	hostfn.Expect()
 	if err := bound(s.ctx, func() error { return cu.LaunchHostFunc(s.h, cu.CUhostFn(tramp), id) }); err != nil {
 		hostfn.Cancel(id) // it will never run

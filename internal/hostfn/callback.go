@@ -53,6 +53,13 @@ type Callback struct {
 	// queued on a context that hit a sticky error). Like Fn it must not
 	// call CUDA; panics and Goexit in it are contained the same way.
 	OnCancel func()
+	// Held, if set, is released once a Once callback's Fn has run (a panic
+	// or Goexit in it included) or Cancel has run OnCancel, inside the
+	// callback's scope (InCallback holds there, so a last release queues
+	// its destroy). It holds what must outlive the queued call, without
+	// the allocation a wrapping closure would cost (a stream's host
+	// function holds its stream).
+	Held release.Owner
 }
 
 var callbacks Map[Callback]
@@ -90,10 +97,31 @@ func Cancel(id uintptr) bool {
 	if !ok {
 		return false
 	}
-	if cb.OnCancel != nil {
-		run(cb.OnCancel, cb.Sink)
+	if cb.OnCancel != nil || cb.Held != nil {
+		fn := cb.OnCancel
+		if fn == nil {
+			fn = nothing
+		}
+		run(fn, cb.Held, cb.Sink)
 	}
 	return true
+}
+
+func nothing() {}
+
+// heldOf is what running cb releases: its Held, for a Once callback.
+func heldOf(cb *Callback) release.Owner {
+	if cb.Once {
+		return cb.Held
+	}
+	return nil
+}
+
+// releaseHeld releases o, if any; its error is the Object's to count.
+func releaseHeld(o release.Owner) {
+	if o != nil {
+		_ = o.Release()
+	}
 }
 
 func takeOnce(cb *Callback) bool { return cb.Once }
@@ -123,18 +151,18 @@ func Invoke(id uintptr) {
 	if !ok || cb.Fn == nil {
 		return
 	}
-	run(cb.Fn, cb.Sink)
+	run(cb.Fn, heldOf(&cb), cb.Sink)
 }
 
-// run runs fn on a worker goroutine and waits for it, then reports a panic
-// or Goexit of fn to sink.
-func run(fn func(), sink PanicSink) {
+// run runs fn on a worker goroutine and waits for it, releases held there
+// (see Callback.Held), then reports a panic or Goexit of fn to sink.
+func run(fn func(), held release.Owner, sink PanicSink) {
 	w := getWorker()
-	w.fn = fn
+	w.fn, w.held = fn, held
 	w.start <- struct{}{}
 	<-w.done
 	p, stack, exited := w.p, w.stack, w.exited
-	w.fn, w.p, w.stack = nil, nil, nil
+	w.fn, w.held, w.p, w.stack = nil, nil, nil, nil
 	if !exited {
 		putWorker(w)
 	}
@@ -175,6 +203,7 @@ type worker struct {
 	start  chan struct{}
 	done   chan struct{}
 	fn     func()
+	held   release.Owner // released after fn, in its scope
 	p      any
 	stack  []byte
 	exited bool
@@ -289,6 +318,7 @@ func (w *worker) loop() {
 
 func (w *worker) run() {
 	defer inCallback()()
+	defer releaseHeld(w.held)
 	defer func() {
 		if p := recover(); p != nil {
 			w.p, w.stack = p, debug.Stack()

@@ -273,7 +273,7 @@ func runSlot(i int, cb *Callback) {
 	id := fastSlots[i].data
 	if c, ok := callbacks.load(id, takeOnce); ok && c.Fn != nil {
 		*cb = c
-		if p, stack := runHere(c.Fn); p != nil {
+		if p, stack := runHere(c.Fn, heldOf(&c)); p != nil {
 			release.Counters.CallbackPanics.Add(1)
 			if c.Sink != nil {
 				report(c.Sink, p, stack)
@@ -283,9 +283,11 @@ func runSlot(i int, cb *Callback) {
 	finishSlot(i)
 }
 
-// runHere runs fn on the calling goroutine and returns a recovered panic.
-func runHere(fn func()) (p any, stack []byte) {
+// runHere runs fn on the calling goroutine, releases held there (see
+// Callback.Held), and returns a recovered panic.
+func runHere(fn func(), held release.Owner) (p any, stack []byte) {
 	defer inCallback()()
+	defer releaseHeld(held)
 	defer func() {
 		if r := recover(); r != nil {
 			p, stack = r, debug.Stack()

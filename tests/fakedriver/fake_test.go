@@ -336,6 +336,9 @@ func TestFakeZeroAllocHotPaths(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = f.s.Launch(f.add4, g, b, out, uint32(1), uint32(2), uint32(3)) }), "Launch with constant arguments")
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = ev.Record(f.s) }), "Event.Record")
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = f.s.Synchronize() }), "Stream.Synchronize")
+	nop := func() {}
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = f.s.LaunchHostFunc(nop) }), "Stream.LaunchHostFunc (it holds its stream without a closure)")
+	require.NoError(t, f.s.Synchronize())
 }
 
 // Benchmarks of the binding's own CPU cost: fakecuda's functions return at
