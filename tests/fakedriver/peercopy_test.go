@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/graph"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -246,4 +247,72 @@ func TestPeerCopyHoldsBothBuffersUntilItRan(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestPeerCopyRefusals: a stream of neither context, a source longer than
+// the destination, a stream being captured, nil, zero and closed operands
+// are errors that queue nothing (the destination keeps its elements, and
+// the capture goes on).
+func TestPeerCopyRefusals(t *testing.T) {
+	f, x, y := peerSetup(t)
+	z := newPeerSide(t, f.ctx.Device(), false) // a third context
+	src, err := driver.AllocCopy(x.s, seq(1, 8))
+	require.NoError(t, err)
+	defer src.Close()
+	long, err := driver.AllocCopy(x.s, seq(1, 9))
+	require.NoError(t, err)
+	defer long.Close()
+	dst, err := driver.AllocCopy(y.s, seq(-8, 8))
+	require.NoError(t, err)
+	defer dst.Close()
+	closed, err := driver.Alloc[int32](x.ctx, 8)
+	require.NoError(t, err)
+	require.NoError(t, closed.Close())
+	closedStream, err := x.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	require.NoError(t, closedStream.Close())
+
+	type call func(dst *driver.Buffer[int32], s *driver.Stream, src *driver.Buffer[int32]) error
+	for _, c := range []struct {
+		name string
+		copy call
+	}{
+		{"CopyFrom", (*driver.Buffer[int32]).CopyFrom},
+		{"CopyFromAsync", (*driver.Buffer[int32]).CopyFromAsync},
+	} {
+		for _, r := range []struct {
+			name     string
+			s        *driver.Stream
+			dst, src *driver.Buffer[int32]
+			want     error
+		}{
+			{"a stream of a third context", z.s, dst, src, driver.ErrInvalidArgument},
+			{"the legacy stream of a third context", z.ctx.LegacyStream(), dst, src, driver.ErrInvalidArgument},
+			{"a longer source", x.s, dst, long, driver.ErrInvalidArgument},
+			{"a nil stream", nil, dst, src, driver.ErrNilStream},
+			{"a zero stream", new(driver.Stream), dst, src, driver.ErrClosed},
+			{"a closed stream", closedStream, dst, src, driver.ErrClosed},
+			{"a nil source", x.s, dst, nil, driver.ErrInvalidArgument},
+			{"a zero source", x.s, dst, new(driver.Buffer[int32]), driver.ErrClosed},
+			{"a closed source", y.s, dst, closed, driver.ErrClosed},
+			{"a zero destination", x.s, new(driver.Buffer[int32]), src, driver.ErrClosed},
+			{"a closed destination", y.s, closed, dst, driver.ErrClosed},
+			{"a nil destination", x.s, nil, src, driver.ErrInvalidArgument},
+		} {
+			assert.ErrorIs(t, c.copy(r.dst, r.s, r.src), r.want, "%s: %s", c.name, r.name)
+		}
+	}
+
+	sc, err := graph.BeginCapture(y.s, graph.CaptureRelaxed)
+	require.NoError(t, err)
+	assert.ErrorIs(t, dst.CopyFromAsync(y.s, src), driver.ErrStreamCaptureUnsupported, "captured")
+	assert.ErrorIs(t, dst.CopyFrom(y.s, src), driver.ErrStreamCaptureUnsupported, "captured")
+	require.NoError(t, dst.Memset32Async(y.s, 4), "the capture goes on")
+	g, err := sc.End()
+	require.NoError(t, err, "the capture was not invalidated")
+	require.NoError(t, g.Close())
+
+	got, err := dst.ToHost(y.s)
+	require.NoError(t, err)
+	assert.Equal(t, seq(-8, 8), got, "nothing was copied")
 }
