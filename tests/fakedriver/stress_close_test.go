@@ -64,8 +64,8 @@ type stressWorld struct {
 	xs, xlegacy        *driver.Stream
 	xbuf, xabuf, xview *driver.Buffer[int32]
 	hostCalls          *atomic.Int64
-	closers       []func() error
-	closerNames   []string
+	closers            []func() error
+	closerNames        []string
 }
 
 type unsafePointer = unsafe.Pointer
