@@ -93,9 +93,10 @@ func (b *Buffer[T]) CopyToHost(s *Stream, dst []T) error {
 //
 // src may belong to another context than b, of another device or of the
 // same one: then the copy is cuMemcpyPeerAsync, s must be a stream of b's
-// context or of src's, and peer access is not needed (see CopyFromAsync).
-// Within one context, s may also be a stream of a context with peer access
-// to it (Context.EnablePeerAccess).
+// context or of src's, peer access is not needed, and the copy waits for
+// the work queued on s only, not for the other context's (see
+// CopyFromAsync). For buffers of one context, s may also be a stream of a
+// context with peer access to it (Context.EnablePeerAccess).
 func (b *Buffer[T]) CopyFrom(s *Stream, src *Buffer[T]) error {
 	const op = "Buffer.CopyFrom"
 	sa, err := src.use(op)
@@ -174,9 +175,10 @@ func (b *Buffer[T]) onStream(op string, s *Stream, n int, bind bool, f func(a *a
 // (cuMemcpyDtoDAsync) and returns without waiting for s; src must not be
 // longer than b. The copy runs after everything queued on s before it, and
 // reads src when it runs. Both buffers' memory stays allocated until the
-// copy has run, even if they are closed at once. While s is being
-// captured into a graph, the copy becomes a memcpy node and the graph holds
-// both.
+// copy has run, even if they are closed at once. For buffers of one
+// context, s may also be a stream of a context with peer access to it
+// (Context.EnablePeerAccess). While s is being captured into a graph, the
+// copy becomes a memcpy node and the graph holds both.
 //
 // # Between contexts
 //
@@ -209,8 +211,14 @@ func (b *Buffer[T]) CopyFromAsync(s *Stream, src *Buffer[T]) error {
 	return b.onStream(op, s, src.n, false, func(a *allocation, h *captureHook) error {
 		sa.usedOn(s)
 		err := cu.MemcpyDtoDAsync(b.at(a), src.at(sa), src.size, s.h)
-		if h != nil && err == nil {
+		switch {
+		case err != nil:
+		case h != nil:
 			h.keepObjs(&sa.obj)
+		case s.ctx.h != a.ctx.h:
+			// A stream of a context with peer access: the memory's free
+			// waits for its own context's work, which the copy is not.
+			holdUntilPassed(s, a, sa)
 		}
 		return err
 	})

@@ -20,7 +20,9 @@ import (
 // include the copy: so the call hands a reference on that memory, which
 // also holds its context, to the stream's release-after-work (afterWork),
 // which drops it once the stream has passed the copy. The stream, held
-// by that wait, holds its own context.
+// by that wait, holds its own context. A copy between buffers of one
+// context on a stream of a peer context (CopyFromAsync, peer access
+// enabled) holds both buffers the same way.
 
 // otherContext reports whether sa, the memory of a copy's source, belongs
 // to another CUDA context than b's memory.
@@ -72,9 +74,21 @@ func (b *Buffer[T]) copyPeer(op string, s *Stream, src *Buffer[T], sa *allocatio
 	})
 	s.leave(nil)
 	// Not waited for (or the wait failed): the other context's memory is
-	// held until s has passed the copy. Retain cannot fail: it is held.
-	if queued && (!wait || err != nil) && other.obj.Retain() {
-		s.afterWork(lifetime.RefOf(&other.obj))
+	// held until s has passed the copy.
+	if queued && (!wait || err != nil) {
+		holdUntilPassed(s, other)
 	}
 	return s.ctx.sawError(err)
+}
+
+// holdUntilPassed keeps each of allocs, which the caller holds, allocated
+// until s has passed the work queued on it so far (Stream.afterWork): for
+// memory of another context than s's, whose free waits for the work of
+// its own context only. The caller holds s.
+func holdUntilPassed(s *Stream, allocs ...*allocation) {
+	for _, a := range allocs {
+		if a.obj.Retain() { // cannot fail: the caller holds a
+			s.afterWork(lifetime.RefOf(&a.obj))
+		}
+	}
 }

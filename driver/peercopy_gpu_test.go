@@ -217,14 +217,17 @@ func TestPeerCopyOrderedBehindKernels(t *testing.T) {
 	}
 }
 
-// TestPeerCopyHoldsTheSourceAndItsContext: the source (in a context made
-// for it on device 0) and that context are closed right after a copy to
-// device 1 was queued behind a kernel of about 50 ms on device 1's
-// stream, and device 0's memory is then allocated and overwritten: the
-// copy still reads the source's values, so its memory was neither freed
-// nor handed out again before the copy ran.
-func TestPeerCopyHoldsTheSourceAndItsContext(t *testing.T) {
+// TestPeerCopyHoldsTheOtherBufferAndItsContext: a copy between the
+// devices is queued behind a kernel of about 50 ms on one device's stream,
+// and the buffer on the other device (in a context made for it) and its
+// context are closed at once; that device's memory is then allocated and
+// overwritten. The copy still reads the source's values, or writes into no
+// memory handed out again: the buffer was not freed, nor its context
+// destroyed, before the copy ran.
+func TestPeerCopyHoldsTheOtherBufferAndItsContext(t *testing.T) {
 	p := peerGPUs(t)
+	mod0, spin0 := loadSpin(t, p.e)
+	defer mod0.Close()
 	ptx, err := spinPTX()
 	require.NoError(t, err)
 	mod1, err := p.c1.LoadModule(ptx)
@@ -234,33 +237,116 @@ func TestPeerCopyHoldsTheSourceAndItsContext(t *testing.T) {
 	require.NoError(t, err)
 	const n = 1 << 20
 	for _, access := range []bool{false, true} {
-		t.Run(fmt.Sprintf("peer access %v", access), func(t *testing.T) {
-			p.setPeerAccess(t, access)
-			c, err := p.c0.Device().NewContext(driver.ContextSchedAuto)
+		for _, closing := range []string{"source", "destination"} {
+			t.Run(fmt.Sprintf("peer access %v/%s", access, closing), func(t *testing.T) {
+				p.setPeerAccess(t, access)
+				// The closed buffer's device: 0 for the source, 1 for the
+				// destination; the copy runs on the other device's stream.
+				dev, mine, s, spin := p.c0.Device(), p.c1, p.s1, spin1
+				if closing == "destination" {
+					dev, mine, s, spin = p.c1.Device(), p.c0, p.s0, spin0
+				}
+				c, err := dev.NewContext(driver.ContextSchedAuto)
+				require.NoError(t, err)
+				theirs, err := driver.AllocCopy(c.LegacyStream(), peerPattern(3, n))
+				require.NoError(t, err)
+				kept, err := driver.AllocZeroed[uint32](s, n)
+				require.NoError(t, err)
+				defer kept.Close()
+				scratch, err := driver.Alloc[int32](mine, 1)
+				require.NoError(t, err)
+				defer scratch.Close()
+				require.NoError(t, s.Launch(spin, driver.Grid(1), driver.Block(1), scratch, int32(0), int32(1), spinCycles))
+				if closing == "source" {
+					require.NoError(t, kept.CopyFromAsync(s, theirs))
+				} else {
+					require.NoError(t, theirs.CopyFromAsync(s, kept))
+				}
+				require.NoError(t, theirs.Close())
+				require.NoError(t, c.Close())
+				other, err := dev.PrimaryContext()
+				require.NoError(t, err)
+				defer other.Close()
+				ls := other.LegacyStream()
+				var junk []*driver.Buffer[uint32]
+				for range 4 { // memory of the closed buffer's device, where a freed one would be
+					j, err := driver.Alloc[uint32](other, n)
+					require.NoError(t, err)
+					defer j.Close()
+					require.NoError(t, j.Memset32(ls, 0xdeadbeef))
+					junk = append(junk, j)
+				}
+				require.NoError(t, s.Synchronize())
+				if closing == "source" {
+					got, err := kept.ToHost(s)
+					require.NoError(t, err)
+					bad, first := mismatches(got, peerPattern(3, n))
+					assert.Zero(t, bad, "the copy read memory freed under it (first at %d)", first)
+					return
+				}
+				for i, j := range junk {
+					got, err := j.ToHost(ls)
+					require.NoError(t, err)
+					bad, first := wrong(got, uint32(0xdeadbeef))
+					assert.Zero(t, bad, "buffer %d allocated after the close was written by the copy (first at %d)", i, first)
+				}
+			})
+		}
+	}
+}
+
+// TestCopyOnAPeerStreamHoldsBothBuffers: a copy between two buffers of
+// device 1, queued with peer access on a stream of device 0 behind a
+// kernel of about 50 ms there, then the source (or the destination)
+// closed at once and device 1's memory allocated and overwritten: the
+// copy still reads the source's values (or writes into no memory handed
+// out again), so neither was freed before it ran.
+func TestCopyOnAPeerStreamHoldsBothBuffers(t *testing.T) {
+	p := peerGPUs(t)
+	p.setPeerAccess(t, true)
+	mod0, spin0 := loadSpin(t, p.e)
+	defer mod0.Close()
+	const n = 1 << 20
+	scratch, err := driver.Alloc[int32](p.c0, 1)
+	require.NoError(t, err)
+	defer scratch.Close()
+	for _, closing := range []string{"source", "destination"} {
+		t.Run(closing, func(t *testing.T) {
+			src, err := driver.AllocCopy(p.s1, peerPattern(7, n))
 			require.NoError(t, err)
-			src, err := driver.AllocCopy(c.LegacyStream(), peerPattern(3, n))
-			require.NoError(t, err)
-			dst, err := driver.Alloc[uint32](p.c1, n)
+			defer src.Close()
+			dst, err := driver.AllocZeroed[uint32](p.s1, n)
 			require.NoError(t, err)
 			defer dst.Close()
-			scratch, err := driver.Alloc[int32](p.c1, 1)
-			require.NoError(t, err)
-			defer scratch.Close()
-			require.NoError(t, p.s1.Launch(spin1, driver.Grid(1), driver.Block(1), scratch, int32(0), int32(1), spinCycles))
-			require.NoError(t, dst.CopyFromAsync(p.s1, src))
-			require.NoError(t, src.Close())
-			require.NoError(t, c.Close())
-			for range 4 { // memory of device 0 that a freed source would be among
-				junk, err := driver.Alloc[uint32](p.c0, n)
-				require.NoError(t, err)
-				require.NoError(t, junk.Memset32(p.s0, 0xdeadbeef))
-				defer junk.Close()
+			require.NoError(t, p.s0.Launch(spin0, driver.Grid(1), driver.Block(1), scratch, int32(0), int32(1), spinCycles))
+			require.NoError(t, dst.CopyFromAsync(p.s0, src))
+			if closing == "source" {
+				require.NoError(t, src.Close())
+			} else {
+				require.NoError(t, dst.Close())
 			}
-			require.NoError(t, p.s1.Synchronize())
-			got, err := dst.ToHost(p.s1)
-			require.NoError(t, err)
-			bad, first := mismatches(got, peerPattern(3, n))
-			assert.Zero(t, bad, "the copy read memory freed under it (first at %d)", first)
+			var junk []*driver.Buffer[uint32]
+			for range 4 { // memory of device 1 that a freed buffer would be among
+				j, err := driver.Alloc[uint32](p.c1, n)
+				require.NoError(t, err)
+				defer j.Close()
+				require.NoError(t, j.Memset32(p.s1, 0xdeadbeef))
+				junk = append(junk, j)
+			}
+			require.NoError(t, p.s0.Synchronize())
+			if closing == "source" {
+				got, err := dst.ToHost(p.s1)
+				require.NoError(t, err)
+				bad, first := mismatches(got, peerPattern(7, n))
+				assert.Zero(t, bad, "the copy read memory freed under it (first at %d)", first)
+				return
+			}
+			for i, j := range junk {
+				got, err := j.ToHost(p.s1)
+				require.NoError(t, err)
+				bad, first := wrong(got, uint32(0xdeadbeef))
+				assert.Zero(t, bad, "buffer %d allocated after the close was written by the copy (first at %d)", i, first)
+			}
 		})
 	}
 }
