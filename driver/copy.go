@@ -85,8 +85,18 @@ func (b *Buffer[T]) CopyToHost(s *Stream, dst []T) error {
 	})
 }
 
-// CopyFrom copies all of src into the start of b on s (cuMemcpyDtoDAsync)
-// and returns when the copy is done.
+// CopyFrom copies all of src into the start of b on s and returns when the
+// copy is done (cuMemcpyDtoDAsync, then cuStreamSynchronize): src must not
+// be longer than b, and b holds what src held once everything queued on s
+// before the call had run. A view copies, or is written, only its own
+// elements.
+//
+// src may belong to another context than b, of another device or of the
+// same one: then the copy is cuMemcpyPeerAsync, s must be a stream of b's
+// context or of src's, peer access is not needed, and the copy waits for
+// the work queued on s only, not for the other context's (see
+// CopyFromAsync). For buffers of one context, s may also be a stream of a
+// context with peer access to it (Context.EnablePeerAccess).
 func (b *Buffer[T]) CopyFrom(s *Stream, src *Buffer[T]) error {
 	const op = "Buffer.CopyFrom"
 	sa, err := src.use(op)
@@ -94,6 +104,9 @@ func (b *Buffer[T]) CopyFrom(s *Stream, src *Buffer[T]) error {
 		return err
 	}
 	defer sa.Release()
+	if b.otherContext(sa) {
+		return b.copyPeer(op, s, src, sa, true)
+	}
 	if s != nil && s.ctx != nil && !s.ctx.canUse(sa.ctx) {
 		return invalid(op, "the source buffer belongs to another context than the stream")
 	}
@@ -158,7 +171,30 @@ func (b *Buffer[T]) onStream(op string, s *Stream, n int, bind bool, f func(a *a
 	return s.ctx.sawError(err)
 }
 
-// CopyFromAsync queues a copy of all of src into b on s (cuMemcpyDtoDAsync).
+// CopyFromAsync queues a copy of all of src into the start of b on s
+// (cuMemcpyDtoDAsync) and returns without waiting for s; src must not be
+// longer than b. The copy runs after everything queued on s before it, and
+// reads src when it runs. Both buffers' memory stays allocated until the
+// copy has run, even if they are closed at once. For buffers of one
+// context, s may also be a stream of a context with peer access to it
+// (Context.EnablePeerAccess). While s is being captured into a graph, the
+// copy becomes a memcpy node and the graph holds both.
+//
+// # Between contexts
+//
+// src may belong to another context than b, of another device or of the
+// same one. Then the copy is cuMemcpyPeerAsync, and s must be a stream of
+// b's context or of src's (either may be the legacy stream); a stream of
+// any other context is refused with ErrInvalidArgument, and nothing is
+// queued. Peer access is not needed: without it (Context.EnablePeerAccess,
+// Device.CanAccessPeer) CUDA stages the copy, which is slower. The copy is
+// ordered on s alone: it does not wait for work queued on the other
+// context's streams, so order a kernel there that writes src (or reads b)
+// with an event: Event.Record on that stream, then s.WaitEvent. Both
+// buffers, and so both contexts, stay alive until s has passed the copy,
+// whichever of them is closed first. A copy between contexts cannot be
+// captured into a graph: on a stream being captured it is refused with
+// ErrStreamCaptureUnsupported, and the capture goes on.
 func (b *Buffer[T]) CopyFromAsync(s *Stream, src *Buffer[T]) error {
 	const op = "Buffer.CopyFromAsync"
 	sa, err := src.use(op)
@@ -166,14 +202,23 @@ func (b *Buffer[T]) CopyFromAsync(s *Stream, src *Buffer[T]) error {
 		return err
 	}
 	defer sa.Release()
+	if b.otherContext(sa) {
+		return b.copyPeer(op, s, src, sa, false)
+	}
 	if s != nil && s.ctx != nil && !s.ctx.canUse(sa.ctx) {
 		return invalid(op, "the source buffer belongs to another context than the stream")
 	}
 	return b.onStream(op, s, src.n, false, func(a *allocation, h *captureHook) error {
 		sa.usedOn(s)
 		err := cu.MemcpyDtoDAsync(b.at(a), src.at(sa), src.size, s.h)
-		if h != nil && err == nil {
+		switch {
+		case err != nil:
+		case h != nil:
 			h.keepObjs(&sa.obj)
+		case s.ctx.h != a.ctx.h:
+			// A stream of a context with peer access: the memory's free
+			// waits for its own context's work, which the copy is not.
+			holdUntilPassed(s, a, sa)
 		}
 		return err
 	})

@@ -45,6 +45,17 @@
 // a stream being captured into a graph they are refused with
 // ErrStreamCaptureUnsupported, and the capture goes on.
 //
+// # Several devices
+//
+// Each device has its own contexts, and memory belongs to the context that
+// allocated it. dst.CopyFrom(s, src) and dst.CopyFromAsync(s, src) copy
+// between buffers of two contexts (of two devices, or two of one device)
+// on a stream of either context, with or without peer access
+// (Context.EnablePeerAccess; Device.CanAccessPeer says whether the devices
+// have it); the copy is ordered on that stream only, and both buffers stay
+// allocated until it has run. Kernels use another context's memory only
+// with peer access enabled from their context.
+//
 // # Lifetime
 //
 // Close is idempotent and keeps its first result; use after Close is an

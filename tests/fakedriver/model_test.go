@@ -240,7 +240,7 @@ func TestModelResolvesTheTable(t *testing.T) {
 		"cuGraphNodeGetDependentNodes", "cuGraphKernelNodeGetParams", "cuGraphClone", "cuGraphNodeFindInClone",
 		"cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams", "cuGraphLaunch", "cuGraphUpload",
 		"cuGraphExecDestroy", "cuGraphDebugDotPrint", "cuUserObjectCreate", "cuUserObjectRetain",
-		"cuUserObjectRelease", "cuGraphRetainUserObject", "cuGraphReleaseUserObject",
+		"cuUserObjectRelease", "cuGraphRetainUserObject", "cuGraphReleaseUserObject", "cuMemcpyPeer", "cuMemcpyPeerAsync",
 	} {
 		assert.False(t, missing[fn], "%s does not resolve", fn)
 	}

@@ -57,9 +57,15 @@ type stressWorld struct {
 	lib           *driver.Library
 	lfill         *driver.Function
 	args, largs   *driver.Args
-	hostCalls     *atomic.Int64
-	closers       []func() error
-	closerNames   []string
+	// A second context (created when ctx is the primary one, and the
+	// other way round), for copies between contexts: a stream, its
+	// legacy stream, a buffer, a stream-ordered one and a view.
+	pctx               *driver.Context
+	xs, xlegacy        *driver.Stream
+	xbuf, xabuf, xview *driver.Buffer[int32]
+	hostCalls          *atomic.Int64
+	closers            []func() error
+	closerNames        []string
 }
 
 type unsafePointer = unsafe.Pointer
@@ -118,6 +124,21 @@ func newStressWorld(t *testing.T, dev *driver.Device, primary bool, hostCalls *a
 	must(err)
 	w.largs, err = w.lfill.NewArgs(w.abuf, int32(2), int32(stressN))
 	must(err)
+	if primary {
+		w.pctx, err = dev.NewContext(driver.ContextSchedAuto)
+	} else {
+		w.pctx, err = dev.PrimaryContext()
+	}
+	must(err)
+	w.xs, err = w.pctx.NewStream(driver.StreamNonBlocking)
+	must(err)
+	w.xlegacy = w.pctx.LegacyStream()
+	w.xbuf, err = driver.AllocZeroed[int32](w.xs, stressN)
+	must(err)
+	w.xabuf, err = driver.AllocAsync[int32](w.xs, stressN)
+	must(err)
+	w.xview, err = w.xbuf.Slice(stressN/4, stressN/2)
+	must(err)
 	add := func(name string, c func() error) {
 		w.closers = append(w.closers, c)
 		w.closerNames = append(w.closerNames, name)
@@ -141,6 +162,11 @@ func newStressWorld(t *testing.T, dev *driver.Device, primary bool, hostCalls *a
 	add("Library.Close", w.lib.Close)
 	add("Args.Close", w.args.Close)
 	add("Args.Close (library)", w.largs.Close)
+	add("Context.Close (peer)", w.pctx.Close)
+	add("Stream.Close (peer)", w.xs.Close)
+	add("Buffer.Close (peer)", w.xbuf.Close)
+	add("Buffer.Close (peer, async)", w.xabuf.Close)
+	add("Buffer.Close (peer view)", w.xview.Close)
 	return w
 }
 

@@ -191,6 +191,18 @@ func stressOps() []stressOp {
 		{covers: []string{"Buffer.CopyFromAsync"}, do: func(w *stressWorld, r *rand.Rand) error {
 			return w.anyBuf(r).CopyFromAsync(w.anyStream(r), w.view)
 		}},
+		{covers: []string{"Buffer.CopyFrom", "Buffer.CopyFromAsync"}, do: func(w *stressWorld, r *rand.Rand) error {
+			// Between the two contexts, either way, on a stream of either.
+			dst, src := pick(r, w.buf, w.buf2, w.abuf, w.pbuf, w.mbuf), pick(r, w.xbuf, w.xabuf, w.xview)
+			if r.IntN(2) == 0 {
+				dst, src = pick(r, w.xbuf, w.xabuf), w.anyBuf(r)
+			}
+			s := pick(r, w.s, w.s2, w.legacy, w.xs, w.xlegacy)
+			if r.IntN(2) == 0 {
+				return dst.CopyFrom(s, src)
+			}
+			return dst.CopyFromAsync(s, src)
+		}},
 		{covers: []string{"Buffer.CopyFromHost", "Buffer.CopyToHost"}, do: func(w *stressWorld, r *rand.Rand) error {
 			b := w.anyBuf(r)
 			h := make([]int32, 8)

@@ -107,7 +107,9 @@
  * Also: failure injection (fake_fail_next), a sticky context error
  * (fake_set_sticky_error), CUDA calls made from host functions or
  * destructors (refused with CUDA_ERROR_NOT_PERMITTED and counted), and
- * counters of everything live. Not modelled: arrays and textures, peer
+ * counters of everything live. Peer copies (cuMemcpyPeer, cuMemcpyPeerAsync)
+ * between contexts of the one device, each side checked against the context
+ * named for it. Not modelled: arrays and textures, peer
  * access, IPC, virtual memory management, green contexts, conditional
  * nodes, capturing a graph launch, the legacy stream's implicit
  * synchronisation with other blocking streams.
@@ -2494,6 +2496,52 @@ CUresult cuMemcpy3DAsync_v2(const memcpy3d_t *p, void *s) {
     ENTER("cuMemcpy3DAsync");
     if (!p) return INVALID_VALUE;
     return copy_async("cuMemcpy3DAsync", *p, s);
+}
+/* Peer copies (cuMemcpyPeer, cuMemcpyPeerAsync): device memory of one
+   context into device memory of another (the fake has one device, so the
+   contexts share it). Each side must lie in memory of the context named for
+   it, or it counts as a bad pointer use (the driver picks the copy's path
+   from the contexts); a destroyed or unknown context is a bad handle use.
+   The async copy is ordered on its stream only and runs as any async copy:
+   read and checked when it runs. On a captured stream it is refused with
+   CAPTURE_UNSUPPORTED and invalidates the capture (what libcuda does there
+   was not measured; purecuda never makes the call in a capture). Lock held. */
+static CUresult peer_sides(const char *fn, CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n) {
+    struct ctx *dx = get_ctx(dc), *sx = get_ctx(sc);
+    if (!dx || !dx->h.alive) return bad_handle(fn, dc, "destination context", INVALID_CONTEXT);
+    if (!sx || !sx->h.alive) return bad_handle(fn, sc, "source context", INVALID_CONTEXT);
+    if (!n) return OK;
+    CUresult r = check_range(fn, d, n, 1, dx, NULL);
+    return r ? r : check_range(fn, s, n, 1, sx, NULL);
+}
+CUresult cuMemcpyPeer(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n) {
+    ENTER("cuMemcpyPeer");
+    NEED_CTX();
+    LOCK();
+    CUresult r = sync_prologue("cuMemcpyPeer");
+    if (!r) r = peer_sides("cuMemcpyPeer", d, dc, s, sc, n);
+    if (!r && n) r = copy3d("cuMemcpyPeer", (memcpy3d_t[]){linear_copy(MT_DEVICE, NULL, s, MT_DEVICE, NULL, d, n)}, 1, 1);
+    UNLOCK();
+    return r;
+}
+CUresult cuMemcpyPeerAsync(CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n, void *hs) {
+    ENTER("cuMemcpyPeerAsync");
+    LOCK();
+    struct stream *st;
+    CUresult r = get_stream("cuMemcpyPeerAsync", hs, &st);
+    if (!r && sticky) r = sticky;
+    if (!r) r = peer_sides("cuMemcpyPeerAsync", d, dc, s, sc, n);
+    if (!r && st->cap) {
+        capture_invalidate(st->cap);
+        r = CAPTURE_UNSUPPORTED;
+    } else if (!r && n) {
+        struct op o;
+        op_init(&o, OP_COPY, "cuMemcpyPeerAsync");
+        o.u.c = linear_copy(MT_DEVICE, NULL, s, MT_DEVICE, NULL, d, n);
+        r = run_or_queue(st, &o);
+    }
+    UNLOCK();
+    return r;
 }
 static CUresult memset_async(const char *fn, CUdeviceptr d, size_t pitch, unsigned v, unsigned es, size_t w, size_t h,
                              void *hs) {
