@@ -7,12 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/internal/ncclraw"
 )
 
 type layoutField struct {
@@ -67,6 +70,14 @@ func TestStructLayout(t *testing.T) {
 	inc, looked := ncclHeaderDir(t)
 	if inc == "" {
 		t.Skipf("nccl.h not found: PURECUDA_NCCL_INCLUDE is unset and %s has none", looked)
+	}
+	text, err := os.ReadFile(filepath.Join(inc, "nccl.h"))
+	require.NoError(t, err)
+	code := regexp.MustCompile(`(?m)^#define NCCL_VERSION_CODE ([0-9]+)`).FindSubmatch(text)
+	require.NotNil(t, code, "nccl.h defines no NCCL_VERSION_CODE")
+	if string(code[1]) != strconv.Itoa(ncclraw.NCCL_VERSION_CODE) && os.Getenv("PURECUDA_NCCL_INCLUDE") == "" {
+		t.Skipf("%s/nccl.h is NCCL_VERSION_CODE %s, not the %d the table was generated from; set PURECUDA_NCCL_INCLUDE to compare with it anyway",
+			inc, code[1], ncclraw.NCCL_VERSION_CODE)
 	}
 	require.NotEmpty(t, layouts)
 	dir := t.TempDir()
