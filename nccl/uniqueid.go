@@ -23,10 +23,11 @@ const UniqueIDSize = 128
 type UniqueID [UniqueIDSize]byte
 
 // NewUniqueID makes the ID of a new communicator (ncclGetUniqueId). It needs
-// no GPU. NCCL serves the rendezvous from the process that made the ID (a
-// thread listening on the address the ID holds, which NCCL_COMM_ID and
-// NCCL_SOCKET_IFNAME choose), so that process must stay alive until every
-// rank has joined. Without NCCL the error matches ErrNotSupported.
+// no GPU. Unless NCCL_COMM_ID is set, NCCL serves the rendezvous from the
+// process that made the ID (a thread listening on the address the ID holds,
+// on the interface NCCL_SOCKET_IFNAME chooses), so that process must stay
+// alive until every rank has joined. Without NCCL the error matches
+// ErrNotSupported.
 func NewUniqueID() (UniqueID, error) {
 	var raw ncclraw.UniqueId
 	if err := ncclraw.GetUniqueId(&raw); err != nil {
