@@ -22,7 +22,6 @@ package faketest
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -54,16 +53,21 @@ var gccFlags = []string{"-O2", "-shared", "-fPIC"}
 // the source from the working directory (go test runs a package's tests in
 // its directory), so a test binary run elsewhere gets an error, as it does
 // without gcc; the error says why, for a skip.
-var Build = sync.OnceValues(func() (string, error) {
+var Build = sync.OnceValues(func() (string, error) { return buildLib("fakecuda", source) })
+
+// buildLib compiles the C file src (relative to the module root) into a
+// shared library named for name and a hash of the source, unless the cache
+// has it already, and returns its path.
+func buildLib(name, src string) (string, error) {
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
-		return "", errors.New("gcc not found: fakecuda cannot be built")
+		return "", fmt.Errorf("gcc not found: %s cannot be built", name)
 	}
-	src, err := findSource()
+	path, err := findSource(src)
 	if err != nil {
 		return "", err
 	}
-	text, err := os.ReadFile(src)
+	text, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
@@ -72,7 +76,7 @@ var Build = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	lib := filepath.Join(dir, "libfakecuda-"+hex.EncodeToString(sum[:8])+".so")
+	lib := filepath.Join(dir, "lib"+name+"-"+hex.EncodeToString(sum[:8])+".so")
 	if _, err := os.Stat(lib); err == nil {
 		return lib, nil
 	}
@@ -84,34 +88,34 @@ var Build = sync.OnceValues(func() (string, error) {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	args := append(append([]string(nil), gccFlags...), "-o", tmp.Name(), src, "-lpthread")
+	args := append(append([]string(nil), gccFlags...), "-o", tmp.Name(), path, "-lpthread")
 	if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building fakecuda failed: %v\n%s", err, out)
+		return "", fmt.Errorf("building %s failed: %v\n%s", name, err, out)
 	}
 	if err := os.Rename(tmp.Name(), lib); err != nil {
 		return "", err
 	}
 	return lib, nil
-})
+}
 
-// findSource looks for fakecuda.c below the module root, the first
-// directory up from the working directory with a go.mod.
-func findSource() (string, error) {
+// findSource looks for src below the module root, the first directory up
+// from the working directory with a go.mod.
+func findSource(src string) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			src := filepath.Join(dir, filepath.FromSlash(source))
-			if _, err := os.Stat(src); err != nil {
-				return "", fmt.Errorf("fakecuda's source: %w", err)
+			path := filepath.Join(dir, filepath.FromSlash(src))
+			if _, err := os.Stat(path); err != nil {
+				return "", fmt.Errorf("%s: %w", src, err)
 			}
-			return src, nil
+			return path, nil
 		}
 		up := filepath.Dir(dir)
 		if up == dir {
-			return "", fmt.Errorf("fakecuda's source (%s) not found: no go.mod above the working directory", source)
+			return "", fmt.Errorf("%s not found: no go.mod above the working directory", src)
 		}
 		dir = up
 	}

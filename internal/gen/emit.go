@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/purecuda/cuda/internal/gen/cheader"
@@ -18,6 +17,31 @@ type emitter struct {
 	result  string              // Go name of the status enum (CUresult, Result)
 	imports map[string]bool
 	layouts []layoutEntry
+	// constName gives an enum value its Go name (nil: the C name).
+	constName func(string) string
+	// voidPtr is the Go type of void* ("" for unsafe.Pointer): uintptr
+	// where the library's void* are device addresses or opaque handles.
+	voidPtr string
+	// structFrames passes a large struct by value through a pooled frame
+	// (ccall's CallStruct) rather than the package's syscallStructArg.
+	structFrames bool
+}
+
+// goConst is the Go name of the enum value named name in C.
+func (e *emitter) goConst(name string) string {
+	if e.constName == nil {
+		return name
+	}
+	return e.constName(name)
+}
+
+// recName is the Go name of a struct or union: its C name, renamed where
+// the package renames types.
+func (e *emitter) recName(r *cheader.Rec) string {
+	if n := e.rename(r.Name); n != "" {
+		return n
+	}
+	return r.Name
 }
 
 type layoutEntry struct {
@@ -91,13 +115,15 @@ func (e *emitter) goType(t *cheader.Type) (string, error) {
 		if !t.Rec.Complete {
 			return "", fmt.Errorf("incomplete struct %s used by value", t.Rec.Tag)
 		}
-		return t.Rec.Name, nil
+		return e.recName(t.Rec), nil
 	case cheader.Array:
 		el, err := e.goType(t.Elem)
 		return fmt.Sprintf("[%d]%s", t.Len, el), err
 	case cheader.Pointer:
 		el := t.Elem.Resolve()
 		switch {
+		case el.Kind == cheader.Void && e.voidPtr != "":
+			return e.voidPtr, nil
 		case el.Kind == cheader.Void:
 			e.imports["unsafe"] = true
 			return "unsafe.Pointer", nil
@@ -163,7 +189,7 @@ func (e *emitter) typedefs(w *bytes.Buffer) error {
 			e.enum(w, goName, name, t.En)
 		case cheader.Record:
 			if emittedRec[t.Rec] || t.Rec.Name != name {
-				fmt.Fprintf(w, "// %s is the C type %s, the same type as %s.\ntype %s = %s\n\n", goName, name, t.Rec.Name, goName, t.Rec.Name)
+				fmt.Fprintf(w, "// %s is the C type %s, the same type as %s.\ntype %s = %s\n\n", goName, name, e.recName(t.Rec), goName, e.recName(t.Rec))
 				continue
 			}
 		default:
@@ -192,7 +218,7 @@ func (e *emitter) typedefs(w *bytes.Buffer) error {
 		}
 		fmt.Fprintf(w, "// Values of an anonymous C enum (%s).\nconst (\n", en.Pos)
 		for _, v := range en.Values {
-			fmt.Fprintf(w, "\t%s = %d\n", v.Name, v.Value)
+			fmt.Fprintf(w, "\t%s = %d\n", e.goConst(v.Name), v.Value)
 		}
 		fmt.Fprintf(w, ")\n\n")
 	}
@@ -203,7 +229,7 @@ func (e *emitter) enum(w *bytes.Buffer, goName, cName string, en *cheader.EnumDe
 	fmt.Fprintf(w, "// %s is the C enum %s.\ntype %s %s\n\n", goName, cName, goName, en.GoKind())
 	fmt.Fprintf(w, "// Values of %s.\nconst (\n", goName)
 	for _, v := range en.Values {
-		fmt.Fprintf(w, "\t%s %s = %d\n", v.Name, goName, v.Value)
+		fmt.Fprintf(w, "\t%s %s = %d\n", e.goConst(v.Name), goName, v.Value)
 	}
 	fmt.Fprintf(w, ")\n\n")
 	fmt.Fprintf(w, "// String returns the C name of the value.\nfunc (v %s) String() string {\n\tswitch v {\n", goName)
@@ -213,13 +239,14 @@ func (e *emitter) enum(w *bytes.Buffer, goName, cName string, en *cheader.EnumDe
 			continue
 		}
 		seen[v.Value] = true
-		fmt.Fprintf(w, "\tcase %s:\n\t\treturn %q\n", v.Name, v.Name)
+		fmt.Fprintf(w, "\tcase %s:\n\t\treturn %q\n", e.goConst(v.Name), v.Name)
 	}
 	e.imports["strconv"] = true
 	fmt.Fprintf(w, "\t}\n\treturn %q + strconv.FormatInt(int64(v), 10) + \")\"\n}\n\n", goName+"(")
 }
 
 func (e *emitter) record(w *bytes.Buffer, r *cheader.Rec) error {
+	goName := e.recName(r)
 	size, align, err := r.SizeAlign()
 	if err != nil {
 		return err
@@ -236,10 +263,10 @@ func (e *emitter) record(w *bytes.Buffer, r *cheader.Rec) error {
 	if r.AlignAs > 8 {
 		alignNote = fmt.Sprintf("\n//\n// C aligns it to %d bytes, which Go cannot express: allocate it with that alignment yourself.", r.AlignAs)
 	}
-	fmt.Fprintf(w, "// %s is the C %s %s (%d bytes).%s\n", r.Name, kind, desc, size, alignNote)
+	fmt.Fprintf(w, "// %s is the C %s %s (%d bytes).%s\n", goName, kind, desc, size, alignNote)
 	if r.Union {
 		fmt.Fprintf(w, "// A union: read and write its members through the accessor methods.\n")
-		fmt.Fprintf(w, "type %s struct {\n", r.Name)
+		fmt.Fprintf(w, "type %s struct {\n", goName)
 		if a := alignType(align); a != "" {
 			fmt.Fprintf(w, "\t_ [0]%s\n", a)
 		}
@@ -248,7 +275,7 @@ func (e *emitter) record(w *bytes.Buffer, r *cheader.Rec) error {
 		for i, fl := range r.Fields {
 			gt, err := e.goType(fl.Type)
 			if err != nil {
-				return fmt.Errorf("%s.%s: %w", r.Name, fl.Name, err)
+				return fmt.Errorf("%s.%s: %w", goName, fl.Name, err)
 			}
 			name := capitalize(fl.Name)
 			if fl.Name == "" {
@@ -257,21 +284,21 @@ func (e *emitter) record(w *bytes.Buffer, r *cheader.Rec) error {
 			if name == "Bytes" {
 				name = "Bytes_"
 			}
-			fmt.Fprintf(w, "// %s returns the union viewed as its member %s.\nfunc (u *%s) %s() *%s { return (*%s)(unsafe.Pointer(u)) }\n\n", name, fl.Name, r.Name, name, gt, gt)
+			fmt.Fprintf(w, "// %s returns the union viewed as its member %s.\nfunc (u *%s) %s() *%s { return (*%s)(unsafe.Pointer(u)) }\n\n", name, fl.Name, goName, name, gt, gt)
 		}
 		if r.CExpr != "" {
-			e.layouts = append(e.layouts, layoutEntry{goName: r.Name, cExpr: r.CExpr})
+			e.layouts = append(e.layouts, layoutEntry{goName: goName, cExpr: r.CExpr})
 		}
 		return nil
 	}
-	fmt.Fprintf(w, "type %s struct {\n", r.Name)
+	fmt.Fprintf(w, "type %s struct {\n", goName)
 	used := map[string]bool{}
-	entry := layoutEntry{goName: r.Name, cExpr: r.CExpr}
+	entry := layoutEntry{goName: goName, cExpr: r.CExpr}
 	anon := 0
 	for _, fl := range r.Fields {
 		gt, err := e.goType(fl.Type)
 		if err != nil {
-			return fmt.Errorf("%s.%s: %w", r.Name, fl.Name, err)
+			return fmt.Errorf("%s.%s: %w", goName, fl.Name, err)
 		}
 		if opaqueUserData("", fl.Name, fl.Type) {
 			gt = "uintptr"
@@ -374,14 +401,13 @@ func (e *emitter) constants(w *bytes.Buffer, prefixes ...string) {
 
 // layoutTable emits the test table that the layout test compares with C.
 func (e *emitter) layoutTable(w *bytes.Buffer) {
-	sort.SliceStable(e.layouts, func(i, j int) bool { return false })
 	fmt.Fprintf(w, "var layouts = []layout{\n")
 	for _, l := range e.layouts {
-		fmt.Fprintf(w, "\t{Go: %q, C: %q, Size: unsafe.Sizeof(cu.%s{})", l.goName, l.cExpr, l.goName)
+		fmt.Fprintf(w, "\t{Go: %q, C: %q, Size: unsafe.Sizeof(%s.%s{})", l.goName, l.cExpr, e.pkg, l.goName)
 		if len(l.fields) > 0 {
 			fmt.Fprintf(w, ", Fields: []layoutField{\n")
 			for _, f := range l.fields {
-				fmt.Fprintf(w, "\t\t{Go: %q, C: %q, Off: unsafe.Offsetof(cu.%s{}.%s)},\n", f[0], f[1], l.goName, f[0])
+				fmt.Fprintf(w, "\t\t{Go: %q, C: %q, Off: unsafe.Offsetof(%s.%s{}.%s)},\n", f[0], f[1], e.pkg, l.goName, f[0])
 			}
 			fmt.Fprintf(w, "\t}")
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/purecuda/cuda/internal/ccall"
 	"github.com/purecuda/cuda/internal/gen/cheader"
 )
 
@@ -216,6 +217,17 @@ func (e *emitter) function(w *bytes.Buffer, b binding) error {
 			fmt.Fprintf(w, "\treturn %s, nil\n}\n\n", call)
 		}
 		return nil
+	case big >= 0 && e.structFrames:
+		// The other arguments fill the frame in order; CallStruct places
+		// the struct as the platform's ABI wants it.
+		rest := append(append([]param(nil), ps[:big]...), ps[big+1:]...)
+		if !ccall.StructFits(len(rest), uintptr(ps[big].size)) {
+			return fmt.Errorf("%s: a by-value struct of %d bytes beside %d arguments has no lowering", b.CName, ps[big].size, len(rest))
+		}
+		e.imports["unsafe"] = true
+		e.imports["github.com/purecuda/cuda/internal/ccall"] = true
+		e.callBody(w, rest, "ccall.Escape", "\tcf := ccall.Get(fn)\n",
+			fmt.Sprintf("cf.CallStruct(%d, %d, unsafe.Pointer(&%s), %d)", len(rest), big, ps[big].name, ps[big].size))
 	case big >= 0:
 		var args []string
 		for i, p := range ps {

@@ -1,13 +1,18 @@
-// Command gen writes purecuda's raw tables (internal/cu and internal/rtc) from
-// NVIDIA's cuda.h, cudaTypedefs.h and nvrtc.h.
+// Command gen writes purecuda's raw tables from NVIDIA's headers:
+// internal/cu, internal/rtc and driver/zconst.go from cuda.h,
+// cudaTypedefs.h and nvrtc.h (the CUDA set), and internal/ncclraw from
+// nccl.h (the NCCL set).
 //
 // Usage:
 //
-//	go run ./internal/gen [-include DIR] [-root DIR] [-check]
+//	go run ./internal/gen [-include DIR] [-nccl-include DIR] [-only cuda|nccl] [-root DIR] [-check]
 //
-// DIR defaults to $PURECUDA_CUDA_INCLUDE, then $CUDA_PATH/include, then
-// /usr/local/cuda/include. With -check nothing is written: the command fails
-// when a checked-in file differs from what it would write.
+// -include defaults to $PURECUDA_CUDA_INCLUDE, then $CUDA_PATH/include, then
+// /usr/local/cuda/include. -nccl-include defaults to $PURECUDA_NCCL_INCLUDE,
+// then ../shared/nccl-include/2.28 beside the module root. Both sets are
+// written unless -only names one; a set whose headers are not found is an
+// error. With -check nothing is written: the command fails when a
+// checked-in file differs from what it would write.
 package main
 
 import (
@@ -25,10 +30,12 @@ import (
 
 func main() {
 	include := flag.String("include", "", "directory holding cuda.h, cudaTypedefs.h and nvrtc.h")
+	ncclInclude := flag.String("nccl-include", "", "directory holding nccl.h")
+	only := flag.String("only", "", "the one set to write or check: cuda or nccl (both when empty)")
 	root := flag.String("root", ".", "module root to write into")
 	check := flag.Bool("check", false, "compare with the files on disk instead of writing")
 	flag.Parse()
-	if err := run(*include, *root, *check); err != nil {
+	if err := run(options{include: *include, ncclInclude: *ncclInclude, only: *only, root: *root, check: *check}); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
@@ -51,19 +58,63 @@ func includeDir(flagValue string) (string, error) {
 		}
 		tried = append(tried, c)
 	}
-	return "", fmt.Errorf("no CUDA headers found (tried %s); pass -include", strings.Join(tried, ", "))
+	return "", fmt.Errorf("no CUDA headers found (tried %s); pass -include, or -only nccl to leave the CUDA tables alone", strings.Join(tried, ", "))
 }
 
-func run(include, root string, check bool) error {
-	dir, err := includeDir(include)
-	if err != nil {
-		return err
+// options are the command's flags.
+type options struct {
+	include, ncclInclude, only, root string
+	check                            bool
+}
+
+// generateSets generates the sets opts asks for, each from its headers.
+func generateSets(opts options) (map[string][]byte, []string, error) {
+	if opts.only != "" && opts.only != "cuda" && opts.only != "nccl" {
+		return nil, nil, fmt.Errorf("-only %q: want cuda or nccl", opts.only)
 	}
-	h, err := cheader.LoadDir(dir)
-	if err != nil {
-		return err
+	files := map[string][]byte{}
+	var summaries []string
+	if opts.only != "nccl" {
+		dir, err := includeDir(opts.include)
+		if err != nil {
+			return nil, nil, err
+		}
+		h, err := cheader.LoadDir(dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		out, summary, err := generate(h)
+		if err != nil {
+			return nil, nil, err
+		}
+		for n, src := range out {
+			files[n] = src
+		}
+		summaries = append(summaries, summary)
 	}
-	files, summary, err := generate(h)
+	if opts.only != "cuda" {
+		dir, err := ncclIncludeDir(opts.ncclInclude, opts.root)
+		if err != nil {
+			return nil, nil, err
+		}
+		n, err := cheader.LoadNCCL(dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		out, summary, err := generateNCCL(n)
+		if err != nil {
+			return nil, nil, err
+		}
+		for n, src := range out {
+			files[n] = src
+		}
+		summaries = append(summaries, summary)
+	}
+	return files, summaries, nil
+}
+
+func run(opts options) error {
+	files, summaries, err := generateSets(opts)
 	if err != nil {
 		return err
 	}
@@ -74,8 +125,8 @@ func run(include, root string, check bool) error {
 	sort.Strings(names)
 	var stale []string
 	for _, n := range names {
-		path := filepath.Join(root, n)
-		if check {
+		path := filepath.Join(opts.root, n)
+		if opts.check {
 			old, err := os.ReadFile(path)
 			if err != nil || !bytes.Equal(old, files[n]) {
 				stale = append(stale, n)
@@ -89,9 +140,14 @@ func run(include, root string, check bool) error {
 			return err
 		}
 	}
-	fmt.Println(summary)
+	for _, s := range summaries {
+		fmt.Println(s)
+	}
 	if len(stale) > 0 {
 		return fmt.Errorf("generated files are not current: %s (run go generate ./...)", strings.Join(stale, ", "))
+	}
+	if opts.check {
+		fmt.Printf("%d generated files are current\n", len(names))
 	}
 	return nil
 }

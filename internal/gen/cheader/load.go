@@ -80,3 +80,45 @@ func LoadDir(dir string) (*Headers, error) {
 	}
 	return h, nil
 }
+
+// NCCL is the parse of NCCL's nccl.h.
+type NCCL struct {
+	File *File
+	PP   *Preprocessor // macros seen in nccl.h
+}
+
+// NCCLPrelude declares what nccl.h takes from the headers it includes,
+// which the preprocessor does not read: cudaStream_t (cuda_runtime.h), the
+// same handle as the driver's CUstream. It is parsed before nccl.h.
+const NCCLPrelude = "typedef struct CUstream_st *cudaStream_t;\n"
+
+// ncclPredefined adds limits.h's INT_MIN, which NCCL_CONFIG_UNDEF_INT names.
+func ncclPredefined() map[string]string {
+	m := Predefined()
+	m["INT_MIN"] = "(-2147483647 - 1)"
+	return m
+}
+
+// LoadNCCL parses nccl.h from dir.
+func LoadNCCL(dir string) (*NCCL, error) {
+	src, err := os.ReadFile(filepath.Join(dir, "nccl.h"))
+	if err != nil {
+		return nil, err
+	}
+	return ParseNCCL(string(src))
+}
+
+// ParseNCCL parses the text of nccl.h.
+func ParseNCCL(src string) (*NCCL, error) {
+	n := &NCCL{File: NewFile(), PP: NewPreprocessor(ncclPredefined())}
+	for _, s := range []struct{ name, text string }{{"<prelude>", NCCLPrelude}, {"nccl.h", src}} {
+		toks, err := n.PP.Run(s.name, s.text)
+		if err != nil {
+			return nil, err
+		}
+		if err := n.File.Parse(toks); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,59 @@
+//go:build linux
+
+package faketest
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+)
+
+const (
+	// ncclSource is fakenccl's source, relative to the module root.
+	ncclSource = "internal/ncclraw/testdata/fakenccl.c"
+	// ncclEnv is the loader's override of the libnccl path.
+	ncclEnv = "PURECUDA_LIBNCCL"
+	// ncclChildEnv names, in the child process InNCCLChild starts, the
+	// test it runs.
+	ncclChildEnv = "PURECUDA_FAKENCCL_CHILD"
+)
+
+// BuildNCCL compiles fakenccl, a stand-in for libnccl with a few of its
+// functions (internal/ncclraw/testdata/fakenccl.c says which), as Build
+// does fakecuda, and returns the shared library's path.
+var BuildNCCL = sync.OnceValues(func() (string, error) { return buildLib("fakenccl", ncclSource) })
+
+// InNCCLChild reports whether t's body should run: true in the child
+// process that has fakenccl as its libnccl. In the test binary itself it
+// builds fakenccl (skipping t without it), runs t alone in a child process
+// with PURECUDA_LIBNCCL naming fakenccl and env added to its environment,
+// reports the child's result and output as t's, and returns false.
+func InNCCLChild(t *testing.T, env ...string) bool {
+	t.Helper()
+	if os.Getenv(ncclChildEnv) == t.Name() {
+		return true
+	}
+	path, err := BuildNCCL()
+	if err != nil {
+		t.Skip(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v", "-test.timeout=60s")
+	cmd.Env = append(append(os.Environ(), ncclChildEnv+"="+t.Name(), ncclEnv+"="+path), env...)
+	out, err := cmd.CombinedOutput()
+	switch {
+	case err != nil:
+		t.Errorf("under fakenccl: %v\n%s", err, out)
+	case !containsPass(out, t.Name()):
+		t.Errorf("under fakenccl, the test did not run:\n%s", out)
+	default:
+		t.Logf("under fakenccl:\n%s", out)
+	}
+	return false
+}
+
+// containsPass reports whether go test's verbose output says name passed.
+func containsPass(out []byte, name string) bool {
+	return strings.Contains(string(out), "--- PASS: "+name+" ")
+}
