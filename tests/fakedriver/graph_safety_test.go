@@ -447,6 +447,11 @@ func TestRetireAfterStickyErrorEnds(t *testing.T) {
 	})
 	assert.True(t, ok, "retired owners released and no goroutine waiting: %d allocations (were %d), %d goroutines (were %d)",
 		fcall(t, "fake_live_allocations"), allocs0, runtime.NumGoroutine(), g0)
+	// The frees failed with the fault, as they should: their errors are
+	// this test's, not the next one's (go test -shuffle put a test that
+	// expects lifetime.Errors empty right after this one).
+	lifetime.Flush()
+	_ = lifetime.Errors()
 	fcall(t, "fake_clear_sticky_error")
 	fcall(t, "fake_reset_counters")
 }

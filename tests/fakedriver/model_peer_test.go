@@ -3,6 +3,7 @@
 package fakedriver_test
 
 import (
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -14,15 +15,22 @@ import (
 )
 
 // mPeerCtx creates a second context (the primary one stays current) and
-// allocates n bytes in it; the context is destroyed when t ends.
-func mPeerCtx(t *testing.T, n uintptr) (cu.CUcontext, cu.CUdeviceptr) {
+// allocates n bytes in it; destroy destroys the context, and runs when t
+// ends unless the test ran it (a second destroy would be a bad handle
+// use, counted against the next test: go test -shuffle found it).
+func mPeerCtx(t *testing.T, n uintptr) (c cu.CUcontext, p cu.CUdeviceptr, destroy func() error) {
 	t.Helper()
-	var c cu.CUcontext
 	require.NoError(t, cu.CtxCreate(&c, nil, 0, 0)) // pushed: current until the pop
-	p := mAlloc(t, n)
+	p = mAlloc(t, n)
 	require.NoError(t, cu.CtxPopCurrent(nil))
-	t.Cleanup(func() { _ = cu.CtxDestroy(c) })
-	return c, p
+	var once sync.Once
+	var err error
+	destroy = func() error {
+		once.Do(func() { err = cu.CtxDestroy(c) })
+		return err
+	}
+	t.Cleanup(func() { _ = destroy() })
+	return c, p, destroy
 }
 
 // TestModelPeerCopies: cuMemcpyPeer and cuMemcpyPeerAsync copy between
@@ -32,7 +40,7 @@ func mPeerCtx(t *testing.T, n uintptr) (cu.CUcontext, cu.CUdeviceptr) {
 // meanwhile is a bad use), and refuses a capture, which it invalidates.
 func TestModelPeerCopies(t *testing.T) {
 	ctx := modelCtx(t)
-	peer, q := mPeerCtx(t, 64)
+	peer, q, destroyPeer := mPeerCtx(t, 64)
 	p := mAlloc(t, 64)
 	defer cu.MemFree(p)
 	in := mSeq(10, 16)
@@ -94,7 +102,7 @@ func TestModelPeerCopies(t *testing.T) {
 
 	// A destroyed context.
 	fcall(t, "fake_reset_counters")
-	require.NoError(t, cu.CtxDestroy(peer))
+	require.NoError(t, destroyPeer())
 	assert.ErrorIs(t, cu.MemcpyPeerAsync(q, peer, p, ctx, 64, s), cu.CUDA_ERROR_INVALID_CONTEXT)
 	assert.ErrorIs(t, cu.MemcpyPeer(p, ctx, q, peer, 64), cu.CUDA_ERROR_INVALID_CONTEXT)
 	assert.EqualValues(t, 2, fcall(t, "fake_bad_handle_uses"))
