@@ -3,7 +3,8 @@
 # package that has GPU tests (its tests use internal/gputest or
 # PURECUDA_REQUIRE_GPU), plus cmd/smoke and every program under examples/,
 # into .gpu/, and write .gpu/run.sh, which runs them on a machine that has a
-# GPU but no Go.
+# GPU but no Go. The binaries are gzipped (they outgrew a device call's
+# 64 MiB carry); run.sh unpacks them first.
 #
 #   bash tests/gpu-bundle.sh            # build for linux/amd64
 #   GOARCH=arm64 bash tests/gpu-bundle.sh
@@ -51,6 +52,8 @@ cp tests/cbench/cbench.c .gpu/cbench.c
   echo '#!/usr/bin/env bash'
   echo '# Written by tests/gpu-bundle.sh: runs the bundled test binaries.'
   echo 'root=$(cd "$(dirname "$0")/.." && pwd); cd "$root"'
+  echo '# The binaries travel gzipped (a device call carries at most 64 MiB).'
+  echo 'for f in .gpu/*.gz; do [ -e "$f" ] || continue; gunzip -f "$f" && chmod +x "${f%.gz}"; done'
   echo 'logs=$root/.gpu/logs; out=${OUT:-$logs}; mkdir -p "$logs" "$out"'
   echo "entries=(${entries[*]})"
   echo "examples=(${examples[*]})"
@@ -112,4 +115,6 @@ echo "$passed passed, $failed failed, $skipped skipped"
 RUN
 } > .gpu/run.sh
 chmod +x .gpu/run.sh
-echo "built $(ls .gpu/*.test | wc -l) test binaries, smoke and ${#examples[@]} examples (${examples[*]}) into .gpu/ for $GOOS/$GOARCH"
+n=$(ls .gpu/*.test | wc -l)
+gzip -f .gpu/*.test .gpu/smoke .gpu/example-*
+echo "built $n test binaries, smoke and ${#examples[@]} examples (${examples[*]}) into .gpu/ for $GOOS/$GOARCH"
