@@ -24,7 +24,9 @@ import (
 // CUBINs, from PTX plain, -lineinfo and -g, and from LTO-IR) and
 // TestImageNvccCubinsPassTheCheck (nvcc -cubin: plain, -G, -lineinfo,
 // -rdc=true, every architecture it lists), of two sources, into
-// $PURECUDA_IMAGE_CORPUS, and kept here as one gzipped tar. Every one must
+// $PURECUDA_IMAGE_CORPUS, and kept here as one gzipped tar: 298 CUBINs
+// (nvcc's -G and nvJitLink's -g ones for sm_75, sm_90 and sm_120 only, to
+// stay under 1 MB; the GPU tests check every architecture). Every one must
 // pass the check, and the survey below lists what each field of theirs
 // holds: the values the check's whitelists are measured from.
 const corpusFile = "testdata/cubins.tar.gz"
