@@ -79,19 +79,24 @@ func TestModelPeerCopies(t *testing.T) {
 	// The source is read when the copy runs. Queued on a stream of the
 	// other context, the copy is not waited for by cuMemFree, which waits
 	// for the work of its own context only: the copy reads freed memory.
+	// A gate holds the stream, so the copy cannot run before the free
+	// however slow the machine is (a 20 ms copy delay was not enough on a
+	// loaded CI machine).
 	var ps cu.CUstream
 	require.NoError(t, cu.CtxPushCurrent(peer))
 	require.NoError(t, cu.StreamCreate(&ps, 1))
 	require.NoError(t, cu.CtxPopCurrent(nil))
-	fcall(t, "fake_set_copy_delay_us", 20000)
+	const gate = 41
+	fcall(t, "fake_close_gate", gate)
+	require.NoError(t, cu.LaunchHostFunc(ps, mHostFn(t, "fake_gate_fn"), uintptr(gate)))
 	r := mAlloc(t, 64)
 	require.NoError(t, cu.MemcpyPeerAsync(q, peer, r, ctx, 64, ps))
 	require.NoError(t, cu.MemFree(r))
 	assert.Zero(t, fcall(t, "fake_bad_ptr_uses"), "not yet run")
+	fcall(t, "fake_open_gate", gate)
 	require.NoError(t, cu.StreamSynchronize(ps))
 	assert.EqualValues(t, 1, fcall(t, "fake_bad_ptr_uses"), "the copy read freed memory")
 	assert.Contains(t, faketest.LastBadUse(t), "cuMemcpyPeerAsync: bad pointer")
-	fcall(t, "fake_set_copy_delay_us", 0)
 	fcall(t, "fake_reset_counters")
 
 	// Refused in a capture, which it invalidates.

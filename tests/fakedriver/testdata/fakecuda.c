@@ -1803,6 +1803,15 @@ long fake_log_at(long i) { return i >= 0 && i < 4096 ? ATOMIC_GET(hostfn_log[i])
    function must not do: the fake refuses it and counts it. */
 CUresult cuCtxSynchronize(void);
 void fake_cuda_fn(void *data) { (void)cuCtxSynchronize(); }
+/* fake_gate_fn holds its stream until fake_open_gate(slot) is called for
+   slot (uintptr_t)data % 64 (fake_close_gate closes it again): work queued
+   behind it stays queued for as long as a test needs, with no timing. */
+static long gates_open[64];
+void fake_gate_fn(void *data) {
+    while (!ATOMIC_GET(gates_open[(uintptr_t)data % 64])) sleep_us(200);
+}
+void fake_open_gate(long slot) { __atomic_store_n(&gates_open[slot % 64], 1, __ATOMIC_SEQ_CST); }
+void fake_close_gate(long slot) { __atomic_store_n(&gates_open[slot % 64], 0, __ATOMIC_SEQ_CST); }
 void fake_reset_log(void) {
     __atomic_store_n(&hostfn_log_len, 0, __ATOMIC_SEQ_CST);
     for (int i = 0; i < 64; i++) __atomic_store_n(&hostfn_slots[i], 0, __ATOMIC_SEQ_CST);
