@@ -32,10 +32,10 @@ func TestMissingFunctionFromFake(t *testing.T) {
 	if !faketest.InNCCLChild(t) {
 		return
 	}
-	var n int32
-	err := wrap(ncclraw.CommCount(0, &n), 0)
+	var handle uintptr
+	err := wrap(ncclraw.CommRegister(0, 0, 0, &handle), 0)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrNotSupported)
 	assert.ErrorIs(t, err, ncclraw.ErrNotSupported)
-	assert.Contains(t, err.Error(), "nccl: not supported: ncclCommCount: not exported by "+os.Getenv("PURECUDA_LIBNCCL"))
+	assert.Contains(t, err.Error(), "nccl: not supported: ncclCommRegister: not exported by "+os.Getenv("PURECUDA_LIBNCCL"))
 }

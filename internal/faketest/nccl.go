@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
 )
 
 const (
@@ -39,6 +42,61 @@ func InNCCLChild(t *testing.T, env ...string) bool {
 	if err != nil {
 		t.Skip(err)
 	}
+	return runNCCLChild(t, path, env)
+}
+
+// InNCCLAndCUDAChild is InNCCLChild with fakecuda as libcuda too, for
+// tests of communicators and their operations: fakenccl then runs them
+// as fakecuda host functions. In the child, lib is fakecuda (Call and Sym
+// reach it) and NCCL reaches fakenccl's controls.
+func InNCCLAndCUDAChild(t *testing.T, env ...string) bool {
+	t.Helper()
+	if os.Getenv(ncclChildEnv) == t.Name() {
+		lib = os.Getenv(libEnv)
+		return true
+	}
+	path, err := BuildNCCL()
+	if err != nil {
+		t.Skip(err)
+	}
+	cuda, err := Build()
+	if err != nil {
+		t.Skip(err)
+	}
+	return runNCCLChild(t, path, append([]string{libEnv + "=" + cuda}, env...))
+}
+
+// NCCL calls fakenccl's control fn (in a child of InNCCLChild or
+// InNCCLAndCUDAChild) with integer arguments.
+func NCCL(tb testing.TB, fn string, args ...uintptr) int64 {
+	tb.Helper()
+	h, err := purego.Dlopen(os.Getenv(ncclEnv), purego.RTLD_NOW)
+	if err != nil {
+		tb.Fatalf("fakenccl: %v", err)
+	}
+	sym, err := purego.Dlsym(h, fn)
+	if err != nil {
+		tb.Fatalf("fakenccl: %v", err)
+	}
+	r, _, _ := purego.SyscallN(sym, args...)
+	return int64(r)
+}
+
+// NCCLLastBad is fakenccl's description of its last bad use.
+func NCCLLastBad(tb testing.TB) string {
+	tb.Helper()
+	buf := make([]byte, 512)
+	NCCL(tb, "fake_nccl_last_bad", uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+	if i := strings.IndexByte(string(buf), 0); i >= 0 {
+		buf = buf[:i]
+	}
+	return string(buf)
+}
+
+// runNCCLChild runs t in a child process with PURECUDA_LIBNCCL naming
+// fakenccl at path and env added.
+func runNCCLChild(t *testing.T, path string, env []string) bool {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v", "-test.timeout=60s")
 	cmd.Env = append(append(os.Environ(), ncclChildEnv+"="+t.Name(), ncclEnv+"="+path), env...)
 	out, err := cmd.CombinedOutput()

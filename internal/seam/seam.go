@@ -70,3 +70,12 @@ var (
 
 // Owner is what must be released once (release.Owner).
 type Owner interface{ Release() error }
+
+// UseOn, for a library that queues work naming buffer b on stream s
+// (package nccl): b is a *driver.Buffer of any element type and s a
+// *driver.Stream, held by the caller. It checks that b is open and that its
+// memory belongs to s's context, notes s as a stream that uses
+// stream-ordered memory (so that its free waits for s), and returns b's
+// device address and size in bytes with a reference on its memory, which
+// the caller releases once (or hands to a capture's sink).
+var UseOn func(op string, b, s any) (ptr, bytes uintptr, ref lifetime.Ref, err error)

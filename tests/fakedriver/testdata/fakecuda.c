@@ -1785,6 +1785,18 @@ int fake_quiesce(long timeout_ms) {
     }
 }
 
+/* fake_check_device, for fakenccl (internal/ncclraw/testdata/fakenccl.c),
+   whose collectives run as host functions: it counts a bad pointer use,
+   named fn, unless [p, p+n) lies in one live allocation, and returns 0 when
+   it does. */
+int fake_check_device(const char *fn, unsigned long long p, size_t n) {
+    if (!n) return 0;
+    LOCK();
+    CUresult r = check_range(fn, p, n, 0, NULL, NULL);
+    UNLOCK();
+    return r != OK;
+}
+
 /* Host functions for tests, usable as CUhostFn and as user-object
    destructors: fake_count_fn adds one to slot (uintptr_t)data % 64;
    fake_log_fn appends (uintptr_t)data to a log (order checks). */

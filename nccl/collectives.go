@@ -1,0 +1,227 @@
+package nccl
+
+import (
+	"math"
+
+	"github.com/purecuda/cuda/driver"
+)
+
+// The collectives and point-to-point operations. Each is queued on s
+// (see the promises in the package documentation, "Operations"); every
+// rank of the communicator must make the same collectives in the same
+// order, with the same counts.
+
+// AllReduce leaves in every rank's recv the reduction, element by element,
+// of every rank's send (ncclAllReduce). send and recv have the same
+// length; they may be the same buffer (in place).
+func AllReduce[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T], op Op) error {
+	const name = "AllReduce"
+	o := operation{name: name, kind: opAllReduce}
+	if err := setType[T](&o); err != nil {
+		return err
+	}
+	if err := setRed(&o, op); err != nil {
+		return err
+	}
+	if err := needBoth(name, send, recv); err != nil {
+		return err
+	}
+	if send.Len() != recv.Len() {
+		return invalid("%s: send has %d elements and recv %d: want equal lengths", name, send.Len(), recv.Len())
+	}
+	o.send, o.recv, o.count = send, recv, uintptr(recv.Len())
+	return c.enqueue(s, &o)
+}
+
+// Broadcast copies root's send into every rank's recv (ncclBroadcast).
+// Only the root reads send: other ranks pass nil. On the root send has
+// recv's length, and may be recv (in place).
+func Broadcast[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T], root int) error {
+	const name = "Broadcast"
+	o := operation{name: name, kind: opBroadcast}
+	if err := setType[T](&o); err != nil {
+		return err
+	}
+	if err := setRoot(&o, c, root); err != nil {
+		return err
+	}
+	if recv == nil {
+		return invalid("%s: nil recv buffer", name)
+	}
+	if c.Rank() == root {
+		if send == nil {
+			return invalid("%s: the root needs a send buffer", name)
+		}
+		if send.Len() != recv.Len() {
+			return invalid("%s: send has %d elements and recv %d: want equal lengths", name, send.Len(), recv.Len())
+		}
+		o.send = send
+	}
+	o.recv, o.count = recv, uintptr(recv.Len())
+	return c.enqueue(s, &o)
+}
+
+// Reduce leaves in root's recv the reduction of every rank's send
+// (ncclReduce). Only the root writes recv: other ranks pass nil. On the
+// root recv has send's length, and may be send (in place).
+func Reduce[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T], op Op, root int) error {
+	const name = "Reduce"
+	o := operation{name: name, kind: opReduce}
+	if err := setType[T](&o); err != nil {
+		return err
+	}
+	if err := setRed(&o, op); err != nil {
+		return err
+	}
+	if err := setRoot(&o, c, root); err != nil {
+		return err
+	}
+	if send == nil {
+		return invalid("%s: nil send buffer", name)
+	}
+	if c.Rank() == root {
+		if recv == nil {
+			return invalid("%s: the root needs a recv buffer", name)
+		}
+		if send.Len() != recv.Len() {
+			return invalid("%s: send has %d elements and recv %d: want equal lengths", name, send.Len(), recv.Len())
+		}
+		o.recv = recv
+	}
+	o.send, o.count = send, uintptr(send.Len())
+	return c.enqueue(s, &o)
+}
+
+// AllGather leaves in every rank's recv the send buffers of all ranks, in
+// rank order: rank r's at elements [r*n, (r+1)*n), n = send.Len()
+// (ncclAllGather). recv has Size()*n elements.
+func AllGather[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T]) error {
+	const name = "AllGather"
+	o := operation{name: name, kind: opAllGather}
+	if err := setType[T](&o); err != nil {
+		return err
+	}
+	if err := needBoth(name, send, recv); err != nil {
+		return err
+	}
+	if n := c.Size(); n > 0 && recv.Len() != send.Len()*n {
+		return invalid("%s: recv has %d elements: want %d ranks × %d (send's length)", name, recv.Len(), n, send.Len())
+	}
+	o.send, o.recv, o.count = send, recv, uintptr(send.Len())
+	return c.enqueue(s, &o)
+}
+
+// ReduceScatter reduces every rank's send and leaves block r of the
+// result in rank r's recv: elements [r*n, (r+1)*n), n = recv.Len()
+// (ncclReduceScatter). send has Size()*n elements.
+func ReduceScatter[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T], op Op) error {
+	const name = "ReduceScatter"
+	o := operation{name: name, kind: opReduceScatter}
+	if err := setType[T](&o); err != nil {
+		return err
+	}
+	if err := setRed(&o, op); err != nil {
+		return err
+	}
+	if err := needBoth(name, send, recv); err != nil {
+		return err
+	}
+	if n := c.Size(); n > 0 && send.Len() != recv.Len()*n {
+		return invalid("%s: send has %d elements: want %d ranks × %d (recv's length)", name, send.Len(), n, recv.Len())
+	}
+	o.send, o.recv, o.count = send, recv, uintptr(recv.Len())
+	return c.enqueue(s, &o)
+}
+
+// Send sends buf to rank peer, which receives it with Recv of the same
+// length and type (ncclSend). A send and a receive between two ranks that
+// each do both must be in one Group.
+func Send[T any](c *Comm, s *driver.Stream, buf *driver.Buffer[T], peer int) error {
+	const name = "Send"
+	o := operation{name: name, kind: opSend}
+	if err := setType[T](&o); err != nil {
+		return err
+	}
+	if err := setPeer(&o, c, peer); err != nil {
+		return err
+	}
+	if buf == nil {
+		return invalid("%s: nil buffer", name)
+	}
+	o.send, o.count = buf, uintptr(buf.Len())
+	return c.enqueue(s, &o)
+}
+
+// Recv receives into buf what rank peer sends with Send (ncclRecv).
+func Recv[T any](c *Comm, s *driver.Stream, buf *driver.Buffer[T], peer int) error {
+	const name = "Recv"
+	o := operation{name: name, kind: opRecv}
+	if err := setType[T](&o); err != nil {
+		return err
+	}
+	if err := setPeer(&o, c, peer); err != nil {
+		return err
+	}
+	if buf == nil {
+		return invalid("%s: nil buffer", name)
+	}
+	o.recv, o.count = buf, uintptr(buf.Len())
+	return c.enqueue(s, &o)
+}
+
+// setType sets o's data type to T's.
+func setType[T any](o *operation) error {
+	dt, err := dataType[T]()
+	if err != nil {
+		return prefixed(o.name, err)
+	}
+	o.dt = dt
+	return nil
+}
+
+// setRed sets o's reduction.
+func setRed(o *operation, op Op) error {
+	r, err := op.raw()
+	if err != nil {
+		return prefixed(o.name, err)
+	}
+	o.red = r
+	return nil
+}
+
+// setRoot sets o's root, a rank of c.
+func setRoot(o *operation, c *Comm, root int) error {
+	if n := c.Size(); root < 0 || (n > 0 && root >= n) || root > math.MaxInt32 {
+		return invalid("%s: root %d is not a rank of the communicator (%d ranks)", o.name, root, n)
+	}
+	o.peer = int32(root)
+	return nil
+}
+
+// setPeer sets o's peer, a rank of c.
+func setPeer(o *operation, c *Comm, peer int) error {
+	if n := c.Size(); peer < 0 || (n > 0 && peer >= n) || peer > math.MaxInt32 {
+		return invalid("%s: peer %d is not a rank of the communicator (%d ranks)", o.name, peer, n)
+	}
+	o.peer = int32(peer)
+	return nil
+}
+
+// needBoth refuses a nil send or recv buffer.
+func needBoth[T any](name string, send, recv *driver.Buffer[T]) error {
+	switch {
+	case send == nil:
+		return invalid("%s: nil send buffer", name)
+	case recv == nil:
+		return invalid("%s: nil recv buffer", name)
+	}
+	return nil
+}
+
+// prefixed puts the operation's name before an argument error.
+func prefixed(name string, err error) error {
+	if ae, ok := err.(*argError); ok {
+		return &argError{msg: name + ": " + ae.msg}
+	}
+	return err
+}

@@ -1,0 +1,167 @@
+package nccl
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/capture"
+	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/ncclraw"
+	"github.com/purecuda/cuda/internal/release"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// calls serialises the operations of every communicator of the process, as
+// NCCL requires of communicators of one device and of a group, and holds
+// the open Group: NCCL keeps a group per OS thread, so Group locks its
+// goroutine to its thread and records the thread; operations on that
+// thread belong to the group and take no lock, the others wait for it.
+var calls struct {
+	mu       sync.Mutex
+	groupTID atomic.Int64 // the OS thread of the open Group, 0 when none
+	depth    int          // Group nesting on that thread
+	pending  []pendingOp  // the group's operations, launched by ncclGroupEnd
+}
+
+// pendingOp is an operation of the open group: NCCL launches it at
+// ncclGroupEnd, so what it names stays held, and its stream entered,
+// until then.
+type pendingOp struct {
+	c     *commState
+	cuctx cu.CUcontext
+	s     any // the *driver.Stream, entered with sink
+	sink  capture.Sink
+	refs  [4]lifetime.Ref // the stream, the communicator, up to two buffers
+}
+
+// lockCalls takes the lock on every communicator's operations, unless the
+// calling OS thread has the Group open; it reports which.
+func lockCalls() (inGroup bool) {
+	if t := calls.groupTID.Load(); t != 0 && t == gettid() {
+		return true
+	}
+	calls.mu.Lock()
+	return false
+}
+
+// unlockCalls undoes lockCalls.
+func unlockCalls(inGroup bool) {
+	if !inGroup {
+		calls.mu.Unlock()
+	}
+}
+
+// Group runs f with the operations it queues grouped (ncclGroupStart, then
+// ncclGroupEnd, which is called however f returns, a panic included): NCCL
+// launches them together when f returns. One process driving several GPUs
+// must group the operations it queues for them (each would wait for the
+// others), as must ranks that send to and receive from each other at once.
+//
+// The operations of a group are queued on their streams by ncclGroupEnd:
+// the buffers and streams they name are held until then, and a capture on
+// those streams cannot begin or end while f runs. So f must queue the
+// group's operations itself, on its own goroutine, and must not begin or
+// end a capture on their streams (begin it before Group, end it after).
+// Every other goroutine's NCCL operations wait until the group ends.
+// Groups nest; the outermost launches.
+//
+// The error is f's, joined with ncclGroupEnd's.
+func Group(f func() error) (err error) {
+	if f == nil {
+		return invalid("Group: nil function")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := gettid()
+	outer := calls.groupTID.Load() != tid
+	if outer {
+		calls.mu.Lock()
+		calls.groupTID.Store(tid)
+	}
+	calls.depth++
+	if serr := ncclraw.GroupStart(); serr != nil {
+		calls.depth--
+		if outer {
+			calls.groupTID.Store(0)
+			calls.mu.Unlock()
+		}
+		return wrap(serr, 0)
+	}
+	defer func() {
+		eerr := endGroup(outer)
+		err = errors.Join(err, eerr)
+	}()
+	return f()
+}
+
+// endGroup ends the innermost group; the outermost launches the pending
+// operations and hands what they hold to their captures or releases it.
+func endGroup(outer bool) error {
+	var h cu.CUcontext
+	if outer && len(calls.pending) > 0 {
+		h = calls.pending[0].cuctx
+	}
+	var err error
+	if h != 0 {
+		// NCCL restores the current device after launching: with one
+		// current, it creates no context on device 0.
+		err = bound(h, ncclraw.GroupEnd)
+	} else {
+		err = ncclraw.GroupEnd()
+	}
+	inProgress := isInProgress(err)
+	if inProgress {
+		err = nil
+	}
+	calls.depth--
+	if !outer {
+		return wrapIf(err, 0)
+	}
+	pending := calls.pending
+	calls.pending = nil
+	if inProgress {
+		for i := range pending {
+			if p := &pending[i]; p.c.nonBlocking {
+				if werr := p.c.waitInProgress(nil); werr != nil {
+					err = errors.Join(err, werr)
+					break
+				}
+			}
+		}
+	}
+	for i := range pending {
+		pending[i].finish(err == nil)
+	}
+	clear(pending)
+	calls.groupTID.Store(0)
+	calls.mu.Unlock()
+	return wrapIf(err, 0)
+}
+
+// finish ends a pending operation after ncclGroupEnd: launched into a
+// capture, what it names goes to the capture's sink; otherwise it is
+// released. Then the stream is left.
+func (p *pendingOp) finish(launched bool) {
+	keep := launched && p.sink != nil
+	var owners []release.Owner
+	for i := 1; i < len(p.refs); i++ { // the stream's reference (0) is only the call's
+		if r := p.refs[i]; r.Valid() {
+			if keep {
+				owners = append(owners, r)
+			} else {
+				_ = r.Release()
+			}
+		}
+	}
+	if keep {
+		p.sink.Keep(owners)
+	}
+	capture.Leave(p.s, p.sink)
+	_ = p.refs[0].Release()
+}
+
+// streamAny is s as the capture seam takes it.
+func streamAny(s *driver.Stream) any { return s }

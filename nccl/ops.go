@@ -1,0 +1,185 @@
+package nccl
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/capture"
+	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/ncclraw"
+	"github.com/purecuda/cuda/internal/release"
+	"github.com/purecuda/cuda/internal/seam"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// What every operation promises (collectives and point-to-point alike):
+//
+//   - it is queued on stream s, in s's order: it reads its send buffer
+//     once the work queued on s before it has run, and the work queued
+//     after it sees its receive buffer written. Order work on other
+//     streams with events, as for a kernel;
+//   - s is a stream of the communicator's context, and every buffer is
+//     memory of that context; element types pick NCCL's data type;
+//   - the buffers and the communicator stay allocated until s has passed
+//     the operation, whatever is closed meanwhile; inside a capture
+//     (graph.Capture), the graph holds them like a kernel's buffers;
+//   - a refused call (a nil, closed or mismatched argument, a wrong count)
+//     queues nothing.
+
+// kind is which NCCL function an operation calls.
+type kind uint8
+
+const (
+	opAllReduce kind = iota
+	opBroadcast
+	opReduce
+	opAllGather
+	opReduceScatter
+	opSend
+	opRecv
+)
+
+// operation is one call, marshalled: the buffers are *driver.Buffer values
+// of one element type (nil where the rank passes none).
+type operation struct {
+	name       string
+	kind       kind
+	send, recv any
+	count      uintptr
+	dt         ncclraw.DataType
+	red        ncclraw.RedOp
+	peer       int32 // the root or the peer
+}
+
+// enqueue checks and queues o on s for c.
+func (c *Comm) enqueue(s *driver.Stream, o *operation) error {
+	if err := c.acquire(o.name); err != nil {
+		return err
+	}
+	if s == nil {
+		c.release()
+		return fmt.Errorf("nccl: %s: %w", o.name, driver.ErrNilStream)
+	}
+	sref, err := seam.Hold(s)
+	if err != nil {
+		c.release()
+		return fmt.Errorf("nccl: %s: %w", o.name, err)
+	}
+	err = c.enqueueHeld(s, sref, o)
+	c.release()
+	return err
+}
+
+// enqueueHeld is enqueue once c and s (by sref, which it takes over) are
+// held.
+func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) error {
+	var p pendingOp
+	p.refs[0] = sref
+	hs, err := c.streamOf(o.name, s)
+	var sendPtr, recvPtr uintptr
+	if err == nil && o.send != nil {
+		sendPtr, _, p.refs[2], err = seam.UseOn(o.name, o.send, s)
+	}
+	if err == nil && o.recv != nil {
+		recvPtr, _, p.refs[3], err = seam.UseOn(o.name, o.recv, s)
+	}
+	if err != nil {
+		p.drop()
+		return fmt.Errorf("nccl: %w", err)
+	}
+	st := c.st
+	inGroup := lockCalls()
+	if st.phase.Load() != live { // aborted while this call waited
+		unlockCalls(inGroup)
+		p.drop()
+		return fmt.Errorf("nccl: %s: the communicator failed: %w", o.name, st.failure())
+	}
+	p.sink = capture.Enter(s)
+	st.opMu.Lock()
+	err = call(st.cuctx, st.h, hs, o, sendPtr, recvPtr)
+	st.opMu.Unlock()
+	if isInProgress(err) {
+		err = nil
+		if !inGroup {
+			err = st.waitInProgress(nil)
+		}
+	}
+	switch {
+	case err != nil:
+		capture.Leave(s, p.sink)
+		p.drop()
+	case inGroup:
+		// Launched by ncclGroupEnd: held, and s entered, until then.
+		if c.obj.Retain() {
+			p.refs[1] = lifetime.RefOf(&c.obj)
+		}
+		p.c, p.cuctx, p.s = st, st.cuctx, s
+		calls.pending = append(calls.pending, p)
+	case p.sink != nil:
+		// Captured: the graph holds the communicator and the buffers.
+		owners := make([]release.Owner, 0, 3)
+		if c.obj.Retain() {
+			owners = append(owners, lifetime.RefOf(&c.obj))
+		}
+		for _, r := range p.refs[2:] {
+			if r.Valid() {
+				owners = append(owners, r)
+			}
+		}
+		p.sink.Keep(owners)
+		capture.Leave(s, p.sink)
+		_ = p.refs[0].Release()
+	default:
+		// Queued: a buffer's free waits for the work of its context's
+		// streams (or, allocated in stream order, for s), and finalizing
+		// the communicator for its operations.
+		capture.Leave(s, nil)
+		p.drop()
+	}
+	unlockCalls(inGroup)
+	if err != nil {
+		return wrap(err, st.h)
+	}
+	return nil
+}
+
+// drop releases what p holds.
+func (p *pendingOp) drop() {
+	for i := range p.refs {
+		if p.refs[i].Valid() {
+			_ = p.refs[i].Release()
+			p.refs[i] = lifetime.Ref{}
+		}
+	}
+}
+
+// call makes o's NCCL call with the communicator's context current.
+func call(h cu.CUcontext, comm ncclraw.Comm, s ncclraw.Stream, o *operation, send, recv uintptr) (err error) {
+	runtime.LockOSThread()
+	if err = cu.CtxPushCurrent(h); err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	switch o.kind {
+	case opAllReduce:
+		err = ncclraw.AllReduce(send, recv, o.count, o.dt, o.red, comm, s)
+	case opBroadcast:
+		err = ncclraw.Broadcast(send, recv, o.count, o.dt, o.peer, comm, s)
+	case opReduce:
+		err = ncclraw.Reduce(send, recv, o.count, o.dt, o.red, o.peer, comm, s)
+	case opAllGather:
+		err = ncclraw.AllGather(send, recv, o.count, o.dt, comm, s)
+	case opReduceScatter:
+		err = ncclraw.ReduceScatter(send, recv, o.count, o.dt, o.red, comm, s)
+	case opSend:
+		err = ncclraw.Send(send, o.count, o.dt, o.peer, comm, s)
+	case opRecv:
+		err = ncclraw.Recv(recv, o.count, o.dt, o.peer, comm, s)
+	}
+	if e := cu.CtxSetCurrent(0); err == nil {
+		err = e
+	}
+	runtime.UnlockOSThread()
+	return err
+}
