@@ -221,8 +221,12 @@ func TestCollectivesFromFake(t *testing.T) {
 
 	// Reduce-scatter (Prod): rank r gets block r.
 	p0, p1 := zeros[int32](t, s0, 2), zeros[int32](t, s1, 2)
-	both(func() error { return nccl.ReduceScatter(rs[0].c, s0, upload(t, s0, []int32{1, 2, 3, 4}), p0, nccl.Prod) },
-		func() error { return nccl.ReduceScatter(rs[1].c, s1, upload(t, s1, []int32{5, 6, 7, 8}), p1, nccl.Prod) })
+	both(func() error {
+		return nccl.ReduceScatter(rs[0].c, s0, upload(t, s0, []int32{1, 2, 3, 4}), p0, nccl.Prod)
+	},
+		func() error {
+			return nccl.ReduceScatter(rs[1].c, s1, upload(t, s1, []int32{5, 6, 7, 8}), p1, nccl.Prod)
+		})
 	assert.Equal(t, []int32{5, 12}, download(t, s0, p0))
 	assert.Equal(t, []int32{21, 32}, download(t, s1, p1))
 
