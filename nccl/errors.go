@@ -174,3 +174,19 @@ func (e *argError) Is(target error) bool {
 func invalid(format string, args ...any) error {
 	return &argError{msg: fmt.Sprintf(format, args...)}
 }
+
+// fromDriver is an error of package driver's about an argument of an
+// operation (a closed buffer, memory of another context), which then also
+// matches this package's ErrInvalidArgument when it matches driver's.
+func fromDriver(err error) error { return &driverError{err} }
+
+type driverError struct{ err error }
+
+func (e *driverError) Error() string { return "nccl: " + e.err.Error() }
+func (e *driverError) Unwrap() error { return e.err }
+
+// Is matches ErrInvalidArgument when the driver's error matches
+// driver.ErrInvalidArgument.
+func (e *driverError) Is(target error) bool {
+	return target == error(ErrInvalidArgument) && errors.Is(e.err, errs.InvalidArgument)
+}

@@ -209,8 +209,8 @@ func InitRank(ctx context.Context, dev *driver.Context, id UniqueID, nranks, ran
 
 // isInProgress reports whether err is NCCL's ncclInProgress.
 func isInProgress(err error) bool {
-	var re *ncclraw.Error
-	return errors.As(err, &re) && re.Code == ncclraw.InProgress
+	re, ok := err.(*ncclraw.Error) // as the raw table returns it (errors.As would allocate)
+	return ok && re.Code == ncclraw.InProgress
 }
 
 // waitInProgress polls a non-blocking communicator until NCCL no longer

@@ -86,7 +86,7 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 	}
 	if err != nil {
 		p.drop()
-		return fmt.Errorf("nccl: %w", err)
+		return fromDriver(err)
 	}
 	st := c.st
 	inGroup := lockCalls()

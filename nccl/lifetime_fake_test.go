@@ -1,0 +1,315 @@
+//go:build linux
+
+package nccl_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/internal/faketest"
+	"github.com/purecuda/cuda/lifetime"
+	"github.com/purecuda/cuda/nccl"
+)
+
+// TestOperandsHeldUntilRunFromFake: buffers and communicators closed right
+// after an all-reduce is queued (behind a gate, so it has not run) stay
+// allocated until it has run: the fake checks both buffers when the
+// operation runs and counts an operation of a destroyed communicator. One
+// rank's buffers are allocated in stream order on another stream, whose
+// free must wait for the all-reduce's stream.
+func TestOperandsHeldUntilRunFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	ctx, rs := fakeRanks(t, 2, nil)
+	other, err := ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	defer other.Close()
+	a0, err := driver.AllocCopy(rs[0].s, seq[float32](1, 64))
+	require.NoError(t, err)
+	r0, err := driver.Alloc[float32](ctx, 64)
+	require.NoError(t, err)
+	a1, err := driver.AllocAsync[float32](other, 64) // stream-ordered, on another stream
+	require.NoError(t, err)
+	require.NoError(t, a1.CopyFromHost(other, seq[float32](2, 64)))
+	r1, err := driver.AllocAsync[float32](other, 64)
+	require.NoError(t, err)
+	require.NoError(t, other.Synchronize())
+
+	open0, open1 := gate(t, rs[0].s, 11), gate(t, rs[1].s, 12)
+	before := faketest.NCCL(t, "fake_nccl_ops_run")
+	require.NoError(t, nccl.Group(func() error {
+		if err := nccl.AllReduce(rs[0].c, rs[0].s, a0, r0, nccl.Sum); err != nil {
+			return err
+		}
+		return nccl.AllReduce(rs[1].c, rs[1].s, a1, r1, nccl.Sum)
+	}))
+	// Closing them all waits for nothing the caller can see; the
+	// communicators' finalize and the plain buffers' frees wait for the
+	// operations, so they run on another goroutine until the gates open.
+	closed := make(chan error, 1)
+	go func() {
+		closed <- errors.Join(a0.Close(), r0.Close(), a1.Close(), r1.Close(), rs[0].c.Close(), rs[1].c.Close())
+	}()
+	select {
+	case err := <-closed:
+		require.NoError(t, err) // the stream-ordered ones and the Go side may finish at once
+	case <-time.After(50 * time.Millisecond):
+	}
+	assert.Equal(t, before, faketest.NCCL(t, "fake_nccl_ops_run"), "the gates hold the operations")
+	open0()
+	open1()
+	require.NoError(t, rs[0].s.Synchronize())
+	require.NoError(t, rs[1].s.Synchronize())
+	require.NoError(t, other.Synchronize())
+	select {
+	case err, ok := <-closed:
+		if ok {
+			require.NoError(t, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("closing never returned")
+	}
+	lifetime.Flush()
+	assert.Equal(t, before+2, faketest.NCCL(t, "fake_nccl_ops_run"))
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+	faketest.NoBadUses(t)
+}
+
+// TestCapturedAllReduceFromFake: an all-reduce captured into a graph is
+// held by it (buffers and communicator closed before the replays), and the
+// two ranks' executables replay it 1000 times, exactly; the communicator is
+// destroyed once the graphs are.
+func TestCapturedAllReduceFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 2, nil)
+	const n = 16
+	var execs [2]*graph.Exec
+	var outs [2]*driver.Buffer[int32]
+	for r := range rs {
+		send, err := driver.AllocCopy(rs[r].s, seq[int32](int32(10*r), n))
+		require.NoError(t, err)
+		recv, err := driver.AllocZeroed[int32](rs[r].s, n)
+		require.NoError(t, err)
+		g, err := graph.Capture(rs[r].s, graph.CaptureRelaxed, func(s *driver.Stream) error {
+			return nccl.AllReduce(rs[r].c, s, send, recv, nccl.Sum)
+		})
+		require.NoError(t, err)
+		execs[r], err = g.Instantiate()
+		require.NoError(t, err)
+		require.NoError(t, g.Close())
+		require.NoError(t, send.Close())
+		outs[r] = recv
+	}
+	assert.EqualValues(t, 2, faketest.NCCL(t, "fake_nccl_live_comms"))
+	for r := range rs {
+		require.NoError(t, rs[r].c.Close()) // the executables hold them
+	}
+	assert.EqualValues(t, 2, faketest.NCCL(t, "fake_nccl_live_comms"), "held by the captured graphs")
+	before := faketest.NCCL(t, "fake_nccl_ops_run")
+	want := make([]int32, n)
+	for i := range want {
+		want[i] = int32(i) + int32(10+i)
+	}
+	for i := 0; i < 1000; i++ {
+		for r := range rs {
+			require.NoError(t, execs[r].Launch(rs[r].s))
+		}
+		if i%250 == 0 || i == 999 {
+			for r := range rs {
+				require.NoError(t, outs[r].Memset32(rs[r].s, 0)) // each replay must write it again
+			}
+			for r := range rs {
+				require.NoError(t, execs[r].Launch(rs[r].s))
+			}
+			for r := range rs {
+				assert.Equal(t, want, download(t, rs[r].s, outs[r]), "replay %d, rank %d", i, r)
+			}
+		}
+	}
+	for r := range rs {
+		require.NoError(t, rs[r].s.Synchronize())
+	}
+	assert.Equal(t, before+2*1005, faketest.NCCL(t, "fake_nccl_ops_run"))
+	for r := range rs {
+		require.NoError(t, execs[r].Close())
+		require.NoError(t, outs[r].Close())
+	}
+	// The executables' references go once their streams have passed
+	// their last launch, which a worker waits for.
+	deadline := time.Now().Add(20 * time.Second)
+	for faketest.NCCL(t, "fake_nccl_live_comms") != 0 && time.Now().Before(deadline) {
+		lifetime.Flush()
+		time.Sleep(time.Millisecond)
+	}
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_live_comms"), "released with the executables")
+}
+
+// TestWatchdogAbortsAFailedCommFromFake: rank 1 never joins rank 0's
+// all-reduce, whose kernel would wait for good; NCCL then reports an
+// asynchronous error on rank 0 (fake_nccl_fail_rank), the watchdog aborts
+// the communicator, and Wait and every later call return the error.
+func TestWatchdogAbortsAFailedCommFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	ctx, rs := fakeRanks(t, 2, nil)
+	b, err := driver.Alloc[float32](ctx, 8)
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, nccl.AllReduce(rs[0].c, rs[0].s, b, b, nccl.Sum))
+	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	err = rs[0].c.Wait(wctx, rs[0].s)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "rank 1 never came")
+
+	start := time.Now()
+	faketest.NCCL(t, "fake_nccl_fail_rank", 0, uintptr(nccl.ErrRemote))
+	wctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = rs[0].c.Wait(wctx, rs[0].s)
+	require.ErrorIs(t, err, nccl.ErrRemote)
+	assert.Less(t, time.Since(start), 20*time.Second)
+	require.NoError(t, rs[0].s.Synchronize(), "the aborted kernel ended")
+	assert.ErrorIs(t, rs[0].c.Err(), nccl.ErrRemote)
+	assert.ErrorIs(t, nccl.AllReduce(rs[0].c, rs[0].s, b, b, nccl.Sum), nccl.ErrRemote)
+	assert.NoError(t, rs[0].c.Abort(), "aborted already")
+	assert.EqualValues(t, 1, faketest.NCCL(t, "fake_nccl_live_comms"), "rank 1 lives on")
+}
+
+// TestWatchdogSeesFailureWithoutWaitFromFake: nobody calls Wait or Err;
+// the watchdog alone aborts the failed communicator, which ends its
+// kernel, so Synchronize returns.
+func TestWatchdogSeesFailureWithoutWaitFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	ctx, rs := fakeRanks(t, 2, nil)
+	b, err := driver.Alloc[int64](ctx, 8)
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, nccl.AllReduce(rs[1].c, rs[1].s, b, b, nccl.Sum))
+	faketest.NCCL(t, "fake_nccl_fail_rank", 1, uintptr(nccl.ErrSystem))
+	done := make(chan error, 1)
+	go func() { done <- rs[1].s.Synchronize() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the watchdog did not abort the failed communicator")
+	}
+	assert.ErrorIs(t, rs[1].c.Err(), nccl.ErrSystem)
+}
+
+// TestAbortFromFake: Abort ends a communicator whose operation waits for a
+// peer; later calls match ErrAborted; Abort again is nil.
+func TestAbortFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	ctx, rs := fakeRanks(t, 2, nil)
+	b, err := driver.Alloc[uint8](ctx, 8)
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, nccl.Broadcast(rs[0].c, rs[0].s, b, b, 0))
+	require.NoError(t, rs[0].c.Abort())
+	require.NoError(t, rs[0].s.Synchronize())
+	assert.ErrorIs(t, rs[0].c.Err(), nccl.ErrAborted)
+	assert.ErrorIs(t, nccl.Broadcast(rs[0].c, rs[0].s, b, b, 0), nccl.ErrAborted)
+	assert.ErrorIs(t, rs[0].c.Wait(context.Background(), rs[0].s), nccl.ErrAborted)
+	assert.NoError(t, rs[0].c.Abort())
+	require.NoError(t, rs[1].c.Abort())
+}
+
+// TestCommDroppedFromFake: a Comm dropped without Close is finalized and
+// destroyed by its cleanup.
+func TestCommDroppedFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	ctx := fakeCtx(t)
+	s, err := ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	defer s.Close()
+	objects := lifetime.ReadStats().Objects
+	func() {
+		id, err := nccl.NewUniqueID()
+		require.NoError(t, err)
+		c, err := nccl.InitRank(context.Background(), ctx, id, 1, 0, nil)
+		require.NoError(t, err)
+		b, err := driver.Alloc[float64](ctx, 4)
+		require.NoError(t, err)
+		require.NoError(t, nccl.AllReduce(c, s, b, b, nccl.Sum))
+		require.NoError(t, b.Close())
+	}()
+	require.EqualValues(t, 1, faketest.NCCL(t, "fake_nccl_live_comms"))
+	deadline := time.Now().Add(20 * time.Second)
+	for faketest.NCCL(t, "fake_nccl_live_comms") != 0 && time.Now().Before(deadline) {
+		runtime.GC()
+		lifetime.Flush()
+		time.Sleep(time.Millisecond)
+	}
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_live_comms"), "the dropped communicator was not destroyed")
+	assert.Equal(t, objects, lifetime.ReadStats().Objects)
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+}
+
+// TestCommCloseRacesOperationsFromFake: Close, Abort and Err race
+// operations from many goroutines: each call succeeds or fails cleanly,
+// NCCL never sees two threads on the communicator, and nothing runs on a
+// destroyed one.
+func TestCommCloseRacesOperationsFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	ctx := fakeCtx(t)
+	for round := 0; round < 20; round++ {
+		id, err := nccl.NewUniqueID()
+		require.NoError(t, err)
+		c, err := nccl.InitRank(context.Background(), ctx, id, 1, 0, nil)
+		require.NoError(t, err)
+		b, err := driver.Alloc[int32](ctx, 32)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s, err := ctx.NewStream(driver.StreamNonBlocking)
+				if !assert.NoError(t, err) {
+					return
+				}
+				defer s.Close()
+				for i := 0; i < 20; i++ {
+					switch err := nccl.AllReduce(c, s, b, b, nccl.Sum); {
+					case err == nil, errors.Is(err, driver.ErrClosed), errors.Is(err, nccl.ErrAborted):
+					default:
+						t.Errorf("AllReduce: %v", err)
+					}
+					_ = c.Err()
+				}
+			}()
+		}
+		if round%2 == 1 {
+			_ = c.Abort()
+		}
+		assert.NoError(t, c.Close())
+		wg.Wait()
+		require.NoError(t, b.Close())
+	}
+	lifetime.Flush()
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_live_comms"))
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+	faketest.NoBadUses(t)
+}
