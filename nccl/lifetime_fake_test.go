@@ -265,10 +265,54 @@ func TestCommDroppedFromFake(t *testing.T) {
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
 }
 
-// TestCommCloseRacesOperationsFromFake: Close, Abort and Err race
-// operations from many goroutines: each call succeeds or fails cleanly,
-// NCCL never sees two threads on the communicator, and nothing runs on a
-// destroyed one.
+// commCalls are every method of *Comm and every operation, each called
+// on a one-rank communicator c with stream s and buffer b; the close race
+// runs them all, and TestCommCallsCoverTheAPI checks that none is missing.
+var commCalls = map[string]func(c *nccl.Comm, s *driver.Stream, b *driver.Buffer[int32]) error{
+	"AllReduce": func(c *nccl.Comm, s *driver.Stream, b *driver.Buffer[int32]) error {
+		return nccl.AllReduce(c, s, b, b, nccl.Sum)
+	},
+	"Broadcast": func(c *nccl.Comm, s *driver.Stream, b *driver.Buffer[int32]) error {
+		return nccl.Broadcast(c, s, b, b, 0)
+	},
+	"Reduce": func(c *nccl.Comm, s *driver.Stream, b *driver.Buffer[int32]) error {
+		return nccl.Reduce(c, s, b, b, nccl.Max, 0)
+	},
+	"AllGather": func(c *nccl.Comm, s *driver.Stream, b *driver.Buffer[int32]) error { return nccl.AllGather(c, s, b, b) },
+	"ReduceScatter": func(c *nccl.Comm, s *driver.Stream, b *driver.Buffer[int32]) error {
+		return nccl.ReduceScatter(c, s, b, b, nccl.Sum)
+	},
+	"Send": func(c *nccl.Comm, s *driver.Stream, b *driver.Buffer[int32]) error {
+		return nccl.Group(func() error { return errors.Join(nccl.Send(c, s, b, 0), nccl.Recv(c, s, b, 0)) })
+	},
+	"Recv": func(c *nccl.Comm, s *driver.Stream, b *driver.Buffer[int32]) error {
+		return nccl.Group(func() error { return errors.Join(nccl.Send(c, s, b, 0), nccl.Recv(c, s, b, 0)) })
+	},
+	"Err":     func(c *nccl.Comm, _ *driver.Stream, _ *driver.Buffer[int32]) error { return c.Err() },
+	"Abort":   func(c *nccl.Comm, _ *driver.Stream, _ *driver.Buffer[int32]) error { return c.Abort() },
+	"Close":   func(c *nccl.Comm, _ *driver.Stream, _ *driver.Buffer[int32]) error { return c.Close() },
+	"Rank":    func(c *nccl.Comm, _ *driver.Stream, _ *driver.Buffer[int32]) error { _ = c.Rank(); return nil },
+	"Size":    func(c *nccl.Comm, _ *driver.Stream, _ *driver.Buffer[int32]) error { _ = c.Size(); return nil },
+	"Device":  func(c *nccl.Comm, _ *driver.Stream, _ *driver.Buffer[int32]) error { _ = c.Device(); return nil },
+	"Context": func(c *nccl.Comm, _ *driver.Stream, _ *driver.Buffer[int32]) error { _ = c.Context(); return nil },
+	"Wait": func(c *nccl.Comm, s *driver.Stream, _ *driver.Buffer[int32]) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return c.Wait(ctx, s)
+	},
+	"Split": func(c *nccl.Comm, _ *driver.Stream, _ *driver.Buffer[int32]) error {
+		sub, err := c.Split(0, 0, nil)
+		if err == nil {
+			err = sub.Close()
+		}
+		return err
+	},
+}
+
+// TestCommCloseRacesOperationsFromFake: Close and Abort race every method
+// and operation from many goroutines: each call succeeds or fails cleanly
+// (ErrClosed, ErrAborted), NCCL never sees two threads on the
+// communicator, nothing runs on a destroyed one, and nothing is left.
 func TestCommCloseRacesOperationsFromFake(t *testing.T) {
 	if !faketest.InNCCLAndCUDAChild(t) {
 		return
@@ -282,7 +326,7 @@ func TestCommCloseRacesOperationsFromFake(t *testing.T) {
 		b, err := driver.Alloc[int32](ctx, 32)
 		require.NoError(t, err)
 		var wg sync.WaitGroup
-		for g := 0; g < 8; g++ {
+		for name, call := range commCalls {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -291,13 +335,12 @@ func TestCommCloseRacesOperationsFromFake(t *testing.T) {
 					return
 				}
 				defer s.Close()
-				for i := 0; i < 20; i++ {
-					switch err := nccl.AllReduce(c, s, b, b, nccl.Sum); {
+				for i := 0; i < 5; i++ {
+					switch err := call(c, s, b); {
 					case err == nil, errors.Is(err, driver.ErrClosed), errors.Is(err, nccl.ErrAborted):
 					default:
-						t.Errorf("AllReduce: %v", err)
+						t.Errorf("%s: %v", name, err)
 					}
-					_ = c.Err()
 				}
 			}()
 		}
