@@ -3,16 +3,78 @@
 // between machines (sockets, InfiniBand, RoCE), without cgo: libnccl is
 // opened at run time, as the CUDA driver is.
 //
-// So far the package holds what every use of NCCL starts from: the
-// library's Version, the UniqueID that names a communicator's rendezvous
-// and travels between processes as bytes or text, the reductions (Op), and
-// NCCL's errors.
+// A communicator (Comm) joins one rank per GPU. Every rank makes the same
+// collectives (AllReduce, Broadcast, Reduce, AllGather, ReduceScatter) in
+// the same order; pairs of ranks exchange buffers with Send and Recv.
 //
-//	id, err := nccl.NewUniqueID() // on one rank
+// One process per GPU (the usual way, and the only one across machines):
+// one rank makes a UniqueID and sends it to the others, as bytes or text,
+// by any means (a file, a TCP connection, the job launcher), and each rank
+// calls InitRank with it:
+//
+//	dev, _ := driver.DeviceByOrdinal(localRank)
+//	ctx, _ := dev.PrimaryContext()
+//	comm, err := nccl.InitRank(context.Background(), ctx, id, worldSize, rank, nil)
 //	if err != nil {
-//		return err // errors.Is(err, nccl.ErrNotSupported): no libnccl here
+//		return err
 //	}
-//	text, _ := id.MarshalText() // send it to every other rank
+//	defer comm.Close()
+//	s, _ := ctx.NewStream(driver.StreamNonBlocking)
+//	err = nccl.AllReduce(comm, s, grads, grads, nccl.Sum) // in place
+//
+// One process driving several GPUs: InitAll makes every rank at once, and
+// the operations for the GPUs go into one Group (otherwise the first would
+// wait for the others):
+//
+//	comms, err := nccl.InitAll(ctx0, ctx1)
+//	err = nccl.Group(func() error {
+//		return errors.Join(
+//			nccl.AllReduce(comms[0], s0, x0, x0, nccl.Sum),
+//			nccl.AllReduce(comms[1], s1, x1, x1, nccl.Sum))
+//	})
+//
+// # Operations
+//
+// What every operation promises:
+//
+//   - it is queued on the stream it is given, in that stream's order: it
+//     reads its send buffer once the work queued on the stream before it has
+//     run, and work queued after it sees the receive buffer written. Work on
+//     other streams is ordered with events, as for a kernel. The call itself
+//     returns once the operation is queued: Synchronize the stream, or use
+//     Comm.Wait, which also returns when a peer is gone;
+//   - the stream and every buffer belong to the communicator's context (the
+//     primary context of its device); the buffers' element type picks NCCL's
+//     data type;
+//   - the buffers and the communicator stay allocated until the stream has
+//     passed the operation, whatever is closed meanwhile; inside a capture
+//     (package graph), the graph holds them, as it holds a kernel's
+//     buffers;
+//   - a refused call (a nil, closed or mismatched argument, a wrong count)
+//     queues nothing and returns an error matching ErrInvalidArgument (or
+//     driver.ErrNilStream, driver.ErrClosed).
+//
+// # Graphs
+//
+// Operations queued on a stream being captured (graph.Capture) go into the
+// graph, which then holds the communicator and the buffers: a graph that
+// all-reduces and then runs a kernel replays both at every launch. NCCL
+// requires every rank to capture the same operations (each rank launches
+// its own graph, and the graphs' collectives meet), and recommends one GPU
+// per process when capturing. A graph must not be launched after its
+// communicator failed or was aborted.
+//
+// # Failure
+//
+// A peer that dies leaves the survivors' kernels waiting for it. NCCL
+// notices (a closed connection) and reports it on the communicator; a
+// watchdog of this package polls every communicator and aborts a failed
+// one, which ends those kernels: Synchronize on their streams returns,
+// Comm.Err, Comm.Wait and every later call return the error (ErrRemote,
+// ErrSystem, ...). Abort does the same on request, waiting at most
+// Config.AbortTimeout for NCCL. Where NCCL cannot notice (a peer stopped
+// but its connections open), bound the wait with Comm.Wait's Go context,
+// and then Abort.
 //
 // # Finding NCCL
 //
