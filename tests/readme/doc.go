@@ -12,7 +12,7 @@
 //     in a package of its own.
 //   - A fragment is compiled in a file of its own: top-level declarations
 //     as they are, statements as the body of a func _(). Imports of the
-//     packages it names (driver, graph, nvrtc, lifetime, loader and common
+//     packages it names (driver, graph, nvrtc, nccl, lifetime, loader and common
 //     standard ones: fmt, log, errors, os, time, …) are added. It must
 //     compile as written: everything it uses is declared in it, everything
 //     it declares is used.
