@@ -12,7 +12,13 @@
 //	devices   list every device: name, sm_XX, memory, multiprocessors
 //	compile   compile a small kernel with NVRTC for the chosen device
 //	launch    load it, launch it over a million elements and check every result exactly
+//	graph     build, replay and check a graph with a host callback
+//	lifetime  check that a graph keeps what it names alive after Close
+//	peer      with several GPUs: the peer access matrix and a checked copy to another GPU and back
+//	nccl      where libnccl is found: an all-reduce over every GPU from this process, checked
 //
+// The peer and nccl steps are skipped, with the reason, on a machine with
+// one GPU or without NCCL; a skip does not fail the run.
 // and ends with PASS or FAIL and the counts. The driver and NVRTC are both
 // reported even when one of them is missing.
 //

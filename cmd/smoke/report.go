@@ -101,6 +101,14 @@ func (e *noGPUError) Unwrap() error { return e.err }
 
 func noGPU(why string, err error) error { return &noGPUError{why, err} }
 
+// skipError is what a step returns when this machine cannot take it (a
+// second GPU, NCCL): the step is reported skipped with why, not failed.
+type skipError struct{ why string }
+
+func (e *skipError) Error() string { return "skipped: " + e.why }
+
+func skipped(format string, args ...any) error { return &skipError{fmt.Sprintf(format, args...)} }
+
 // runSteps runs list in order, writing each step's line as it finishes.
 func runSteps(cfg config, list []step, tw *textWriter) *Report {
 	rep := &Report{
@@ -137,7 +145,12 @@ func runSteps(cfg config, list []step, tw *textWriter) *Report {
 			summary, err := st.call(sp)
 			sr.Seconds = time.Since(t0).Seconds()
 			st.cur = nil
-			if err != nil {
+			var skip *skipError
+			switch {
+			case errors.As(err, &skip):
+				sr.Status = statusSkip
+				sr.Summary = skip.why
+			case err != nil:
 				sr.Status = statusFail
 				sr.Error = err.Error()
 				var ng *noGPUError
@@ -150,7 +163,7 @@ func runSteps(cfg config, list []step, tw *textWriter) *Report {
 					st.advise("run smoke again: a GPU fault ends CUDA for the process that hit it, not for the next one; " +
 						"if it happens again, look for Xid errors in the kernel log (dmesg) and check the GPU with nvidia-smi")
 				}
-			} else {
+			default:
 				sr.Status = statusPass
 				sr.Summary = summary
 			}

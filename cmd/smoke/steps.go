@@ -27,6 +27,9 @@ var steps = []step{
 
 	{name: "graph", needs: []string{"launch"}, run: stepGraph},
 	{name: "lifetime", needs: []string{"graph"}, run: stepGraphLifetime},
+
+	{name: "peer", needs: []string{"launch"}, run: stepPeer},
+	{name: "nccl", needs: []string{"launch"}, run: stepNCCL},
 }
 
 // gpu is what the steps hand on to later ones; state embeds it and closes
