@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -288,7 +289,7 @@ func (st *commState) destroy() error {
 	st.mu.Unlock()
 	err := st.call(func() error { return ncclraw.CommFinalize(st.h) })
 	if err == nil && st.nonBlocking {
-		err = st.waitInProgress(nil)
+		err = st.waitInProgress(context.Background())
 	}
 	if err != nil {
 		// Finalizing failed (a peer gone): abort frees what is left.

@@ -1,12 +1,12 @@
 package nccl
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
 
-	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/ncclraw"
@@ -125,7 +125,7 @@ func endGroup(outer bool) error {
 	if inProgress {
 		for i := range pending {
 			if p := &pending[i]; p.c.nonBlocking {
-				if werr := p.c.waitInProgress(nil); werr != nil {
+				if werr := p.c.waitInProgress(context.Background()); werr != nil {
 					err = errors.Join(err, werr)
 					break
 				}
@@ -162,6 +162,3 @@ func (p *pendingOp) finish(launched bool) {
 	capture.Leave(p.s, p.sink)
 	_ = p.refs[0].Release()
 }
-
-// streamAny is s as the capture seam takes it.
-func streamAny(s *driver.Stream) any { return s }

@@ -214,7 +214,7 @@ func isInProgress(err error) bool {
 }
 
 // waitInProgress polls a non-blocking communicator until NCCL no longer
-// reports its last call in progress, or ctx is done (nil: never).
+// reports its last call in progress, or ctx is done.
 func (st *commState) waitInProgress(ctx context.Context) error {
 	pause := time.Microsecond
 	for {
@@ -229,12 +229,10 @@ func (st *commState) waitInProgress(ctx context.Context) error {
 		default:
 			return newError("ncclCommGetAsyncError", Status(r), st.h)
 		}
-		if ctx != nil {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			default:
-			}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, time.Millisecond)
@@ -356,7 +354,7 @@ func (c *Comm) Split(color, key int, cfg *Config) (*Comm, error) {
 		st.abortTimeout = cfg.abortTimeout()
 	}
 	if nonBlocking {
-		if err := st.waitInProgress(nil); err != nil {
+		if err := st.waitInProgress(context.Background()); err != nil {
 			st.abortThenRelease(err)
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 
@@ -102,7 +103,7 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 	if isInProgress(err) {
 		err = nil
 		if !inGroup {
-			err = st.waitInProgress(nil)
+			err = st.waitInProgress(context.Background())
 		}
 	}
 	switch {

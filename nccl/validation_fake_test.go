@@ -108,9 +108,13 @@ func TestInitArgumentsFromFake(t *testing.T) {
 			_, err := nccl.InitRank(bg, ctx, id, 1, 0, &nccl.Config{MinCTAs: 4, MaxCTAs: 2})
 			return err
 		},
-		"NUL":      func() error { _, err := nccl.InitRank(bg, ctx, id, 1, 0, &nccl.Config{NetName: "a\x00b"}); return err },
-		"timeout":  func() error { _, err := nccl.InitRank(bg, ctx, id, 1, 0, &nccl.Config{AbortTimeout: -1}); return err },
-		"nil ctx":  func() error { _, err := nccl.InitRank(nil, ctx, id, 1, 0, nil); return err }, //nolint:staticcheck // a nil context is what is tested
+		"NUL":     func() error { _, err := nccl.InitRank(bg, ctx, id, 1, 0, &nccl.Config{NetName: "a\x00b"}); return err },
+		"timeout": func() error { _, err := nccl.InitRank(bg, ctx, id, 1, 0, &nccl.Config{AbortTimeout: -1}); return err },
+		"nil ctx": func() error {
+			//lint:ignore SA1012 a nil context is what is tested
+			_, err := nccl.InitRank(nil, ctx, id, 1, 0, nil)
+			return err
+		},
 		"dup devs": func() error { _, err := nccl.InitAll(ctx, ctx); return err },
 	} {
 		assert.ErrorIs(t, f(), nccl.ErrInvalidArgument, name)
