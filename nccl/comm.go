@@ -1,7 +1,6 @@
 package nccl
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -24,11 +23,15 @@ import (
 //
 // Close releases the Comm's own reference. The communicator is finalized
 // and destroyed (ncclCommFinalize, then ncclCommDestroy) once nothing holds
-// it: no call in flight, and no graph that captured one of its operations.
-// Finalizing waits for the operations this rank queued, which need the
-// other ranks, so close every rank's Comm (as NCCL asks). A Comm dropped
-// without Close is released the same way by a cleanup, off the caller's
-// goroutine. A Comm that failed (see below) or was aborted is already
+// it (no call in flight, no graph that captured one of its operations) and
+// the streams it queued operations on have run them: at once, in Close,
+// when they have; otherwise Close returns and the communicator retires in
+// the background once they have. Meanwhile its failure is still watched
+// for: a peer gone aborts it instead (ncclCommAbort), which ends its
+// operations still waiting, and the error goes to lifetime.Errors. So
+// Close never waits for a peer. The streams a communicator queued work on
+// stay held until it is retired. A Comm dropped without Close is released
+// the same way by a cleanup. A Comm that failed or was aborted is already
 // released: Close only drops the Go side.
 //
 // # Failure
@@ -75,6 +78,8 @@ type commState struct {
 	abortTimeout time.Duration
 	strs         [][]byte   // the configuration's C strings, kept for the communicator's life
 	opMu         sync.Mutex // held by each call on the communicator (NCCL allows one at a time)
+	streams      []tracked  // the streams it queued work on, held until it is retired (under opMu)
+	last         *driver.Stream
 
 	mu        sync.Mutex    // phase changes, err, abortDone, abortErr
 	phase     atomic.Int32  // a phase; changed under mu, read without it by operations
@@ -258,8 +263,8 @@ func (st *commState) check() error {
 
 // Close releases the communicator: see Lifetime in Comm's documentation.
 // It returns what finalizing and destroying it returned when that happened
-// at once; an error the communicator failed with is not returned again.
-// Idempotent.
+// at once (nil when the communicator retires later); an error the
+// communicator failed with is not returned again. Idempotent.
 func (c *Comm) Close() error {
 	if c == nil {
 		return invalid("Comm.Close: nil communicator")
@@ -270,9 +275,10 @@ func (c *Comm) Close() error {
 	return c.obj.Close()
 }
 
-// destroy finalizes and destroys the communicator, or, when it failed or
-// was aborted, waits for the abort. It runs once, when the last reference
-// is gone.
+// destroy retires the communicator once the last reference is gone (see
+// retire.go): at once when the streams it queued work on have run it,
+// otherwise in the background once they have; or, when it failed or was
+// aborted, once the abort has returned.
 func (st *commState) destroy() error {
 	unwatch(st)
 	st.mu.Lock()
@@ -281,31 +287,28 @@ func (st *commState) destroy() error {
 		done := st.abortDone
 		st.mu.Unlock()
 		if done != nil {
-			<-done
+			select {
+			case <-done:
+			default:
+				go func() {
+					<-done
+					st.dropStreams()
+					_ = st.releaseContext(nil)
+				}()
+				return nil
+			}
 		}
+		st.dropStreams()
 		return st.releaseContext(nil)
 	}
 	st.phase.Store(destroying)
 	st.mu.Unlock()
-	err := st.call(func() error { return ncclraw.CommFinalize(st.h) })
-	if err == nil && st.nonBlocking {
-		err = st.waitInProgress(context.Background())
+	w := &retirement{st: st, marks: make([]seam.Marker, len(st.streams))}
+	if w.step() {
+		return w.finish()
 	}
-	if err != nil {
-		// Finalizing failed (a peer gone): abort frees what is left.
-		err = wrap(err, st.h)
-		aerr := st.call(func() error { return ncclraw.CommAbort(st.h) })
-		st.mu.Lock()
-		st.phase.Store(gone)
-		st.err = err
-		st.mu.Unlock()
-		return st.releaseContext(errors.Join(err, wrapIf(aerr, 0)))
-	}
-	err = st.call(func() error { return ncclraw.CommDestroy(st.h) })
-	st.mu.Lock()
-	st.phase.Store(gone)
-	st.mu.Unlock()
-	return st.releaseContext(wrapIf(err, 0))
+	go w.run()
+	return nil
 }
 
 // abortThenRelease aborts a communicator no Comm was made for, and

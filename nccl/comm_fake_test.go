@@ -13,7 +13,6 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/faketest"
-	"github.com/purecuda/cuda/lifetime"
 	"github.com/purecuda/cuda/nccl"
 )
 
@@ -69,9 +68,8 @@ func fakeRanks(t *testing.T, n int, cfg *nccl.Config) (*driver.Context, []rank) 
 			assert.NoError(t, r.c.Close())
 			assert.NoError(t, r.s.Close())
 		}
-		lifetime.Flush()
+		waitNoComms(t)
 		assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
-		assert.Zero(t, faketest.NCCL(t, "fake_nccl_live_comms"), "communicators left")
 		faketest.NoBadUses(t)
 	})
 	return ctx, rs

@@ -53,32 +53,37 @@ func TestOperandsHeldUntilRunFromFake(t *testing.T) {
 		}
 		return nccl.AllReduce(rs[1].c, rs[1].s, a1, r1, nccl.Sum)
 	}))
-	// Closing them all waits for nothing the caller can see; the
-	// communicators' finalize and the plain buffers' frees wait for the
-	// operations, so they run on another goroutine until the gates open.
+	// Closing them all: the plain buffers' frees wait for the operations
+	// (their context's work), so the closes run on another goroutine
+	// until the gates open; the communicators retire once their streams
+	// have run the operations.
 	closed := make(chan error, 1)
 	go func() {
 		closed <- errors.Join(a0.Close(), r0.Close(), a1.Close(), r1.Close(), rs[0].c.Close(), rs[1].c.Close())
 	}()
+	var closeErr error
+	got := false
 	select {
-	case err := <-closed:
-		require.NoError(t, err) // the stream-ordered ones and the Go side may finish at once
+	case closeErr = <-closed:
+		got = true
 	case <-time.After(50 * time.Millisecond):
 	}
 	assert.Equal(t, before, faketest.NCCL(t, "fake_nccl_ops_run"), "the gates hold the operations")
+	assert.EqualValues(t, 2, faketest.NCCL(t, "fake_nccl_live_comms"), "the communicators wait for their operations")
 	open0()
 	open1()
 	require.NoError(t, rs[0].s.Synchronize())
 	require.NoError(t, rs[1].s.Synchronize())
 	require.NoError(t, other.Synchronize())
-	select {
-	case err, ok := <-closed:
-		if ok {
-			require.NoError(t, err)
+	if !got {
+		select {
+		case closeErr = <-closed:
+		case <-time.After(30 * time.Second):
+			t.Fatal("closing never returned")
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("closing never returned")
 	}
+	require.NoError(t, closeErr)
+	waitNoComms(t)
 	lifetime.Flush()
 	assert.Equal(t, before+2, faketest.NCCL(t, "fake_nccl_ops_run"))
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
@@ -148,12 +153,7 @@ func TestCapturedAllReduceFromFake(t *testing.T) {
 	}
 	// The executables' references go once their streams have passed
 	// their last launch, which a worker waits for.
-	deadline := time.Now().Add(20 * time.Second)
-	for faketest.NCCL(t, "fake_nccl_live_comms") != 0 && time.Now().Before(deadline) {
-		lifetime.Flush()
-		time.Sleep(time.Millisecond)
-	}
-	assert.Zero(t, faketest.NCCL(t, "fake_nccl_live_comms"), "released with the executables")
+	waitNoComms(t)
 }
 
 // TestWatchdogAbortsAFailedCommFromFake: rank 1 never joins rank 0's
@@ -351,8 +351,63 @@ func TestCommCloseRacesOperationsFromFake(t *testing.T) {
 		wg.Wait()
 		require.NoError(t, b.Close())
 	}
-	lifetime.Flush()
-	assert.Zero(t, faketest.NCCL(t, "fake_nccl_live_comms"))
+	waitNoComms(t)
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
 	faketest.NoBadUses(t)
+}
+
+// waitNoComms waits (20 s at most) until fakenccl has no live
+// communicator: a communicator whose streams had not yet run its work when
+// it was released retires in the background.
+func waitNoComms(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for faketest.NCCL(t, "fake_nccl_live_comms") != 0 && time.Now().Before(deadline) {
+		lifetime.Flush()
+		time.Sleep(time.Millisecond)
+	}
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_live_comms"), "communicators left")
+}
+
+// TestCloseDoesNotWaitForAPeerFromFake: closing a communicator whose
+// operation waits for a peer returns at once; it retires when the peer
+// comes (finalized), or, for a peer that never comes, when NCCL reports
+// the failure (aborted): never a hang, never a call on a freed one.
+func TestCloseDoesNotWaitForAPeerFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	ctx, rs := fakeRanks(t, 2, nil)
+	b0, err := driver.Alloc[float32](ctx, 8)
+	require.NoError(t, err)
+	defer b0.Close()
+	b1, err := driver.Alloc[float32](ctx, 8)
+	require.NoError(t, err)
+	defer b1.Close()
+
+	// The peer comes late.
+	require.NoError(t, nccl.AllReduce(rs[0].c, rs[0].s, b0, b0, nccl.Sum))
+	start := time.Now()
+	require.NoError(t, rs[0].c.Close())
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.EqualValues(t, 2, faketest.NCCL(t, "fake_nccl_live_comms"), "rank 0 waits for its operation")
+	require.NoError(t, nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum))
+	require.NoError(t, rs[0].s.Synchronize())
+	deadline := time.Now().Add(20 * time.Second)
+	for faketest.NCCL(t, "fake_nccl_live_comms") != 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	assert.EqualValues(t, 1, faketest.NCCL(t, "fake_nccl_live_comms"), "rank 0 finalized once its operation ran")
+
+	// The peer never comes: rank 1 waits until NCCL reports the failure.
+	require.NoError(t, nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum))
+	require.NoError(t, rs[1].c.Close())
+	time.Sleep(20 * time.Millisecond)
+	assert.EqualValues(t, 1, faketest.NCCL(t, "fake_nccl_live_comms"))
+	faketest.NCCL(t, "fake_nccl_fail_rank", 1, uintptr(nccl.ErrRemote))
+	waitNoComms(t)
+	require.NoError(t, rs[1].s.Synchronize(), "the abort ended the waiting operation")
+	errs := lifetime.Errors()
+	require.NotEmpty(t, errs, "the failure found while retiring is reported")
+	assert.ErrorIs(t, errors.Join(errs...), nccl.ErrRemote)
 }

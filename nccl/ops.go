@@ -99,6 +99,9 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 	p.sink = capture.Enter(s)
 	st.opMu.Lock()
 	err = call(st.cuctx, st.h, hs, o, sendPtr, recvPtr)
+	if err == nil || isInProgress(err) {
+		st.track(s, sref) // its retirement waits for s
+	}
 	st.opMu.Unlock()
 	if isInProgress(err) {
 		err = nil

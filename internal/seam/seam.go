@@ -79,3 +79,21 @@ type Owner interface{ Release() error }
 // device address and size in bytes with a reference on its memory, which
 // the caller releases once (or hands to a capture's sink).
 var UseOn func(op string, b, s any) (ptr, bytes uintptr, ref lifetime.Ref, err error)
+
+// Marker is a point in a stream's work (an event recorded after the work
+// queued so far), for a library that must wait for that work without
+// blocking a thread on it (package nccl's communicators, whose kernels may
+// wait for a peer that is gone).
+type Marker interface {
+	// Passed reports, without waiting, whether the stream has run the
+	// work queued before the marker. After an unrecoverable GPU error it
+	// reports true: nothing runs any more.
+	Passed() (bool, error)
+	// Release destroys the marker; it is not used after.
+	Release()
+}
+
+// Mark records a Marker on s (a *driver.Stream the caller holds). While s
+// is being captured it records nothing and reports ok false: try again
+// later (a capture's work is the graph's, not the stream's).
+var Mark func(s any) (m Marker, ok bool, err error)
