@@ -35,8 +35,8 @@ import (
 //  1. f := ReceiveFD(conn); pool := ctx.ImportMemPool(f); f.Close()
 //  2. b := ImportBuffer[T](pool, e); ev := ctx.OpenIPCEvent(h);
 //     stream.WaitEvent(ev) (or ev.Synchronize()) before using b.
-//  3. b.Close() (cuMemFree of the import), ev.Close(), pool.Close(); tell
-//     the exporter it is done.
+//  3. b.Close() (which frees the import before it returns), ev.Close(),
+//     pool.Close(); then tell the exporter it is done.
 //
 // What the exporter must keep: each exported buffer stays allocated in the
 // exporter until every importer has closed its import of it (CUDA: the
@@ -97,8 +97,8 @@ func (p *MemPool) ExportFD() (*os.File, error) {
 // A nil or closed file is refused with an error matching ErrInvalidArgument.
 func (c *Context) ImportMemPool(f *os.File) (*MemPool, error) {
 	const op = "Context.ImportMemPool"
-	if f == nil {
-		return nil, invalid(op, "nil file")
+	if !fileOK(f) {
+		return nil, invalid(op, "nil or zero file")
 	}
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -128,6 +128,10 @@ func (c *Context) ImportMemPool(f *os.File) (*MemPool, error) {
 	p.startOwned()
 	return p, nil
 }
+
+// fileOK reports whether f is an open file's handle: not nil, and not a
+// zero os.File (whose methods dereference nil).
+func fileOK(f *os.File) bool { return f != nil && *f != (os.File{}) }
 
 // BufferExport identifies a buffer of an exportable pool to another process
 // (cuMemPoolExportPointer's 64 bytes of export data, and the buffer's size):
@@ -201,9 +205,13 @@ func ExportBuffer[T any](b *Buffer[T]) (BufferExport, error) {
 // not be used before the exporter's allocation and the work that filled it
 // are done: wait for an event the exporter recorded after them (OpenIPCEvent).
 //
-// The Buffer holds p until it is freed. Close (or the cleanup of a Buffer
-// dropped without Close) frees the import (cuMemFree, once the context's
-// work is done), which the exporter must wait for before freeing its buffer.
+// The Buffer holds p until it is freed. Close frees the import (cuMemFree,
+// once the work queued in p's context is done) before it returns, unless
+// something else still holds the buffer (a call in flight, prepared Args,
+// a graph) or Close runs in a host function: then the last of them frees
+// it. The exporter must not free its buffer before that: once Close has
+// returned, tell it. A Buffer dropped without Close is freed by a cleanup,
+// at a time nobody can tell the exporter.
 // A pool that was not imported, the zero BufferExport, or a size that is
 // not a whole number of elements is refused with an error matching
 // ErrInvalidArgument.

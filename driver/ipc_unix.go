@@ -21,8 +21,8 @@ func SendFD(conn *net.UnixConn, f *os.File) error {
 	if conn == nil {
 		return invalid(op, "nil connection")
 	}
-	if f == nil {
-		return invalid(op, "nil file")
+	if !fileOK(f) {
+		return invalid(op, "nil or zero file")
 	}
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -45,6 +45,7 @@ func SendFD(conn *net.UnixConn, f *os.File) error {
 // nil or closed (an error matching ErrInvalidArgument), at the end of the
 // stream or on the socket's error, or when the message carried no
 // descriptor or more than one (an error matching ErrInvalidArgument).
+// The end of the stream is io.EOF, wrapped.
 func ReceiveFD(conn *net.UnixConn) (*os.File, error) {
 	const op = "ReceiveFD"
 	if conn == nil {

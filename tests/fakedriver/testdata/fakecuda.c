@@ -4886,8 +4886,10 @@ struct ipc_pool {
     struct pool *p;
     int exportable;          /* created with POSIX fd handles */
     struct pool *from;       /* imported: the exporter's pool */
-    dev_t dev; ino_t ino;    /* exported: the memfd's inode (0: none yet) */
 };
+struct ipc_export { struct pool *p; dev_t dev; ino_t ino; }; /* a memfd the pool was exported to */
+static struct ipc_export *ipc_exports;
+static size_t nipc_exports, cipc_exports;
 static struct ipc_pool *ipc_pools;
 static size_t nipc_pools, cipc_pools;
 struct ipc_import { struct alloc *a; long n; };
@@ -4993,8 +4995,8 @@ CUresult cuMemPoolExportToShareableHandle(void *out, void *pool, int type, unsig
             if (fd >= 0) close(fd);
             r = OUT_OF_MEMORY;
         } else {
-            x->dev = st.st_dev;
-            x->ino = st.st_ino; /* the latest export: earlier descriptors are not recognised */
+            IPC_GROW(ipc_exports, nipc_exports, cipc_exports);
+            ipc_exports[nipc_exports++] = (struct ipc_export){p, st.st_dev, st.st_ino};
             *(int *)out = fd;
         }
     }
@@ -5009,9 +5011,8 @@ CUresult cuMemPoolImportFromShareableHandle(void **out, void *handle, int type, 
     if (fd < 0 || fstat(fd, &st) != 0) return INVALID_VALUE;
     LOCK();
     struct pool *from = NULL;
-    for (size_t i = 0; i < nipc_pools; i++)
-        if (ipc_pools[i].exportable && ipc_pools[i].ino && ipc_pools[i].ino == st.st_ino && ipc_pools[i].dev == st.st_dev)
-            from = ipc_pools[i].p;
+    for (size_t i = 0; i < nipc_exports; i++)
+        if (ipc_exports[i].ino == st.st_ino && ipc_exports[i].dev == st.st_dev) from = ipc_exports[i].p;
     CUresult r = OK;
     if (!from) r = INVALID_VALUE;
     else {
