@@ -15,11 +15,11 @@ import (
 // end receives it with ReceiveFD, as a new descriptor of the same open file.
 // f stays open here: close it once sent. A nil conn or f, or a closed one,
 // is refused with an error matching ErrInvalidArgument; a failed send
-// returns the socket's error.
+// returns the socket's error (the other end's close: syscall.EPIPE).
 func SendFD(conn *net.UnixConn, f *os.File) error {
 	const op = "SendFD"
-	if conn == nil {
-		return invalid(op, "nil connection")
+	if !connOK(conn) {
+		return invalid(op, "nil or zero connection")
 	}
 	if !fileOK(f) {
 		return invalid(op, "nil or zero file")
@@ -35,10 +35,17 @@ func SendFD(conn *net.UnixConn, f *os.File) error {
 		return invalid(op, "the file: %v", cerr)
 	}
 	if werr != nil {
+		if errors.Is(werr, net.ErrClosed) {
+			return invalid(op, "closed connection: %v", werr)
+		}
 		return fmt.Errorf("driver: %s: %w", op, werr)
 	}
 	return nil
 }
+
+// connOK reports whether conn is a connection's handle: not nil, and not a
+// zero net.UnixConn.
+func connOK(conn *net.UnixConn) bool { return conn != nil && *conn != (net.UnixConn{}) }
 
 // ReceiveFD receives one file descriptor sent with SendFD on conn, as a file
 // the caller owns and closes. It fails, with nothing left open, when conn is
@@ -48,8 +55,8 @@ func SendFD(conn *net.UnixConn, f *os.File) error {
 // The end of the stream is io.EOF, wrapped.
 func ReceiveFD(conn *net.UnixConn) (*os.File, error) {
 	const op = "ReceiveFD"
-	if conn == nil {
-		return nil, invalid(op, "nil connection")
+	if !connOK(conn) {
+		return nil, invalid(op, "nil or zero connection")
 	}
 	buf := make([]byte, 1)
 	oob := make([]byte, syscall.CmsgSpace(4*4)) // room for a few, so that extra ones are seen and closed
