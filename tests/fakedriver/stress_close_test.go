@@ -68,14 +68,14 @@ type stressWorld struct {
 	// handle ievh), which the round does not close (the exporter keeps
 	// them until the importers are done: closeAll closes them last); the
 	// pool imported, a buffer imported from it and the event opened.
-	epool, ipool       *driver.MemPool
-	ebuf, ibuf         *driver.Buffer[int32]
-	eexp               driver.BufferExport
-	iev, oev           *driver.Event
-	ievh               driver.IPCEventHandle
-	hostCalls          *atomic.Int64
-	closers            []func() error
-	closerNames        []string
+	epool, ipool *driver.MemPool
+	ebuf, ibuf   *driver.Buffer[int32]
+	eexp         driver.BufferExport
+	iev, oev     *driver.Event
+	ievh         driver.IPCEventHandle
+	hostCalls    *atomic.Int64
+	closers      []func() error
+	closerNames  []string
 }
 
 type unsafePointer = unsafe.Pointer
