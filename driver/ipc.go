@@ -8,29 +8,32 @@ import (
 	"github.com/purecuda/cuda/internal/cu"
 )
 
-// Sharing stream-ordered memory between processes on one machine (Linux,
-// devices with unified addressing).
+// NewExportableMemPool creates a pool of pinned device memory on c's device
+// whose memory can be shared with other processes on the machine (Linux,
+// devices with unified addressing): cuMemPoolCreate with POSIX file
+// descriptor handles. It is otherwise a pool like NewMemPool's; Close
+// destroys it.
 //
-// Only memory allocated with AllocFromPool from a pool made with
-// NewExportableMemPool can be shared. Memory from Alloc, AllocManaged,
-// AllocAsync (the device's current pool), the default pool or a pool made
-// with NewMemPool cannot: ExportBuffer refuses it with an error matching
-// ErrInvalidArgument. (CUDA's older cuIpcGetMemHandle does not work on
-// stream-ordered memory; purecuda shares it through the pool instead.)
+// Only memory allocated with AllocFromPool from such a pool can be shared.
+// Memory from Alloc, AllocManaged, AllocAsync (the device's current pool),
+// the default pool or a pool made with NewMemPool cannot: ExportBuffer
+// refuses it with an error matching ErrInvalidArgument. (CUDA's older
+// cuIpcGetMemHandle does not work on stream-ordered memory at all; it is
+// shared through its pool instead.)
 //
-// The steps, exporter first:
+// The steps, in the exporting process:
 //
 //  1. pool := ctx.NewExportableMemPool(); buf := AllocFromPool[T](s, pool, n)
 //  2. f := pool.ExportFD(); send f to the other process (SendFD over a Unix
 //     socket) and close f.
-//  3. e := ExportBuffer(buf); send e (MarshalBinary, any channel: it is data,
-//     not a handle).
-//  4. Record an interprocess event (NewEvent with EventInterprocess and
-//     EventDisableTiming) on s after the work that fills buf, and send its
-//     IPCHandle: the importer must not touch the memory before the
-//     allocation and that work are done in the exporter.
+//  3. e := ExportBuffer(buf); send e (MarshalBinary; it is data, not a
+//     handle, and may travel by any means).
+//  4. Make an event with EventInterprocess|EventDisableTiming, record it on
+//     s after the work that fills buf, and send its IPCHandle: the importer
+//     must not touch the memory before the allocation and that work are
+//     done.
 //
-// The importer:
+// In the importing process:
 //
 //  1. f := ReceiveFD(conn); pool := ctx.ImportMemPool(f); f.Close()
 //  2. b := ImportBuffer[T](pool, e); ev := ctx.OpenIPCEvent(h);
@@ -38,26 +41,20 @@ import (
 //  3. b.Close() (which frees the import before it returns), ev.Close(),
 //     pool.Close(); then tell the exporter it is done.
 //
-// What the exporter must keep: each exported buffer stays allocated in the
-// exporter until every importer has closed its import of it (CUDA: the
-// imported memory must be freed in every importing process before it is
-// freed in the exporting one), and the exported event stays alive until
-// the importers are done with theirs (using an imported event after the
-// exporter destroyed it is undefined in CUDA). Nothing in one process can
-// see the other's Close: agree on the order (for instance a message from
-// the importer once it has closed everything).
+// What the exporter must keep: each exported buffer stays allocated (not
+// closed) until every importer has freed its import (CUDA requires the
+// importers' frees to come first), and the exported event stays open until
+// the importers have closed theirs (CUDA leaves the use of an opened event
+// whose original was destroyed undefined). Neither process sees the other's
+// Close: agree on the order, for instance with a message from the importer
+// once it has closed everything.
 //
-// What is safe: the exporter may Close its MemPool and the exported file
-// at any time after sending them (the pool is destroyed once its buffers
-// are freed, and CUDA keeps the memory an importer still has); the
-// importer's buffer holds its imported pool, so the importer may Close the
-// pool first, or drop either without Close (each is released by a cleanup
-// when unreachable, its buffers first).
-
-// NewExportableMemPool creates a pool of pinned device memory on c's device
-// whose memory can be shared with other processes (cuMemPoolCreate with
-// POSIX file descriptor handles): see ExportFD and ExportBuffer. It is
-// otherwise a pool like NewMemPool's; Close destroys it.
+// What is safe: the exporter may Close its MemPool, and the file, at any
+// time after exporting them: the pool is destroyed once its buffers are
+// freed. The importer's buffer holds its imported pool, so the importer may
+// Close the pool first, and an imported pool, buffer or opened event
+// dropped without Close is released by a cleanup (a buffer dropped so is
+// freed at a time nobody can tell the exporter: Close it).
 func (c *Context) NewExportableMemPool() (*MemPool, error) {
 	return c.newMemPool("Context.NewExportableMemPool", true)
 }

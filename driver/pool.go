@@ -18,8 +18,14 @@ import (
 // of) by a cleanup.
 //
 // A MemPool is safe for concurrent use: AllocFromPool, Attribute,
-// SetAttribute and Trim may run at once from several goroutines; calls that
-// start after Close fail with ErrClosed.
+// SetAttribute, Trim, SetAccess, Access, ExportFD and ImportBuffer may run
+// at once from several goroutines; calls that start after Close fail with
+// ErrClosed.
+//
+// Pools made with NewExportableMemPool can be shared with other processes,
+// and ImportMemPool makes a MemPool of a pool another process shared: it
+// allocates nothing, and ImportBuffer imports that process's buffers from
+// it (see NewExportableMemPool).
 type MemPool struct {
 	h     cu.CUmemoryPool
 	ctx   *Context
