@@ -250,6 +250,7 @@ type smallBlock struct {
 	allocs [smallBufs]*allocation
 	sizes  [smallArgs]uint8
 	n, nb  int
+	other  bool // a buffer belongs to another context than the stream's
 }
 
 // fill marshals args for a launch of f on s. It reports false when an
@@ -296,6 +297,9 @@ func (b *smallBlock) fill(op string, f *Function, args []any, s *Stream) bool {
 		if !al.launchableIn(s.ctx, s) {
 			return false
 		}
+		if al.ctx != s.ctx {
+			b.other = true
+		}
 		b.vals[b.n] = uint64(ptr)
 		b.sizes[b.n] = 8
 		b.n++
@@ -307,11 +311,15 @@ func (b *smallBlock) fill(op string, f *Function, args []any, s *Stream) bool {
 // launch in context ctx (nil: unknown, not checked), and notes stream s
 // (when not nil) as one that used stream-ordered memory, so its free waits
 // for s.
+//
+// Memory of another context than s's is not noted (its free cannot wait
+// for a stream of another context): the launch holds it until s has passed
+// the kernel instead (holdOthers).
 func (a *allocation) launchableIn(ctx *Context, s *Stream) bool {
-	if ctx != nil && !ctx.canUse(a.ctx) {
+	if ctx != nil && !a.usableIn(ctx) {
 		return false
 	}
-	if s != nil && a.stream != nil {
+	if s != nil && a.stream != nil && a.ctx.h == s.ctx.h {
 		a.usedOn(s)
 	}
 	return true
@@ -403,6 +411,7 @@ const (
 	argsCheckContexts = 1 << iota // a library kernel with buffers: check their contexts per launch
 	argsStreamOrdered             // a stream-ordered buffer: note other streams it is used on
 	argsLibrary                   // a library kernel: note the contexts it is launched in
+	argsOtherContext              // a buffer may belong to another context than the launch's: hold it until the stream passes the launch
 )
 
 // argsHold is what Args hold until their last use: the buffers' memory and
@@ -475,7 +484,9 @@ func (f *Function) newArgs(op string, args []any) (*Args, error) {
 	}
 	for _, al := range h.allocs {
 		if f.ctx == nil {
-			a.checks |= argsCheckContexts
+			a.checks |= argsCheckContexts | argsOtherContext
+		} else if al.ctx.h != f.ctx.h {
+			a.checks |= argsOtherContext
 		}
 		if al.stream != nil {
 			a.checks |= argsStreamOrdered
@@ -604,7 +615,7 @@ func (a *Args) usableIn(c *Context) error {
 		return invalid(op, "kernel %s belongs to another context", a.f.name)
 	}
 	for _, al := range a.hold.allocs {
-		if !c.canUse(al.ctx) {
+		if !al.usableIn(c) {
 			return invalid(op, "a buffer argument belongs to another context (enable peer access first)")
 		}
 	}

@@ -54,7 +54,22 @@
 // (Context.EnablePeerAccess; Device.CanAccessPeer says whether the devices
 // have it); the copy is ordered on that stream only, and both buffers stay
 // allocated until it has run. Kernels use another context's memory only
-// with peer access enabled from their context.
+// with peer access enabled from their context, or, for buffers allocated
+// from a MemPool, once MemPool.SetAccess has given their device access to
+// the pool. A buffer of another context passed to a kernel stays allocated
+// until the kernel's stream has passed it.
+//
+// # Between processes
+//
+// Memory allocated from a pool made with Context.NewExportableMemPool can
+// be shared with other processes on the machine (Linux): MemPool.ExportFD
+// and Context.ImportMemPool share the pool through a file descriptor
+// (SendFD and ReceiveFD pass it over a Unix socket), ExportBuffer and
+// ImportBuffer share one buffer of it, and Event.IPCHandle and
+// Context.OpenIPCEvent share an event that orders the two processes' work.
+// Memory from Alloc, AllocAsync or any other pool cannot be shared.
+// Context.NewExportableMemPool's documentation gives the steps and what
+// each side must keep until the other is done.
 //
 // # Lifetime
 //

@@ -222,6 +222,8 @@ func (s *Stream) launchSmall(op string, f *Function, cfg LaunchConfig, shape uin
 	err := launchKernel(s.launchFn, f.h, cfg.Grid, cfg.Block, cfg.SharedMem, s.h, params)
 	if h != nil && err == nil {
 		h.keepLaunch(f, blk.allocs[:blk.nb]) // captured: the graph holds them
+	} else if blk.other && err == nil {
+		holdOthers(s, blk.allocs[:blk.nb]) // their free waits for their own context only
 	}
 	s.leave(h)
 	w := s.obj.Refs() + f.obj.Refs()
@@ -248,6 +250,8 @@ func (s *Stream) marshalAndLaunch(op string, f *Function, cfg LaunchConfig, blk 
 	err := s.launch(op, f, cfg, blk.finish())
 	if h != nil && err == nil {
 		h.keepLaunch(f, blk.allocs) // captured: the graph holds them
+	} else if err == nil {
+		holdOthers(s, blk.allocs) // their free waits for their own context only
 	}
 	s.leave(h)
 	return err
@@ -313,21 +317,27 @@ func (s *Stream) launchArgs(op string, a *Args, grid GridDim, block BlockDim) er
 			a.f.lib.launchedIn(s.ctx)
 		}
 		for _, al := range a.hold.allocs {
-			if a.checks&argsCheckContexts != 0 && !s.ctx.canUse(al.ctx) {
+			if a.checks&argsCheckContexts != 0 && !al.usableIn(s.ctx) {
 				return invalid(op, "a buffer argument belongs to another context than the stream (enable peer access first)")
 			}
-			if al.stream != nil {
+			if al.stream != nil && al.ctx.h == s.ctx.h {
 				al.usedOn(s)
 			}
 		}
 	}
 	if s.special {
-		return s.ctx.sawError(bound(s.ctx, func() error { return launchKernel(s.launchFn, a.fh, grid, block, 0, s.h, a.kparams) }))
+		err := bound(s.ctx, func() error { return launchKernel(s.launchFn, a.fh, grid, block, 0, s.h, a.kparams) })
+		if err == nil && a.checks&argsOtherContext != 0 {
+			holdOthers(s, a.hold.allocs)
+		}
+		return s.ctx.sawError(err)
 	}
 	h := s.enter()
 	err := launchKernel(s.launchFn, a.fh, grid, block, 0, s.h, a.kparams)
 	if h != nil && err == nil {
 		h.keepObjs(&a.hold.obj) // captured: the graph holds the Args
+	} else if err == nil && a.checks&argsOtherContext != 0 {
+		holdOthers(s, a.hold.allocs) // their free waits for their own context only
 	}
 	s.leave(h)
 	warmed(s.obj.Refs() + a.hold.obj.Refs())

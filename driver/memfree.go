@@ -65,8 +65,13 @@ func (q queuedClose) Release() error {
 // Memory allocated in stream order is released at once: its free is
 // queued on its stream (cuMemFreeAsync) and does not wait. Other memory is
 // released on the release queue (see closeFrees).
+//
+// Memory imported from another process's pool is released at once too
+// (outside host functions): its free waits for the context's work, and
+// the importer must know it is done before the exporter frees the memory
+// (ImportBuffer).
 func (a *allocation) dropOwn() error {
-	if a.stream != nil {
+	if a.stream != nil || (a.pool != nil && !hostfn.InCallback()) {
 		return a.obj.Release()
 	}
 	closeFrees.mu.Lock()

@@ -110,6 +110,9 @@ func (a *allocation) free() error {
 			return nil // a.free runs again once the capture is over
 		}
 		err = ferr
+		if a.pool != nil { // memory imported from another process's pool
+			a.pool.release()
+		}
 	}
 	a.ctx.release()
 	return err

@@ -3,6 +3,8 @@ package driver
 import (
 	"math"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/cu"
@@ -16,13 +18,25 @@ import (
 // of) by a cleanup.
 //
 // A MemPool is safe for concurrent use: AllocFromPool, Attribute,
-// SetAttribute and Trim may run at once from several goroutines; calls that
-// start after Close fail with ErrClosed.
+// SetAttribute, Trim, SetAccess, Access, ExportFD and ImportBuffer may run
+// at once from several goroutines; calls that start after Close fail with
+// ErrClosed.
+//
+// Pools made with NewExportableMemPool can be shared with other processes,
+// and ImportMemPool makes a MemPool of a pool another process shared: it
+// allocates nothing, and ImportBuffer imports that process's buffers from
+// it (see NewExportableMemPool).
 type MemPool struct {
 	h     cu.CUmemoryPool
 	ctx   *Context
 	owned bool // made with NewMemPool; the device's default pool is not
 	obj   lifetime.Object
+
+	exportable bool // made with NewExportableMemPool: its memory may be shared between processes
+	imported   bool // made with ImportMemPool: it allocates nothing
+
+	accMu   sync.Mutex    // SetAccess calls, one at a time
+	granted atomic.Uint64 // bit i: device i was given access (SetAccess)
 
 	cleanup runtime.Cleanup // destroys a MemPool that became unreachable without Close
 }
@@ -46,9 +60,15 @@ func (c *Context) DefaultMemPool() (*MemPool, error) {
 }
 
 // NewMemPool creates a pool of pinned device memory on c's device
-// (cuMemPoolCreate); Close destroys it.
+// (cuMemPoolCreate); Close destroys it. Its memory cannot be shared with
+// other processes: see NewExportableMemPool.
 func (c *Context) NewMemPool() (*MemPool, error) {
-	const op = "Context.NewMemPool"
+	return c.newMemPool("Context.NewMemPool", false)
+}
+
+// newMemPool creates a pool on c's device, exportable to other processes
+// through POSIX file descriptors or not.
+func (c *Context) newMemPool(op string, exportable bool) (*MemPool, error) {
 	if err := c.hold(op); err != nil {
 		return nil, err
 	}
@@ -56,19 +76,28 @@ func (c *Context) NewMemPool() (*MemPool, error) {
 		AllocType: cu.CU_MEM_ALLOCATION_TYPE_PINNED,
 		Location:  cu.CUmemLocation{Type: cu.CU_MEM_LOCATION_TYPE_DEVICE, Id: int32(c.dev.ordinal)},
 	}
-	p := &MemPool{ctx: c, owned: true}
+	if exportable {
+		props.HandleTypes = cu.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+	}
+	p := &MemPool{ctx: c, owned: true, exportable: exportable}
 	if err := bound(c, func() error { return cu.MemPoolCreate(&p.h, &props) }); err != nil {
 		c.release()
-		return nil, err
+		return nil, c.sawError(err)
 	}
-	h := p.h
+	p.startOwned()
+	return p, nil
+}
+
+// startOwned gives p, which holds its context and owns its CUDA pool, its
+// lifetime: the last release destroys the pool (cuMemPoolDestroy).
+func (p *MemPool) startOwned() {
+	h, c := p.h, p.ctx
 	destroy := func() error {
 		err := bound(c, func() error { return cu.MemPoolDestroy(h) })
 		c.release()
 		return err
 	}
 	initDropped(p, &p.obj, &p.cleanup, dropped{destroy: destroy})
-	return p, nil
 }
 
 func (p *MemPool) acquire(op string) error {
@@ -88,6 +117,9 @@ func (p *MemPool) release() { _ = p.obj.Release() }
 func AllocFromPool[T any](s *Stream, p *MemPool, n int) (*Buffer[T], error) {
 	if p == nil {
 		return nil, invalid("AllocFromPool", "nil memory pool")
+	}
+	if p.imported {
+		return nil, invalid("AllocFromPool", "a pool imported from another process allocates nothing: import its buffers with ImportBuffer")
 	}
 	return allocAsync[T]("AllocFromPool", s, p, n)
 }

@@ -227,11 +227,25 @@ func checkZeroResults(t *testing.T, what, name string, nilRecv bool, mt reflect.
 
 // TestNilAndZeroArguments: the package's functions given nil and zero
 // objects return errors.
-func TestNilAndZeroArguments(t *testing.T) {
-	type call struct {
-		name string
-		f    func() error
+// call is one call of TestNilAndZeroArguments.
+type call struct {
+	name string
+	f    func() error
+}
+
+// someExport is export data that names nothing, as another process might
+// send it: 72 bytes of ones.
+func someExport() driver.BufferExport {
+	var e driver.BufferExport
+	b := make([]byte, 72)
+	for i := range b {
+		b[i] = 1
 	}
+	_ = e.UnmarshalBinary(b)
+	return e
+}
+
+func TestNilAndZeroArguments(t *testing.T) {
 	second := func(_ any, err error) error { return err }
 	var calls []call
 	for _, c := range []*driver.Context{nil, new(driver.Context)} {
@@ -259,6 +273,20 @@ func TestNilAndZeroArguments(t *testing.T) {
 	for _, a := range []*driver.Args{nil, new(driver.Args)} {
 		calls = append(calls, call{fmt.Sprintf("SetArg(%v)", a), func() error { return driver.SetArg(a, 0, int32(1)) }})
 	}
+	for _, b := range []*driver.Buffer[int32]{nil, new(driver.Buffer[int32])} {
+		calls = append(calls, call{fmt.Sprintf("ExportBuffer(%v)", b), func() error { return second(driver.ExportBuffer(b)) }})
+	}
+	for _, p := range []*driver.MemPool{nil, new(driver.MemPool)} {
+		calls = append(calls,
+			call{fmt.Sprintf("ImportBuffer(%v, zero)", p), func() error { return second(driver.ImportBuffer[int32](p, driver.BufferExport{})) }},
+			call{fmt.Sprintf("ImportBuffer(%v, data)", p), func() error { return second(driver.ImportBuffer[int32](p, someExport())) }},
+		)
+	}
+	calls = append(calls,
+		call{"(*BufferExport)(nil).UnmarshalBinary", func() error { return (*driver.BufferExport)(nil).UnmarshalBinary(nil) }},
+		call{"BufferExport.UnmarshalBinary(nil)", func() error { return new(driver.BufferExport).UnmarshalBinary(nil) }},
+	)
+	calls = append(calls, ipcZeroCalls()...)
 	for _, c := range calls {
 		var err error
 		func() {

@@ -38,6 +38,27 @@ func TestLiveReceiversZeroArguments(t *testing.T) {
 	pool, err := f.ctx.NewMemPool()
 	require.NoError(t, err)
 	defer pool.Close()
+	epool, err := f.ctx.NewExportableMemPool()
+	require.NoError(t, err)
+	defer epool.Close()
+	ebuf, err := driver.AllocFromPool[int32](f.s, epool, 16)
+	require.NoError(t, err)
+	exp, err := driver.ExportBuffer(ebuf)
+	require.NoError(t, err)
+	file, err := epool.ExportFD()
+	require.NoError(t, err)
+	ipool, err := f.ctx.ImportMemPool(file)
+	require.NoError(t, err)
+	require.NoError(t, file.Close())
+	defer ipool.Close()
+	require.NoError(t, f.s.Synchronize())
+	ibuf, err := driver.ImportBuffer[int32](ipool, exp)
+	require.NoError(t, err)
+	iev, err := f.ctx.NewEvent(driver.EventInterprocess | driver.EventDisableTiming)
+	require.NoError(t, err)
+	defer iev.Close()
+	defer ebuf.Close() // after the import's Close
+	defer ibuf.Close()
 	lib, err := driver.LoadLibrary([]byte("FAKE library"))
 	require.NoError(t, err)
 	defer lib.Close()
@@ -48,7 +69,8 @@ func TestLiveReceiversZeroArguments(t *testing.T) {
 	require.NoError(t, err)
 	defer kp.Free()
 	skip := map[string]bool{"Close": true, "Free": true, "TakeRefs": true}
-	for _, recv := range []any{f.ctx, f.s, ev, buf, hb, reg, pool, f.mod, lib, f.fill, args, kp, f.ctx.Device(), f.ctx.LegacyStream()} {
+	for _, recv := range []any{f.ctx, f.s, ev, buf, hb, reg, pool, f.mod, lib, f.fill, args, kp, f.ctx.Device(), f.ctx.LegacyStream(),
+		epool, ipool, ibuf, iev, &exp} {
 		rv := reflect.ValueOf(recv)
 		for i := 0; i < rv.NumMethod(); i++ {
 			name := rv.Type().Method(i).Name
@@ -86,7 +108,7 @@ func TestLiveReceiversZeroArguments(t *testing.T) {
 // DefaultMemPool (not objects a getter returns, such as Buffer.Context).
 func ltDispose(t *testing.T, method string, out []reflect.Value) {
 	t.Helper()
-	makes := method == "Slice" || method == "PrimaryContext" || method == "DefaultMemPool"
+	makes := method == "Slice" || method == "PrimaryContext" || method == "DefaultMemPool" || method == "ExportFD"
 	for _, p := range []string{"New", "Load", "Compile", "Alloc"} {
 		makes = makes || strings.HasPrefix(method, p)
 	}

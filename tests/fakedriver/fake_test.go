@@ -334,6 +334,13 @@ func TestFakeZeroAllocHotPaths(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = f.s.LaunchArgs(args, g, b) }), "LaunchArgs")
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = f.s.Launch(f.empty, g, b) }), "Launch without arguments")
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = f.s.Launch(f.add4, g, b, out, uint32(1), uint32(2), uint32(3)) }), "Launch with constant arguments")
+	fillOut, err := driver.Alloc[int32](f.ctx, 64)
+	require.NoError(t, err)
+	defer fillOut.Close()
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = f.s.Launch(f.fill, g, b, fillOut, int32(1), int32(64)) }), "Launch with a buffer")
+	small := driver.LaunchConfig{Grid: g, Block: b, SharedMem: 16}
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = f.s.LaunchWith(f.fill, small, fillOut, int32(1), int32(64)) }),
+		"LaunchWith with a buffer (the small block: a buffer of another context would be held, one of the stream's costs nothing)")
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = ev.Record(f.s) }), "Event.Record")
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = f.s.Synchronize() }), "Stream.Synchronize")
 	nop := func() {}

@@ -63,9 +63,19 @@ type stressWorld struct {
 	pctx               *driver.Context
 	xs, xlegacy        *driver.Stream
 	xbuf, xabuf, xview *driver.Buffer[int32]
-	hostCalls          *atomic.Int64
-	closers            []func() error
-	closerNames        []string
+	// Sharing between processes, within this one: an exportable pool, a
+	// buffer of it (exported as eexp) and an interprocess event (its
+	// handle ievh), which the round does not close (the exporter keeps
+	// them until the importers are done: closeAll closes them last); the
+	// pool imported, a buffer imported from it and the event opened.
+	epool, ipool *driver.MemPool
+	ebuf, ibuf   *driver.Buffer[int32]
+	eexp         driver.BufferExport
+	iev, oev     *driver.Event
+	ievh         driver.IPCEventHandle
+	hostCalls    *atomic.Int64
+	closers      []func() error
+	closerNames  []string
 }
 
 type unsafePointer = unsafe.Pointer
@@ -139,6 +149,26 @@ func newStressWorld(t *testing.T, dev *driver.Device, primary bool, hostCalls *a
 	must(err)
 	w.xview, err = w.xbuf.Slice(stressN/4, stressN/2)
 	must(err)
+	w.epool, err = w.ctx.NewExportableMemPool()
+	must(err)
+	w.ebuf, err = driver.AllocFromPool[int32](w.s2, w.epool, stressN)
+	must(err)
+	w.eexp, err = driver.ExportBuffer(w.ebuf)
+	must(err)
+	file, err := w.epool.ExportFD()
+	must(err)
+	w.ipool, err = w.ctx.ImportMemPool(file)
+	must(err)
+	must(file.Close())
+	must(w.s2.Synchronize()) // the allocation is done before the import is used
+	w.ibuf, err = driver.ImportBuffer[int32](w.ipool, w.eexp)
+	must(err)
+	w.iev, err = w.ctx.NewEvent(driver.EventInterprocess | driver.EventDisableTiming)
+	must(err)
+	w.ievh, err = w.iev.IPCHandle()
+	must(err)
+	w.oev, err = w.ctx.OpenIPCEvent(w.ievh)
+	must(err)
 	add := func(name string, c func() error) {
 		w.closers = append(w.closers, c)
 		w.closerNames = append(w.closerNames, name)
@@ -167,6 +197,10 @@ func newStressWorld(t *testing.T, dev *driver.Device, primary bool, hostCalls *a
 	add("Buffer.Close (peer)", w.xbuf.Close)
 	add("Buffer.Close (peer, async)", w.xabuf.Close)
 	add("Buffer.Close (peer view)", w.xview.Close)
+	add("MemPool.Close (exportable)", w.epool.Close)
+	add("MemPool.Close (imported)", w.ipool.Close)
+	add("Buffer.Close (imported)", w.ibuf.Close)
+	add("Event.Close (opened)", w.oev.Close)
 	return w
 }
 
@@ -177,6 +211,16 @@ func (w *stressWorld) closeAll() error {
 		if err := w.closers[i](); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", w.closerNames[i], err))
 		}
+	}
+	// The exporter's buffer and event go once every import of the buffer
+	// is freed and every opening of the event closed (a Close of an
+	// imported buffer frees it before it returns).
+	lifetime.Flush()
+	if err := w.ebuf.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("Buffer.Close (exported): %w", err))
+	}
+	if err := w.iev.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("Event.Close (interprocess): %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -196,7 +240,8 @@ func stressDuration(t *testing.T) time.Duration {
 // fakeLive are fakecuda's live-object counters the stress must leave as
 // it found them.
 var fakeLive = []string{"fake_live_allocations", "fake_live_contexts", "fake_live_modules", "fake_live_libraries",
-	"fake_live_streams", "fake_live_events", "fake_live_pools", "fake_live_registrations", "fake_live_host_allocs"}
+	"fake_live_streams", "fake_live_events", "fake_live_pools", "fake_live_registrations", "fake_live_host_allocs",
+	"fake_live_pool_imports", "fake_live_ipc_event_opens"}
 
 // TestStressCloseRaces is the Close stress (see the top of the file).
 func TestStressCloseRaces(t *testing.T) {

@@ -305,6 +305,60 @@ func stressOps() []stressOp {
 			return w.pool.Trim(0)
 		}},
 
+		{covers: []string{"MemPool.SetAccess", "MemPool.Access"}, do: func(w *stressWorld, r *rand.Rand) error {
+			p := pick(r, w.pool, w.epool, w.ipool)
+			if r.IntN(2) == 0 {
+				return second(p.Access(w.dev))
+			}
+			return p.SetAccess(w.dev, driver.PoolAccessReadWrite)
+		}, allow: isAny(driver.ErrInvalidArgument)}, // the pool's own device: its access cannot change
+		{covers: []string{"Context.NewExportableMemPool"}, do: func(w *stressWorld, r *rand.Rand) error {
+			return closeMade(w.ctx.NewExportableMemPool())
+		}},
+		{covers: []string{"MemPool.ExportFD", "Context.ImportMemPool"}, do: func(w *stressWorld, r *rand.Rand) error {
+			file, err := w.epool.ExportFD()
+			if err != nil {
+				return err
+			}
+			defer file.Close()
+			return closeMade(w.ctx.ImportMemPool(file))
+		}},
+		{covers: []string{"ExportBuffer", "ImportBuffer"}, do: func(w *stressWorld, r *rand.Rand) error {
+			if r.IntN(2) == 0 {
+				return second(driver.ExportBuffer(w.ebuf))
+			}
+			b, err := driver.ImportBuffer[int32](w.ipool, w.eexp)
+			if err != nil {
+				return err
+			}
+			if r.IntN(2) == 0 {
+				err = b.CopyToHost(w.anyStream(r), make([]int32, stressN))
+			}
+			return errors.Join(err, b.Close())
+		}},
+		{covers: []string{"Buffer (imported)"}, do: func(w *stressWorld, r *rand.Rand) error {
+			if r.IntN(2) == 0 {
+				return w.ibuf.CopyToHost(w.anyStream(r), make([]int32, stressN))
+			}
+			return w.ibuf.Memset32Async(w.anyStream(r), 7)
+		}},
+		{covers: []string{"Event.IPCHandle", "Context.OpenIPCEvent"}, do: func(w *stressWorld, r *rand.Rand) error {
+			if r.IntN(2) == 0 {
+				return second(w.iev.IPCHandle())
+			}
+			ev, err := w.ctx.OpenIPCEvent(w.ievh)
+			if err != nil {
+				return err
+			}
+			return errors.Join(ev.Record(w.anyStream(r)), ev.Synchronize(), ev.Close())
+		}},
+		{covers: []string{"Event (opened)"}, do: func(w *stressWorld, r *rand.Rand) error {
+			if r.IntN(2) == 0 {
+				return w.oev.Record(w.anyStream(r))
+			}
+			return w.anyStream(r).WaitEvent(w.oev)
+		}},
+
 		// Module, Library, Function
 		{covers: []string{"Module.Function", "Module.InfoLog", "Function.Name", "Function.Context"},
 			do: func(w *stressWorld, r *rand.Rand) error {

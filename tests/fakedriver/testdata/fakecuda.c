@@ -557,6 +557,9 @@ static void release_pages(struct alloc *a) {
     madvise((void *)a->base, (a->size + 4095) & ~(size_t)4095, MADV_DONTNEED);
 }
 static void pool_freed(struct alloc *a);
+/* pool access and interprocess sharing: the section at the end of the file */
+static int ipc_free_import(struct alloc *a);
+static void ipc_exporter_free(const char *fn, struct alloc *a);
 /* kill_alloc frees a: dead at once, poisoned, kept mapped (lock held). */
 static void kill_alloc(struct alloc *a) {
     a->live = 0;
@@ -600,8 +603,8 @@ static CUresult check_range(const char *fn, CUdeviceptr p, size_t n, int callsid
     if (!a->live) return bad_ptr(fn, p, n, a->alloc_pending ? "graph memory not yet allocated" : "freed memory");
     if (callside && a->free_pending) return bad_ptr(fn, p, n, "memory whose stream-ordered free is queued");
     if (n > a->size || p - a->base > a->size - n) return bad_ptr(fn, p, n, "range overruns its allocation");
-    if (want_ctx && (a->kind == A_DEV || a->kind == A_GLOBAL) && a->ctx != want_ctx)
-        return bad_ptr(fn, p, n, "memory of another context");
+    if (want_ctx && (a->kind == A_DEV || a->kind == A_GLOBAL) && a->ctx != want_ctx && !a->pool)
+        return bad_ptr(fn, p, n, "memory of another context"); /* a pool's memory is its device's */
     return OK;
 }
 
@@ -1030,6 +1033,7 @@ static void host_exec(hostfn fn, void *data) {
 static void free_exec(const char *fn, CUdeviceptr p) {
     struct alloc *a = find_alloc((uintptr_t)p);
     if (!a || !a->live || a->base != p) { bad_ptr(fn, p, 0, "stream-ordered free of freed or unknown memory"); return; }
+    ipc_exporter_free(fn, a);
     kill_alloc(a);
 }
 
@@ -2266,6 +2270,7 @@ static CUresult free_now(const char *fn, CUdeviceptr p, int kind_ok(int)) {
     if (!a || a->base != p || !kind_ok(a->kind)) return bad_ptr(fn, p, 0, "not the base of an allocation");
     if (!a->live) return bad_ptr(fn, p, 0, "freed memory (double free)");
     if (a->free_pending) return bad_ptr(fn, p, 0, "memory whose stream-ordered free is queued (double free)");
+    if (ipc_free_import(a)) return OK; /* an imported pointer: the exporter's memory stays */
     if (!a->stream_ordered && a->kind != A_GRAPH && a->ctx && a->ctx->h.alive && !sticky) {
         unsigned long epoch = a->epoch;
         ctx_sync(a->ctx);
@@ -2688,6 +2693,7 @@ CUresult cuDeviceSetMemPool(int dev, void *pool) {
     UNLOCK();
     return r;
 }
+static void ipc_pool_created(struct pool *p, int handle_types);
 CUresult cuMemPoolCreate(void **pool, const pool_props_t *props) {
     ENTER("cuMemPoolCreate");
     if (!pool || !props || props->allocType != 1 || props->location.type != 1 || props->location.id != 0)
@@ -2696,6 +2702,7 @@ CUresult cuMemPoolCreate(void **pool, const pool_props_t *props) {
     struct pool *p = new_obj(sizeof *p, K_POOL, NULL);
     p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;
     pool_list_add(p);
+    ipc_pool_created(p, props->handleTypes);
     INC(live_pools);
     *pool = p;
     UNLOCK();
@@ -2976,13 +2983,14 @@ CUresult cuEventSynchronize(void *h) {
     UNLOCK();
     return r;
 }
+static int ipc_event_unref(struct event *e);
 CUresult cuEventDestroy_v2(void *h) {
     ENTER("cuEventDestroy");
     NEED_CTX();
     LOCK();
     struct event *e;
     CUresult r = get_event("cuEventDestroy", h, &e);
-    if (!r) { e->h.alive = 0; DEC(live_events); }
+    if (!r && !ipc_event_unref(e)) { e->h.alive = 0; DEC(live_events); }
     UNLOCK();
     return r;
 }
@@ -4855,3 +4863,275 @@ CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int version, unsigned 
     else if (status) *status = known ? 2 : 1; /* VERSION_NOT_SUFFICIENT : SYMBOL_NOT_FOUND */
     return OK;
 }
+
+/* ============================================================
+ * Pool access and interprocess sharing (pool-ipc)
+ *
+ * One device, so cuMemPoolSetAccess can name only device 0, the owner of
+ * every pool, whose read-write access cannot change (INVALID_VALUE) or
+ * another ordinal (INVALID_DEVICE); cuMemPoolGetAccess reads read-write
+ * for device 0. A pool's memory is its device's: a fake kernel in any
+ * context may use it (check_range).
+ *
+ * Sharing between processes is modelled within one process:
+ *  - a pool created with handleTypes POSIX_FILE_DESCRIPTOR (1) exports to
+ *    a real file descriptor (a memfd) whose inode maps back to the pool,
+ *    whatever number it has after a dup or an SCM_RIGHTS pass; importing
+ *    it makes a new pool handle (counted in fake_live_pools) that allocates
+ *    nothing;
+ *  - cuMemPoolExportPointer writes 64 bytes naming the allocation (its
+ *    base and id); cuMemPoolImportPointer from a pool imported from the
+ *    allocation's pool returns the same address and counts an import
+ *    (fake_live_pool_imports); cuMemFree of it ends one import, and leaves
+ *    the memory to the exporter. An exporter's free while imports are
+ *    outstanding is a bad pointer use (CUDA: importers free first);
+ *  - cuIpcGetEventHandle needs an event created with INTERPROCESS and
+ *    DISABLE_TIMING (else INVALID_VALUE); cuIpcOpenEventHandle returns
+ *    the same event with one more reference (fake_live_ipc_event_opens):
+ *    each cuEventDestroy drops one, the last destroys it.
+ * ============================================================ */
+
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+struct ipc_pool {
+    struct pool *p;
+    int exportable;          /* created with POSIX fd handles */
+    struct pool *from;       /* imported: the exporter's pool */
+};
+struct ipc_export { struct pool *p; dev_t dev; ino_t ino; }; /* a memfd the pool was exported to */
+static struct ipc_export *ipc_exports;
+static size_t nipc_exports, cipc_exports;
+static struct ipc_pool *ipc_pools;
+static size_t nipc_pools, cipc_pools;
+struct ipc_import { struct alloc *a; long n; };
+static struct ipc_import *ipc_imports;
+static size_t nipc_imports, cipc_imports;
+struct ipc_event { struct event *e; long opens; };
+static struct ipc_event *ipc_events;
+static size_t nipc_events, cipc_events;
+static long live_pool_imports, live_ipc_event_opens;
+
+#define IPC_GROW(arr, n, cap)                                                  \
+    do {                                                                       \
+        if ((n) == (cap)) {                                                    \
+            (cap) = (cap) ? (cap) * 2 : 16;                                    \
+            (arr) = realloc((arr), (cap) * sizeof *(arr));                     \
+            if (!(arr)) abort();                                               \
+        }                                                                      \
+    } while (0)
+
+static struct ipc_pool *ipc_pool_of(struct pool *p) {
+    for (size_t i = 0; i < nipc_pools; i++)
+        if (ipc_pools[i].p == p) return &ipc_pools[i];
+    return NULL;
+}
+static struct ipc_pool *ipc_pool_add(struct pool *p) {
+    IPC_GROW(ipc_pools, nipc_pools, cipc_pools);
+    struct ipc_pool *x = &ipc_pools[nipc_pools++];
+    memset(x, 0, sizeof *x);
+    x->p = p;
+    return x;
+}
+static void ipc_pool_created(struct pool *p, int handle_types) {
+    if (handle_types & 1) ipc_pool_add(p)->exportable = 1;
+}
+static struct ipc_import *ipc_import_of(struct alloc *a) {
+    for (size_t i = 0; i < nipc_imports; i++)
+        if (ipc_imports[i].a == a) return &ipc_imports[i];
+    return NULL;
+}
+static int ipc_free_import(struct alloc *a) {
+    struct ipc_import *im = ipc_import_of(a);
+    if (!im || im->n == 0) return 0;
+    im->n--;
+    DEC(live_pool_imports);
+    return 1;
+}
+static void ipc_exporter_free(const char *fn, struct alloc *a) {
+    struct ipc_import *im = ipc_import_of(a);
+    if (im && im->n > 0) bad_ptr(fn, a->base, 0, "freed in the exporting process while an importer still has it");
+}
+static int ipc_event_unref(struct event *e) {
+    for (size_t i = 0; i < nipc_events; i++)
+        if (ipc_events[i].e == e && ipc_events[i].opens > 0) {
+            ipc_events[i].opens--;
+            DEC(live_ipc_event_opens);
+            return 1;
+        }
+    return 0;
+}
+
+typedef struct { int type, id; } mem_location_t;
+typedef struct { mem_location_t location; int flags; } access_desc_t;
+_Static_assert(sizeof(access_desc_t) == 12, "CUmemAccessDesc");
+
+CUresult cuMemPoolSetAccess(void *pool, const access_desc_t *map, size_t count) {
+    ENTER("cuMemPoolSetAccess");
+    LOCK();
+    struct pool *p;
+    CUresult r = get_pool("cuMemPoolSetAccess", pool, &p);
+    if (!r && count && !map) r = INVALID_VALUE;
+    for (size_t i = 0; !r && i < count; i++) {
+        if (map[i].location.type != 1) r = INVALID_VALUE;
+        else if (map[i].location.id != 0) r = INVALID_DEVICE;
+        else if (map[i].flags != 3) r = INVALID_VALUE; /* the owner keeps read-write */
+    }
+    UNLOCK();
+    return r;
+}
+CUresult cuMemPoolGetAccess(int *flags, void *pool, const mem_location_t *loc) {
+    ENTER("cuMemPoolGetAccess");
+    if (!flags || !loc) return INVALID_VALUE;
+    LOCK();
+    struct pool *p;
+    CUresult r = get_pool("cuMemPoolGetAccess", pool, &p);
+    if (!r && loc->type != 1) r = INVALID_VALUE;
+    else if (!r && loc->id != 0) r = INVALID_DEVICE;
+    if (!r) *flags = 3;
+    UNLOCK();
+    return r;
+}
+CUresult cuMemPoolExportToShareableHandle(void *out, void *pool, int type, unsigned long long flags) {
+    ENTER("cuMemPoolExportToShareableHandle");
+    if (!out || flags) return INVALID_VALUE;
+    LOCK();
+    struct pool *p;
+    CUresult r = get_pool("cuMemPoolExportToShareableHandle", pool, &p);
+    struct ipc_pool *x = r ? NULL : ipc_pool_of(p);
+    if (!r && (!x || !x->exportable || type != 1)) r = INVALID_VALUE;
+    if (!r) {
+        int fd = (int)syscall(SYS_memfd_create, "fakecuda-pool", 1u /* MFD_CLOEXEC */);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0) {
+            if (fd >= 0) close(fd);
+            r = OUT_OF_MEMORY;
+        } else {
+            IPC_GROW(ipc_exports, nipc_exports, cipc_exports);
+            ipc_exports[nipc_exports++] = (struct ipc_export){p, st.st_dev, st.st_ino};
+            *(int *)out = fd;
+        }
+    }
+    UNLOCK();
+    return r;
+}
+CUresult cuMemPoolImportFromShareableHandle(void **out, void *handle, int type, unsigned long long flags) {
+    ENTER("cuMemPoolImportFromShareableHandle");
+    if (!out || flags || type != 1) return INVALID_VALUE;
+    int fd = (int)(intptr_t)handle;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) return INVALID_VALUE;
+    LOCK();
+    struct pool *from = NULL;
+    for (size_t i = 0; i < nipc_exports; i++)
+        if (ipc_exports[i].ino == st.st_ino && ipc_exports[i].dev == st.st_dev) from = ipc_exports[i].p;
+    CUresult r = OK;
+    if (!from) r = INVALID_VALUE;
+    else {
+        struct pool *p = new_obj(sizeof *p, K_POOL, NULL);
+        p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;
+        pool_list_add(p);
+        ipc_pool_add(p)->from = from;
+        INC(live_pools);
+        *out = p;
+    }
+    UNLOCK();
+    return r;
+}
+
+typedef struct { char magic[8]; uint64_t base, id, size; unsigned char rest[32]; } ptr_export_t;
+_Static_assert(sizeof(ptr_export_t) == 64, "CUmemPoolPtrExportData");
+
+CUresult cuMemPoolExportPointer(ptr_export_t *out, CUdeviceptr ptr) {
+    ENTER("cuMemPoolExportPointer");
+    if (!out) return INVALID_VALUE;
+    LOCK();
+    CUresult r = OK;
+    struct alloc *a = find_alloc((uintptr_t)ptr);
+    struct ipc_pool *x = a && a->pool ? ipc_pool_of(a->pool) : NULL;
+    if (!a || !a->live || a->base != ptr) r = bad_ptr("cuMemPoolExportPointer", ptr, 0, "not the base of a live allocation");
+    else if (!x || !x->exportable) r = INVALID_VALUE;
+    else {
+        memset(out, 0, sizeof *out);
+        memcpy(out->magic, "FAKEPTR", 8);
+        out->base = a->base;
+        out->id = a->id;
+        out->size = a->size;
+    }
+    UNLOCK();
+    return r;
+}
+CUresult cuMemPoolImportPointer(CUdeviceptr *out, void *pool, const ptr_export_t *data) {
+    ENTER("cuMemPoolImportPointer");
+    if (!out || !data) return INVALID_VALUE;
+    LOCK();
+    struct pool *p;
+    CUresult r = get_pool("cuMemPoolImportPointer", pool, &p);
+    struct ipc_pool *x = r ? NULL : ipc_pool_of(p);
+    if (!r && (!x || !x->from)) r = INVALID_VALUE; /* not an imported pool */
+    if (!r && memcmp(data->magic, "FAKEPTR", 8) != 0) r = INVALID_VALUE;
+    struct alloc *a = r ? NULL : find_alloc((uintptr_t)data->base);
+    if (!r && (!a || !a->live || a->free_pending || a->base != data->base || a->id != data->id || a->pool != x->from))
+        r = INVALID_VALUE;
+    if (!r) {
+        struct ipc_import *im = ipc_import_of(a);
+        if (!im) {
+            IPC_GROW(ipc_imports, nipc_imports, cipc_imports);
+            im = &ipc_imports[nipc_imports++];
+            im->a = a;
+            im->n = 0;
+        }
+        im->n++;
+        INC(live_pool_imports);
+        *out = a->base;
+    }
+    UNLOCK();
+    return r;
+}
+
+typedef struct { char magic[8]; struct event *e; unsigned char rest[48]; } ipc_event_handle_t;
+_Static_assert(sizeof(ipc_event_handle_t) == 64, "CUipcEventHandle");
+
+CUresult cuIpcGetEventHandle(ipc_event_handle_t *out, void *h) {
+    ENTER("cuIpcGetEventHandle");
+    if (!out) return INVALID_VALUE;
+    LOCK();
+    struct event *e;
+    CUresult r = get_event("cuIpcGetEventHandle", h, &e);
+    if (!r && (e->flags & 6) != 6) r = INVALID_VALUE; /* INTERPROCESS | DISABLE_TIMING */
+    if (!r) {
+        memset(out, 0, sizeof *out);
+        memcpy(out->magic, "FAKEEVT", 8);
+        out->e = e;
+    }
+    UNLOCK();
+    return r;
+}
+CUresult cuIpcOpenEventHandle(struct event **out, ipc_event_handle_t h) {
+    ENTER("cuIpcOpenEventHandle");
+    NEED_CTX();
+    if (!out || memcmp(h.magic, "FAKEEVT", 8) != 0) return INVALID_VALUE;
+    LOCK();
+    struct event *e;
+    CUresult r = get_event("cuIpcOpenEventHandle", h.e, &e);
+    if (!r && (e->flags & 6) != 6) r = INVALID_VALUE;
+    if (!r) {
+        struct ipc_event *x = NULL;
+        for (size_t i = 0; i < nipc_events; i++)
+            if (ipc_events[i].e == e) x = &ipc_events[i];
+        if (!x) {
+            IPC_GROW(ipc_events, nipc_events, cipc_events);
+            x = &ipc_events[nipc_events++];
+            x->e = e;
+            x->opens = 0;
+        }
+        x->opens++;
+        INC(live_ipc_event_opens);
+        *out = e;
+    }
+    UNLOCK();
+    return r;
+}
+
+long fake_live_pool_imports(void) { return ATOMIC_GET(live_pool_imports); }
+long fake_live_ipc_event_opens(void) { return ATOMIC_GET(live_ipc_event_opens); }

@@ -1,0 +1,139 @@
+package driver
+
+import (
+	"fmt"
+
+	"github.com/purecuda/cuda/internal/cu"
+)
+
+// PoolAccess is the access a device has to the memory of a MemPool
+// (CUmemAccess_flags).
+type PoolAccess uint32
+
+// Pool access flags.
+const (
+	PoolAccessNone      PoolAccess = 0 // CU_MEM_ACCESS_FLAGS_PROT_NONE: no access
+	PoolAccessRead      PoolAccess = 1 // CU_MEM_ACCESS_FLAGS_PROT_READ: read only
+	PoolAccessReadWrite PoolAccess = 3 // CU_MEM_ACCESS_FLAGS_PROT_READWRITE: read and write
+)
+
+// String names the access: "none", "read", "read-write", or the number.
+func (a PoolAccess) String() string {
+	switch a {
+	case PoolAccessNone:
+		return "none"
+	case PoolAccessRead:
+		return "read"
+	case PoolAccessReadWrite:
+		return "read-write"
+	}
+	return fmt.Sprintf("PoolAccess(%d)", uint32(a))
+}
+
+// SetAccess sets the access device d has to the memory of p
+// (cuMemPoolSetAccess), for the memory p holds now and all it allocates
+// later. A pool's memory is usable by its own device only until another
+// device is given access: after SetAccess(d, PoolAccessRead) or
+// PoolAccessReadWrite, buffers allocated from p with AllocFromPool may be
+// passed to kernels launched on streams of d's contexts, and read (and, with
+// PoolAccessReadWrite, written) by them; PoolAccessNone takes the access away
+// again (launches on d's streams are then refused).
+//
+// The access itself orders nothing: work on d's stream that uses a buffer
+// of p runs when that stream reaches it, so order it after the work that
+// filled the buffer on the pool's device (an Event recorded there and
+// Stream.WaitEvent, or a Synchronize), as between any two streams. A buffer
+// used by a kernel on another device's stream is held, memory and pool,
+// until that stream has passed the kernel, so a Close racing with it never
+// frees the memory under it.
+//
+// The pool's own device always has read-write access, which CUDA does not
+// let change: asking for it is refused, as are a nil or zero Device and an
+// unknown access value, with an error matching ErrInvalidArgument. The
+// device needs peer access to p's device in hardware (Device.CanAccessPeer);
+// CUDA refuses the call otherwise.
+func (p *MemPool) SetAccess(d *Device, access PoolAccess) error {
+	const op = "MemPool.SetAccess"
+	if err := d.check(op); err != nil {
+		return err
+	}
+	switch access {
+	case PoolAccessNone, PoolAccessRead, PoolAccessReadWrite:
+	default:
+		return invalid(op, "unknown access %v", access)
+	}
+	if err := p.acquire(op); err != nil {
+		return err
+	}
+	defer p.release()
+	if d.ordinal == p.ctx.dev.ordinal {
+		return invalid(op, "%v owns the pool and always has read-write access; CUDA does not let its access change", d)
+	}
+	desc := cu.CUmemAccessDesc{
+		Location: cu.CUmemLocation{Type: cu.CU_MEM_LOCATION_TYPE_DEVICE, Id: int32(d.ordinal)},
+		Flags:    cu.CUmemAccess_flags(access),
+	}
+	p.accMu.Lock() // the record follows CUDA's state in the order of the calls
+	defer p.accMu.Unlock()
+	if err := bound(p.ctx, func() error { return cu.MemPoolSetAccess(p.h, &desc, 1) }); err != nil {
+		return p.ctx.sawError(err)
+	}
+	if d.ordinal < 64 {
+		bit := uint64(1) << d.ordinal
+		if access == PoolAccessNone {
+			p.granted.And(^bit)
+		} else {
+			p.granted.Or(bit)
+		}
+	}
+	return nil
+}
+
+// Access reads the access device d has to the memory of p
+// (cuMemPoolGetAccess): PoolAccessReadWrite for the pool's own device.
+func (p *MemPool) Access(d *Device) (PoolAccess, error) {
+	const op = "MemPool.Access"
+	if err := d.check(op); err != nil {
+		return PoolAccessNone, err
+	}
+	if err := p.acquire(op); err != nil {
+		return PoolAccessNone, err
+	}
+	defer p.release()
+	loc := &cu.CUmemLocation{Type: cu.CU_MEM_LOCATION_TYPE_DEVICE, Id: int32(d.ordinal)}
+	flags := new(cu.CUmemAccess_flags)
+	if err := bound(p.ctx, func() error { return cu.MemPoolGetAccess(flags, p.h, loc) }); err != nil {
+		return PoolAccessNone, p.ctx.sawError(err)
+	}
+	return PoolAccess(*flags), nil
+}
+
+// grants reports whether p (nil: no pool) gave the device of c access to
+// its memory through SetAccess, for launches in c (devices of ordinal 64
+// and up are not recorded: their launches are refused).
+func (p *MemPool) grants(c *Context) bool {
+	if p == nil || c == nil || c.dev.ordinal >= 64 {
+		return false
+	}
+	return p.granted.Load()&(uint64(1)<<c.dev.ordinal) != 0
+}
+
+// usableIn reports whether a launch in context c may use a's memory: it
+// belongs to c, to a peer context of c (Context.EnablePeerAccess), or to a
+// pool that gave c's device access (MemPool.SetAccess).
+func (a *allocation) usableIn(c *Context) bool {
+	return c.canUse(a.ctx) || a.pool.grants(c)
+}
+
+// holdOthers keeps the memory among allocs that belongs to another context
+// than s's allocated until s has passed the launch just queued on it: the
+// free of such memory waits for its own context's work only. The caller
+// holds allocs and s. Memory of s's context needs nothing: its free waits
+// for the work of the context, or of the streams that used it.
+func holdOthers(s *Stream, allocs []*allocation) {
+	for _, a := range allocs {
+		if a.ctx.h != s.ctx.h {
+			holdUntilPassed(s, a)
+		}
+	}
+}

@@ -1,0 +1,126 @@
+//go:build linux
+
+package driver
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/internal/faketest"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// A buffer of another context than the stream's, passed to a launch, is
+// held until the stream has passed the kernel: its free waits for its own
+// context's work only. fakecuda has one device, so no pool can grant
+// another device access; the grant of device 0 is set directly here, and
+// the second context on device 0 stands for another device's. The buffer
+// is memory imported from an exportable pool (within the process), whose
+// free fakecuda counts (fake_live_pool_imports): freed under the kernel, the
+// count would drop while the kernel still runs. Every launch path is
+// checked: Launch (its general path: the fast path takes buffers of the
+// stream's context only), LaunchWith with shared memory (the small block),
+// LaunchWith cooperative (the general block), and LaunchArgs.
+func TestFakeLaunchHoldsAnotherContextsBuffer(t *testing.T) {
+	if !faketest.InChild(t) {
+		return
+	}
+	require.NoError(t, Init())
+	dev, err := DeviceByOrdinal(0)
+	require.NoError(t, err)
+	ca, err := dev.PrimaryContext()
+	require.NoError(t, err)
+	defer ca.Close()
+	cb, err := dev.NewContext(0)
+	require.NoError(t, err)
+	defer cb.Close()
+	sa, err := ca.NewStream(StreamNonBlocking)
+	require.NoError(t, err)
+	defer sa.Close()
+	sb, err := cb.NewStream(StreamNonBlocking)
+	require.NoError(t, err)
+	defer sb.Close()
+	mod, err := cb.LoadModule([]byte("FAKE module"))
+	require.NoError(t, err)
+	defer mod.Close()
+	fill, err := mod.Function("fill")
+	require.NoError(t, err)
+
+	pool, err := ca.NewExportableMemPool()
+	require.NoError(t, err)
+	defer pool.Close()
+	src, err := AllocFromPool[int32](sa, pool, 64)
+	require.NoError(t, err)
+	defer src.Close()
+	exp, err := ExportBuffer(src)
+	require.NoError(t, err)
+	file, err := pool.ExportFD()
+	require.NoError(t, err)
+	ipool, err := ca.ImportMemPool(file)
+	require.NoError(t, err)
+	require.NoError(t, file.Close())
+	defer ipool.Close()
+	require.NoError(t, sa.Synchronize())
+	imports := func() int64 { return faketest.Call(t, "fake_live_pool_imports") }
+
+	b, err := ImportBuffer[int32](ipool, exp)
+	require.NoError(t, err)
+	assert.ErrorIs(t, sb.Launch(fill, Grid(1), Block(1), b, int32(1), int32(64)), ErrInvalidArgument,
+		"another context's buffer without a grant")
+	require.NoError(t, b.Close())
+	ipool.granted.Or(1) // stands for SetAccess from another device
+
+	type launchFunc = func(b *Buffer[int32]) (func(), error)
+	launches := []struct {
+		name   string
+		launch launchFunc
+	}{
+		{"Launch", func(b *Buffer[int32]) (func(), error) {
+			return func() {}, sb.Launch(fill, Grid(1), Block(1), b, int32(2), int32(64))
+		}},
+		{"LaunchWith (small)", func(b *Buffer[int32]) (func(), error) {
+			return func() {}, sb.LaunchWith(fill, LaunchConfig{Grid: Grid(1), Block: Block(1), SharedMem: 16}, b, int32(3), int32(64))
+		}},
+		{"LaunchWith (general)", func(b *Buffer[int32]) (func(), error) {
+			return func() {}, sb.LaunchWith(fill, LaunchConfig{Grid: Grid(1), Block: Block(1), Cooperative: true}, b, int32(4), int32(64))
+		}},
+		{"LaunchArgs", func(b *Buffer[int32]) (func(), error) {
+			a, err := fill.NewArgs(b, int32(5), int32(64))
+			if err != nil {
+				return func() {}, err
+			}
+			return func() { assert.NoError(t, a.Close()) }, sb.LaunchArgs(a, Grid(1), Block(1))
+		}},
+	}
+	for _, l := range launches {
+		name, launch := l.name, l.launch
+		before := imports()
+		b, err := ImportBuffer[int32](ipool, exp)
+		require.NoError(t, err, name)
+		faketest.Call(t, "fake_set_kernel_delay_us", 100000)
+		done, err := launch(b)
+		require.NoError(t, err, name)
+		done()
+		require.NoError(t, b.Close(), name)
+		lifetime.Flush()
+		assert.Equal(t, before+1, imports(), "%s: the import is held while the kernel runs", name)
+		faketest.Call(t, "fake_set_kernel_delay_us", 0)
+		require.NoError(t, sb.Synchronize())
+		ok := false
+		for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); {
+			lifetime.Flush()
+			if ok = imports() == before; !ok {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		assert.True(t, ok, "%s: freed once the stream passed the kernel", name)
+	}
+	// The kernel wrote the exporter's memory.
+	got, err := src.ToHost(sa)
+	require.NoError(t, err)
+	assert.Equal(t, int32(5+63), got[63], "fill(v=5) ran last")
+	faketest.NoBadUses(t)
+}
