@@ -28,7 +28,8 @@ var calls struct {
 
 // pendingOp is an operation of the open group: NCCL launches it at
 // ncclGroupEnd, so what it names stays held, and its stream entered,
-// until then.
+// until then. One NCCL refused has no c, s or sink: only its references
+// wait for the group's end.
 type pendingOp struct {
 	c     *commState
 	cuctx cu.CUcontext
@@ -124,7 +125,7 @@ func endGroup(outer bool) error {
 	calls.pending = nil
 	if inProgress {
 		for i := range pending {
-			if p := &pending[i]; p.c.nonBlocking {
+			if p := &pending[i]; p.c != nil && p.c.nonBlocking {
 				if werr := p.c.waitInProgress(context.Background()); werr != nil {
 					err = errors.Join(err, werr)
 					break
@@ -132,12 +133,15 @@ func endGroup(outer bool) error {
 			}
 		}
 	}
+	calls.groupTID.Store(0)
+	calls.mu.Unlock()
+	// Released once the lock is given back: a buffer's free waits for the
+	// context's work, and a communicator's finalize for its operations,
+	// which may wait for ranks whose goroutines wait for the lock.
 	for i := range pending {
 		pending[i].finish(err == nil)
 	}
 	clear(pending)
-	calls.groupTID.Store(0)
-	calls.mu.Unlock()
 	return wrapIf(err, 0)
 }
 

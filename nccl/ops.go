@@ -92,8 +92,13 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 	st := c.st
 	inGroup := lockCalls()
 	if st.phase.Load() != live { // aborted while this call waited
+		if inGroup {
+			calls.pending = append(calls.pending, p) // released when the group ends
+		}
 		unlockCalls(inGroup)
-		p.drop()
+		if !inGroup {
+			p.drop()
+		}
 		return fmt.Errorf("nccl: %s: the communicator failed: %w", o.name, st.failure())
 	}
 	p.sink = capture.Enter(s)
@@ -109,10 +114,16 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 			err = st.waitInProgress(context.Background())
 		}
 	}
+	// What the call held is released once the lock is given back: a
+	// buffer's free waits for the context's work, which may wait for a rank
+	// whose goroutine waits for the lock.
 	switch {
 	case err != nil:
 		capture.Leave(s, p.sink)
-		p.drop()
+		if inGroup {
+			p.s, p.sink = nil, nil // left already: released when the group ends
+			calls.pending = append(calls.pending, p)
+		}
 	case inGroup:
 		// Launched by ncclGroupEnd: held, and s entered, until then.
 		if c.obj.Retain() {
@@ -133,15 +144,17 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 		}
 		p.sink.Keep(owners)
 		capture.Leave(s, p.sink)
-		_ = p.refs[0].Release()
+		p.refs[2], p.refs[3] = lifetime.Ref{}, lifetime.Ref{} // the sink's now
 	default:
 		// Queued: a buffer's free waits for the work of its context's
 		// streams (or, allocated in stream order, for s), and finalizing
 		// the communicator for its operations.
 		capture.Leave(s, nil)
-		p.drop()
 	}
 	unlockCalls(inGroup)
+	if !inGroup {
+		p.drop()
+	}
 	if err != nil {
 		return wrap(err, st.h)
 	}

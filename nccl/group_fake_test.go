@@ -1,0 +1,74 @@
+//go:build linux
+
+package nccl_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/faketest"
+	"github.com/purecuda/cuda/nccl"
+)
+
+// untilDone waits up to 20 s for done; past that the test fails and the
+// ranks' communicators are failed (fake_nccl_fail_rank) so that the
+// operations stuck behind the deadlock end and the test can clean up.
+func untilDone(t *testing.T, done <-chan error, what string, ranks int) {
+	t.Helper()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, what)
+	case <-time.After(20 * time.Second):
+		t.Errorf("%s: deadlocked", what)
+		for r := 0; r < ranks; r++ {
+			faketest.NCCL(t, "fake_nccl_fail_rank", uintptr(r), uintptr(nccl.ErrRemote))
+		}
+		<-done
+	}
+}
+
+// TestGroupReleasesAfterUnlockingFromFake: a Group whose function closes
+// a buffer (or the communicator) its operation named releases it when the
+// group ends; that release waits for the operation, which waits for
+// another rank of the process whose goroutine is queuing its own
+// operation meanwhile. The release must not keep that goroutine out.
+func TestGroupReleasesAfterUnlockingFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	ctx, rs := fakeRanks(t, 2, nil)
+	for _, closeComm := range []bool{false, true} {
+		b0, err := driver.Alloc[float32](ctx, 8)
+		require.NoError(t, err)
+		b1 := zeros[float32](t, rs[1].s, 8)
+		other := make(chan error, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- nccl.Group(func() error {
+				if err := nccl.AllReduce(rs[0].c, rs[0].s, b0, b0, nccl.Sum); err != nil {
+					return err
+				}
+				// Rank 1's goroutine queues its part while the group is open.
+				go func() { other <- nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum) }()
+				time.Sleep(20 * time.Millisecond)
+				if closeComm {
+					return rs[0].c.Close()
+				}
+				return b0.Close()
+			})
+		}()
+		untilDone(t, done, "the group", 2)
+		untilDone(t, other, "rank 1's all-reduce", 2)
+		require.NoError(t, rs[0].s.Synchronize())
+		require.NoError(t, rs[1].s.Synchronize())
+		require.NoError(t, b0.Close())
+		if closeComm {
+			assert.ErrorIs(t, nccl.AllReduce(rs[0].c, rs[0].s, b1, b1, nccl.Sum), driver.ErrClosed)
+		}
+	}
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+}
