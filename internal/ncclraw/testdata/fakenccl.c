@@ -34,9 +34,12 @@
  *    that rank an asynchronous error (a peer gone); ncclCommAbort ends the
  *    communicator's waiting operations (their kernels exit);
  *    ncclCommFinalize waits for the communicator's queued operations,
- *    returning the asynchronous error if one comes meanwhile;
+ *    returning the asynchronous error if one comes meanwhile (for a
+ *    non-blocking communicator it returns ncclInProgress at once, and
+ *    ncclCommGetAsyncError says ncclInProgress until they have run);
  *  - fake_nccl_live_comms counts communicators neither destroyed nor
- *    aborted, fake_nccl_ops_run the operations run. */
+ *    aborted, fake_nccl_ops_run the operations run, fake_nccl_aborts the
+ *    communicators aborted. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -62,7 +65,7 @@ static unsigned char lastID[128];
 static int lastNranks = -1, lastRank = -1;
 static void *lastConfig;
 static int ids;
-static long bad_uses, ops_run, live_comms;
+static long bad_uses, ops_run, live_comms, aborts;
 static char last_bad[512];
 
 static ncclResult_t warn(ncclResult_t r, const char *msg) {
@@ -312,9 +315,33 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *out) {
 	return r;
 }
 
+/* finalizer is a non-blocking communicator's finalize, as NCCL runs it
+   on a thread of its own: the communicator reports ncclInProgress until
+   its queued operations have run. */
+static void *finalizer(void *p) {
+	struct ncclComm *c = p;
+	pthread_mutex_lock(&mu);
+	while (c->queued > 0 && c->async == ncclInProgress && c->alive) pthread_cond_wait(&cv, &mu);
+	if (c->async == ncclInProgress) c->async = ncclSuccess;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	return NULL;
+}
+
 ncclResult_t ncclCommFinalize(ncclComm_t c) {
 	pthread_mutex_lock(&mu);
 	ncclResult_t r = get("ncclCommFinalize", c);
+	if (!r && !c->blocking && c->async == ncclSuccess) {
+		/* As NCCL: the finalize goes on on a thread, and the call returns
+		   what ncclCommGetAsyncError then says. */
+		pthread_t th;
+		c->async = ncclInProgress;
+		if (pthread_create(&th, NULL, finalizer, c) == 0) pthread_detach(th);
+		else c->async = ncclSuccess;
+		r = c->async;
+		pthread_mutex_unlock(&mu);
+		return r;
+	}
 	if (!r) {
 		enter("ncclCommFinalize", c);
 		while (c->queued > 0 && c->async == ncclSuccess) pthread_cond_wait(&cv, &mu);
@@ -347,6 +374,7 @@ ncclResult_t ncclCommAbort(ncclComm_t c) {
 		c->alive = 0;
 		c->aborted = 1;
 		live_comms--;
+		aborts++;
 		pthread_cond_broadcast(&cv);
 	}
 	pthread_mutex_unlock(&mu);
@@ -415,6 +443,7 @@ void fake_nccl_fail_rank(int rank, int result) {
 }
 long fake_nccl_bad_uses(void) { pthread_mutex_lock(&mu); long n = bad_uses; pthread_mutex_unlock(&mu); return n; }
 long fake_nccl_live_comms(void) { pthread_mutex_lock(&mu); long n = live_comms; pthread_mutex_unlock(&mu); return n; }
+long fake_nccl_aborts(void) { pthread_mutex_lock(&mu); long n = aborts; pthread_mutex_unlock(&mu); return n; }
 long fake_nccl_ops_run(void) { pthread_mutex_lock(&mu); long n = ops_run; pthread_mutex_unlock(&mu); return n; }
 void fake_nccl_last_bad(char *out, long n) {
 	pthread_mutex_lock(&mu);
