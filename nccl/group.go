@@ -139,17 +139,19 @@ func endGroup(outer bool) error {
 	// context's work, and a communicator's finalize for its operations,
 	// which may wait for ranks whose goroutines wait for the lock.
 	for i := range pending {
-		pending[i].finish(err == nil)
+		pending[i].finish()
 	}
 	clear(pending)
 	return wrapIf(err, 0)
 }
 
-// finish ends a pending operation after ncclGroupEnd: launched into a
-// capture, what it names goes to the capture's sink; otherwise it is
-// released. Then the stream is left.
-func (p *pendingOp) finish(launched bool) {
-	keep := launched && p.sink != nil
+// finish ends a pending operation after ncclGroupEnd: queued into a
+// capture, what it names goes to the capture's sink, even when
+// ncclGroupEnd failed (it may have queued part of the group, and the sink
+// releases it with the graph, or at once when the capture is discarded);
+// otherwise it is released. Then the stream is left.
+func (p *pendingOp) finish() {
+	keep := p.sink != nil
 	var owners []release.Owner
 	for i := 1; i < len(p.refs); i++ { // the stream's reference (0) is only the call's
 		if r := p.refs[i]; r.Valid() {

@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/graph"
 	"github.com/purecuda/cuda/internal/faketest"
+	"github.com/purecuda/cuda/lifetime"
 	"github.com/purecuda/cuda/nccl"
 )
 
@@ -71,4 +73,45 @@ func TestGroupReleasesAfterUnlockingFromFake(t *testing.T) {
 		}
 	}
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+}
+
+// TestCapturedGroupHeldAfterGroupEndFailsFromFake: ncclGroupEnd fails
+// after queuing the group's all-reduce into a capture whose function goes
+// on (the error ignored). The graph holds the buffer and the communicator
+// all the same: closed before the graph is launched, they are still
+// there when the all-reduce runs.
+func TestCapturedGroupHeldAfterGroupEndFailsFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 1, nil)
+	c, s := rs[0].c, rs[0].s
+	b, err := driver.AllocCopy(s, []int64{1, 2, 3})
+	require.NoError(t, err)
+	var gerr error
+	g, err := graph.Capture(s, graph.CaptureRelaxed, func(s *driver.Stream) error {
+		faketest.NCCL(t, "fake_nccl_fail_group_end", uintptr(nccl.ErrInternal))
+		gerr = nccl.Group(func() error { return nccl.AllReduce(c, s, b, b, nccl.Sum) })
+		return nil
+	})
+	require.NoError(t, err)
+	assert.ErrorIs(t, gerr, nccl.ErrInternal)
+	e, err := g.Instantiate()
+	require.NoError(t, err)
+	require.NoError(t, g.Close())
+	require.NoError(t, b.Close())
+	require.NoError(t, c.Close())
+	before := faketest.NCCL(t, "fake_nccl_ops_run")
+	require.NoError(t, e.Launch(s))
+	require.NoError(t, s.Synchronize())
+	assert.Equal(t, before+1, faketest.NCCL(t, "fake_nccl_ops_run"))
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+	faketest.NoBadUses(t)
+	require.NoError(t, e.Close())
+	deadline := time.Now().Add(20 * time.Second)
+	for faketest.NCCL(t, "fake_nccl_live_comms") != 0 && time.Now().Before(deadline) {
+		lifetime.Flush()
+		time.Sleep(time.Millisecond)
+	}
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_live_comms"), "released with the executable")
 }

@@ -119,6 +119,11 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 	// whose goroutine waits for the lock.
 	switch {
 	case err != nil:
+		if p.sink != nil {
+			// A failure NCCL reported after queuing (a non-blocking
+			// call's): the graph may name the operation.
+			p.keep(&c.obj)
+		}
 		capture.Leave(s, p.sink)
 		if inGroup {
 			p.s, p.sink = nil, nil // left already: released when the group ends
@@ -133,18 +138,8 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 		calls.pending = append(calls.pending, p)
 	case p.sink != nil:
 		// Captured: the graph holds the communicator and the buffers.
-		owners := make([]release.Owner, 0, 3)
-		if c.obj.Retain() {
-			owners = append(owners, lifetime.RefOf(&c.obj))
-		}
-		for _, r := range p.refs[2:] {
-			if r.Valid() {
-				owners = append(owners, r)
-			}
-		}
-		p.sink.Keep(owners)
+		p.keep(&c.obj)
 		capture.Leave(s, p.sink)
-		p.refs[2], p.refs[3] = lifetime.Ref{}, lifetime.Ref{} // the sink's now
 	default:
 		// Queued: a buffer's free waits for the work of its context's
 		// streams (or, allocated in stream order, for s), and finalizing
@@ -159,6 +154,22 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 		return wrap(err, st.h)
 	}
 	return nil
+}
+
+// keep hands p's sink a reference on the communicator (obj) and p's
+// references on the buffers.
+func (p *pendingOp) keep(obj *lifetime.Object) {
+	owners := make([]release.Owner, 0, 3)
+	if obj.Retain() {
+		owners = append(owners, lifetime.RefOf(obj))
+	}
+	for i := 2; i < len(p.refs); i++ {
+		if p.refs[i].Valid() {
+			owners = append(owners, p.refs[i])
+			p.refs[i] = lifetime.Ref{}
+		}
+	}
+	p.sink.Keep(owners)
 }
 
 // drop releases what p holds.

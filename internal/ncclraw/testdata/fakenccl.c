@@ -24,7 +24,8 @@
  *    fake_check_device (freed memory is a bad pointer use), then waits for
  *    the same operation of every rank (collectives) or the matching send
  *    (a receive; sends are buffered), and computes the result exactly;
- *  - inside ncclGroupStart/End the operations are queued at ncclGroupEnd;
+ *  - inside ncclGroupStart/End the operations are queued at ncclGroupEnd
+ *    (fake_nccl_fail_group_end makes the next one fail after queuing);
  *  - an operation that runs after its communicator was destroyed (not
  *    aborted) is a stale use; a call on a destroyed communicator a bad
  *    handle; two threads inside calls on one communicator at once a
@@ -736,10 +737,24 @@ ncclResult_t ncclGroupStart(void) {
 	return ncclSuccess;
 }
 
+/* fake_nccl_fail_group_end makes the next outermost ncclGroupEnd queue
+   its operations and then return result, as NCCL may after launching part
+   of a group. */
+static ncclResult_t failGroupEnd;
+void fake_nccl_fail_group_end(int result) {
+	pthread_mutex_lock(&mu);
+	failGroupEnd = result;
+	pthread_mutex_unlock(&mu);
+}
+
 ncclResult_t ncclGroupEnd(void) {
 	if (groupDepth == 0) return warn(ncclInvalidUsage, "fake: ncclGroupEnd without ncclGroupStart");
 	if (--groupDepth > 0) return ncclSuccess;
-	ncclResult_t r = ncclSuccess;
+	pthread_mutex_lock(&mu);
+	ncclResult_t r = failGroupEnd;
+	failGroupEnd = ncclSuccess;
+	pthread_mutex_unlock(&mu);
+	if (r) warn(r, "fake: ncclGroupEnd failed after queuing its operations");
 	struct task *t = groupHead;
 	groupHead = NULL;
 	groupTail = &groupHead;
