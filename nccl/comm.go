@@ -117,6 +117,12 @@ func newComm(st *commState, ctx *driver.Context) (*Comm, error) {
 	c := &Comm{st: st, ctx: ctx}
 	c.obj.Init(func() error {
 		c.cleanup.Stop()
+		if onGroupThread() {
+			// NCCL would put the finalize into the open group, to run
+			// at its end, after the destroy: destroyed off this thread.
+			release.Defer(lifetime.OwnerFunc(st.destroy))
+			return nil
+		}
 		return st.destroy()
 	})
 	c.cleanup = runtime.AddCleanup(c, func(st *commState) { release.Defer(droppedComm{st}) }, st)

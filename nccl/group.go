@@ -38,10 +38,28 @@ type pendingOp struct {
 	refs  [4]lifetime.Ref // the stream, the communicator, up to two buffers
 }
 
+// onGroupThread reports whether the calling goroutine runs the open
+// Group's function: the group's OS thread is locked to it, so no other
+// goroutine runs there.
+func onGroupThread() bool {
+	t := calls.groupTID.Load()
+	return t != 0 && t == gettid()
+}
+
+// notInGroup refuses a call that NCCL would defer to the open group's
+// ncclGroupEnd (creating a communicator) when the caller runs the Group's
+// function.
+func notInGroup(op string) error {
+	if onGroupThread() {
+		return invalid("%s: inside Group's function, where NCCL would make the communicator only when the group ends: call it before or after Group", op)
+	}
+	return nil
+}
+
 // lockCalls takes the lock on every communicator's operations, unless the
 // calling OS thread has the Group open; it reports which.
 func lockCalls() (inGroup bool) {
-	if t := calls.groupTID.Load(); t != 0 && t == gettid() {
+	if onGroupThread() {
 		return true
 	}
 	calls.mu.Lock()
@@ -67,7 +85,8 @@ func unlockCalls(inGroup bool) {
 // group's operations itself, on its own goroutine, and must not begin or
 // end a capture on their streams (begin it before Group, end it after).
 // Every other goroutine's NCCL operations wait until the group ends.
-// Groups nest; the outermost launches.
+// Communicators are made before or after Group: inside f, InitRank,
+// InitAll and Split refuse. Groups nest; the outermost launches.
 //
 // The error is f's, joined with ncclGroupEnd's.
 func Group(f func() error) (err error) {

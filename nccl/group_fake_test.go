@@ -3,6 +3,7 @@
 package nccl_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -114,4 +115,58 @@ func TestCapturedGroupHeldAfterGroupEndFailsFromFake(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_live_comms"), "released with the executable")
+}
+
+// TestGroupRefusesNewCommsFromFake: inside Group's function, NCCL would
+// create a communicator only at ncclGroupEnd, so InitRank, InitAll and
+// Split refuse, and nothing is left; after the group they work.
+func TestGroupRefusesNewCommsFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	ctx, rs := fakeRanks(t, 1, nil)
+	id, err := nccl.NewUniqueID()
+	require.NoError(t, err)
+	var errs [3]error
+	require.NoError(t, nccl.Group(func() error {
+		var c [3]*nccl.Comm
+		c[0], errs[0] = nccl.InitRank(context.Background(), ctx, id, 1, 0, nil)
+		all, err := nccl.InitAll(ctx)
+		if len(all) > 0 {
+			c[1] = all[0]
+		}
+		errs[1] = err
+		c[2], errs[2] = rs[0].c.Split(0, 0, nil)
+		for _, c := range c {
+			if c != nil {
+				_ = c.Close()
+			}
+		}
+		return nil
+	}))
+	for i, err := range errs {
+		assert.ErrorIs(t, err, nccl.ErrInvalidArgument, "call %d", i)
+		assert.ErrorContains(t, err, "Group", "call %d", i)
+	}
+	lifetime.Flush()
+	assert.EqualValues(t, 1, faketest.NCCL(t, "fake_nccl_live_comms"))
+	sub, err := rs[0].c.Split(0, 0, nil)
+	require.NoError(t, err)
+	require.NoError(t, sub.Close())
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+}
+
+// TestCloseInsideGroupFromFake: a communicator closed inside Group's
+// function, with no operation in the group, is finalized and destroyed
+// outside NCCL's open group (NCCL would defer the finalize to
+// ncclGroupEnd, after the destroy).
+func TestCloseInsideGroupFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 1, nil)
+	require.NoError(t, nccl.Group(func() error { return rs[0].c.Close() }))
+	lifetime.Flush()
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_live_comms"))
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
 }

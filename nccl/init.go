@@ -166,6 +166,9 @@ func InitRank(ctx context.Context, dev *driver.Context, id UniqueID, nranks, ran
 	if nranks < 1 || nranks > math.MaxInt32 || rank < 0 || rank >= nranks {
 		return nil, invalid("%s: rank %d of %d: want 0 <= rank < nranks", op, rank, nranks)
 	}
+	if err := notInGroup(op); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -247,6 +250,9 @@ func InitAll(devs ...*driver.Context) ([]*Comm, error) {
 	if len(devs) == 0 || len(devs) > math.MaxInt32 {
 		return nil, invalid("%s: %d contexts: want at least one", op, len(devs))
 	}
+	if err := notInGroup(op); err != nil {
+		return nil, err
+	}
 	refs := make([]lifetime.Ref, 0, len(devs))
 	hs := make([]cu.CUcontext, 0, len(devs))
 	ords := make([]int32, 0, len(devs))
@@ -308,6 +314,9 @@ func (c *Comm) Split(color, key int, cfg *Config) (*Comm, error) {
 	const op = "Comm.Split"
 	if color < NoColor || color > math.MaxInt32 || key < math.MinInt32 || key > math.MaxInt32 {
 		return nil, invalid("%s: color %d, key %d: want a color >= 0 or NoColor, and 32-bit values", op, color, key)
+	}
+	if err := notInGroup(op); err != nil {
+		return nil, err
 	}
 	var raw *ncclraw.Config
 	var keep [][]byte

@@ -82,6 +82,17 @@ static void bad(const char *fn, const char *what) {
 	snprintf(last_bad, sizeof last_bad, "%s: %s", fn, what);
 }
 
+/* The open group of this thread: its tasks are queued at ncclGroupEnd. */
+static __thread int groupDepth;
+
+/* ingroup counts a call NCCL would defer to the thread's open group's
+   ncclGroupEnd (creating, finalizing, destroying or aborting a
+   communicator) as a bad use (mu held): package nccl relies on each being
+   done when it returns. */
+static void ingroup(const char *fn) {
+	if (groupDepth > 0) bad(fn, "called inside an open group (NCCL would defer it to ncclGroupEnd)");
+}
+
 /* ---- fakecuda, reached through PURECUDA_LIBCUDA ---- */
 
 typedef void (*hostfn)(void *);
@@ -240,6 +251,7 @@ static ncclResult_t initRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int 
 	int blocking = !(config && ((ncclConfig_head *)config)->blocking == 0);
 	int dev = current_dev();
 	pthread_mutex_lock(&mu);
+	ingroup("ncclCommInitRank");
 	struct clique *cl = find_clique(mine, nranks);
 	if (cl->ranks[rank]) {
 		pthread_mutex_unlock(&mu);
@@ -274,6 +286,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
 	if (ndev < 1 || ndev > MAXR) return warn(ncclInvalidArgument, "Invalid number of devices");
 	if (!cuda()) return warn(ncclUnhandledCudaError, "fake: no fakecuda");
 	pthread_mutex_lock(&mu);
+	ingroup("ncclCommInitAll");
 	struct clique *cl = calloc(1, sizeof *cl);
 	cl->nranks = ndev;
 	cl->next = cliques;
@@ -332,6 +345,7 @@ static void *finalizer(void *p) {
 ncclResult_t ncclCommFinalize(ncclComm_t c) {
 	pthread_mutex_lock(&mu);
 	ncclResult_t r = get("ncclCommFinalize", c);
+	ingroup("ncclCommFinalize");
 	if (!r && !c->blocking && c->async == ncclSuccess) {
 		/* As NCCL: the finalize goes on on a thread, and the call returns
 		   what ncclCommGetAsyncError then says. */
@@ -356,6 +370,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t c) {
 ncclResult_t ncclCommDestroy(ncclComm_t c) {
 	pthread_mutex_lock(&mu);
 	ncclResult_t r = get("ncclCommDestroy", c);
+	ingroup("ncclCommDestroy");
 	if (!r) {
 		enter("ncclCommDestroy", c);
 		while (c->queued > 0 && c->async == ncclSuccess) pthread_cond_wait(&cv, &mu);
@@ -371,6 +386,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t c) {
 ncclResult_t ncclCommAbort(ncclComm_t c) {
 	pthread_mutex_lock(&mu);
 	ncclResult_t r = get("ncclCommAbort", c);
+	ingroup("ncclCommAbort");
 	if (!r) {
 		c->alive = 0;
 		c->aborted = 1;
@@ -389,6 +405,7 @@ ncclResult_t ncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t *out, vo
 	if (!out) return warn(ncclInvalidArgument, "CommSplit : newcomm is NULL");
 	pthread_mutex_lock(&mu);
 	ncclResult_t r = get("ncclCommSplit", c);
+	ingroup("ncclCommSplit");
 	if (r) {
 		pthread_mutex_unlock(&mu);
 		return r;
@@ -662,8 +679,6 @@ done:
 	/* A captured task runs at every launch: it is kept (tasks are small). */
 }
 
-/* The open group of this thread: its tasks are queued at ncclGroupEnd. */
-static __thread int groupDepth;
 static __thread struct task *groupHead, **groupTail;
 
 static ncclResult_t queue(struct task *t) {
