@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -340,18 +341,27 @@ func (c *Comm) Split(color, key int, cfg *Config) (*Comm, error) {
 		pin.Pin(&b[0])
 	}
 	defer pin.Unpin()
-	var nc ncclraw.Comm
+	// A non-blocking c's split returns ncclInProgress, and NCCL's thread
+	// stores the new communicator through ncp when it is made: ncp is
+	// pinned Go memory, and c (whose state says when) is polled until then,
+	// holding c's calls back as NCCL asks.
+	ncp := new(ncclraw.Comm)
+	pin.Pin(ncp)
 	c.st.opMu.Lock()
-	err = c.st.call(func() error { return ncclraw.CommSplit(c.st.h, int32(color), int32(key), &nc, raw) })
-	c.st.opMu.Unlock()
+	err = c.st.call(func() error { return ncclraw.CommSplit(c.st.h, int32(color), int32(key), ncp, raw) })
 	if isInProgress(err) {
-		err = nil
+		err = c.st.waitInProgress(nil)
 	}
+	c.st.opMu.Unlock()
+	nc := ncclraw.Comm(atomic.LoadUintptr((*uintptr)(unsafe.Pointer(ncp))))
 	nonBlocking := c.st.nonBlocking
 	if cfg != nil {
 		nonBlocking = cfg.NonBlocking
 	}
 	if err != nil || nc == 0 {
+		if nc != 0 { // made, but the split failed
+			_ = bound(c.st.cuctx, func() error { return ncclraw.CommAbort(nc) })
+		}
 		_ = ref.Release()
 		if err != nil {
 			return nil, wrapIf(err, c.st.h)

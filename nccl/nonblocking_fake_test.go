@@ -3,6 +3,8 @@
 package nccl_test
 
 import (
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,3 +39,37 @@ func TestNonBlockingCloseFinalizesFromFake(t *testing.T) {
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_live_comms"))
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_aborts"), "Close aborted the communicator")
 }
+
+// TestNonBlockingSplitFromFake: a non-blocking communicator's Split
+// returns ncclInProgress at once and NCCL stores the new communicator
+// later, from its own thread: Split waits for it and returns it, usable.
+func TestNonBlockingSplitFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 2, &nccl.Config{NonBlocking: true})
+	subs := make([]*nccl.Comm, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			subs[r], errs[r] = rs[r].c.Split(0, 1-r, nil)
+		}()
+	}
+	wg.Wait()
+	for r := range rs {
+		require.NoError(t, errs[r])
+		require.NotNil(t, subs[r], "rank %d got no communicator", r)
+		assert.Equal(t, 1-r, subs[r].Rank())
+		sub := subs[r]
+		t.Cleanup(func() { assert.NoError(t, sub.Close()) })
+	}
+	x0, x1 := upload(t, rs[0].s, []float64{1}), upload(t, rs[1].s, []float64{2})
+	require.NoError(t, nccl.Group(func() error {
+		return errors.Join(nccl.Broadcast(subs[0], rs[0].s, nil, x0, 0), nccl.Broadcast(subs[1], rs[1].s, x1, x1, 0))
+	}))
+	assert.Equal(t, []float64{2}, download(t, rs[0].s, x0), "new rank 0 is old rank 1")
+}
+

@@ -398,19 +398,10 @@ ncclResult_t ncclCommAbort(ncclComm_t c) {
 	return r;
 }
 
-/* ncclCommSplit: collective over c's clique; NCCL_SPLIT_NOCOLOR (-1)
-   gives no communicator. */
-ncclResult_t ncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t *out, void *config) {
-	(void)config;
-	if (!out) return warn(ncclInvalidArgument, "CommSplit : newcomm is NULL");
-	pthread_mutex_lock(&mu);
-	ncclResult_t r = get("ncclCommSplit", c);
-	ingroup("ncclCommSplit");
-	if (r) {
-		pthread_mutex_unlock(&mu);
-		return r;
-	}
-	enter("ncclCommSplit", c);
+/* split joins c's clique's split rendezvous (mu held) and returns c's new
+   communicator once every rank has come (NULL for NCCL_SPLIT_NOCOLOR, or
+   when c is aborted meanwhile). */
+static struct ncclComm *split(ncclComm_t c, int color, int key) {
 	struct clique *cl = c->cl;
 	long g = cl->splitGen;
 	cl->splitColor[c->rank] = color;
@@ -442,8 +433,62 @@ ncclResult_t ncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t *out, vo
 		pthread_cond_broadcast(&cv);
 	} else {
 		while (cl->splitGen == g && c->alive) pthread_cond_wait(&cv, &mu);
+		if (cl->splitGen == g) return NULL;
 	}
-	*out = cl->splitOut[c->rank];
+	return cl->splitOut[c->rank];
+}
+
+/* splitJob is a non-blocking communicator's split, run on a thread as
+   NCCL does: the new communicator is stored through out when it is made
+   (so out must stay valid until then), and the parent reports
+   ncclInProgress until then. */
+struct splitJob { ncclComm_t c; int color, key; ncclComm_t *out; };
+static void *splitter(void *p) {
+	struct splitJob *j = p;
+	pthread_mutex_lock(&mu);
+	struct ncclComm *nc = split(j->c, j->color, j->key);
+	__atomic_store_n(j->out, nc, __ATOMIC_RELEASE);
+	if (j->c->async == ncclInProgress) j->c->async = ncclSuccess;
+	leave(j->c);
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	free(j);
+	return NULL;
+}
+
+/* ncclCommSplit: collective over c's clique; NCCL_SPLIT_NOCOLOR (-1)
+   gives no communicator. As NCCL's, the split of a non-blocking
+   communicator returns ncclInProgress with *out NULL, and stores the new
+   communicator through out when it is made. */
+ncclResult_t ncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t *out, void *config) {
+	(void)config;
+	if (!out) return warn(ncclInvalidArgument, "CommSplit : newcomm is NULL");
+	pthread_mutex_lock(&mu);
+	ncclResult_t r = get("ncclCommSplit", c);
+	ingroup("ncclCommSplit");
+	if (r) {
+		pthread_mutex_unlock(&mu);
+		return r;
+	}
+	enter("ncclCommSplit", c);
+	*out = NULL;
+	if (!c->blocking) {
+		struct splitJob *j = calloc(1, sizeof *j);
+		*j = (struct splitJob){c, color, key, out};
+		pthread_t th;
+		c->async = ncclInProgress;
+		if (pthread_create(&th, NULL, splitter, j) != 0) {
+			c->async = ncclSuccess;
+			leave(c);
+			free(j);
+			pthread_mutex_unlock(&mu);
+			return warn(ncclSystemError, "fake: pthread_create");
+		}
+		pthread_detach(th);
+		pthread_mutex_unlock(&mu);
+		return ncclInProgress; /* the thread leaves c */
+	}
+	*out = split(c, color, key);
 	leave(c);
 	pthread_mutex_unlock(&mu);
 	return ncclSuccess;
