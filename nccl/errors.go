@@ -147,11 +147,17 @@ func newError(fn string, code Status, comm ncclraw.Comm) *Error {
 
 // wrap turns an error of the raw table into this package's: a failed call
 // into *Error, anything else (no library, no such function) into an error
-// matching ErrNotSupported that keeps the loader's or resolver's error.
+// matching ErrNotSupported that keeps the loader's or resolver's error. An
+// error of this package's already (an *Error from a poll) is returned as
+// it is.
 // comm is the communicator the call was for (0 for none).
 func wrap(err error, comm ncclraw.Comm) error {
 	if err == nil {
 		return nil
+	}
+	var ne *Error
+	if errors.As(err, &ne) || errors.Is(err, ErrNotSupported) {
+		return err // wrapped already (a non-blocking call's status, polled)
 	}
 	var re *ncclraw.Error
 	if errors.As(err, &re) {
