@@ -170,3 +170,25 @@ func TestCloseInsideGroupFromFake(t *testing.T) {
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_live_comms"))
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
 }
+
+// TestAbortInsideGroupFromFake: NCCL's abort cannot run inside the open
+// group (every communicator's calls wait for its end), so Abort there
+// returns at once rather than after the abort timeout; the communicator
+// is aborted when the group ends.
+func TestAbortInsideGroupFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 1, nil)
+	start := time.Now()
+	var aerr error
+	require.NoError(t, nccl.Group(func() error {
+		aerr = rs[0].c.Abort()
+		return nil
+	}))
+	assert.NoError(t, aerr)
+	assert.Less(t, time.Since(start), nccl.DefaultAbortTimeout/2)
+	assert.ErrorIs(t, rs[0].c.Err(), nccl.ErrAborted)
+	require.NoError(t, rs[0].c.Close()) // waits for the abort
+	assert.EqualValues(t, 1, faketest.NCCL(t, "fake_nccl_aborts"))
+}

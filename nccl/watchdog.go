@@ -91,7 +91,9 @@ func watchLoop() {
 // later call returns an error matching ErrAborted. Use it when a peer is
 // known to be gone. It waits at most the communicator's abort timeout
 // (Config.AbortTimeout) for NCCL, and then returns an error matching
-// ErrAbortTimeout while the abort finishes in the background. Aborting a
+// ErrAbortTimeout while the abort finishes in the background. Inside
+// Group's function, where no NCCL call of another goroutine can run, it
+// returns at once and the abort runs when the group ends. Aborting a
 // communicator that failed or was aborted already returns nil. Close is
 // still needed to drop the Go side (or let the Comm go).
 func (c *Comm) Abort() error {
@@ -141,6 +143,11 @@ func (st *commState) abortNow(why error) error {
 		}
 		close(done)
 	}()
+	if onGroupThread() {
+		// The abort waits for the group this goroutine runs: it cannot
+		// finish before Group returns.
+		return nil
+	}
 	select {
 	case <-done:
 		return st.abortErr
