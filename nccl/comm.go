@@ -239,13 +239,15 @@ func (c *Comm) Err() error {
 		return c.st.failure()
 	}
 	defer c.release()
-	return c.st.check()
+	return c.st.check(true)
 }
 
 // check asks NCCL for the communicator's asynchronous error and aborts it
 // when there is one; it returns that error (nil while none, or while a
-// non-blocking operation is still in progress).
-func (st *commState) check() error {
+// non-blocking operation is still in progress). With wait, it waits for
+// the abort as Abort does; the watchdog does not, so that one slow abort
+// holds up neither the others nor the checks.
+func (st *commState) check(wait bool) error {
 	st.mu.Lock()
 	if st.phase.Load() != live {
 		err := st.err
@@ -263,7 +265,7 @@ func (st *commState) check() error {
 	if err == nil {
 		return nil
 	}
-	_ = st.abortNow(err)
+	_ = st.abortNow(err, wait)
 	return st.failure()
 }
 
@@ -320,7 +322,7 @@ func (st *commState) destroy() error {
 // abortThenRelease aborts a communicator no Comm was made for, and
 // releases its context once the abort has returned.
 func (st *commState) abortThenRelease(why error) {
-	_ = st.abortNow(why)
+	_ = st.abortNow(why, true)
 	st.mu.Lock()
 	done := st.abortDone
 	st.mu.Unlock()

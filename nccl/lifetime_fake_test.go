@@ -411,3 +411,45 @@ func TestCloseDoesNotWaitForAPeerFromFake(t *testing.T) {
 	require.NotEmpty(t, errs, "the failure found while retiring is reported")
 	assert.ErrorIs(t, errors.Join(errs...), nccl.ErrRemote)
 }
+
+// TestWatchdogDoesNotWaitForAbortsFromFake: a peer gone fails two
+// communicators at once, and NCCL's abort takes a while (1.5 s here). The
+// watchdog marks both failed at its next check and leaves the aborts to
+// run: a call on either, soon after, fails at once with the error, rather
+// than waiting for the other's abort.
+func TestWatchdogDoesNotWaitForAbortsFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t, "FAKE_NCCL_ABORT_MS=1500") {
+		return
+	}
+	ctx, rs := fakeRanks(t, 2, nil)
+	subs := make([]*nccl.Comm, 2)
+	var wg sync.WaitGroup
+	for r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			subs[r], err = rs[r].c.Split(0, r, nil) // same ranks
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	require.NotNil(t, subs[0])
+	require.NotNil(t, subs[1])
+	t.Cleanup(func() {
+		for _, c := range subs {
+			assert.NoError(t, c.Close())
+		}
+	})
+	b, err := driver.Alloc[int32](ctx, 4)
+	require.NoError(t, err)
+	defer b.Close()
+	faketest.NCCL(t, "fake_nccl_fail_rank", 0, uintptr(nccl.ErrRemote)) // both rank 0s
+	time.Sleep(300 * time.Millisecond)                                  // the watchdog checks every 50 ms
+	for i, c := range []*nccl.Comm{rs[0].c, subs[0]} {
+		start := time.Now()
+		assert.ErrorIs(t, nccl.AllReduce(c, rs[0].s, b, b, nccl.Sum), nccl.ErrRemote, "communicator %d", i)
+		assert.Less(t, time.Since(start), 500*time.Millisecond, "communicator %d waited for an abort", i)
+	}
+	require.NoError(t, rs[0].s.Synchronize())
+}

@@ -80,7 +80,7 @@ func watchLoop() {
 		}
 		watchdog.mu.Unlock()
 		for _, st := range comms {
-			_ = st.check()
+			_ = st.check(false)
 		}
 		clear(comms)
 	}
@@ -107,12 +107,13 @@ func (c *Comm) Abort() error {
 		return fmt.Errorf("nccl: Comm.Abort: %w", driver.ErrClosed)
 	}
 	defer c.release()
-	return c.st.abortNow(ErrAborted)
+	return c.st.abortNow(ErrAborted, true)
 }
 
 // abortNow aborts the communicator because of why, unless it failed or was
-// aborted already, and waits at most its abort timeout for the abort.
-func (st *commState) abortNow(why error) error {
+// aborted already, and with wait waits at most its abort timeout for the
+// abort.
+func (st *commState) abortNow(why error, wait bool) error {
 	st.mu.Lock()
 	if st.phase.Load() != live {
 		// Failed or aborted already, or being finalized: finalizing
@@ -143,9 +144,10 @@ func (st *commState) abortNow(why error) error {
 		}
 		close(done)
 	}()
-	if onGroupThread() {
-		// The abort waits for the group this goroutine runs: it cannot
-		// finish before Group returns.
+	if !wait || onGroupThread() {
+		// Not waited for; on the group's thread, the abort waits for
+		// the group this goroutine runs and cannot finish before Group
+		// returns.
 		return nil
 	}
 	select {
@@ -185,7 +187,7 @@ func (c *Comm) Wait(ctx context.Context, s *driver.Stream) error {
 		if err != nil {
 			return err
 		}
-		if cerr := c.st.check(); cerr != nil {
+		if cerr := c.st.check(true); cerr != nil {
 			return fmt.Errorf("nccl: %s: the communicator failed: %w", op, cerr)
 		}
 		if done {

@@ -383,7 +383,14 @@ ncclResult_t ncclCommDestroy(ncclComm_t c) {
 	return r;
 }
 
+/* ncclCommAbort takes FAKE_NCCL_ABORT_MS milliseconds if set (NCCL's
+   abort waits for its threads), then ends c. */
 ncclResult_t ncclCommAbort(ncclComm_t c) {
+	const char *d = getenv("FAKE_NCCL_ABORT_MS");
+	if (d && atoi(d) > 0) {
+		struct timespec ts = {atoi(d) / 1000, (long)(atoi(d) % 1000) * 1000000L};
+		nanosleep(&ts, NULL);
+	}
 	pthread_mutex_lock(&mu);
 	ncclResult_t r = get("ncclCommAbort", c);
 	ingroup("ncclCommAbort");
