@@ -121,8 +121,12 @@ func Group(f func() error) (err error) {
 // operations and hands what they hold to their captures or releases it.
 func endGroup(outer bool) error {
 	var h cu.CUcontext
-	if outer && len(calls.pending) > 0 {
-		h = calls.pending[0].cuctx
+	if outer {
+		for i := range calls.pending {
+			if h = calls.pending[i].cuctx; h != 0 { // not a refused one
+				break
+			}
+		}
 	}
 	var err error
 	if h != 0 {
@@ -143,11 +147,18 @@ func endGroup(outer bool) error {
 	pending := calls.pending
 	calls.pending = nil
 	if inProgress {
+	waits:
 		for i := range pending {
 			if p := &pending[i]; p.c != nil && p.c.nonBlocking {
+				for j := range i {
+					if pending[j].c == p.c {
+						continue waits // waited for already
+					}
+				}
 				if werr := p.c.waitInProgress(context.Background()); werr != nil {
+					// The others are still waited for: NCCL wants no
+					// call on a communicator in progress.
 					err = errors.Join(err, werr)
-					break
 				}
 			}
 		}

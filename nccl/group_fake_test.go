@@ -192,3 +192,22 @@ func TestAbortInsideGroupFromFake(t *testing.T) {
 	require.NoError(t, rs[0].c.Close()) // waits for the abort
 	assert.EqualValues(t, 1, faketest.NCCL(t, "fake_nccl_aborts"))
 }
+
+// TestGroupEndsInAContextAfterARefusedOperationFromFake: the group's first
+// operation is refused by NCCL (its communicator failed); ncclGroupEnd
+// still runs with the context of an operation it launches current.
+func TestGroupEndsInAContextAfterARefusedOperationFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 2, nil)
+	b0, b1 := upload(t, rs[0].s, []int32{1}), upload(t, rs[1].s, []int32{2})
+	require.NoError(t, nccl.Group(func() error {
+		faketest.NCCL(t, "fake_nccl_fail_rank", 1, uintptr(nccl.ErrRemote)) // rank 1 refuses
+		assert.Error(t, nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum))
+		return nccl.Send(rs[0].c, rs[0].s, b0, 0)
+	}))
+	require.NoError(t, rs[0].s.Synchronize())
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+	assert.ErrorIs(t, rs[1].c.Err(), nccl.ErrRemote) // aborted: its Close is clean
+}

@@ -100,6 +100,7 @@ static int (*launchHostFunc)(void *stream, hostfn fn, void *data);
 static int (*checkDevice)(const char *fn, unsigned long long p, size_t n);
 static int (*ctxGetDevice)(int *dev);
 static int (*streamIsCapturing)(void *stream, int *status);
+static int (*ctxGetCurrent)(void **ctx);
 
 static int cuda(void) {
 	if (launchHostFunc) return 1;
@@ -109,8 +110,9 @@ static int cuda(void) {
 	checkDevice = (int (*)(const char *, unsigned long long, size_t))dlsym(h, "fake_check_device");
 	ctxGetDevice = (int (*)(int *))dlsym(h, "cuCtxGetDevice");
 	streamIsCapturing = (int (*)(void *, int *))dlsym(h, "cuStreamIsCapturing");
+	ctxGetCurrent = (int (*)(void **))dlsym(h, "cuCtxGetCurrent");
 	launchHostFunc = (int (*)(void *, hostfn, void *))dlsym(h, "cuLaunchHostFunc");
-	return launchHostFunc && checkDevice && ctxGetDevice && streamIsCapturing;
+	return launchHostFunc && checkDevice && ctxGetDevice && streamIsCapturing && ctxGetCurrent;
 }
 
 /* ---- version, IDs, errors ---- */
@@ -822,6 +824,12 @@ ncclResult_t ncclGroupEnd(void) {
 	failGroupEnd = ncclSuccess;
 	pthread_mutex_unlock(&mu);
 	if (r) warn(r, "fake: ncclGroupEnd failed after queuing its operations");
+	void *cur = NULL;
+	if (groupHead && cuda() && (ctxGetCurrent(&cur) != 0 || !cur)) {
+		pthread_mutex_lock(&mu);
+		bad("ncclGroupEnd", "operations launched without a current context (NCCL would create one on device 0)");
+		pthread_mutex_unlock(&mu);
+	}
 	struct task *t = groupHead;
 	groupHead = NULL;
 	groupTail = &groupHead;
