@@ -81,6 +81,14 @@ type commState struct {
 	streams      []tracked  // the streams it queued work on, held until it is retired (under opMu)
 	last         *driver.Stream
 
+	// groupOps counts the communicator's operations in the open Group,
+	// which NCCL keeps in it until ncclGroupEnd; Split, which does not
+	// take the lock on every communicator's calls, waits for none (gmu,
+	// gend).
+	gmu      sync.Mutex
+	gend     sync.Cond
+	groupOps int
+
 	mu        sync.Mutex    // phase changes, err, abortDone, abortErr
 	phase     atomic.Int32  // a phase; changed under mu, read without it by operations
 	err       error         // why the communicator failed or was aborted
@@ -114,6 +122,7 @@ func newComm(st *commState, ctx *driver.Context) (*Comm, error) {
 		return nil, err
 	}
 	st.size, st.rank, st.dev = int(n), int(r), int(d)
+	st.gend.L = &st.gmu
 	c := &Comm{st: st, ctx: ctx}
 	c.obj.Init(func() error {
 		c.cleanup.Stop()
@@ -128,6 +137,28 @@ func newComm(st *commState, ctx *driver.Context) (*Comm, error) {
 	c.cleanup = runtime.AddCleanup(c, func(st *commState) { release.Defer(droppedComm{st}) }, st)
 	watch(st)
 	return c, nil
+}
+
+// grouped adds n to the communicator's operations in the open group.
+func (st *commState) grouped(n int) {
+	st.gmu.Lock()
+	st.groupOps += n
+	if st.groupOps == 0 {
+		st.gend.Broadcast()
+	}
+	st.gmu.Unlock()
+}
+
+// lockOutsideGroups takes opMu once no open group holds operations of the
+// communicator. An operation joining a group counts itself (grouped)
+// before it takes opMu, so none can join between the check and opMu.
+func (st *commState) lockOutsideGroups() {
+	st.gmu.Lock()
+	for st.groupOps > 0 {
+		st.gend.Wait()
+	}
+	st.opMu.Lock()
+	st.gmu.Unlock()
 }
 
 // droppedComm releases the communicator of a Comm dropped without Close.

@@ -146,6 +146,11 @@ func endGroup(outer bool) error {
 	}
 	pending := calls.pending
 	calls.pending = nil
+	for i := range pending {
+		if p := &pending[i]; p.c != nil {
+			p.c.grouped(-1) // out of NCCL's group
+		}
+	}
 	if inProgress {
 	waits:
 		for i := range pending {

@@ -211,3 +211,46 @@ func TestGroupEndsInAContextAfterARefusedOperationFromFake(t *testing.T) {
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
 	assert.ErrorIs(t, rs[1].c.Err(), nccl.ErrRemote) // aborted: its Close is clean
 }
+
+// TestSplitWaitsForAnotherGoroutinesGroupFromFake: while a Group's
+// function on one goroutine has an operation of c pending (NCCL keeps it
+// in c until ncclGroupEnd), c.Split on another goroutine waits for the
+// group to end instead of calling NCCL on c meanwhile.
+func TestSplitWaitsForAnotherGoroutinesGroupFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 1, nil)
+	c, s := rs[0].c, rs[0].s
+	b := upload(t, s, []int32{1})
+	queued, release := make(chan struct{}), make(chan struct{})
+	group := make(chan error, 1)
+	go func() {
+		group <- nccl.Group(func() error {
+			err := nccl.AllReduce(c, s, b, b, nccl.Sum)
+			close(queued)
+			<-release
+			return err
+		})
+	}()
+	<-queued
+	split := make(chan error, 1)
+	go func() {
+		sub, err := c.Split(0, 0, nil)
+		if err == nil {
+			err = sub.Close()
+		}
+		split <- err
+	}()
+	select {
+	case err := <-split:
+		t.Error("Split called NCCL on a communicator with an operation in another goroutine's open group")
+		split <- err
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	require.NoError(t, <-group)
+	require.NoError(t, <-split)
+	require.NoError(t, s.Synchronize())
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+}

@@ -347,7 +347,8 @@ func (c *Comm) Split(color, key int, cfg *Config) (*Comm, error) {
 	// holding c's calls back as NCCL asks.
 	ncp := new(ncclraw.Comm)
 	pin.Pin(ncp)
-	c.st.opMu.Lock()
+	c.st.lockOutsideGroups() // NCCL keeps another goroutine's grouped operations in c
+
 	err = c.st.call(func() error { return ncclraw.CommSplit(c.st.h, int32(color), int32(key), ncp, raw) })
 	if isInProgress(err) {
 		err = c.st.waitInProgress(nil)

@@ -102,6 +102,9 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 		return fmt.Errorf("nccl: %s: the communicator failed: %w", o.name, st.failure())
 	}
 	p.sink = capture.Enter(s)
+	if inGroup {
+		st.grouped(1) // before opMu: see Split
+	}
 	st.opMu.Lock()
 	err = call(st.cuctx, st.h, hs, o, sendPtr, recvPtr)
 	if err == nil || isInProgress(err) {
@@ -126,6 +129,7 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 		}
 		capture.Leave(s, p.sink)
 		if inGroup {
+			st.grouped(-1)         // not in NCCL's group
 			p.s, p.sink = nil, nil // left already: released when the group ends
 			calls.pending = append(calls.pending, p)
 		}

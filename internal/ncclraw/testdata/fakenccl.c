@@ -93,6 +93,7 @@ static void ingroup(const char *fn) {
 	if (groupDepth > 0) bad(fn, "called inside an open group (NCCL would defer it to ncclGroupEnd)");
 }
 
+
 /* ---- fakecuda, reached through PURECUDA_LIBCUDA ---- */
 
 typedef void (*hostfn)(void *);
@@ -176,6 +177,7 @@ struct ncclComm {
 	int alive, aborted, rank, nranks, dev, blocking;
 	ncclResult_t async;
 	long queued; /* operations queued, not yet run */
+	int grouped; /* operations in a thread's open group, not yet queued */
 	int inCall;
 	struct clique *cl;
 };
@@ -224,6 +226,13 @@ static void enter(const char *fn, ncclComm_t c) {
 }
 static void leave(ncclComm_t c) {
 	if (c) __atomic_store_n(&c->inCall, 0, __ATOMIC_SEQ_CST);
+}
+
+/* othergroup counts a call on c from a thread other than the one whose open
+   group holds operations of c as a bad use (mu held): NCCL keeps them in c
+   until that group ends. */
+static void othergroup(const char *fn, struct ncclComm *c) {
+	if (c && c->grouped > 0 && groupDepth == 0) bad(fn, "called while another thread's open group holds operations of the communicator");
 }
 
 static int current_dev(void) {
@@ -348,6 +357,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t c) {
 	pthread_mutex_lock(&mu);
 	ncclResult_t r = get("ncclCommFinalize", c);
 	ingroup("ncclCommFinalize");
+	othergroup("ncclCommFinalize", c);
 	if (!r && !c->blocking && c->async == ncclSuccess) {
 		/* As NCCL: the finalize goes on on a thread, and the call returns
 		   what ncclCommGetAsyncError then says. */
@@ -373,6 +383,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t c) {
 	pthread_mutex_lock(&mu);
 	ncclResult_t r = get("ncclCommDestroy", c);
 	ingroup("ncclCommDestroy");
+	othergroup("ncclCommDestroy", c);
 	if (!r) {
 		enter("ncclCommDestroy", c);
 		while (c->queued > 0 && c->async == ncclSuccess) pthread_cond_wait(&cv, &mu);
@@ -396,6 +407,7 @@ ncclResult_t ncclCommAbort(ncclComm_t c) {
 	pthread_mutex_lock(&mu);
 	ncclResult_t r = get("ncclCommAbort", c);
 	ingroup("ncclCommAbort");
+	othergroup("ncclCommAbort", c);
 	if (!r) {
 		c->alive = 0;
 		c->aborted = 1;
@@ -475,6 +487,7 @@ ncclResult_t ncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t *out, vo
 	pthread_mutex_lock(&mu);
 	ncclResult_t r = get("ncclCommSplit", c);
 	ingroup("ncclCommSplit");
+	othergroup("ncclCommSplit", c);
 	if (r) {
 		pthread_mutex_unlock(&mu);
 		return r;
@@ -763,6 +776,8 @@ static ncclResult_t op(int kind, uintptr_t send, uintptr_t recv, size_t count, i
 	if (!r && (rop < 0 || rop > 4)) r = ncclInvalidArgument;
 	if (!r && (peer < 0 || peer >= c->nranks)) r = ncclInvalidArgument;
 	if (!r && stopped(c)) r = c->async != ncclSuccess ? c->async : ncclInvalidUsage;
+	if (!r) othergroup(fn, c);
+	if (!r && groupDepth > 0) c->grouped++;
 	if (!r) enter(fn, c);
 	pthread_mutex_unlock(&mu);
 	if (r) return warn(r, "fake: invalid operation");
@@ -836,6 +851,9 @@ ncclResult_t ncclGroupEnd(void) {
 	while (t) {
 		struct task *next = t->next;
 		t->next = NULL;
+		pthread_mutex_lock(&mu);
+		t->c->grouped--;
+		pthread_mutex_unlock(&mu);
 		ncclResult_t q = queue(t);
 		if (q && !r) r = q;
 		t = next;
