@@ -89,7 +89,7 @@ type commState struct {
 	gend     sync.Cond
 	groupOps int
 
-	mu        sync.Mutex    // phase changes, err, abortDone, abortErr
+	mu        sync.Mutex    // phase changes, err, abortDone, abortErr; held by each ncclCommGetAsyncError
 	phase     atomic.Int32  // a phase; changed under mu, read without it by operations
 	err       error         // why the communicator failed or was aborted
 	abortDone chan struct{} // closed when ncclCommAbort returned
@@ -286,7 +286,7 @@ func (st *commState) check(wait bool) error {
 		return err
 	}
 	var r ncclraw.Result
-	err := ncclraw.CommGetAsyncError(st.h, &r) // NCCL allows it beside any other call
+	err := ncclraw.CommGetAsyncError(st.h, &r) // NCCL allows it beside any other call but itself (waitInProgress)
 	st.mu.Unlock()
 	if err == nil && r != ncclraw.Success && r != ncclraw.InProgress {
 		err = newError("ncclCommGetAsyncError", Status(r), st.h)

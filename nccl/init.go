@@ -218,12 +218,17 @@ func isInProgress(err error) bool {
 }
 
 // waitInProgress polls a non-blocking communicator until NCCL no longer
-// reports its last call in progress, or ctx is done.
+// reports its last call in progress, or ctx is done. Each query holds
+// st.mu, as the watchdog's does: NCCL's query completes the communicator's
+// pending group work, which two threads must not do at once.
 func (st *commState) waitInProgress(ctx context.Context) error {
 	pause := time.Microsecond
 	for {
 		var r ncclraw.Result
-		if err := ncclraw.CommGetAsyncError(st.h, &r); err != nil {
+		st.mu.Lock()
+		err := ncclraw.CommGetAsyncError(st.h, &r)
+		st.mu.Unlock()
+		if err != nil {
 			return wrap(err, st.h)
 		}
 		switch r {

@@ -118,3 +118,34 @@ func TestNonBlockingFailureKeepsItsStatusFromFake(t *testing.T) {
 	lifetime.Flush()
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
 }
+
+// TestNonBlockingQueriesOneAtATimeFromFake: while a non-blocking Split
+// waits for the other rank, its poll of the parent's state and the
+// watchdog's never query NCCL at once (NCCL's query completes the
+// communicator's pending work, and is not safe twice at once).
+func TestNonBlockingQueriesOneAtATimeFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 2, &nccl.Config{NonBlocking: true})
+	subs := make([]*nccl.Comm, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r == 1 {
+				time.Sleep(400 * time.Millisecond) // rank 0 polls meanwhile
+			}
+			subs[r], errs[r] = rs[r].c.Split(0, r, nil)
+		}()
+	}
+	wg.Wait()
+	for r := range rs {
+		require.NoError(t, errs[r])
+		require.NotNil(t, subs[r])
+		assert.NoError(t, subs[r].Close())
+	}
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+}

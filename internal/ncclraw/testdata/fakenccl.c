@@ -178,7 +178,7 @@ struct ncclComm {
 	ncclResult_t async;
 	long queued; /* operations queued, not yet run */
 	int grouped; /* operations in a thread's open group, not yet queued */
-	int inCall;
+	int inCall, inQuery;
 	struct clique *cl;
 };
 
@@ -330,14 +330,31 @@ QUERY(ncclCommCount, nranks)
 QUERY(ncclCommUserRank, rank)
 QUERY(ncclCommCuDevice, dev)
 
-/* ncclCommGetAsyncError may run beside any call (the watchdog's use). */
+/* ncclCommGetAsyncError may run beside any other call (the watchdog's
+   use), but not beside itself on one communicator: NCCL's completes the
+   communicator's pending group job (a thread join) when the state turns to
+   success. Two at once are a bad use; while the communicator is in
+   progress the query takes a millisecond, so that overlaps show. */
 ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *out) {
 	if (!out) return warn(ncclInvalidArgument, "CommGetAsyncError : NULL");
 	pthread_mutex_lock(&mu);
 	ncclResult_t r = get("ncclCommGetAsyncError", c);
-	if (!r) *out = c->async;
+	if (r) {
+		pthread_mutex_unlock(&mu);
+		return r;
+	}
+	if (__atomic_exchange_n(&c->inQuery, 1, __ATOMIC_SEQ_CST)) bad("ncclCommGetAsyncError", "two threads query one communicator at once");
+	int slow = c->async == ncclInProgress;
 	pthread_mutex_unlock(&mu);
-	return r;
+	if (slow) {
+		struct timespec ts = {0, 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	pthread_mutex_lock(&mu);
+	*out = c->async;
+	__atomic_store_n(&c->inQuery, 0, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&mu);
+	return ncclSuccess;
 }
 
 /* finalizer is a non-blocking communicator's finalize, as NCCL runs it
