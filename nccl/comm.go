@@ -44,7 +44,9 @@ import (
 // and Wait report it. Abort does the same on request. NCCL's abort can
 // itself take long (it waits for NCCL's threads): Abort waits at most
 // AbortTimeout for it, and then returns an error while the abort finishes
-// in the background.
+// in the background. Operations are queued one at a time (see
+// Concurrency), so those of every communicator of the process wait until
+// the abort has returned.
 //
 // A graph that captured an operation of a communicator must not be launched
 // after the communicator failed or was aborted: its kernels would use the
@@ -57,7 +59,9 @@ import (
 // so this package queues the operations of all communicators of the
 // process one at a time: each takes a few microseconds, and Group holds
 // them all while its function runs. Creating communicators (InitRank,
-// InitAll, Split) and the watchdog's checks run concurrently with them.
+// InitAll, Split) and the watchdog's checks run concurrently with them
+// (Split waits while a Group on another goroutine holds operations of its
+// communicator).
 type Comm struct {
 	obj     lifetime.Object
 	st      *commState
