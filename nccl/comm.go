@@ -93,11 +93,12 @@ type commState struct {
 	gend     sync.Cond
 	groupOps int
 
-	mu        sync.Mutex    // phase changes, err, abortDone, abortErr; held by each ncclCommGetAsyncError
-	phase     atomic.Int32  // a phase; changed under mu, read without it by operations
-	err       error         // why the communicator failed or was aborted
-	abortDone chan struct{} // closed when ncclCommAbort returned
-	abortErr  error         // its error, once abortDone is closed
+	mu        sync.Mutex        // phase changes, err, abortDone, abortErr; held by each ncclCommGetAsyncError
+	phase     atomic.Int32      // a phase; changed under mu, read without it by operations
+	err       error             // why the communicator failed or was aborted
+	abortDone chan struct{}     // closed when ncclCommAbort returned
+	abortErr  error             // its error, once abortDone is closed
+	pins      []*runtime.Pinner // memory NCCL may still write, pinned until the communicator is released
 }
 
 // The phases of a communicator's life (commState.phase).
@@ -371,9 +372,25 @@ func (st *commState) abortThenRelease(why error) {
 	}()
 }
 
+// keepPinned keeps p's pins until the communicator is released: memory
+// NCCL may still write (a failed non-blocking split's result).
+func (st *commState) keepPinned(p *runtime.Pinner) {
+	st.mu.Lock()
+	st.pins = append(st.pins, p)
+	st.mu.Unlock()
+}
+
 // releaseContext drops the communicator's reference on its context and
-// returns err joined with that release's error.
+// returns err joined with that release's error. NCCL is done with the
+// communicator: the memory kept pinned for it is let go.
 func (st *commState) releaseContext(err error) error {
+	st.mu.Lock()
+	pins := st.pins
+	st.pins = nil
+	st.mu.Unlock()
+	for _, p := range pins {
+		p.Unpin()
+	}
 	if st.ctxRef.Valid() {
 		err = errors.Join(err, st.ctxRef.Release())
 		st.ctxRef = lifetime.Ref{}

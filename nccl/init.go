@@ -341,11 +341,10 @@ func (c *Comm) Split(color, key int, cfg *Config) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nccl: %s: %w", op, err)
 	}
-	var pin runtime.Pinner
+	pin := new(runtime.Pinner)
 	for _, b := range keep {
 		pin.Pin(&b[0])
 	}
-	defer pin.Unpin()
 	// A non-blocking c's split returns ncclInProgress, and NCCL's thread
 	// stores the new communicator through ncp when it is made: ncp is
 	// pinned Go memory, and c (whose state says when) is polled until then,
@@ -353,13 +352,24 @@ func (c *Comm) Split(color, key int, cfg *Config) (*Comm, error) {
 	ncp := new(ncclraw.Comm)
 	pin.Pin(ncp)
 	c.st.lockOutsideGroups() // NCCL keeps another goroutine's grouped operations in c
-
 	err = c.st.call(func() error { return ncclraw.CommSplit(c.st.h, int32(color), int32(key), ncp, raw) })
 	if isInProgress(err) {
-		err = c.st.waitInProgress(nil)
+		if err = c.st.waitInProgress(context.Background()); err != nil {
+			// c failed while the split may still be under way: NCCL may
+			// still store through ncp, until c is aborted, which ends
+			// the split. ncp stays pinned until c is released.
+			c.st.keepPinned(pin)
+			pin = nil
+		}
 	}
 	c.st.opMu.Unlock()
-	nc := ncclraw.Comm(atomic.LoadUintptr((*uintptr)(unsafe.Pointer(ncp))))
+	if pin != nil {
+		defer pin.Unpin()
+	}
+	var nc ncclraw.Comm
+	if pin != nil {
+		nc = ncclraw.Comm(atomic.LoadUintptr((*uintptr)(unsafe.Pointer(ncp))))
+	}
 	nonBlocking := c.st.nonBlocking
 	if cfg != nil {
 		nonBlocking = cfg.NonBlocking

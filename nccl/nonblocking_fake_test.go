@@ -3,7 +3,6 @@
 package nccl_test
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/lifetime"
 	"github.com/purecuda/cuda/nccl"
@@ -76,47 +74,33 @@ func TestNonBlockingSplitFromFake(t *testing.T) {
 }
 
 // TestNonBlockingFailureKeepsItsStatusFromFake: a non-blocking
-// communicator that fails while its Close waits for the finalize returns
-// NCCL's status (ErrRemote), not an error claiming NCCL is unsupported.
+// communicator that fails while Split polls it (rank 1 never splits, and
+// NCCL then reports the peer gone) makes Split return NCCL's status
+// (ErrRemote), not an error claiming NCCL is unsupported.
 func TestNonBlockingFailureKeepsItsStatusFromFake(t *testing.T) {
 	if !faketest.InNCCLAndCUDAChild(t) {
 		return
 	}
-	ctx := fakeCtx(t)
-	id, err := nccl.NewUniqueID()
-	require.NoError(t, err)
-	cs := make([]*nccl.Comm, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cs[r], errs[r] = nccl.InitRank(context.Background(), ctx, id, 2, r, &nccl.Config{NonBlocking: true})
-		}()
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
-	defer func() { assert.NoError(t, cs[1].Close()) }()
-	s, err := ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	defer s.Close()
-	b := upload(t, s, []int32{1})
-	require.NoError(t, nccl.AllReduce(cs[0], s, b, b, nccl.Sum)) // rank 1 never joins
-	closed := make(chan error, 1)
-	go func() { closed <- cs[0].Close() }()
-	time.Sleep(20 * time.Millisecond) // the finalize waits for the all-reduce
+	_, rs := fakeRanks(t, 2, &nccl.Config{NonBlocking: true})
+	split := make(chan error, 1)
+	go func() {
+		sub, err := rs[0].c.Split(0, 0, nil)
+		if sub != nil {
+			_ = sub.Close()
+		}
+		split <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // Split polls meanwhile
 	faketest.NCCL(t, "fake_nccl_fail_rank", 0, uintptr(nccl.ErrRemote))
+	var err error
 	select {
-	case err = <-closed:
+	case err = <-split:
 	case <-time.After(20 * time.Second):
-		t.Fatal("Close never returned")
+		t.Fatal("Split never returned")
 	}
 	assert.ErrorIs(t, err, nccl.ErrRemote)
 	assert.NotErrorIs(t, err, nccl.ErrNotSupported, "%v", err)
-	require.NoError(t, s.Synchronize())
-	lifetime.Flush()
-	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+	assert.ErrorIs(t, rs[0].c.Err(), nccl.ErrRemote) // aborted: its Close is clean
 }
 
 // TestNonBlockingQueriesOneAtATimeFromFake: while a non-blocking Split
