@@ -54,14 +54,15 @@ import (
 //
 // # Concurrency
 //
-// A Comm is safe for concurrent use. NCCL itself forbids two threads to
-// call it at once for communicators of one device (or inside one Group),
-// so this package queues the operations of all communicators of the
-// process one at a time: each takes a few microseconds, and Group holds
-// them all while its function runs. Creating communicators (InitRank,
-// InitAll, Split) and the watchdog's checks run concurrently with them
-// (Split waits while a Group on another goroutine holds operations of its
-// communicator).
+// A Comm is safe for concurrent use. NCCL forbids two threads to call
+// communicators of one device at once, so this package queues the calls
+// for each device one at a time (each takes a few microseconds), while
+// communicators of different devices are called in parallel: one
+// goroutine per GPU, each with its own communicator, is the usual way to
+// drive several GPUs from one process. A Group holds the devices of the
+// operations it queues until it ends, and only one Group runs at a time.
+// Creating communicators (InitRank, InitAll) and the watchdog's checks run
+// beside them all; Split and Abort wait for the calls of their device.
 type Comm struct {
 	obj     lifetime.Object
 	st      *commState
@@ -84,14 +85,6 @@ type commState struct {
 	opMu         sync.Mutex // held by each call on the communicator (NCCL allows one at a time)
 	streams      []tracked  // the streams it queued work on, held until it is retired (under opMu)
 	last         *driver.Stream
-
-	// groupOps counts the communicator's operations in the open Group,
-	// which NCCL keeps in it until ncclGroupEnd; Split, which does not
-	// take the lock on every communicator's calls, waits for none (gmu,
-	// gend).
-	gmu      sync.Mutex
-	gend     sync.Cond
-	groupOps int
 
 	mu        sync.Mutex        // phase changes, err, abortDone, abortErr; held by each ncclCommGetAsyncError
 	phase     atomic.Int32      // a phase; changed under mu, read without it by operations
@@ -127,7 +120,6 @@ func newComm(st *commState, ctx *driver.Context) (*Comm, error) {
 		return nil, err
 	}
 	st.size, st.rank, st.dev = int(n), int(r), int(d)
-	st.gend.L = &st.gmu
 	c := &Comm{st: st, ctx: ctx}
 	c.obj.Init(func() error {
 		c.cleanup.Stop()
@@ -144,26 +136,18 @@ func newComm(st *commState, ctx *driver.Context) (*Comm, error) {
 	return c, nil
 }
 
-// grouped adds n to the communicator's operations in the open group.
-func (st *commState) grouped(n int) {
-	st.gmu.Lock()
-	st.groupOps += n
-	if st.groupOps == 0 {
-		st.gend.Broadcast()
-	}
-	st.gmu.Unlock()
+// lockForSplit takes the calls of the communicator's device, then the
+// communicator's own: a Group on another goroutine that queued operations
+// on it holds its device until the group ends.
+func (st *commState) lockForSplit() {
+	deviceLock(st.dev).Lock()
+	st.opMu.Lock()
 }
 
-// lockOutsideGroups takes opMu once no open group holds operations of the
-// communicator. An operation joining a group counts itself (grouped)
-// before it takes opMu, so none can join between the check and opMu.
-func (st *commState) lockOutsideGroups() {
-	st.gmu.Lock()
-	for st.groupOps > 0 {
-		st.gend.Wait()
-	}
-	st.opMu.Lock()
-	st.gmu.Unlock()
+// unlockForSplit undoes lockForSplit.
+func (st *commState) unlockForSplit() {
+	st.opMu.Unlock()
+	deviceLock(st.dev).Unlock()
 }
 
 // droppedComm releases the communicator of a Comm dropped without Close.

@@ -130,7 +130,7 @@ func TestCommRankSizeDeviceFromFake(t *testing.T) {
 	for i, r := range rs {
 		assert.Equal(t, i, r.c.Rank())
 		assert.Equal(t, 3, r.c.Size())
-		assert.Equal(t, 0, r.c.Device())
+		assert.Equal(t, i, r.c.Device(), "fakenccl: one device per rank")
 		assert.Same(t, ctx, r.c.Context())
 		assert.NoError(t, r.c.Err())
 	}

@@ -23,10 +23,11 @@ import (
 // without Group (as a thread per GPU does in C). NCCL sets up its
 // connections to the peers inside the first collective's call, waiting
 // there for the peers' first collectives; this package queues the
-// operations of all communicators one at a time, so if the first call
-// holds that lock while NCCL waits, the other goroutine never gets in: a
-// deadlock. The body runs in a child process with a time limit, so a
-// deadlock fails the test instead of hanging it.
+// operations of each device one at a time, and of different devices in
+// parallel, so the goroutines meet there (with one lock for the whole
+// process, the first call would hold it while NCCL waits, and the other
+// goroutine would never get in). The body runs in a child process with a
+// time limit, so a deadlock fails the test instead of hanging it.
 func TestGoroutinePerGPUOnGPUs(t *testing.T) {
 	if os.Getenv(childEnv) != t.Name() {
 		gputest.Require(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -14,16 +15,57 @@ import (
 	"github.com/purecuda/cuda/lifetime"
 )
 
-// calls serialises the operations of every communicator of the process, as
-// NCCL requires of communicators of one device and of a group, and holds
-// the open Group: NCCL keeps a group per OS thread, so Group locks its
-// goroutine to its thread and records the thread; operations on that
-// thread belong to the group and take no lock, the others wait for it.
+// calls is the open Group: NCCL keeps a group per OS thread, so Group
+// locks its goroutine to its thread and records the thread; operations on
+// that thread belong to the group. Only one Group runs at a time (mu), and
+// it holds the call lock of every device it queued operations for until it
+// ends (held), so that no other goroutine calls those devices'
+// communicators meanwhile.
 var calls struct {
-	mu       sync.Mutex
+	mu       sync.Mutex   // held by the open Group
 	groupTID atomic.Int64 // the OS thread of the open Group, 0 when none
 	depth    int          // Group nesting on that thread
 	pending  []pendingOp  // the group's operations, launched by ncclGroupEnd
+	held     []int        // the devices whose call locks the group holds
+}
+
+// The call locks of devices: NCCL forbids two threads to call
+// communicators of one device at once.
+var (
+	devLocks     [64]sync.Mutex
+	devLocksMore sync.Map // ordinal (64 and up) → *sync.Mutex
+)
+
+// deviceLock is the call lock of device ordinal dev.
+func deviceLock(dev int) *sync.Mutex {
+	if dev >= 0 && dev < len(devLocks) {
+		return &devLocks[dev]
+	}
+	m, _ := devLocksMore.LoadOrStore(dev, new(sync.Mutex))
+	return m.(*sync.Mutex)
+}
+
+// lockDevice takes the call lock of dev for an operation, unless the
+// calling goroutine runs the open Group: then the group takes it, once,
+// and holds it until it ends. It reports whether the caller is in the
+// group.
+func lockDevice(dev int) (inGroup bool) {
+	if onGroupThread() {
+		if !slices.Contains(calls.held, dev) {
+			deviceLock(dev).Lock()
+			calls.held = append(calls.held, dev)
+		}
+		return true
+	}
+	deviceLock(dev).Lock()
+	return false
+}
+
+// unlockDevice undoes lockDevice.
+func unlockDevice(dev int, inGroup bool) {
+	if !inGroup {
+		deviceLock(dev).Unlock()
+	}
 }
 
 // pendingOp is an operation of the open group: NCCL launches it at
@@ -56,23 +98,6 @@ func notInGroup(op string) error {
 	return nil
 }
 
-// lockCalls takes the lock on every communicator's operations, unless the
-// calling OS thread has the Group open; it reports which.
-func lockCalls() (inGroup bool) {
-	if onGroupThread() {
-		return true
-	}
-	calls.mu.Lock()
-	return false
-}
-
-// unlockCalls undoes lockCalls.
-func unlockCalls(inGroup bool) {
-	if !inGroup {
-		calls.mu.Unlock()
-	}
-}
-
 // Group runs f with the operations it queues grouped (ncclGroupStart, then
 // ncclGroupEnd, which is called however f returns, a panic included): NCCL
 // launches them together when f returns. One process driving several GPUs
@@ -84,7 +109,8 @@ func unlockCalls(inGroup bool) {
 // those streams cannot begin or end while f runs. So f must queue the
 // group's operations itself, on its own goroutine, and must not begin or
 // end a capture on their streams (begin it before Group, end it after).
-// Every other goroutine's NCCL operations wait until the group ends.
+// Other goroutines' operations on the devices the group queued for wait
+// until it ends, and so does another goroutine's Group.
 // Communicators are made before or after Group: inside f, InitRank,
 // InitAll and Split refuse. Groups nest; the outermost launches.
 //
@@ -146,11 +172,6 @@ func endGroup(outer bool) error {
 	}
 	pending := calls.pending
 	calls.pending = nil
-	for i := range pending {
-		if p := &pending[i]; p.c != nil {
-			p.c.grouped(-1) // out of NCCL's group
-		}
-	}
 	if inProgress {
 	waits:
 		for i := range pending {
@@ -168,9 +189,13 @@ func endGroup(outer bool) error {
 			}
 		}
 	}
+	for _, d := range calls.held {
+		deviceLock(d).Unlock()
+	}
+	calls.held = calls.held[:0]
 	calls.groupTID.Store(0)
 	calls.mu.Unlock()
-	// Released once the lock is given back: a buffer's free waits for the
+	// Released once the locks are given back: a buffer's free waits for the
 	// context's work, and a communicator's finalize for its operations,
 	// which may wait for ranks whose goroutines wait for the lock.
 	for i := range pending {

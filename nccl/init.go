@@ -351,7 +351,7 @@ func (c *Comm) Split(color, key int, cfg *Config) (*Comm, error) {
 	// holding c's calls back as NCCL asks.
 	ncp := new(ncclraw.Comm)
 	pin.Pin(ncp)
-	c.st.lockOutsideGroups() // NCCL keeps another goroutine's grouped operations in c
+	c.st.lockForSplit() // a group on another goroutine may hold operations of c
 	err = c.st.call(func() error { return ncclraw.CommSplit(c.st.h, int32(color), int32(key), ncp, raw) })
 	if isInProgress(err) {
 		if err = c.st.waitInProgress(context.Background()); err != nil {
@@ -362,7 +362,7 @@ func (c *Comm) Split(color, key int, cfg *Config) (*Comm, error) {
 			pin = nil
 		}
 	}
-	c.st.opMu.Unlock()
+	c.st.unlockForSplit()
 	if pin != nil {
 		defer pin.Unpin()
 	}

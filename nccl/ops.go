@@ -90,21 +90,18 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 		return fromDriver(err)
 	}
 	st := c.st
-	inGroup := lockCalls()
+	inGroup := lockDevice(st.dev)
 	if st.phase.Load() != live { // aborted while this call waited
 		if inGroup {
 			calls.pending = append(calls.pending, p) // released when the group ends
 		}
-		unlockCalls(inGroup)
+		unlockDevice(st.dev, inGroup)
 		if !inGroup {
 			p.drop()
 		}
 		return fmt.Errorf("nccl: %s: the communicator failed: %w", o.name, st.failure())
 	}
 	p.sink = capture.Enter(s)
-	if inGroup {
-		st.grouped(1) // before opMu: see Split
-	}
 	st.opMu.Lock()
 	err = call(st.cuctx, st.h, hs, o, sendPtr, recvPtr)
 	if err == nil || isInProgress(err) {
@@ -129,7 +126,6 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 		}
 		capture.Leave(s, p.sink)
 		if inGroup {
-			st.grouped(-1)         // not in NCCL's group
 			p.s, p.sink = nil, nil // left already: released when the group ends
 			calls.pending = append(calls.pending, p)
 		}
@@ -150,7 +146,7 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 		// the communicator for its operations.
 		capture.Leave(s, nil)
 	}
-	unlockCalls(inGroup)
+	unlockDevice(st.dev, inGroup)
 	if !inGroup {
 		p.drop()
 	}

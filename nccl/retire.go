@@ -106,7 +106,10 @@ func (w *retirement) step() bool {
 		return true
 	}
 	var r ncclraw.Result
-	if err := ncclraw.CommGetAsyncError(st.h, &r); err != nil {
+	st.mu.Lock() // one query at a time (see waitInProgress)
+	qerr := ncclraw.CommGetAsyncError(st.h, &r)
+	st.mu.Unlock()
+	if err := qerr; err != nil {
 		w.err = wrap(err, st.h)
 	} else if r != ncclraw.Success && r != ncclraw.InProgress {
 		w.err = newError("ncclCommGetAsyncError", Status(r), st.h)
@@ -136,6 +139,10 @@ func (w *retirement) finish() error {
 			m.Release()
 		}
 	}
+	// No other call on the device's communicators meanwhile (a Group on
+	// another goroutine that holds the device ends first; Close inside a
+	// Group's function hands its release to the release queue).
+	deviceLock(st.dev).Lock()
 	err := w.err
 	if err == nil {
 		err = st.call(func() error { return ncclraw.CommFinalize(st.h) })
@@ -155,6 +162,7 @@ func (w *retirement) finish() error {
 	} else {
 		derr = st.call(func() error { return ncclraw.CommDestroy(st.h) })
 	}
+	deviceLock(st.dev).Unlock()
 	st.mu.Lock()
 	st.phase.Store(gone)
 	if err != nil {

@@ -252,9 +252,13 @@ func TestGroupEndsOnErrorAndPanicFromFake(t *testing.T) {
 	assert.EqualValues(t, 3, faketest.NCCL(t, "fake_nccl_ops_run"))
 	// Another goroutine's operation waits for the group to end.
 	started, release := make(chan struct{}), make(chan struct{})
+	// The group holds the device of the operations it queued.
 	done := make(chan error, 1)
 	go func() {
 		done <- nccl.Group(func() error {
+			if err := nccl.AllReduce(c, s, b, b, nccl.Sum); err != nil {
+				return err
+			}
 			close(started)
 			<-release
 			return nil
@@ -265,12 +269,50 @@ func TestGroupEndsOnErrorAndPanicFromFake(t *testing.T) {
 	go func() { other <- nccl.AllReduce(c, s, b, b, nccl.Sum) }()
 	select {
 	case <-other:
-		t.Fatal("an operation ran inside another goroutine's group")
+		t.Fatal("an operation on the group's device ran inside another goroutine's group")
 	case <-time.After(20 * time.Millisecond):
 	}
 	close(release)
 	require.NoError(t, <-done)
 	require.NoError(t, <-other)
+	require.NoError(t, s.Synchronize())
+}
+
+// TestGroupHoldsOnlyItsDevicesFromFake: while a Group on one goroutine
+// holds the device of rank 0's operation, another goroutine queues rank
+// 1's operation on its own device at once (one goroutine per GPU never
+// waits for another's group); both meet once the group ends.
+func TestGroupHoldsOnlyItsDevicesFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 2, nil)
+	x0, x1 := upload(t, rs[0].s, []int32{1, 2}), upload(t, rs[1].s, []int32{10, 20})
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- nccl.Group(func() error {
+			if err := nccl.AllReduce(rs[0].c, rs[0].s, x0, x0, nccl.Sum); err != nil {
+				return err
+			}
+			close(started)
+			<-release
+			return nil
+		})
+	}()
+	<-started
+	other := make(chan error, 1)
+	go func() { other <- nccl.AllReduce(rs[1].c, rs[1].s, x1, x1, nccl.Sum) }()
+	select {
+	case err := <-other:
+		require.NoError(t, err, "rank 1's device is not the group's")
+	case <-time.After(30 * time.Second):
+		t.Fatal("an operation on another device waited for the group")
+	}
+	close(release)
+	require.NoError(t, <-done)
+	assert.Equal(t, []int32{11, 22}, download(t, rs[0].s, x0))
+	assert.Equal(t, []int32{11, 22}, download(t, rs[1].s, x1))
 }
 
 // TestAllReduceAllocatesNothingFromFake: queuing an all-reduce allocates

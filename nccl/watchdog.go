@@ -130,11 +130,12 @@ func (st *commState) abortNow(why error, wait bool) error {
 	go func() {
 		// No operation may be queued on the communicator meanwhile
 		// (NCCL forbids two threads on one communicator).
-		inGroup := lockCalls()
+		// A group on another goroutine holding the device ends first.
+		deviceLock(st.dev).Lock()
 		st.opMu.Lock()
 		err := st.call(func() error { return ncclraw.CommAbort(st.h) })
 		st.opMu.Unlock()
-		unlockCalls(inGroup)
+		deviceLock(st.dev).Unlock()
 		st.mu.Lock()
 		st.abortErr = wrapIf(err, 0)
 		st.phase.Store(gone)

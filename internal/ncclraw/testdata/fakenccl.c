@@ -260,7 +260,10 @@ static ncclResult_t initRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int 
 	}
 	if (nranks > MAXR) return warn(ncclInvalidArgument, "fake: too many ranks");
 	int blocking = !(config && ((ncclConfig_head *)config)->blocking == 0);
-	int dev = current_dev();
+	/* NCCL wants one rank per device; the fake's ranks share fakecuda's one
+	   device, so each reports its own: the current device's ordinal plus
+	   its rank (ncclCommCuDevice). */
+	int dev = current_dev() + rank;
 	pthread_mutex_lock(&mu);
 	ingroup("ncclCommInitRank");
 	struct clique *cl = find_clique(mine, nranks);
