@@ -175,7 +175,7 @@ func TestRecordStickyErrorReleasesHostFunctions(t *testing.T) {
 	fcall(t, "fake_set_sticky_error", ltLaunchFailed)
 	assert.ErrorIs(t, e.Record(o), driver.ErrLaunchFailed, "the record reports the error")
 	assert.Equal(t, before.Callbacks, lifetime.ReadStats().Callbacks, "the host functions CUDA will never run were released")
-	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
+	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))
 	fcall(t, "fake_set_kernel_delay_us", 0)
 	fcall(t, "fake_clear_sticky_error")
 }

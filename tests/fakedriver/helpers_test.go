@@ -59,7 +59,7 @@ func setup(t testing.TB) *fixture {
 	// the fake's live counters under this test (go test -shuffle puts any
 	// test after any other).
 	gcAll()
-	if fcall(t, "fake_quiesce", 5000) != 1 {
+	if fcall(t, "fake_quiesce", 30000) != 1 {
 		t.Fatal("fakecuda's queues did not drain")
 	}
 	dev, err := driver.DeviceByOrdinal(0)
@@ -150,7 +150,7 @@ func ltSetup(t *testing.T) *fixture {
 	f := setup(t)
 	// What earlier tests left queued runs first, so that it does not count
 	// against this one.
-	fcall(t, "fake_quiesce", 10000)
+	fcall(t, "fake_quiesce", 30000)
 	lifetime.Flush()
 	fcall(t, "fake_reset_counters")
 	before := lifetime.ReadStats()
@@ -160,7 +160,7 @@ func ltSetup(t *testing.T) *fixture {
 		fcall(t, "fake_set_launch_call_delay_us", 0)
 		fcall(t, "fake_set_record_call_delay_us", 0)
 		fcall(t, "fake_fail_clear")
-		assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000), "fakecuda's queues drained")
+		assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000), "fakecuda's queues drained")
 		fcall(t, "fake_clear_sticky_error")
 		ltNoBadUses(t)
 		// Nothing the test made is left pinned or registered (I10, I11).
@@ -281,4 +281,31 @@ func deep(n int, f func()) int {
 		return int(pad[0])
 	}
 	return deep(n-1, f) + int(pad[n%len(pad)])
+}
+
+// hold makes the fake's work under control ("fake_set_copy_delay_us",
+// "fake_set_kernel_delay_us", "fake_set_launch_call_delay_us", …) wait
+// until the returned release is called (or the test ends): work held so
+// stays "not yet run" however slow or loaded the machine is, which a delay
+// in time cannot promise.
+func hold(t *testing.T, control string) (release func()) {
+	t.Helper()
+	fcall(t, control, ^uintptr(0)) // -1: a hold
+	release = func() { fcall(t, control, 0) }
+	t.Cleanup(release)
+	return release
+}
+
+// waitGauge waits up to 30 s until the fake's gauge reaches at least n
+// (a held call has got as far as its hold, say), and fails the test if it
+// does not.
+func waitGauge(t *testing.T, gauge string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for fcall(t, gauge) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s to reach %d", gauge, n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }

@@ -173,7 +173,7 @@ func TestStickyErrorReleasesHostFunctions(t *testing.T) {
 	assert.Zero(t, ran.Load(), "none ran")
 	// Let fakecuda drop the queued work before the error is cleared (a real
 	// sticky error is never cleared).
-	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
+	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))
 	fcall(t, "fake_set_kernel_delay_us", 0)
 	fcall(t, "fake_clear_sticky_error")
 	require.NoError(t, seam.TrimStaging(f.ctx))
@@ -341,7 +341,7 @@ func TestHostFuncOfAClosedStreamAfterAFault(t *testing.T) {
 		assert.Equal(t, streams+1, fcall(t, "fake_live_streams"), msg+": the host functions hold the closed stream")
 		fcall(t, "fake_set_sticky_error", ltLaunchFailed)
 		close(gate)
-		assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000), msg) // the second host function is dropped
+		assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000), msg) // the second host function is dropped
 		if seenBy == "Synchronize" {
 			assert.ErrorIs(t, c2.Synchronize(), driver.ErrLaunchFailed, msg)
 			require.NoError(t, b.Close(), msg)

@@ -41,7 +41,7 @@ func TestSliceNodesOnARegisteredSliceLeaveNoPins(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, g.Close())
 	}
-	fcall(t, "fake_quiesce", 10000)
+	fcall(t, "fake_quiesce", 30000)
 	ok := ltSettle(func() bool { lifetime.Flush(); return lifetime.ReadStats().Pinned == before })
 	assert.True(t, ok, "%d pins left by 50 closed graphs", lifetime.ReadStats().Pinned-before)
 	runtime.KeepAlive(backing)
@@ -92,7 +92,7 @@ func TestFailedUnregisterKeepsTheRange(t *testing.T) {
 	require.NoError(t, err)
 	faketest.FailNext(t, "cuMemHostUnregister", 999)
 	require.NoError(t, g1.Close())
-	fcall(t, "fake_quiesce", 10000)
+	fcall(t, "fake_quiesce", 30000)
 	lifetime.Flush()
 	lifetime.Flush()
 	_ = lifetime.Errors()
@@ -106,7 +106,7 @@ func TestFailedUnregisterKeepsTheRange(t *testing.T) {
 	assert.Equal(t, pinned+1, lifetime.ReadStats().Pinned, "the node's slice is pinned")
 	assert.Equal(t, regs, registrations(t), "the kept range is counted on, not registered again")
 	require.NoError(t, g2.Close())
-	fcall(t, "fake_quiesce", 10000)
+	fcall(t, "fake_quiesce", 30000)
 	assert.True(t, ltSettle(func() bool { lifetime.Flush(); return lifetime.ReadStats().Pinned < pinned }), "unregistered, and unpinned, at the next release")
 	runtime.KeepAlive(s)
 }
