@@ -54,12 +54,13 @@
  *    fake_set_launch_call_delay_us holds cuLaunchKernel itself in the
  *    driver (fake_set_record_call_delay_us, cuEventRecord), and a stream
  *    destroyed meanwhile is detected;
- *  - a negative delay (copy, kernel, launch call, record call, unregister)
+ *  - a negative delay (copy, kernel, launch call, record call, unregister,
+ *    graph call)
  *    is a hold: the work waits until the test sets the delay to 0 or
  *    more, so a test asserts "not yet run" with no timing on a loaded
  *    machine; fake_copies_in_delay, fake_kernels_in_delay,
- *    fake_launch_calls_in_delay, fake_record_calls_in_delay and
- *    fake_unregisters_in_delay count the calls waiting or sleeping there.
+ *    fake_launch_calls_in_delay, fake_record_calls_in_delay,
+ *    fake_unregisters_in_delay and fake_graph_calls_in_delay count the calls waiting or sleeping there.
  *    fake_gate_fn, a host function, holds its stream until
  *    fake_open_gate(slot);
  *  - NULL and CU_STREAM_LEGACY name the current context's legacy stream,
@@ -357,8 +358,10 @@ struct umark { struct marker *m; int slot, cap; };
 struct frame { struct frame *prev; const char *fn; int n; struct umark v[6]; };
 static pthread_mutex_t use_mu = PTHREAD_MUTEX_INITIALIZER;
 static __thread struct frame *cur_frame; /* the innermost fake call on this thread */
-static long concurrent_graph_calls, graph_call_delay_us;
+static long concurrent_graph_calls, graph_call_delay_us, graph_calls_in_delay;
+long fake_graph_calls_in_delay(void) { return __atomic_load_n(&graph_calls_in_delay, __ATOMIC_SEQ_CST); }
 static void sleep_us(long us);
+static void delay_wait(long *delay_us, long *in_delay);
 
 /* use_mark marks m (a graph's or an executable's, kind and h describe it)
    in use by the calling thread's current call until the call returns, and
@@ -397,7 +400,7 @@ static void use_mark(struct marker *m, const char *kind, const void *h, int cap)
 static void frame_end(struct frame *f) {
     cur_frame = f->prev;
     if (!f->n) return;
-    sleep_us(ATOMIC_GET(graph_call_delay_us));
+    delay_wait(&graph_call_delay_us, &graph_calls_in_delay);
     pthread_mutex_lock(&use_mu);
     for (int i = 0; i < f->n; i++) {
         struct marker *m = f->v[i].m;
