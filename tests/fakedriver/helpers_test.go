@@ -102,11 +102,11 @@ func gcAll() {
 	lifetime.Flush()
 }
 
-// settle waits up to 10 s for cond, flushing the release queue: the fake
+// settle waits up to 30 s for cond, flushing the release queue: the fake
 // runs user-object destructors on a thread of its own, as CUDA does.
 func settle(t *testing.T, cond func() bool, msg string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out: %s (%+v)", msg, lifetime.ReadStats())
@@ -206,8 +206,8 @@ func settleWithin(d time.Duration, cond func() bool) bool {
 	return true
 }
 
-// ltSettle is settleWithin 10 s.
-func ltSettle(cond func() bool) bool { return settleWithin(10*time.Second, cond) }
+// ltSettle is settleWithin 30 s.
+func ltSettle(cond func() bool) bool { return settleWithin(30*time.Second, cond) }
 
 // ltRace runs n goroutines calling op until stop is closed, and close
 // after a short while; it returns once all have returned.
