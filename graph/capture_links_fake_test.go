@@ -49,7 +49,7 @@ func TestFakeLinkWhileForkWaitsForCallsInFlight(t *testing.T) {
 			<-zGo
 		}
 	}
-	ok := within(5*time.Second, func() {
+	ok := within(30*time.Second, func() {
 		errs <- sc.Fork(x)
 		for range 4 {
 			assert.NoError(t, <-errs)
@@ -91,12 +91,12 @@ func TestFakeForkWaitsForAForkOfTheSameStream(t *testing.T) {
 		faketest.FailNext(t, "cuStreamWaitEvent", 1)
 	}
 	var first error
-	require.True(t, within(5*time.Second, func() { first = sc.Fork(x) }), "the first Fork returned")
+	require.True(t, within(30*time.Second, func() { first = sc.Fork(x) }), "the first Fork returned")
 	assert.Error(t, first, "the first Fork's link failed")
 	select {
 	case err := <-second:
 		require.NoError(t, err, "the second Fork brought x in anew")
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the second Fork did not return")
 	}
 	testLinkHook = nil // (the second Fork reads it too)
@@ -139,7 +139,7 @@ func TestFakeFailedForkLinkLetsTheGateGoFirst(t *testing.T) {
 		faketest.FailNext(t, "cuStreamWaitEvent", 1) // Fork(x)'s link fails
 	}
 	var forkX error
-	ok := within(5*time.Second, func() {
+	ok := within(30*time.Second, func() {
 		forkX = sc.Fork(x)
 		for range 2 {
 			assert.NoError(t, <-errs)
@@ -269,7 +269,7 @@ func TestFakeWaitEventJoinsAfterAFailedFork(t *testing.T) {
 	select {
 	case err := <-waited:
 		require.NoError(t, err, "the wait joined the capture")
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the wait did not return")
 	}
 	st, err := IsCapturing(x)
