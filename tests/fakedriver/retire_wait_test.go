@@ -39,6 +39,10 @@ func TestRetireWaitFailureKeepsTheOwner(t *testing.T) {
 	require.NoError(t, w.e.Launch(w.f.s))
 	faketest.FailNext(t, "cuThreadExchangeStreamCaptureMode", 1)
 	require.NoError(t, w.e.SetKernelArg(w.k, 0, w.other)) // retires a behind the launch
+	// The wait is made by a goroutine of its own, which neither
+	// Synchronize nor Flush waits for: wait for its verdict (while the
+	// launch is still held, so a release could only be an early one).
+	assert.True(t, ltSettle(func() bool { return lifetime.ReadStats().Kept > kept }), "the failed wait keeps the owner")
 	release()
 	require.NoError(t, w.f.s.Synchronize())
 	lifetime.Flush()
