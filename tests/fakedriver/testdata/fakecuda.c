@@ -55,14 +55,13 @@
  *    driver (fake_set_record_call_delay_us, cuEventRecord), and a stream
  *    destroyed meanwhile is detected;
  *  - a negative delay (copy, kernel, launch call, record call, unregister,
- *    graph call)
- *    is a hold: the work waits until the test sets the delay to 0 or
- *    more, so a test asserts "not yet run" with no timing on a loaded
- *    machine; fake_copies_in_delay, fake_kernels_in_delay,
+ *    graph call) is a hold: the work waits until the test sets the delay
+ *    to 0 or more, so a test asserts "not yet run" with no timing on a
+ *    loaded machine; fake_copies_in_delay, fake_kernels_in_delay,
  *    fake_launch_calls_in_delay, fake_record_calls_in_delay,
- *    fake_unregisters_in_delay and fake_graph_calls_in_delay count the calls waiting or sleeping there.
- *    fake_gate_fn, a host function, holds its stream until
- *    fake_open_gate(slot);
+ *    fake_unregisters_in_delay and fake_graph_calls_in_delay count the
+ *    calls waiting or sleeping there. fake_gate_fn, a host function,
+ *    holds its stream until fake_open_gate(slot);
  *  - NULL and CU_STREAM_LEGACY name the current context's legacy stream,
  *    CU_STREAM_PER_THREAD a stream per (OS thread, context);
  *  - synchronize/query of streams, events and contexts wait for or report
