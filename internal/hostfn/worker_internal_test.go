@@ -71,11 +71,14 @@ func invokeConcurrently(t *testing.T, n int) {
 // workers end once a sweep period passes without a callback taking them,
 // and the sweeps stop with the last.
 func TestIdleWorkersEnd(t *testing.T) {
-	// A period no loaded machine outlasts while the pool is checked (with
-	// 100 ms, a slow check found workers the sweeps had already ended)...
-	setWorkerIdle(t, time.Hour)
+	setWorkerIdle(t, 100*time.Millisecond)
 	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 30*time.Second, 5*time.Millisecond, "workers of earlier tests")
 
+	// A period no loaded machine outlasts while the pool is checked (with
+	// 100 ms, a slow check found workers the sweeps had already ended)...
+	idle.Lock()
+	workerIdle = time.Hour
+	idle.Unlock()
 	invokeConcurrently(t, 8)
 	n, sweeping := idleWorkers()
 	assert.Equal(t, 8, n, "the burst's workers wait in the pool")
