@@ -237,7 +237,6 @@ func TestSyncCopyWaitsForAnUnregistrationUnderWay(t *testing.T) {
 	require.NoError(t, g.Close())
 	// The graph's release queues the unregistration, which takes the
 	// range off the registry's list and is held in cuMemHostUnregister.
-	lifetime.Flush()
 	waitGauge(t, "fake_unregisters_in_delay", 1)
 	require.Equal(t, regs+1, fcall(t, "fake_live_registrations"), "the fake still holds the registration")
 	// The copy begins while the unregistration is under way; the
