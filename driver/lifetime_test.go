@@ -29,7 +29,7 @@ func TestForgottenBufferIsFreed(t *testing.T) {
 		ptr = b.Ptr()
 	}()
 	require.NotZero(t, ptr)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for allocated(ptr) && time.Now().Before(deadline) {
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)

@@ -30,26 +30,25 @@ func TestFakeLinkWhileForkWaitsForCallsInFlight(t *testing.T) {
 	require.NoError(t, sc.Fork(z))
 
 	errs := make(chan error, 4)
-	pause := func() { time.Sleep(50 * time.Millisecond) }
-	zAt, zGo := make(chan struct{}), make(chan struct{})
+	zAt, zGo, zDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var calls atomic.Int32
 	testLinkHook = func() {
 		switch calls.Add(1) {
 		case 1: // Fork(x), x's sink installed, its gate held
 			go func() { errs <- buf.Close() }() // enters y, waits for x's gate
-			pause()
-			go func() { errs <- sc.Fork(z) }()
+			waitGoroutine(t, "driver.(*Stream).enterCaptured", "driver.(*allocation).free")
+			go func() { err := sc.Fork(z); close(zDone); errs <- err }()
 			<-zAt
 			go func() { errs <- sc.Fork(y) }() // waits for the free under the capture's lock
-			pause()
+			waitGoroutine(t, "driver.(*Stream).install", "graph.(*StreamCapture).Fork")
 			close(zGo) // Fork(z) links
-			pause()
+			<-zDone
 		case 2: // Fork(z), about to link
 			close(zAt)
 			<-zGo
 		}
 	}
-	ok := within(5*time.Second, func() {
+	ok := within(30*time.Second, func() {
 		errs <- sc.Fork(x)
 		for range 4 {
 			assert.NoError(t, <-errs)
@@ -87,16 +86,16 @@ func TestFakeForkWaitsForAForkOfTheSameStream(t *testing.T) {
 		// The first Fork has installed the sink on x and is about to
 		// link it; a second Fork of x comes, and the first link fails.
 		go func() { second <- sc.Fork(x) }()
-		time.Sleep(50 * time.Millisecond)
+		waitGoroutine(t, "[chan receive", "graph.(*captureState).fork(") // the second waits for the first
 		faketest.FailNext(t, "cuStreamWaitEvent", 1)
 	}
 	var first error
-	require.True(t, within(5*time.Second, func() { first = sc.Fork(x) }), "the first Fork returned")
+	require.True(t, within(30*time.Second, func() { first = sc.Fork(x) }), "the first Fork returned")
 	assert.Error(t, first, "the first Fork's link failed")
 	select {
 	case err := <-second:
 		require.NoError(t, err, "the second Fork brought x in anew")
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the second Fork did not return")
 	}
 	testLinkHook = nil // (the second Fork reads it too)
@@ -133,13 +132,13 @@ func TestFakeFailedForkLinkLetsTheGateGoFirst(t *testing.T) {
 			return
 		}
 		go func() { errs <- buf.Close() }() // enters y, waits for x's gate
-		time.Sleep(50 * time.Millisecond)
+		waitGoroutine(t, "driver.(*Stream).enterCaptured", "driver.(*allocation).free")
 		go func() { errs <- sc.Fork(y) }() // holds the capture's lock, waits for y's call in flight
-		time.Sleep(50 * time.Millisecond)
+		waitGoroutine(t, "driver.(*Stream).install", "graph.(*StreamCapture).Fork")
 		faketest.FailNext(t, "cuStreamWaitEvent", 1) // Fork(x)'s link fails
 	}
 	var forkX error
-	ok := within(5*time.Second, func() {
+	ok := within(30*time.Second, func() {
 		forkX = sc.Fork(x)
 		for range 2 {
 			assert.NoError(t, <-errs)
@@ -224,9 +223,11 @@ func TestFakeWaitEventOnEndingCaptureRefused(t *testing.T) {
 					return
 				}
 				go func() { werr = x.WaitEvent(ev); close(wdone) }()
-				time.Sleep(50 * time.Millisecond)
+				waitGoroutine(t, "driver.(*Stream).enterCaptured", "driver.(*Stream).WaitEvent")
 				go func() { _, endErr = sc.End(); close(edone) }()
-				time.Sleep(50 * time.Millisecond)
+				// The end has marked the capture ending (and so refuses
+				// the Fork) when it calls testEndHook.
+				waitGoroutine(t, "[chan receive", "graph.(*captureState).finish")
 			}
 			assert.ErrorIs(t, sc.Fork(x), ErrNotCapturing)
 			<-edone
@@ -260,7 +261,7 @@ func TestFakeWaitEventJoinsAfterAFailedFork(t *testing.T) {
 			return
 		}
 		go func() { waited <- x.WaitEvent(ev) }() // waits for x's gate
-		time.Sleep(50 * time.Millisecond)
+		waitGoroutine(t, "driver.(*Stream).enterCaptured", "driver.(*Stream).WaitEvent")
 		faketest.FailNext(t, "cuStreamWaitEvent", 1) // the Fork's link fails
 	}
 	forkErr := sc.Fork(x)
@@ -269,7 +270,7 @@ func TestFakeWaitEventJoinsAfterAFailedFork(t *testing.T) {
 	select {
 	case err := <-waited:
 		require.NoError(t, err, "the wait joined the capture")
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the wait did not return")
 	}
 	st, err := IsCapturing(x)

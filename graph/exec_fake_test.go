@@ -27,7 +27,7 @@ func TestFakeSetChildWithSourceGraphDoesNotDeadlock(t *testing.T) {
 	env := fakeSetup(t)
 	g, n, e := withChild(t, env)
 
-	returned := within(2*time.Second, func() { _ = e.SetChild(n, g) })
+	returned := within(30*time.Second, func() { _ = e.SetChild(n, g) })
 	assert.True(t, returned, "Exec.SetChild(n, its own source graph) deadlocked")
 	if !returned {
 		assert.True(t, within(time.Second, func() { _ = e.Launch(env.s) }), "and now every Launch of the executable hangs")
@@ -48,7 +48,7 @@ func TestFakeSetChildAndUpdateDoNotDeadlock(t *testing.T) {
 	_, err = x.Empty()
 	require.NoError(t, err)
 
-	ok := within(5*time.Second, func() {
+	ok := within(30*time.Second, func() {
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {

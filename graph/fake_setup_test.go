@@ -9,6 +9,8 @@ package graph
 // tests/fakedriver because they reach package internals.
 
 import (
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,5 +57,35 @@ func within(d time.Duration, f func()) bool {
 		return true
 	case <-time.After(d):
 		return false
+	}
+}
+
+// waitGoroutine waits up to 30 s until some goroutine's stack holds every
+// one of frames (parts of function names, such as a call blocked on a
+// stream's gate), and marks the test failed if none does (t.Errorf: it
+// may run on a goroutine other than the test's): a test that needs another
+// goroutine to have got that far waits for it rather than sleeping for a
+// time a loaded machine can outlast. A goroutine's state is in its
+// header: "[chan receive" matches one blocked on a channel.
+func waitGoroutine(t *testing.T, frames ...string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			all := true
+			for _, f := range frames {
+				all = all && strings.Contains(g, f)
+			}
+			if all {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("no goroutine got to %q in 30 s:\n%s", frames, buf[:n])
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }

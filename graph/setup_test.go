@@ -67,12 +67,12 @@ func collect() {
 	lifetime.Flush()
 }
 
-// eventually waits up to 10 s for cond, flushing the release queue between
+// eventually waits up to 30 s for cond, flushing the release queue between
 // tries: user-object destructors run on CUDA's own threads after the work
 // that used them, so what a graph held is released a little after Close.
 func eventually(tb testing.TB, cond func() bool, msg string) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		lifetime.Flush()
 		if cond() {

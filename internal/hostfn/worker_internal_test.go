@@ -72,14 +72,24 @@ func invokeConcurrently(t *testing.T, n int) {
 // and the sweeps stop with the last.
 func TestIdleWorkersEnd(t *testing.T) {
 	setWorkerIdle(t, 100*time.Millisecond)
-	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 5*time.Second, 5*time.Millisecond, "workers of earlier tests")
+	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 30*time.Second, 5*time.Millisecond, "workers of earlier tests")
 
+	// A period no loaded machine outlasts while the pool is checked (with
+	// 100 ms, a slow check found workers the sweeps had already ended)...
+	idle.Lock()
+	workerIdle = time.Hour
+	idle.Unlock()
 	invokeConcurrently(t, 8)
 	n, sweeping := idleWorkers()
 	assert.Equal(t, 8, n, "the burst's workers wait in the pool")
 	assert.True(t, sweeping, "a sweep is scheduled while workers wait")
 
-	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 5*time.Second, 5*time.Millisecond, "idle workers end")
+	// ...then a short one, for the scheduled sweeps to end them.
+	idle.Lock()
+	workerIdle = 100 * time.Millisecond
+	idle.timer.Reset(workerIdle)
+	idle.Unlock()
+	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 30*time.Second, 5*time.Millisecond, "idle workers end")
 	n, sweeping = idleWorkers()
 	assert.Zero(t, n)
 	assert.False(t, sweeping, "no sweep once the pool is empty")
@@ -92,26 +102,29 @@ func TestIdleWorkersCapped(t *testing.T) {
 	invokeConcurrently(t, maxIdle+6)
 	n, _ := idleWorkers()
 	assert.Equal(t, maxIdle, n)
-	require.Eventually(t, func() bool { return liveWorkers.Load() <= maxIdle }, 5*time.Second, 5*time.Millisecond, "the workers beyond the cap end")
+	require.Eventually(t, func() bool { return liveWorkers.Load() <= maxIdle }, 30*time.Second, 5*time.Millisecond, "the workers beyond the cap end")
 }
 
 // A worker that callbacks keep taking is not ended by the sweeps: calls
 // spaced closer than the sweep period reuse one goroutine throughout.
 func TestBusyWorkerKept(t *testing.T) {
-	setWorkerIdle(t, 200*time.Millisecond)
-	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 5*time.Second, 5*time.Millisecond, "workers of earlier tests")
+	// A period of 1 s, 50 times the spacing of the calls: only a pause of
+	// a whole second between two calls (not a few milliseconds of load)
+	// could let a sweep end the worker.
+	setWorkerIdle(t, time.Second)
+	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 30*time.Second, 5*time.Millisecond, "workers of earlier tests")
 
 	var runs int
 	id := Register(Callback{Fn: func() { runs++ }})
 	defer Unregister(id)
 	before := spawnedWorkers.Load()
-	for range 100 { // over two sweep periods
+	for range 110 { // over two sweep periods
 		Invoke(id)
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
-	assert.Equal(t, 100, runs)
+	assert.Equal(t, 110, runs)
 	assert.Equal(t, int64(1), spawnedWorkers.Load()-before, "one worker served every call")
-	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 5*time.Second, 5*time.Millisecond, "and ends once idle")
+	require.Eventually(t, func() bool { return liveWorkers.Load() == 0 }, 30*time.Second, 5*time.Millisecond, "and ends once idle")
 }
 
 // A worker whose callback called runtime.Goexit has ended: it is not put

@@ -47,7 +47,7 @@ func TestPinSlice_I10(t *testing.T) {
 	assert.Equal(t, start, lifetime.ReadStats().Pinned)
 
 	p = nil
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for wp.Value() != nil {
 		require.True(t, time.Now().Before(deadline), "the unpinned array was not collected")
 		runtime.GC()
@@ -107,7 +107,7 @@ func TestPinnedDroppedWithoutRelease_I10(t *testing.T) {
 	func() { _ = release.PinSlice(buf) }() // dropped: a bug in its holder
 	buf = nil
 	var errs []error
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for len(errs) == 0 {
 		require.True(t, time.Now().Before(deadline), "the leak was not reported")
 		runtime.GC()

@@ -90,7 +90,7 @@ func TestDeferNeverBlocks_I8(t *testing.T) {
 		"the releases after a stuck one run: %d of %d", released.Load(), total)
 	// Only the stuck release is left (a cleanup of an earlier test's
 	// object may come and go meanwhile).
-	assert.Eventually(t, func() bool { return lifetime.ReadStats().Queued == 1 }, 5*time.Second, time.Millisecond,
+	assert.Eventually(t, func() bool { return lifetime.ReadStats().Queued == 1 }, 30*time.Second, time.Millisecond,
 		"only the stuck release is left: %d queued", lifetime.ReadStats().Queued)
 
 	free()
@@ -167,7 +167,7 @@ func TestFlushNotStarvedByProducers_I8(t *testing.T) {
 	select {
 	case <-flushed:
 		assert.True(t, marker.Load())
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Error("Flush did not return while producers kept deferring")
 	}
 }

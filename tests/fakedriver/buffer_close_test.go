@@ -14,18 +14,33 @@ import (
 	"github.com/purecuda/cuda/lifetime"
 )
 
-// slowKernel is how long the fake's kernels take in these tests; a Close
-// that waited for one would take as long.
-const slowKernel = 300 * time.Millisecond
-
-// copyBehindSlowKernel launches copyi(out, in, n) on s, which reads in
-// after slowKernel.
-func copyBehindSlowKernel(t *testing.T, f *fixture, s *driver.Stream, out, in *driver.Buffer[int32]) {
+// copyBehindHeldKernel launches copyi(out, in, n) on s, which reads in
+// only once the returned release is called: a Close that waited for the
+// kernel would not return before then, however fast or slow the machine.
+func copyBehindHeldKernel(t *testing.T, f *fixture, s *driver.Stream, out, in *driver.Buffer[int32]) (release func()) {
 	t.Helper()
 	copyi, err := f.mod.Function("copyi")
 	require.NoError(t, err)
-	fcall(t, "fake_set_kernel_delay_us", uintptr(slowKernel/time.Microsecond))
+	release = hold(t, "fake_set_kernel_delay_us")
 	require.NoError(t, s.Launch(copyi, g1, b1, out, in, int32(in.Len())))
+	return release
+}
+
+// returnsWhileHeld runs fn and fails the test if fn does not return
+// within 30 s while the fake's work is held (it waits for that work);
+// release is called either way, before the test goes on.
+func returnsWhileHeld(t *testing.T, release func(), msg string, fn func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err, msg)
+	case <-time.After(30 * time.Second):
+		release()
+		<-done
+		t.Fatal(msg + ": it waited for the kernel")
+	}
 }
 
 // TestBufferCloseDoesNotWaitForTheDevice: closing a buffer that a queued
@@ -42,16 +57,16 @@ func TestBufferCloseDoesNotWaitForTheDevice(t *testing.T) {
 	out, err := driver.AllocManaged[int32](f.ctx, 64)
 	require.NoError(t, err)
 	defer out.Close()
-	copyBehindSlowKernel(t, f, f.s, out, in)
+	release := copyBehindHeldKernel(t, f, f.s, out, in)
 
 	start := time.Now()
-	require.NoError(t, in.Close())
+	returnsWhileHeld(t, release, "Close", in.Close)
 	took := time.Since(start)
-	assert.Less(t, took, slowKernel/3, "Close waited for the kernel")
 	assert.Equal(t, allocs+2, fcall(t, "fake_live_allocations"), "not freed while the kernel may read it")
 	assert.Zero(t, in.Ptr(), "closed at once")
 	require.NoError(t, in.Close(), "idempotent")
 
+	release()
 	require.NoError(t, f.s.Synchronize())
 	host, err := out.HostSlice()
 	require.NoError(t, err)
@@ -60,7 +75,7 @@ func TestBufferCloseDoesNotWaitForTheDevice(t *testing.T) {
 	}
 	lifetime.Flush()
 	assert.Equal(t, allocs+1, fcall(t, "fake_live_allocations"), "freed once the kernel is done")
-	t.Logf("Close took %v behind a %v kernel", took, slowKernel)
+	t.Logf("Close took %v in front of a held kernel", took)
 }
 
 // TestContextCloseAfterBufferCloseFreesEverything: two buffers, their
@@ -83,24 +98,29 @@ func TestContextCloseAfterBufferCloseFreesEverything(t *testing.T) {
 	require.NoError(t, err)
 	out, err := driver.Alloc[int32](c, 16)
 	require.NoError(t, err)
-	fcall(t, "fake_set_kernel_delay_us", uintptr(slowKernel/time.Microsecond))
+	release := hold(t, "fake_set_kernel_delay_us") // the kernel runs until released
 	require.NoError(t, s.Launch(copyi, g1, b1, out, in, int32(16)))
 
 	start := time.Now()
-	for _, cl := range []interface{ Close() error }{in, out, s, c} {
-		require.NoError(t, cl.Close())
-	}
+	returnsWhileHeld(t, release, "the four Closes", func() error {
+		for _, cl := range []interface{ Close() error }{in, out, s, c} {
+			if err := cl.Close(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	took := time.Since(start)
-	assert.Less(t, took, slowKernel/3, "a Close waited for the kernel")
 	assert.Equal(t, contexts+1, fcall(t, "fake_live_contexts"), "the context lives while its memory does")
-	// Not timed: the module's unload waits for its kernel (cuModuleUnload
-	// does, in the fake as in libcuda).
+	// The module's unload waits for its kernel (cuModuleUnload does, in
+	// the fake as in libcuda): the kernel goes on first.
+	release()
 	require.NoError(t, mod.Close())
 
 	settle(t, func() bool {
 		return fcall(t, "fake_live_allocations") == allocs && fcall(t, "fake_live_contexts") == contexts
 	}, "the memory and the context freed")
-	t.Logf("four Closes took %v behind a %v kernel", took, slowKernel)
+	t.Logf("four Closes took %v in front of a held kernel", took)
 }
 
 // TestAllocOutOfMemoryWaitsForClosedBuffers: an allocation that runs out
@@ -119,14 +139,35 @@ func TestAllocOutOfMemoryWaitsForClosedBuffers(t *testing.T) {
 	out, err := driver.AllocManaged[int32](f.ctx, 16)
 	require.NoError(t, err)
 	defer out.Close()
-	copyBehindSlowKernel(t, f, f.s, out, in)
+	release := copyBehindHeldKernel(t, f, f.s, out, in)
 	require.NoError(t, in.Close())
 	faketest.FailNext(t, "cuMemAlloc", int32(driver.ErrOutOfMemory))
-	start := time.Now()
-	b, err := driver.Alloc[int32](f.ctx, 16)
-	require.NoError(t, err, "the second try, after the closed buffer was freed")
-	assert.Greater(t, time.Since(start), slowKernel/3, "it waited for the free behind the kernel")
-	require.NoError(t, b.Close())
+	type result struct {
+		b   *driver.Buffer[int32]
+		err error
+	}
+	allocated := make(chan result, 1)
+	go func() {
+		b, err := driver.Alloc[int32](f.ctx, 16)
+		allocated <- result{b, err}
+	}()
+	// The closed buffer cannot be freed before the kernel runs: an Alloc
+	// that returned now did not wait for it. (Waiting longer only makes a
+	// wrong early return likelier to show.)
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case r := <-allocated:
+		release()
+		if r.err == nil {
+			_ = r.b.Close()
+		}
+		t.Fatalf("Alloc returned (%v) while the closed buffer's free waited for the kernel", r.err)
+	default:
+	}
+	release()
+	r := <-allocated
+	require.NoError(t, r.err, "the second try, after the closed buffer was freed")
+	require.NoError(t, r.b.Close())
 	require.NoError(t, f.s.Synchronize())
 	lifetime.Flush()
 	assert.Equal(t, allocs+1, fcall(t, "fake_live_allocations"))

@@ -80,7 +80,7 @@ func TestUnloadDuringFailedBeginCaptureIsNotLost(t *testing.T) {
 		t.Logf("no unload met a failing begin in %d rounds", rounds)
 		return
 	}
-	assert.True(t, settleWithin(time.Second, func() bool { return fcall(t, "fake_live_modules") == mods }),
+	assert.True(t, settleWithin(30*time.Second, func() bool { return fcall(t, "fake_live_modules") == mods }),
 		"round %d: a module closed while a BeginCapture was failing is never unloaded (lost in the failed capture's AfterCapture list)", rounds)
 }
 
@@ -95,7 +95,7 @@ func TestLibraryUnloadDoesNotInvalidateLaterCapture(t *testing.T) {
 	f := setup(t)
 	defer func() {
 		fcall(t, "fake_set_kernel_delay_us", 0)
-		fcall(t, "fake_quiesce", 5000)
+		fcall(t, "fake_quiesce", 30000)
 		_ = lifetime.Errors()
 		fcall(t, "fake_reset_counters")
 	}()
@@ -133,7 +133,7 @@ func TestLibraryUnloadDoesNotInvalidateLaterCapture(t *testing.T) {
 	var cerr error
 	select {
 	case cerr = <-closed:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Library.Close did not return")
 	}
 	assert.NoError(t, cerr, "Library.Close while a capture runs in a context the library was used in")
@@ -153,7 +153,7 @@ func TestLibraryUnloadDoesNotInvalidateLaterCapture(t *testing.T) {
 func TestModuleUnloadDoesNotInvalidateConcurrentCapture(t *testing.T) {
 	f := setup(t)
 	defer func() {
-		fcall(t, "fake_quiesce", 5000)
+		fcall(t, "fake_quiesce", 30000)
 		_ = lifetime.Errors()
 		fcall(t, "fake_reset_counters")
 	}()
@@ -222,7 +222,7 @@ func TestLibraryUnloadSyncsSharedPrimaryContext(t *testing.T) {
 	f := setup(t)
 	defer func() {
 		fcall(t, "fake_set_kernel_delay_us", 0)
-		fcall(t, "fake_quiesce", 5000)
+		fcall(t, "fake_quiesce", 30000)
 		fcall(t, "fake_reset_counters")
 	}()
 	fcall(t, "fake_reset_counters")
@@ -244,7 +244,7 @@ func TestLibraryUnloadSyncsSharedPrimaryContext(t *testing.T) {
 	require.NoError(t, s2.Close())   // destroyed; its queued kernels still run
 	require.NoError(t, ctx2.Close()) // one retain released; f.ctx keeps the CUDA context
 	require.NoError(t, lib.Close())
-	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 5000))
+	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))
 	ptr, handle := fcall(t, "fake_bad_ptr_uses"), fcall(t, "fake_bad_handle_uses")
 	assert.Zero(t, handle+ptr, "the library was unloaded under a kernel still queued in the shared primary context: %s", faketest.LastBadUse(t))
 }

@@ -28,15 +28,14 @@ func TestRecordInFlightKeepsItsStream(t *testing.T) {
 	require.NoError(t, err)
 	s, err := f.ctx.NewStream(driver.StreamNonBlocking)
 	require.NoError(t, err)
-	fcall(t, "fake_set_record_call_delay_us", 300000) // long enough for Close and the checks under load
+	release := hold(t, "fake_set_record_call_delay_us") // inside cuEventRecord until released
 	done := make(chan error, 1)
 	go func() { done <- e.Record(s) }()
-	require.True(t, settleWithin(5*time.Second, func() bool { return fcall(t, "fake_record_calls_in_delay") == 1 }),
-		"the record is inside cuEventRecord")
+	waitGauge(t, "fake_record_calls_in_delay", 1) // the record is inside cuEventRecord
 	require.NoError(t, s.Close(), "Close hands the destroy to the record")
 	assert.Equal(t, streams+1, fcall(t, "fake_live_streams"), "the stream outlives Close while the record is in the driver")
+	release()
 	require.NoError(t, <-done)
-	fcall(t, "fake_set_record_call_delay_us", 0)
 	assert.Equal(t, streams, fcall(t, "fake_live_streams"), "the record destroyed the stream when it returned")
 	assert.ErrorIs(t, e.Record(s), driver.ErrClosed)
 	assert.NoError(t, s.Close(), "Close is idempotent")
@@ -85,16 +84,35 @@ func TestRecordInFlightDelaysCaptureBegin(t *testing.T) {
 	e, err := f.ctx.NewEvent(driver.EventDisableTiming)
 	require.NoError(t, err)
 	defer e.Close()
-	fcall(t, "fake_set_record_call_delay_us", 200000)
+	release := hold(t, "fake_set_record_call_delay_us") // inside cuEventRecord until released
 	recorded := make(chan error, 1)
 	go func() { recorded <- e.Record(s) }()
-	require.True(t, settleWithin(5*time.Second, func() bool { return fcall(t, "fake_record_calls_in_delay") == 1 }),
-		"the record is inside cuEventRecord")
-	sc, err := graph.BeginCapture(s, graph.CaptureRelaxed)
-	require.NoError(t, err)
+	waitGauge(t, "fake_record_calls_in_delay", 1) // the record is inside cuEventRecord
+	type begun struct {
+		sc  *graph.StreamCapture
+		err error
+	}
+	began := make(chan begun, 1)
+	go func() {
+		sc, err := graph.BeginCapture(s, graph.CaptureRelaxed)
+		began <- begun{sc, err}
+	}()
+	time.Sleep(20 * time.Millisecond) // BeginCapture gets as far as it can (more time only makes a bug likelier to show)
+	select {
+	case b := <-began:
+		release()
+		if b.err == nil {
+			_ = b.sc.Abort()
+		}
+		t.Fatal("the capture began while a record was inside cuEventRecord")
+	default:
+	}
+	release()
+	b := <-began
+	require.NoError(t, b.err)
+	sc := b.sc
 	assert.Zero(t, fcall(t, "fake_record_calls_in_delay"), "the capture began after the record returned")
 	require.NoError(t, <-recorded)
-	fcall(t, "fake_set_record_call_delay_us", 0)
 	g, err := sc.End()
 	require.NoError(t, err)
 	defer g.Close()
@@ -166,8 +184,8 @@ func TestRecordStickyErrorReleasesHostFunctions(t *testing.T) {
 	s, o, e := twoStreamsAndEvent(t, f)
 	lifetime.Flush()
 	before := lifetime.ReadStats()
-	fcall(t, "fake_set_kernel_delay_us", 300000)
-	require.NoError(t, s.Launch(f.empty, g1, b1)) // the host functions queue behind it
+	release := hold(t, "fake_set_kernel_delay_us") // the kernel runs until released: no timing
+	require.NoError(t, s.Launch(f.empty, g1, b1))  // the host functions queue behind it
 	for i := 0; i < 4; i++ {
 		require.NoError(t, s.LaunchHostFunc(func() { t.Error("a host function ran after a sticky error") }))
 	}
@@ -175,8 +193,8 @@ func TestRecordStickyErrorReleasesHostFunctions(t *testing.T) {
 	fcall(t, "fake_set_sticky_error", ltLaunchFailed)
 	assert.ErrorIs(t, e.Record(o), driver.ErrLaunchFailed, "the record reports the error")
 	assert.Equal(t, before.Callbacks, lifetime.ReadStats().Callbacks, "the host functions CUDA will never run were released")
-	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
-	fcall(t, "fake_set_kernel_delay_us", 0)
+	release()
+	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))
 	fcall(t, "fake_clear_sticky_error")
 }
 

@@ -54,13 +54,13 @@ func advStacks(t *testing.T, fn string) {
 }
 
 // advStraddle launches e on s so that a capture into g begins on s while
-// the launch is inside cuGraphLaunch (the fake's graph-call delay holds it
-// there): package driver cannot tell whether the capture saw the launch, so
+// the launch is inside cuGraphLaunch (the fake's graph-call hold keeps it
+// there until the capture has been called): package driver cannot tell whether the capture saw the launch, so
 // the capture's sink gets a share of what the launch names — a reference on
 // e itself among them — and a wait for s gets the other share.
 func advStraddle(t *testing.T, e *graph.Exec, g *graph.Graph, s *driver.Stream) *graph.StreamCapture {
 	t.Helper()
-	graphCallDelay(t, 50_000)
+	release := hold(t, "fake_set_graph_call_delay_us")
 	started := make(chan time.Time, 1)
 	type result struct {
 		at  time.Time
@@ -73,15 +73,28 @@ func advStraddle(t *testing.T, e *graph.Exec, g *graph.Graph, s *driver.Stream) 
 		launched <- result{time.Now(), err}
 	}()
 	t0 := <-started
+	waitGauge(t, "fake_graph_calls_in_delay", 1) // the launch is inside the driver, held there
+	type begun struct {
+		sc  *graph.StreamCapture
+		err error
+	}
+	calling, began := make(chan time.Time, 1), make(chan begun, 1)
+	go func() {
+		calling <- time.Now()
+		sc, err := g.BeginCapture(s, graph.CaptureRelaxed)
+		began <- begun{sc, err}
+	}()
+	tb := <-calling
+	// The begin waits for the launch in flight; the release lets the launch
+	// return. (More time here only makes the straddle likelier.)
 	time.Sleep(15 * time.Millisecond)
-	tb := time.Now()
-	sc, err := g.BeginCapture(s, graph.CaptureRelaxed)
-	require.NoError(t, err)
+	release()
 	r := <-launched
 	require.NoError(t, r.err)
 	require.True(t, t0.Before(tb) && r.at.After(tb), "the launch straddles the capture's begin")
-	fcall(t, "fake_set_graph_call_delay_us", 0)
-	return sc
+	b := <-began
+	require.NoError(t, b.err)
+	return b.sc
 }
 
 // A capture into an executable's own source graph, begun while a launch of
@@ -111,7 +124,7 @@ func TestCaptureOfOwnExecLaunchLeavesNothing(t *testing.T) {
 	require.NoError(t, g.Close())
 	require.NoError(t, s.Synchronize())
 
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) &&
 		(fcall(t, "fake_live_graphs") != graphs0 || fcall(t, "fake_live_execs") != execs0) {
 		gcAll()
@@ -149,12 +162,12 @@ func TestCaptureAbortReleasesSameFamilyExecUnlocked(t *testing.T) {
 	// for package driver's wait to drop its share first once the sink is
 	// off the stream: the capture's share is then the last.
 	graphCallDelay(t, 30_000)
-	if !advWithin(5*time.Second, func() { _ = sc.Abort() }) {
+	if !advWithin(30*time.Second, func() { _ = sc.Abort() }) {
 		advStacks(t, "execCore).destroy")
 		t.Fatal("StreamCapture.Abort deadlocked: endInto released the executable's last reference under the family lock")
 	}
 	fcall(t, "fake_set_graph_call_delay_us", 0)
-	assert.True(t, advWithin(time.Second, func() { _, _ = g.Nodes() }), "the family lock is free again")
+	assert.True(t, advWithin(30*time.Second, func() { _, _ = g.Nodes() }), "the family lock is free again")
 	noBadUses(t)
 }
 

@@ -108,7 +108,7 @@ func TestGraphDroppedWithoutCloseIsReleased(t *testing.T) {
 		}
 	}()
 	gcAll()
-	require.EqualValues(t, 1, fcall(t, "fake_quiesce", 5000))
+	require.EqualValues(t, 1, fcall(t, "fake_quiesce", 30000))
 	before := lifetime.ReadStats()
 	live := func() [4]int64 {
 		return [4]int64{fcall(t, "fake_live_graphs"), fcall(t, "fake_live_execs"),

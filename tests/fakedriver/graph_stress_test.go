@@ -50,7 +50,7 @@ func TestGraphStressCloseRaces(t *testing.T) {
 	noConcurrentGraphCalls(t)
 
 	require.NoError(t, f.ctx.Synchronize())
-	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
+	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))
 	require.NoError(t, seam.TrimStaging(f.ctx)) // the blocks it keeps for copies of Go slices
 	ok := ltSettle(func() bool {
 		for _, c := range counters {

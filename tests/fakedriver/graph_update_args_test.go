@@ -145,7 +145,7 @@ func TestFakeExecSetKernelArgHoldsBuffers(t *testing.T) {
 	// Frees that earlier tests' Closes and cleanups queued run first: the
 	// count below is of the whole process.
 	gcAll()
-	fcall(t, "fake_quiesce", 10000)
+	fcall(t, "fake_quiesce", 30000)
 	lifetime.Flush()
 	allocs0 := fcall(t, "fake_live_allocations")
 	a, err := driver.Alloc[int32](w.f.ctx, 8)

@@ -59,9 +59,12 @@ func setup(t testing.TB) *fixture {
 	// the fake's live counters under this test (go test -shuffle puts any
 	// test after any other).
 	gcAll()
-	if fcall(t, "fake_quiesce", 5000) != 1 {
+	if fcall(t, "fake_quiesce", 30000) != 1 {
 		t.Fatal("fakecuda's queues did not drain")
 	}
+	// Bad uses counted so far are earlier tests' (a model test makes some
+	// on purpose), not this one's.
+	fcall(t, "fake_reset_counters")
 	dev, err := driver.DeviceByOrdinal(0)
 	require.NoError(t, err)
 	ctx, err := dev.PrimaryContext()
@@ -102,11 +105,11 @@ func gcAll() {
 	lifetime.Flush()
 }
 
-// settle waits up to 10 s for cond, flushing the release queue: the fake
+// settle waits up to 30 s for cond, flushing the release queue: the fake
 // runs user-object destructors on a thread of its own, as CUDA does.
 func settle(t *testing.T, cond func() bool, msg string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out: %s (%+v)", msg, lifetime.ReadStats())
@@ -150,7 +153,7 @@ func ltSetup(t *testing.T) *fixture {
 	f := setup(t)
 	// What earlier tests left queued runs first, so that it does not count
 	// against this one.
-	fcall(t, "fake_quiesce", 10000)
+	fcall(t, "fake_quiesce", 30000)
 	lifetime.Flush()
 	fcall(t, "fake_reset_counters")
 	before := lifetime.ReadStats()
@@ -160,7 +163,7 @@ func ltSetup(t *testing.T) *fixture {
 		fcall(t, "fake_set_launch_call_delay_us", 0)
 		fcall(t, "fake_set_record_call_delay_us", 0)
 		fcall(t, "fake_fail_clear")
-		assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000), "fakecuda's queues drained")
+		assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000), "fakecuda's queues drained")
 		fcall(t, "fake_clear_sticky_error")
 		ltNoBadUses(t)
 		// Nothing the test made is left pinned or registered (I10, I11).
@@ -206,8 +209,8 @@ func settleWithin(d time.Duration, cond func() bool) bool {
 	return true
 }
 
-// ltSettle is settleWithin 10 s.
-func ltSettle(cond func() bool) bool { return settleWithin(10*time.Second, cond) }
+// ltSettle is settleWithin 30 s.
+func ltSettle(cond func() bool) bool { return settleWithin(30*time.Second, cond) }
 
 // ltRace runs n goroutines calling op until stop is closed, and close
 // after a short while; it returns once all have returned.
@@ -281,4 +284,31 @@ func deep(n int, f func()) int {
 		return int(pad[0])
 	}
 	return deep(n-1, f) + int(pad[n%len(pad)])
+}
+
+// hold makes the fake's work under control ("fake_set_copy_delay_us",
+// "fake_set_kernel_delay_us", "fake_set_launch_call_delay_us", …) wait
+// until the returned release is called (or the test ends): work held so
+// stays "not yet run" however slow or loaded the machine is, which a delay
+// in time cannot promise.
+func hold(t *testing.T, control string) (release func()) {
+	t.Helper()
+	fcall(t, control, ^uintptr(0)) // -1: a hold
+	release = func() { fcall(t, control, 0) }
+	t.Cleanup(release)
+	return release
+}
+
+// waitGauge waits up to 30 s until the fake's gauge reaches at least n
+// (a held call has got as far as its hold, say), and fails the test if it
+// does not.
+func waitGauge(t *testing.T, gauge string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for fcall(t, gauge) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s to reach %d", gauge, n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }

@@ -41,7 +41,7 @@ func TestSliceNodesOnARegisteredSliceLeaveNoPins(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, g.Close())
 	}
-	fcall(t, "fake_quiesce", 10000)
+	fcall(t, "fake_quiesce", 30000)
 	ok := ltSettle(func() bool { lifetime.Flush(); return lifetime.ReadStats().Pinned == before })
 	assert.True(t, ok, "%d pins left by 50 closed graphs", lifetime.ReadStats().Pinned-before)
 	runtime.KeepAlive(backing)
@@ -92,7 +92,7 @@ func TestFailedUnregisterKeepsTheRange(t *testing.T) {
 	require.NoError(t, err)
 	faketest.FailNext(t, "cuMemHostUnregister", 999)
 	require.NoError(t, g1.Close())
-	fcall(t, "fake_quiesce", 10000)
+	fcall(t, "fake_quiesce", 30000)
 	lifetime.Flush()
 	lifetime.Flush()
 	_ = lifetime.Errors()
@@ -106,7 +106,7 @@ func TestFailedUnregisterKeepsTheRange(t *testing.T) {
 	assert.Equal(t, pinned+1, lifetime.ReadStats().Pinned, "the node's slice is pinned")
 	assert.Equal(t, regs, registrations(t), "the kept range is counted on, not registered again")
 	require.NoError(t, g2.Close())
-	fcall(t, "fake_quiesce", 10000)
+	fcall(t, "fake_quiesce", 30000)
 	assert.True(t, ltSettle(func() bool { lifetime.Flush(); return lifetime.ReadStats().Pinned < pinned }), "unregistered, and unpinned, at the next release")
 	runtime.KeepAlive(s)
 }
@@ -195,17 +195,19 @@ func TestSyncCopyKeepsThePagesRegistered(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, regs+1, fcall(t, "fake_live_registrations"))
 
-	fcall(t, "fake_set_copy_delay_us", 800000) // past the Close and the flushes below, on a loaded machine too
-	defer fcall(t, "fake_set_copy_delay_us", 0)
+	// The copy is held inside the fake (past the Close and the flushes
+	// below, however loaded the machine) until released.
+	release := hold(t, "fake_set_copy_delay_us")
 	copied := make(chan error, 1)
 	go func() { copied <- dev.CopyToHost(f.s, backing[512:528]) }()
-	time.Sleep(100 * time.Millisecond) // the copy runs
+	waitGauge(t, "fake_copies_in_delay", 1) // the copy runs
 	require.NoError(t, g.Close())
 	for range 5 { // the graph's release and the unregistration it queues
 		lifetime.Flush()
 		time.Sleep(20 * time.Millisecond)
 	}
 	assert.Equal(t, regs+1, fcall(t, "fake_live_registrations"), "unregistered under a copy into its pages")
+	release()
 	require.NoError(t, <-copied)
 	assert.True(t, ltSettle(func() bool { lifetime.Flush(); return fcall(t, "fake_live_registrations") == regs }),
 		"unregistered once the copy is done")
@@ -228,17 +230,23 @@ func TestSyncCopyWaitsForAnUnregistrationUnderWay(t *testing.T) {
 	require.NoError(t, err)
 	_, err = g.Memcpy(graph.Slice(backing[:16]), graph.Device(dev))
 	require.NoError(t, err)
-	fcall(t, "fake_set_unregister_delay_us", 300000)
-	defer fcall(t, "fake_set_unregister_delay_us", 0)
+	release := hold(t, "fake_set_unregister_delay_us")
 	fcall(t, "fake_set_copy_delay_us", 300000)
 	defer fcall(t, "fake_set_copy_delay_us", 0)
 	bad := fcall(t, "fake_bad_ptr_uses")
 	require.NoError(t, g.Close())
 	// The graph's release queues the unregistration, which takes the
-	// range off the registry's list and waits in cuMemHostUnregister.
-	time.Sleep(100 * time.Millisecond)
+	// range off the registry's list and is held in cuMemHostUnregister.
+	waitGauge(t, "fake_unregisters_in_delay", 1)
 	require.Equal(t, regs+1, fcall(t, "fake_live_registrations"), "the fake still holds the registration")
-	require.NoError(t, dev.CopyToHost(f.s, backing[512:528]))
+	// The copy begins while the unregistration is under way; the
+	// unregistration ends soon after, during the copy's 300 ms delay were
+	// the copy not waiting for it.
+	copied := make(chan error, 1)
+	go func() { copied <- dev.CopyToHost(f.s, backing[512:528]) }()
+	time.Sleep(50 * time.Millisecond)
+	release()
+	require.NoError(t, <-copied)
 	assert.Equal(t, bad, fcall(t, "fake_bad_ptr_uses"), "a copy ran while its pages' registration was being removed")
 	assert.True(t, ltSettle(func() bool { lifetime.Flush(); return fcall(t, "fake_live_registrations") == regs }))
 	runtime.KeepAlive(backing)

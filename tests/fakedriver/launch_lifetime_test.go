@@ -290,15 +290,14 @@ func TestLaunchInFlightKeepsItsStream(t *testing.T) {
 		s, err := f.ctx.NewStream(driver.StreamNonBlocking)
 		require.NoError(t, err)
 		learnLaunch(t, s, f.add4, buf, uint32(0), uint32(0), uint32(0))
-		fcall(t, "fake_set_launch_call_delay_us", 300000) // long enough for Close and the check under load
+		release := hold(t, "fake_set_launch_call_delay_us") // inside cuLaunchKernel until released
 		done := make(chan error, 1)
 		go func() { done <- launch(s) }()
-		require.True(t, settleWithin(5*time.Second, func() bool { return fcall(t, "fake_launch_calls_in_delay") == 1 }),
-			"%s: the launch is inside cuLaunchKernel", name)
+		waitGauge(t, "fake_launch_calls_in_delay", 1) // the launch is inside cuLaunchKernel
 		require.NoError(t, s.Close(), name)
 		assert.Equal(t, streams+1, fcall(t, "fake_live_streams"), "%s: the stream outlives Close while the launch is in the driver", name)
+		release()
 		require.NoError(t, <-done, name)
-		fcall(t, "fake_set_launch_call_delay_us", 0)
 		assert.ErrorIs(t, launch(s), driver.ErrClosed, name)
 		assert.True(t, ltSettle(func() bool { return fcall(t, "fake_live_streams") == streams }), "%s: the stream destroyed after the launch", name)
 		ltNoBadUses(t)
@@ -325,12 +324,11 @@ func TestLaunchFreeingItsBufferWhileACaptureBegins(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Synchronize())
 
-	fcall(t, "fake_set_launch_call_delay_us", 100000)
+	release := hold(t, "fake_set_launch_call_delay_us") // inside cuLaunchKernel until released
 	launched := make(chan error, 1)
 	go func() { launched <- s.Launch(f.add4, g, driver.Block(1), b, uint32(1), uint32(2), uint32(3)) }()
-	require.True(t, settleWithin(5*time.Second, func() bool { return fcall(t, "fake_launch_calls_in_delay") == 1 }),
-		"the launch is inside cuLaunchKernel")
-	require.NoError(t, b.Close()) // the launch holds the buffer's last reference now
+	waitGauge(t, "fake_launch_calls_in_delay", 1) // the launch is inside cuLaunchKernel
+	require.NoError(t, b.Close())                 // the launch holds the buffer's last reference now
 	captured := make(chan error, 1)
 	go func() {
 		sc, err := graph.BeginCapture(s, graph.CaptureRelaxed)
@@ -342,12 +340,13 @@ func TestLaunchFreeingItsBufferWhileACaptureBegins(t *testing.T) {
 		}
 		captured <- err
 	}()
+	time.Sleep(20 * time.Millisecond) // the capture begins and waits for the launch (more time only makes a deadlock likelier to show)
+	release()
 	select {
 	case err := <-launched:
 		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("deadlock: the launch freeing its buffer waits for the capture's gate, the capture for the launch")
 	}
-	fcall(t, "fake_set_launch_call_delay_us", 0)
 	require.NoError(t, <-captured)
 }

@@ -104,7 +104,7 @@ func TestModelConcurrentGraphInstantiateRacesExecDestroy(t *testing.T) {
 	mcDelay(t, 300)
 	var stop atomic.Bool
 	maker, destroyer := mcInstantiateAndDestroy(ctx, g, 1000, &stop, nil)
-	mcUntilSeen(t, &stop, 2*time.Second)
+	mcUntilSeen(t, &stop, 30*time.Second)
 	require.NoError(t, <-maker)
 	require.NoError(t, <-destroyer)
 	assert.Positive(t, fcall(t, "fake_concurrent_graph_calls"))
@@ -232,7 +232,7 @@ func TestModelConcurrentGraphCaptureRacesExplicitAdds(t *testing.T) {
 		}
 		return nil
 	})
-	mcUntilSeen(t, &stop, 2*time.Second)
+	mcUntilSeen(t, &stop, 30*time.Second)
 	require.NoError(t, <-capturer)
 	require.NoError(t, <-adder)
 	assert.Positive(t, fcall(t, "fake_concurrent_graph_calls"))
@@ -271,7 +271,7 @@ func TestModelConcurrentGraphLaunchesOfOneExec(t *testing.T) {
 		})
 	}
 	l1, l2 := launch(s1), launch(s2)
-	mcUntilSeen(t, &stop, 2*time.Second)
+	mcUntilSeen(t, &stop, 30*time.Second)
 	require.NoError(t, <-l1)
 	require.NoError(t, <-l2)
 	assert.Positive(t, fcall(t, "fake_concurrent_graph_calls"))

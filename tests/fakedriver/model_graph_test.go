@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -246,7 +245,7 @@ func TestModelUserObjects(t *testing.T) {
 	// What other tests left to collect, release or destroy goes first: its
 	// destructors would count here.
 	gcAll()
-	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 5000))
+	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))
 	uobjs, ran := fcall(t, "fake_live_user_objects"), fcall(t, "fake_destructors_run")
 	var o cu.CUuserObject
 	require.NoError(t, cu.UserObjectCreate(&o, uintptr(12), mHostFn(t, "fake_count_fn"), 1,
@@ -262,17 +261,18 @@ func TestModelUserObjects(t *testing.T) {
 	x := mInstantiate(t, g, 0)
 	require.NoError(t, cu.GraphDestroy(g))
 	require.NoError(t, cu.GraphDestroy(c))
-	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 1000))
+	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))
 	assert.Zero(t, fcall(t, "fake_count", 12), "the executable still holds it")
 
-	fcall(t, "fake_set_copy_delay_us", 100000)
+	release := hold(t, "fake_set_copy_delay_us") // the copy node waits until released: no timing
 	require.NoError(t, cu.GraphLaunch(x, s))
 	require.NoError(t, cu.GraphExecDestroy(x))
-	time.Sleep(5 * time.Millisecond)
+	waitGauge(t, "fake_copies_in_delay", 1) // the launch is running its copy node
 	assert.Zero(t, fcall(t, "fake_count", 12), "the launch in flight holds it")
 	assert.Equal(t, uobjs+1, fcall(t, "fake_live_user_objects"))
+	release()
 	require.NoError(t, cu.StreamSynchronize(s))
-	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 2000))
+	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))
 	assert.EqualValues(t, 1, fcall(t, "fake_count", 12))
 	assert.Equal(t, uobjs, fcall(t, "fake_live_user_objects"))
 	assert.Equal(t, ran+1, fcall(t, "fake_destructors_run"))
@@ -290,7 +290,7 @@ func TestModelUserObjects(t *testing.T) {
 	require.NoError(t, cu.GraphReleaseUserObject(g, o, 2))
 	require.NoError(t, cu.UserObjectRelease(o, 3))
 	require.NoError(t, cu.GraphDestroy(g))
-	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 2000))
+	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))
 	assert.EqualValues(t, 5, mGoDestroyed.Load(), "the Go destructor ran once")
 	assert.EqualValues(t, 2, fcall(t, "fake_bad_handle_uses"))
 	require.NoError(t, cu.MemFree(p))

@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -90,21 +89,25 @@ func TestModelFreeUnderQueuedWork(t *testing.T) {
 	buf := make([]byte, 64)
 	var a cu.CUdeviceptr
 	require.NoError(t, cu.MemAllocAsync(&a, 64, s))
-	fcall(t, "fake_set_copy_delay_us", 50000)
+	release := hold(t, "fake_set_copy_delay_us") // the copy waits until released: no timing
 	require.NoError(t, cu.MemcpyHtoDAsync(a, unsafe.Pointer(&buf[0]), 64, s))
 	require.NoError(t, cu.MemFree(a))
+	release()
 	require.NoError(t, cu.StreamSynchronize(s))
 	assert.EqualValues(t, 1, fcall(t, "fake_bad_ptr_uses"), "the queued copy found its memory freed")
 	assert.Contains(t, faketest.LastBadUse(t), "cuMemcpyHtoDAsync")
 
+	fcall(t, "fake_set_copy_delay_us", 50000)
 	b := mAlloc(t, 64)
 	require.NoError(t, cu.MemcpyHtoDAsync(b, unsafe.Pointer(&buf[0]), 64, s))
 	require.NoError(t, cu.MemFree(b))
 	require.NoError(t, cu.StreamQuery(s), "cuMemFree waited for the copy")
 	assert.EqualValues(t, 1, fcall(t, "fake_bad_ptr_uses"))
 
-	// A synchronous copy racing a free from another thread is caught too.
+	// A synchronous copy racing a free from another thread is caught too:
+	// the copy is held inside the call until the free is done.
 	c := mAlloc(t, 64)
+	hold(t, "fake_set_copy_delay_us")
 	done := make(chan error)
 	go func() {
 		runtime.LockOSThread()
@@ -116,8 +119,9 @@ func TestModelFreeUnderQueuedWork(t *testing.T) {
 		defer cu.CtxPopCurrent(nil)
 		done <- cu.MemcpyHtoD(c, unsafe.Pointer(&buf[0]), 64)
 	}()
-	time.Sleep(5 * time.Millisecond)
+	waitGauge(t, "fake_copies_in_delay", 1)
 	require.NoError(t, cu.MemFree(c))
+	fcall(t, "fake_set_copy_delay_us", 0) // the copy goes on and finds c freed
 	assert.ErrorIs(t, <-done, cu.CUDA_ERROR_INVALID_VALUE, "the copy saw its memory freed under it")
 	assert.EqualValues(t, 2, fcall(t, "fake_bad_ptr_uses"))
 }

@@ -22,7 +22,7 @@ func TestModelStreamsRunLateAndInOrder(t *testing.T) {
 	s := mStream(t)
 	_, fs := mLoadFake(t)
 	p := mAlloc(t, 64)
-	fcall(t, "fake_set_copy_delay_us", 50000)
+	release := hold(t, "fake_set_copy_delay_us") // the copies wait until released: no timing
 	src := []int32{1}
 	require.NoError(t, cu.MemcpyHtoDAsync(p, unsafe.Pointer(&src[0]), 4, s))
 	src[0] = 2 // after the call, before the copy runs
@@ -33,6 +33,8 @@ func TestModelStreamsRunLateAndInOrder(t *testing.T) {
 	out := make([]int32, 16)
 	require.NoError(t, cu.MemcpyDtoHAsync(unsafe.Pointer(&out[0]), p, 64, s))
 	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_log_fn"), uintptr(2)))
+	assert.Zero(t, fcall(t, "fake_log_len"), "nothing ran behind the held copy")
+	release()
 	require.NoError(t, cu.StreamSynchronize(s))
 	require.NoError(t, cu.StreamQuery(s))
 	assert.Equal(t, append([]int32{2}, mSeq(50, 15)...), out, "the copy read the slice when it ran, and wrote out then")
@@ -41,6 +43,7 @@ func TestModelStreamsRunLateAndInOrder(t *testing.T) {
 	assert.Zero(t, fcall(t, "fake_queued_ops"))
 
 	// cuCtxSynchronize waits for every stream of the context.
+	fcall(t, "fake_set_copy_delay_us", 50000)
 	s2 := mStream(t)
 	require.NoError(t, cu.MemcpyHtoDAsync(p, unsafe.Pointer(&src[0]), 4, s))
 	require.NoError(t, cu.MemcpyHtoDAsync(p+8, unsafe.Pointer(&src[0]), 4, s2))
@@ -110,6 +113,11 @@ func TestModelEvents(t *testing.T) {
 
 	p := mAlloc(t, 64)
 	buf := make([]byte, 64)
+	// A gate holds the stream, so b is not reached before the checks
+	// however slow the machine; the copy's delay is the time a to b.
+	const gate = 42
+	fcall(t, "fake_close_gate", gate)
+	require.NoError(t, cu.LaunchHostFunc(s, mHostFn(t, "fake_gate_fn"), uintptr(gate)))
 	fcall(t, "fake_set_copy_delay_us", 30000)
 	require.NoError(t, cu.EventRecord(a, s))
 	require.NoError(t, cu.MemcpyHtoDAsync(p, unsafe.Pointer(&buf[0]), 64, s))
@@ -117,6 +125,7 @@ func TestModelEvents(t *testing.T) {
 	assert.ErrorIs(t, cu.EventQuery(b), cu.CUDA_ERROR_NOT_READY)
 	var ms float32
 	assert.ErrorIs(t, cu.EventElapsedTime(&ms, a, b), cu.CUDA_ERROR_NOT_READY)
+	fcall(t, "fake_open_gate", gate)
 	require.NoError(t, cu.EventSynchronize(b))
 	require.NoError(t, cu.EventQuery(b))
 	require.NoError(t, cu.EventElapsedTime(&ms, a, b))
@@ -150,7 +159,7 @@ func TestModelStreamDestroyLetsWorkFinish(t *testing.T) {
 	s := mStream(t)
 	p := mAlloc(t, 64)
 	buf := make([]byte, 64)
-	fcall(t, "fake_set_copy_delay_us", 20000)
+	hold(t, "fake_set_copy_delay_us") // the copies wait until released: no timing
 	for i := 0; i < 3; i++ {
 		require.NoError(t, cu.MemcpyHtoDAsync(p, unsafe.Pointer(&buf[0]), 64, s))
 	}
@@ -159,7 +168,8 @@ func TestModelStreamDestroyLetsWorkFinish(t *testing.T) {
 	assert.Equal(t, streams, fcall(t, "fake_live_streams"), "the handle is dead at once")
 	assert.ErrorIs(t, cu.StreamQuery(s), cu.CUDA_ERROR_INVALID_HANDLE)
 	assert.Zero(t, fcall(t, "fake_count", 5))
-	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 2000))
+	fcall(t, "fake_set_copy_delay_us", 20000) // released, each still slow
+	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))
 	assert.EqualValues(t, 1, fcall(t, "fake_count", 5), "its queued work still ran")
 	require.NoError(t, cu.MemFree(p))
 }

@@ -101,7 +101,7 @@ func TestModelFailureInjection(t *testing.T) {
 	// and queued host functions never run.
 	p := mAlloc(t, 64)
 	buf := make([]byte, 64)
-	fcall(t, "fake_set_copy_delay_us", 50000)
+	release := hold(t, "fake_set_copy_delay_us") // the copy waits until released: no timing
 	require.NoError(t, cu.MemcpyHtoDAsync(p, unsafe.Pointer(&buf[0]), 64, s))
 	require.NoError(t, cu.LaunchHostFunc(s, count, uintptr(4)))
 	fcall(t, "fake_set_sticky_error", uintptr(cu.CUDA_ERROR_ILLEGAL_ADDRESS))
@@ -109,7 +109,8 @@ func TestModelFailureInjection(t *testing.T) {
 	assert.ErrorIs(t, cu.CtxSynchronize_v2000(), cu.CUDA_ERROR_ILLEGAL_ADDRESS)
 	assert.ErrorIs(t, cu.LaunchHostFunc(s, count, uintptr(4)), cu.CUDA_ERROR_ILLEGAL_ADDRESS)
 	assert.ErrorIs(t, cu.MemcpyHtoDAsync(p, unsafe.Pointer(&buf[0]), 64, s), cu.CUDA_ERROR_ILLEGAL_ADDRESS)
-	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 2000))
+	release()
+	require.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))
 	assert.Zero(t, fcall(t, "fake_count", 4), "the queued host function never ran")
 	assert.Positive(t, fcall(t, "fake_dropped_ops"))
 	fcall(t, "fake_clear_sticky_error")
@@ -199,12 +200,13 @@ func TestModelKernelArguments(t *testing.T) {
 	require.NoError(t, cu.CtxDestroy(c))
 
 	p := mAlloc(t, 64)
-	fcall(t, "fake_set_kernel_delay_us", 50000)
+	release := hold(t, "fake_set_kernel_delay_us") // the kernels wait until released: no timing
 	require.NoError(t, mLaunchFill(fs["fill"], s, mFill(p, 1, 16)))
 	var a cu.CUdeviceptr
 	require.NoError(t, cu.MemAllocAsync(&a, 64, s))
 	require.NoError(t, mLaunchFill(fs["fill"], s, mFill(a, 1, 16)))
 	require.NoError(t, cu.MemFree(a), "stream-ordered memory goes at once")
+	release()
 	require.NoError(t, cu.StreamSynchronize(s))
 	assert.EqualValues(t, 2, fcall(t, "fake_bad_ptr_uses"))
 	require.NoError(t, cu.MemFree(p))

@@ -140,7 +140,7 @@ func TestPeerCopyAfterAFault(t *testing.T) {
 	require.NoError(t, other.Close())
 	require.NoError(t, dst.Close())
 	assert.True(t, ltSettle(func() bool { return fcall(t, "fake_live_allocations") == allocs }), "all three freed")
-	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
+	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))
 	fcall(t, "fake_clear_sticky_error")
 	for _, err := range lifetime.Errors() {
 		assert.ErrorIs(t, err, driver.ErrIllegalAddress, "a free reports the fault")

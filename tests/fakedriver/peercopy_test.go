@@ -224,7 +224,7 @@ func TestPeerCopyHoldsBothBuffersUntilItRan(t *testing.T) {
 				require.NoError(t, err)
 				defer out.Close()
 				s := side.s
-				fcall(t, "fake_set_kernel_delay_us", 20000)
+				release := hold(t, "fake_set_kernel_delay_us") // the kernel runs until released: no timing
 				require.NoError(t, s.Launch(side.empty, g1, b1), "a slow kernel first")
 				require.NoError(t, dst.CopyFromAsync(s, src))
 				require.NoError(t, out.CopyFromAsync(s, dst))
@@ -238,6 +238,7 @@ func TestPeerCopyHoldsBothBuffersUntilItRan(t *testing.T) {
 				require.NoError(t, first.Close())
 				require.NoError(t, second.Close())
 				assert.Equal(t, allocs+3, fcall(t, "fake_live_allocations"), "not freed while the copies may use them")
+				release()
 				require.NoError(t, s.Synchronize())
 				host, err := out.HostSlice()
 				require.NoError(t, err)

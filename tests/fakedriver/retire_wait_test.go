@@ -35,13 +35,16 @@ func TestRetireWaitFailureKeepsTheOwner(t *testing.T) {
 	_ = lifetime.Errors()
 	kept := lifetime.ReadStats().Kept
 
-	fcall(t, "fake_set_kernel_delay_us", 200000)
-	defer fcall(t, "fake_set_kernel_delay_us", 0)
+	release := hold(t, "fake_set_kernel_delay_us") // the launch runs until released: no timing
 	require.NoError(t, w.e.Launch(w.f.s))
 	faketest.FailNext(t, "cuThreadExchangeStreamCaptureMode", 1)
 	require.NoError(t, w.e.SetKernelArg(w.k, 0, w.other)) // retires a behind the launch
+	// The wait is made by a goroutine of its own, which neither
+	// Synchronize nor Flush waits for: wait for its verdict (while the
+	// launch is still held, so a release could only be an early one).
+	assert.True(t, ltSettle(func() bool { return lifetime.ReadStats().Kept > kept }), "the failed wait keeps the owner")
+	release()
 	require.NoError(t, w.f.s.Synchronize())
-	fcall(t, "fake_set_kernel_delay_us", 0)
 	lifetime.Flush()
 	assert.Zero(t, fcall(t, "fake_bad_ptr_uses"), "the launch ran on freed memory: %s", faketest.LastBadUse(t))
 	assert.Equal(t, kept+1, lifetime.ReadStats().Kept, "the owner is kept, a counted leak")

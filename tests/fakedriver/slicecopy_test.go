@@ -60,7 +60,7 @@ func TestSliceNodesShareTheirPages(t *testing.T) {
 
 	require.NoError(t, ga.Close())
 	require.NoError(t, r.Close())
-	fcall(t, "fake_quiesce", 10000)
+	fcall(t, "fake_quiesce", 30000)
 	lifetime.Flush()
 	lifetime.Flush()
 	assert.Equal(t, base+1, registrations(t), "b's node still needs the page")

@@ -108,7 +108,7 @@ func TestCaptureRegistryKeepsNoStream(t *testing.T) {
 			require.NoError(t, s.Close())
 			return weak.Make(s)
 		}()
-		assert.True(t, settleWithin(2*time.Second, func() bool { return w.Value() == nil }), "%s: the Stream is still reachable", p.name)
+		assert.True(t, settleWithin(30*time.Second, func() bool { return w.Value() == nil }), "%s: the Stream is still reachable", p.name)
 	}
 	_ = lifetime.Errors()
 }

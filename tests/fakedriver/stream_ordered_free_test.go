@@ -33,7 +33,7 @@ func TestStreamOrderedFreeAfterStreamClose(t *testing.T) {
 	require.NoError(t, b.Close())
 	require.NoError(t, f.ctx.Synchronize())
 	fcall(t, "fake_set_kernel_delay_us", 0)
-	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
+	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))
 	assert.Equal(t, allocs, fcall(t, "fake_live_allocations"), "the buffer was freed")
 	assert.Equal(t, streams, fcall(t, "fake_live_streams"), "and then its stream destroyed")
 	ltNoBadUses(t)

@@ -319,7 +319,7 @@ func TestStressCloseRaces(t *testing.T) {
 	// No leak: everything the rounds made is gone once the cleanups and
 	// the release queue have run and fakecuda's queues are empty.
 	require.NoError(t, f.ctx.Synchronize())
-	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 10000))
+	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))
 	require.NoError(t, seam.TrimStaging(f.ctx)) // the blocks it keeps for copies of Go slices
 	ok := ltSettle(func() bool {
 		for _, c := range fakeLive {

@@ -54,6 +54,14 @@
  *    fake_set_launch_call_delay_us holds cuLaunchKernel itself in the
  *    driver (fake_set_record_call_delay_us, cuEventRecord), and a stream
  *    destroyed meanwhile is detected;
+ *  - a negative delay (copy, kernel, launch call, record call, unregister,
+ *    graph call) is a hold: the work waits until the test sets the delay
+ *    to 0 or more, so a test asserts "not yet run" with no timing on a
+ *    loaded machine; fake_copies_in_delay, fake_kernels_in_delay,
+ *    fake_launch_calls_in_delay, fake_record_calls_in_delay,
+ *    fake_unregisters_in_delay and fake_graph_calls_in_delay count the
+ *    calls waiting or sleeping there. fake_gate_fn, a host function,
+ *    holds its stream until fake_open_gate(slot);
  *  - NULL and CU_STREAM_LEGACY name the current context's legacy stream,
  *    CU_STREAM_PER_THREAD a stream per (OS thread, context);
  *  - synchronize/query of streams, events and contexts wait for or report
@@ -349,8 +357,10 @@ struct umark { struct marker *m; int slot, cap; };
 struct frame { struct frame *prev; const char *fn; int n; struct umark v[6]; };
 static pthread_mutex_t use_mu = PTHREAD_MUTEX_INITIALIZER;
 static __thread struct frame *cur_frame; /* the innermost fake call on this thread */
-static long concurrent_graph_calls, graph_call_delay_us;
+static long concurrent_graph_calls, graph_call_delay_us, graph_calls_in_delay;
+long fake_graph_calls_in_delay(void) { return __atomic_load_n(&graph_calls_in_delay, __ATOMIC_SEQ_CST); }
 static void sleep_us(long us);
+static void delay_wait(long *delay_us, long *in_delay);
 
 /* use_mark marks m (a graph's or an executable's, kind and h describe it)
    in use by the calling thread's current call until the call returns, and
@@ -389,7 +399,7 @@ static void use_mark(struct marker *m, const char *kind, const void *h, int cap)
 static void frame_end(struct frame *f) {
     cur_frame = f->prev;
     if (!f->n) return;
-    sleep_us(ATOMIC_GET(graph_call_delay_us));
+    delay_wait(&graph_call_delay_us, &graph_calls_in_delay);
     pthread_mutex_lock(&use_mu);
     for (int i = 0; i < f->n; i++) {
         struct marker *m = f->v[i].m;
@@ -717,6 +727,23 @@ static void sleep_us(long us) {
     while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
 }
 
+/* delay_wait sleeps *delay_us microseconds. A negative value is a hold:
+   it waits until a test sets the delay to 0 or more, however long that
+   takes, so a test can keep work "not yet run" with no timing at all.
+   *in_delay counts the calls inside, for a test to wait until one is. */
+static void delay_wait(long *delay_us, long *in_delay) {
+    long us = __atomic_load_n(delay_us, __ATOMIC_SEQ_CST);
+    if (!us) return;
+    __atomic_add_fetch(in_delay, 1, __ATOMIC_SEQ_CST);
+    if (us > 0) sleep_us(us);
+    else
+        while (__atomic_load_n(delay_us, __ATOMIC_SEQ_CST) < 0) sleep_us(100);
+    __atomic_sub_fetch(in_delay, 1, __ATOMIC_SEQ_CST);
+}
+static long copies_in_delay, kernels_in_delay;
+long fake_copies_in_delay(void) { return __atomic_load_n(&copies_in_delay, __ATOMIC_SEQ_CST); }
+long fake_kernels_in_delay(void) { return __atomic_load_n(&kernels_in_delay, __ATOMIC_SEQ_CST); }
+
 /* kcall_args copies the argument values, as the driver does at launch. */
 static CUresult kcall_args(const char *fn, struct kcall *k, void **params, void **extra) {
     memset(k->a, 0, sizeof k->a);
@@ -764,9 +791,9 @@ static CUresult kernel_exec(const char *fn, struct kcall *k, int callside, int m
     CUresult r = kernel_check(fn, k, callside);
     if (r) return r;
     long delay = ATOMIC_GET(kernel_delay_us);
-    if (delay > 0 && may_unlock) {
+    if (delay && may_unlock) {
         UNLOCK();
-        sleep_us(delay);
+        delay_wait(&kernel_delay_us, &kernels_in_delay);
         LOCK();
         if ((r = kernel_check(fn, k, 0))) return r; /* freed while it ran */
     }
@@ -825,12 +852,12 @@ static CUresult copy3d(const char *fn, const memcpy3d_t *p, int callside, int ma
                   p->dstHeight, p, callside, &d, &dpitch, &dlen, &da);
     if (r) return r;
     long delay = ATOMIC_GET(copy_delay_us);
-    if (delay > 0 && may_unlock) {
+    if (delay && may_unlock) {
         unsigned long se = sa ? sa->epoch : 0, de = da ? da->epoch : 0;
         long sr = p->srcMemoryType == MT_HOST ? reg_covering(s) : -1;
         long dr = p->dstMemoryType == MT_HOST ? reg_covering(d) : -1;
         UNLOCK();
-        sleep_us(delay);
+        delay_wait(&copy_delay_us, &copies_in_delay);
         LOCK();
         if (!still_live(sa, se)) return bad_ptr(fn, s, slen, "source freed during the copy");
         if (!still_live(da, de)) return bad_ptr(fn, d, dlen, "destination freed during the copy");
@@ -2346,8 +2373,9 @@ CUresult cuPointerGetAttributes(unsigned n, int *attrs, void **data, CUdeviceptr
 struct reg { uintptr_t base; size_t size; unsigned flags; int live; struct ctx *ctx; };
 static struct reg *regs;
 static size_t nregs, cregs;
-static long unregister_delay_us;
+static long unregister_delay_us, unregisters_in_delay;
 void fake_set_unregister_delay_us(long us) { __atomic_store_n(&unregister_delay_us, us, __ATOMIC_SEQ_CST); }
+long fake_unregisters_in_delay(void) { return __atomic_load_n(&unregisters_in_delay, __ATOMIC_SEQ_CST); }
 /* reg_covering is the index of the live registration holding b, or -1;
    reg_live says whether registration i is still live (entries are never
    reused: a new registration is a new entry). Lock held. */
@@ -2385,8 +2413,7 @@ CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
 CUresult cuMemHostUnregister(void *p) {
     ENTER("cuMemHostUnregister");
     NEED_CTX();
-    long delay = ATOMIC_GET(unregister_delay_us);
-    if (delay > 0) sleep_us(delay); /* the registration holds until the call ends */
+    delay_wait(&unregister_delay_us, &unregisters_in_delay); /* the registration holds until the call ends */
     LOCK();
     CUresult r = NOT_REGISTERED;
     for (size_t i = nregs; i-- > 0;)
@@ -3454,9 +3481,7 @@ static CUresult call_delay(const char *fn, void *hs, long *delay_us, long *in_de
     CUresult r = get_stream(fn, hs, &st);
     UNLOCK();
     if (r) return r;
-    __atomic_add_fetch(in_delay, 1, __ATOMIC_SEQ_CST);
-    sleep_us(us);
-    __atomic_sub_fetch(in_delay, 1, __ATOMIC_SEQ_CST);
+    delay_wait(delay_us, in_delay);
     return OK;
 }
 static CUresult launch_call_delay(const char *fn, void *hs) {
