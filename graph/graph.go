@@ -89,6 +89,7 @@ type graphCore struct {
 	table  *tables.Table                   // owners of the nodes added since the graph was last shared
 	bodies map[cu.CUgraphNode][]*graphCore // body graphs owned by a node (of g or its bodies), in the root
 	uos    []cu.CUuserObject               // user objects this graph holds: its tables' and its children's
+	multi  bool                            // a node runs in, or names, another context (multi.go); sticky
 	// Every graph's live nodes, for Node's generation check (nodes.go).
 	nodes []cu.CUgraphNode          // by slot; 0 once destroyed
 	slots map[cu.CUgraphNode]uint32 // slot of each live node, built when first needed
