@@ -527,7 +527,7 @@ func (b Builder) Child(child *Graph) (Node, error) {
 		if child.multi {
 			t.multi = true
 		}
-		child.sink.forward(g.sink)    // g's executables run child's host nodes
+		child.sink.forward(g.sink) // g's executables run child's host nodes
 		return nil
 	})
 }
