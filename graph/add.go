@@ -103,7 +103,9 @@ func (b Builder) Empty() (Node, error) {
 // grid × block threads with args: what Stream.Launch takes, checked against
 // the kernel the same way. The node holds fn's module or library and every
 // buffer among args for as long as the graph or anything made from it may
-// run it.
+// run it. It runs in fn's context when fn is a module's kernel (which may
+// be another context than the graph's), else in the Builder's context (On)
+// or the graph's; the buffers must belong to that context or a peer of it.
 func (b Builder) Kernel(fn *driver.Function, grid driver.GridDim, block driver.BlockDim, args ...any) (Node, error) {
 	return b.kernel("Graph.Kernel", fn, driver.LaunchConfig{Grid: grid, Block: block}, args)
 }
@@ -163,7 +165,8 @@ func (b Builder) kernel(op string, fn *driver.Function, cfg driver.LaunchConfig,
 // KernelArgs adds a kernel node that launches Args made with
 // Function.NewArgs over grid × block threads, as Stream.LaunchArgs does; the
 // node copies their current values and holds the Args (their buffers and
-// module) for as long as it may run.
+// module) for as long as it may run. It runs in a context as Kernel's
+// node does.
 func (b Builder) KernelArgs(a *driver.Args, grid driver.GridDim, block driver.BlockDim) (Node, error) {
 	const op = "Graph.KernelArgs"
 	cfg := driver.LaunchConfig{Grid: grid, Block: block}
@@ -281,7 +284,8 @@ func (b Builder) HostFunc(f func()) (Node, error) {
 
 // Memset adds a memset node (cuGraphAddMemsetNode) that sets every
 // elemSize-byte element (1, 2 or 4) of dst, which must be device memory,
-// to value. dst is held for as long as the node may run.
+// to value. dst is held for as long as the node may run. The node runs in
+// the Builder's context (On) or the graph's, and dst must belong to it.
 func (b Builder) Memset(dst Operand, value uint32, elemSize int) (Node, error) {
 	const op = "Graph.Memset"
 	if err := b.check(op); err != nil {
@@ -339,7 +343,10 @@ func checkMemset(op string, value uint32, elemSize int) error {
 // Memcpy adds a memcpy node (cuGraphAddMemcpyNode) that copies all of src
 // into the start of dst. Each side may be device memory, pinned host memory
 // or a Go slice; both are held (a Go slice pinned) for as long as the node
-// may run.
+// may run. Device memory may belong to any context, of any device: the
+// node runs in the Builder's context (On) or the graph's, which is the
+// ctx argument of cuGraphAddMemcpyNode (see "Several GPUs" in the package
+// documentation for which to name).
 func (b Builder) Memcpy(dst, src Operand) (Node, error) {
 	const op = "Graph.Memcpy"
 	if err := b.check(op); err != nil {

@@ -34,7 +34,10 @@ func closed(op, what string) error {
 	return fmt.Errorf("graph: %s: %s is closed (or a zero value): %w", op, what, driver.ErrClosed)
 }
 
-// Graph is an explicit CUDA graph definition (CUgraph) in one context.
+// Graph is an explicit CUDA graph definition (CUgraph) in one context,
+// which its calls bind; its kernel, memcpy and memset nodes may run in
+// other contexts, on other devices (see "Several GPUs" in the package
+// documentation).
 //
 // # Lifetime
 //
