@@ -19,6 +19,7 @@ import (
 type Builder struct {
 	g    *Graph
 	deps []Node
+	ctx  *driver.Context // On: the context kernel, memcpy and memset nodes run in; nil: the graph's
 }
 
 // After returns a Builder whose nodes depend on deps, which must be live
@@ -102,7 +103,9 @@ func (b Builder) Empty() (Node, error) {
 // grid × block threads with args: what Stream.Launch takes, checked against
 // the kernel the same way. The node holds fn's module or library and every
 // buffer among args for as long as the graph or anything made from it may
-// run it.
+// run it. It runs in fn's context when fn is a module's kernel (which may
+// be another context than the graph's), else in the Builder's context (On)
+// or the graph's; the buffers must belong to that context or a peer of it.
 func (b Builder) Kernel(fn *driver.Function, grid driver.GridDim, block driver.BlockDim, args ...any) (Node, error) {
 	return b.kernel("Graph.Kernel", fn, driver.LaunchConfig{Grid: grid, Block: block}, args)
 }
@@ -125,21 +128,35 @@ func (b Builder) kernel(op string, fn *driver.Function, cfg driver.LaunchConfig,
 		return Node{}, err
 	}
 	g := b.g
-	p, err := seam.MarshalArgs(fn, g.ctx, args)
+	ctx, cref, err := b.nodeContext(op, fn.Context())
 	if err != nil {
+		return Node{}, err
+	}
+	p, err := seam.MarshalArgs(fn, ctx, args)
+	if err != nil {
+		_ = cref.Release()
 		return Node{}, err
 	}
 	var rb [8]lifetime.Ref
 	refs := seam.TakeRefs(p, rb[:0])
-	var ob [8]release.Owner
+	var ob [9]release.Owner
 	owners := ob[:0]
 	for _, r := range refs {
 		owners = append(owners, r)
 	}
+	if cref.Valid() {
+		owners = append(owners, cref)
+	}
 	fh, kern := seam.Function(fn)
 	params := p.Pointer()
 	node, err := g.add(op, b.deps, owners, func(d *cu.CUgraphNode, n uintptr) error {
-		return cu.GraphAddKernelNode(&g.scr.node, g.h, d, n, g.kernelParams(cfg, fh, kern, params))
+		if err := cu.GraphAddKernelNode(&g.scr.node, g.h, d, n, g.kernelParams(cfg, fh, kern, params, ctx)); err != nil {
+			return err
+		}
+		if ctx != g.ctx {
+			g.markMulti()
+		}
+		return nil
 	})
 	p.Free()
 	return node, err
@@ -148,7 +165,8 @@ func (b Builder) kernel(op string, fn *driver.Function, cfg driver.LaunchConfig,
 // KernelArgs adds a kernel node that launches Args made with
 // Function.NewArgs over grid × block threads, as Stream.LaunchArgs does; the
 // node copies their current values and holds the Args (their buffers and
-// module) for as long as it may run.
+// module) for as long as it may run. It runs in a context as Kernel's
+// node does.
 func (b Builder) KernelArgs(a *driver.Args, grid driver.GridDim, block driver.BlockDim) (Node, error) {
 	const op = "Graph.KernelArgs"
 	cfg := driver.LaunchConfig{Grid: grid, Block: block}
@@ -159,31 +177,50 @@ func (b Builder) KernelArgs(a *driver.Args, grid driver.GridDim, block driver.Bl
 		return Node{}, err
 	}
 	fn := a.Function()
-	if err := seam.ArgsUsableIn(a, b.g.ctx); err != nil {
+	ctx, cref, err := b.nodeContext(op, fn.Context())
+	if err != nil {
+		return Node{}, err
+	}
+	if err := seam.ArgsUsableIn(a, ctx); err != nil {
+		_ = cref.Release()
 		return Node{}, err
 	}
 	ref, err := seam.Hold(a)
 	if err != nil {
+		_ = cref.Release()
 		return Node{}, err
 	}
 	g := b.g
+	owners := []release.Owner{ref}
+	if cref.Valid() {
+		owners = append(owners, cref)
+	}
 	var node Node
 	err = a.Raw(func(fh uintptr, params unsafe.Pointer) error {
 		_, kern := seam.Function(fn)
 		var err error
-		node, err = g.add(op, b.deps, []release.Owner{ref}, func(d *cu.CUgraphNode, n uintptr) error {
-			return cu.GraphAddKernelNode(&g.scr.node, g.h, d, n, g.kernelParams(cfg, fh, kern, params))
+		node, err = g.add(op, b.deps, owners, func(d *cu.CUgraphNode, n uintptr) error {
+			if err := cu.GraphAddKernelNode(&g.scr.node, g.h, d, n, g.kernelParams(cfg, fh, kern, params, ctx)); err != nil {
+				return err
+			}
+			if ctx != g.ctx {
+				g.markMulti()
+			}
+			return nil
 		})
-		ref = lifetime.Ref{} // add owns it now
+		owners = nil // add owns them now
 		return err
 	})
-	_ = ref.Release() // when Raw failed before add took it
+	for _, o := range owners { // when Raw failed before add took them
+		_ = o.Release()
+	}
 	return node, err
 }
 
-// kernelParams fills the graph's kernel-node parameter block; g.mu is held.
-func (g *Graph) kernelParams(cfg driver.LaunchConfig, fh, kern uintptr, params unsafe.Pointer) *cu.CUDA_KERNEL_NODE_PARAMS_v2 {
-	fillKernel(&g.scr.kernel, cfg, fh, kern, params, g.ctx)
+// kernelParams fills the graph's kernel-node parameter block for a node
+// that runs in ctx; g.mu is held.
+func (g *Graph) kernelParams(cfg driver.LaunchConfig, fh, kern uintptr, params unsafe.Pointer, ctx *driver.Context) *cu.CUDA_KERNEL_NODE_PARAMS_v2 {
+	fillKernel(&g.scr.kernel, cfg, fh, kern, params, ctx)
 	return &g.scr.kernel
 }
 
@@ -247,17 +284,26 @@ func (b Builder) HostFunc(f func()) (Node, error) {
 
 // Memset adds a memset node (cuGraphAddMemsetNode) that sets every
 // elemSize-byte element (1, 2 or 4) of dst, which must be device memory,
-// to value. dst is held for as long as the node may run.
+// to value. dst is held for as long as the node may run. The node runs in
+// the Builder's context (On) or the graph's, and dst must belong to it.
 func (b Builder) Memset(dst Operand, value uint32, elemSize int) (Node, error) {
 	const op = "Graph.Memset"
 	if err := b.check(op); err != nil {
 		dst.discard()
 		return Node{}, err
 	}
-	o, err := dst.resolve(op, b.g.ctx)
+	ctx, cref, err := b.nodeContext(op, nil)
 	if err != nil {
+		dst.discard()
 		return Node{}, err
 	}
+	o, err := dst.resolve(op, ctx, false)
+	if err != nil {
+		_ = cref.Release()
+		return Node{}, err
+	}
+	o.ctx = cref
+	var ob [2]release.Owner
 	if err := checkMemset(op, value, elemSize); err != nil {
 		o.release()
 		return Node{}, err
@@ -271,10 +317,16 @@ func (b Builder) Memset(dst Operand, value uint32, elemSize int) (Node, error) {
 		return Node{}, invalid(op, "%d bytes are not a positive multiple of %d", o.bytes, elemSize)
 	}
 	g := b.g
-	return g.add(op, b.deps, o.owners(), func(d *cu.CUgraphNode, n uintptr) error {
+	return g.add(op, b.deps, o.appendOwners(ob[:0]), func(d *cu.CUgraphNode, n uintptr) error {
 		g.scr.set = cu.CUDA_MEMSET_NODE_PARAMS_v1{Dst: cu.CUdeviceptr(o.dev), Value: value, ElementSize: uint32(elemSize),
 			Width: uintptr(o.bytes / elemSize), Height: 1}
-		return cu.GraphAddMemsetNode(&g.scr.node, g.h, d, n, &g.scr.set, cu.CUcontext(seam.Context(g.ctx)))
+		if err := cu.GraphAddMemsetNode(&g.scr.node, g.h, d, n, &g.scr.set, cu.CUcontext(seam.Context(ctx))); err != nil {
+			return err
+		}
+		if ctx != g.ctx {
+			g.markMulti()
+		}
+		return nil
 	})
 }
 
@@ -291,7 +343,10 @@ func checkMemset(op string, value uint32, elemSize int) error {
 // Memcpy adds a memcpy node (cuGraphAddMemcpyNode) that copies all of src
 // into the start of dst. Each side may be device memory, pinned host memory
 // or a Go slice; both are held (a Go slice pinned) for as long as the node
-// may run.
+// may run. Device memory may belong to any context, of any device: the
+// node runs in the Builder's context (On) or the graph's, which is the
+// ctx argument of cuGraphAddMemcpyNode (see "Several GPUs" in the package
+// documentation for which to name).
 func (b Builder) Memcpy(dst, src Operand) (Node, error) {
 	const op = "Graph.Memcpy"
 	if err := b.check(op); err != nil {
@@ -299,12 +354,20 @@ func (b Builder) Memcpy(dst, src Operand) (Node, error) {
 		src.discard()
 		return Node{}, err
 	}
-	d, err := dst.resolve(op, b.g.ctx)
+	ctx, cref, err := b.nodeContext(op, nil)
 	if err != nil {
+		dst.discard()
 		src.discard()
 		return Node{}, err
 	}
-	s, err := src.resolve(op, b.g.ctx)
+	d, err := dst.resolve(op, ctx, true)
+	if err != nil {
+		_ = cref.Release()
+		src.discard()
+		return Node{}, err
+	}
+	d.ctx = cref
+	s, err := src.resolve(op, ctx, true)
 	if err != nil {
 		d.release()
 		return Node{}, err
@@ -314,15 +377,27 @@ func (b Builder) Memcpy(dst, src Operand) (Node, error) {
 		s.release()
 		return Node{}, invalid(op, "copy of %d bytes into %d", s.bytes, d.bytes)
 	}
+	if g := b.g; g.root != nil && (d.other || s.other) {
+		d.release()
+		s.release()
+		return Node{}, invalid(op, "a conditional node's body runs in the graph's context only (CUDA requires it): memory of another context is refused there")
+	}
 	g := b.g
-	var ob [2]release.Owner
-	owners := append(append(ob[:0], d.owners()...), s.owners()...)
+	var ob [3]release.Owner
+	owners := s.appendOwners(d.appendOwners(ob[:0]))
+	multi := ctx != g.ctx || d.other || s.other
 	return g.add(op, b.deps, owners, func(dp *cu.CUgraphNode, n uintptr) error {
 		c := &g.scr.copy
 		*c = cu.CUDA_MEMCPY3D_v2{WidthInBytes: uintptr(s.bytes), Height: 1, Depth: 1}
 		c.SrcMemoryType, c.SrcHost, c.SrcDevice = s.side()
 		c.DstMemoryType, c.DstHost, c.DstDevice = d.side()
-		return cu.GraphAddMemcpyNode(&g.scr.node, g.h, dp, n, c, cu.CUcontext(seam.Context(g.ctx)))
+		if err := cu.GraphAddMemcpyNode(&g.scr.node, g.h, dp, n, c, cu.CUcontext(seam.Context(ctx))); err != nil {
+			return err
+		}
+		if multi {
+			g.markMulti()
+		}
+		return nil
 	})
 }
 
@@ -436,6 +511,9 @@ func (b Builder) Child(child *Graph) (Node, error) {
 	// node added to child meanwhile can escape the snapshot.
 	var uos []cu.CUuserObject
 	return g.addWith(op, b.deps, nil, child, func(d *cu.CUgraphNode, n uintptr) error {
+		if child.multi && g.root != nil {
+			return invalid(op, "the child graph has nodes in several contexts: a conditional node's body runs in the graph's context only (CUDA requires it)")
+		}
 		uos = append(uos[:0], child.uos...)
 		child.shared()
 		for i, uo := range uos {
@@ -453,7 +531,10 @@ func (b Builder) Child(child *Graph) (Node, error) {
 			return err
 		}
 		t.uos = append(t.uos, uos...) // under g's family lock
-		child.sink.forward(g.sink)    // g's executables run child's host nodes
+		if child.multi {
+			t.multi = true
+		}
+		child.sink.forward(g.sink) // g's executables run child's host nodes
 		return nil
 	})
 }

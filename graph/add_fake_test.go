@@ -231,4 +231,59 @@ func TestFakeKernelAddAllocatesNothing(t *testing.T) {
 	}))
 	t.Logf("inside Batch: %.2f allocations", allocs)
 	assert.LessOrEqual(t, allocs, 0.05, "a node add in Batch allocates")
+
+	// Nodes of another context than the graph's (Builder.On, a module
+	// kernel of another context, copies between contexts) and memcpy and
+	// memset nodes allocate nothing either.
+	other, err := env.ctx.Device().NewContext(driver.ContextSchedAuto)
+	require.NoError(t, err)
+	defer other.Close()
+	mod, err := other.LoadModule([]byte("FAKE module"))
+	require.NoError(t, err)
+	defer mod.Close()
+	copyo, err := mod.Function("copyi")
+	require.NoError(t, err)
+	c, err := driver.Alloc[int32](other, 16)
+	require.NoError(t, err)
+	defer c.Close()
+	d, err := driver.Alloc[int32](other, 16)
+	require.NoError(t, err)
+	defer d.Close()
+	for name, add := range map[string]func() error{
+		"a kernel of another context": func() error {
+			_, err := g.KernelWith(copyo, one, c, d, int32(16))
+			return err
+		},
+		"a kernel On another context": func() error {
+			_, err := g.On(other).KernelWith(copyo, one, c, d, int32(16))
+			return err
+		},
+		"a memcpy": func() error {
+			_, err := g.Memcpy(Device(a), Device(b))
+			return err
+		},
+		"a memcpy between contexts": func() error {
+			_, err := g.Memcpy(Device(a), Device(c))
+			return err
+		},
+		"a memcpy On another context": func() error {
+			_, err := g.On(other).Memcpy(Device(d), Device(a))
+			return err
+		},
+		"a memset On another context": func() error {
+			_, err := g.On(other).Memset(Device(c), 1, 4)
+			return err
+		},
+	} {
+		for range 64 {
+			require.NoError(t, add(), name)
+		}
+		allocs := testing.AllocsPerRun(2000, func() {
+			if err := add(); err != nil {
+				panic(err)
+			}
+		})
+		t.Logf("%s: %.2f allocations", name, allocs)
+		assert.LessOrEqual(t, allocs, 0.05, "%s allocates", name)
+	}
 }

@@ -255,9 +255,13 @@ func (c *StreamCapture) Stream() *driver.Stream {
 
 // Fork brings other into the capture: work queued on other from now on is
 // captured too, after the work captured on the capture's stream so far
-// (an event recorded there, waited for on other). other must be a stream of
-// the same context that is not being captured. End joins every forked
-// stream back; Join does it earlier, where the order matters.
+// (an event recorded there, waited for on other). other must be a stream
+// that is not being captured; it may belong to another context (another
+// device's): then the graph made holds that context too, and its work
+// there runs on that device (see "Several GPUs" in the package
+// documentation; refused in a capture into a conditional node's body).
+// End joins every forked stream back; Join does it earlier, where the
+// order matters.
 func (c *StreamCapture) Fork(other *driver.Stream) error {
 	const op = "StreamCapture.Fork"
 	st, err := c.state(op)

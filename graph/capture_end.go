@@ -105,6 +105,10 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 		st.ev = 0
 		_ = st.ctx.Raw(func(uintptr) error { return cu.EventDestroy(ev) })
 	}
+	for _, ce := range st.evs { // their contexts are held by what the capture kept
+		_ = ce.ctx.Raw(func(uintptr) error { return cu.EventDestroy(ce.ev) })
+	}
+	st.evs = nil
 	for _, hs := range streams {
 		capture.Remove(hs.s, st)
 	}
@@ -172,6 +176,9 @@ func (st *captureState) endInto(failed bool, endErr error, kept []release.Owner,
 	c := st.target
 	f := c.fam
 	f.mu.Lock() // no refusal: the family's capture is this one
+	if st.multi {
+		c.markMulti() // conservatively, even when the captured nodes are destroyed again
+	}
 	var nodes []Node
 	var table *tables.Table
 	err := c.bind(func() error {
@@ -262,6 +269,7 @@ func (st *captureState) wrap(h cu.CUgraph, kept []release.Owner, tail []cu.CUgra
 	c := newCore(st.ctx, st.ctxRef, st.psink, &family{})
 	st.ctxRef = lifetime.Ref{} // the graph's now
 	c.h = h
+	c.multi = st.multi // set before the end: no Fork changes it now
 	g := c.open()
 	var nodes []Node
 	var table *tables.Table

@@ -41,12 +41,41 @@ func (st *captureState) event() (cu.CUevent, error) {
 	return st.ev, nil
 }
 
-// linkLocked makes later work on waiter wait for the work queued on from;
+// ctxEvent is a link event of a context other than the capture's: an
+// event is recorded only on streams of its own context.
+type ctxEvent struct {
+	ctx *driver.Context // held by a stream of the capture while it is used, and by the capture's graph
+	ev  cu.CUevent
+}
+
+// eventIn returns the capture's event of the current context, ctx, made on
+// first use; evMu is held (or evDone set by the end).
+func (st *captureState) eventIn(ctx *driver.Context) (cu.CUevent, error) {
+	if ctx == st.ctx || ctx.Same(st.ctx) {
+		return st.event()
+	}
+	for _, ce := range st.evs {
+		if ce.ctx.Same(ctx) {
+			return ce.ev, nil
+		}
+	}
+	var ev cu.CUevent
+	if err := cu.EventCreate(&ev, uint32(cu.CU_EVENT_DISABLE_TIMING)); err != nil {
+		return 0, err
+	}
+	st.evs = append(st.evs, ctxEvent{ctx: ctx, ev: ev})
+	return ev, nil
+}
+
+// linkLocked makes later work on waiter wait for the work queued on from,
+// through an event of from's context (CUDA records an event only on a
+// stream of its context; a stream waits for an event of any context);
 // evMu is held (or evDone set by the end), and the caller holds both
 // streams.
 func (st *captureState) linkLocked(from, waiter *driver.Stream) error {
-	return st.ctx.Raw(func(uintptr) error {
-		ev, err := st.event()
+	ctx := from.Context()
+	return ctx.Raw(func(uintptr) error {
+		ev, err := st.eventIn(ctx)
 		if err != nil {
 			return err
 		}
@@ -55,6 +84,35 @@ func (st *captureState) linkLocked(from, waiter *driver.Stream) error {
 		}
 		return cu.StreamWaitEvent(cu.CUstream(seam.Stream(waiter)), ev, 0)
 	})
+}
+
+// holdContextOf keeps s's context for the capture's graph when it is not
+// the capture's (a stream of another device joins): what the work
+// captured there names is held by its calls, and the context itself by
+// the graph, with the rest of what the capture keeps. It is refused for a
+// capture into a conditional node's body, which runs in its graph's
+// context only.
+func (st *captureState) holdContextOf(op string, s *driver.Stream) error {
+	ctx := s.Context()
+	if ctx == st.ctx || ctx.Same(st.ctx) {
+		return nil
+	}
+	if st.target != nil && st.target.root != nil {
+		return invalid(op, "the stream belongs to another context than the capture: a conditional node's body runs in its graph's context only (CUDA requires it)")
+	}
+	ref, err := seam.Hold(ctx)
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done {
+		_ = ref.Release()
+		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
+	}
+	st.multi = true
+	st.kept = append(st.kept, ref)
+	return nil
 }
 
 func (st *captureState) fork(op string, other *driver.Stream) error {
@@ -73,8 +131,8 @@ func (st *captureState) fork(op string, other *driver.Stream) error {
 	if other.IsLegacy() {
 		return invalid(op, "CUDA does not capture the legacy default stream")
 	}
-	if !other.Context().Same(st.ctx) {
-		return invalid(op, "the stream belongs to another context than the capture")
+	if err := st.holdContextOf(op, other); err != nil {
+		return err
 	}
 	for {
 		wait, err := st.forkOnce(op, other)
@@ -223,6 +281,9 @@ func (st *captureState) join(op string, other *driver.Stream) error {
 func (st *captureState) Join(s any, ref lifetime.Ref) (any, bool) {
 	ds, _ := s.(*driver.Stream)
 	if ds == nil {
+		return nil, false
+	}
+	if st.holdContextOf("Stream.WaitEvent", ds) != nil {
 		return nil, false
 	}
 	st.mu.Lock()

@@ -51,7 +51,11 @@ type captureState struct {
 	// under it before it ends the capture: no link runs after.
 	evMu   sync.Mutex
 	ev     cu.CUevent // made by the first link, destroyed by the end
+	evs    []ctxEvent // the same for links from streams of other contexts
 	evDone bool
+	// multi: a stream of another context joined (under mu): the graph
+	// made has nodes in several contexts.
+	multi bool
 
 	qmu sync.Mutex // cuStreamGetCaptureInfo's out-parameters
 	q   captureInfo

@@ -68,7 +68,7 @@ func TestOperandRefusals(t *testing.T) {
 		"raw nil address":  RawHost(0, 4, nil),
 		"raw no size":      RawDevice(0x1000, 0, nil),
 	} {
-		_, err := o.resolve("test", nil)
+		_, err := o.resolve("test", nil, false)
 		assert.ErrorIs(t, err, driver.ErrInvalidArgument, name)
 	}
 }

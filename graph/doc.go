@@ -82,6 +82,74 @@
 // (without one libcuda crashes). Every call binds it for itself; Batch binds
 // it once for many adds.
 //
+// # Several GPUs
+//
+// One graph may run work on several GPUs: kernel nodes on each device and
+// memcpy nodes between their memory, launched once, on a stream of the
+// graph's context, as one unit (CUDA 13 runs each node on its own
+// context's device and orders them by the graph's edges, across devices).
+// A graph has one context, New's, but each kernel, memcpy and memset node
+// runs in a context of its own:
+//
+//   - a kernel node of a module's kernel runs in the module's context (CUDA
+//     takes it from the kernel: Kernel(fnOfB, …) runs on B's device); a
+//     library kernel, which belongs to no context, runs in the graph's,
+//     or in the one On names;
+//   - g.On(ctx) (or g.After(a).On(ctx)) returns a Builder whose kernel,
+//     memcpy and memset nodes run in ctx: the context CUDA's node
+//     parameters name (the kernel params' ctx, the ctx argument of
+//     cuGraphAddMemcpyNode and cuGraphAddMemsetNode). On(nil) is the
+//     graph's context;
+//   - a memcpy node copies between device memory of any two contexts, of
+//     one device or two (device to device across GPUs); it runs in the
+//     graph's context unless On names another. The copy is done by that
+//     context's device, so name the source's or the destination's: either
+//     GPU's copy engine reaches the other's memory over NVLink or PCIe
+//     when peer access is on (Context.EnablePeerAccess), and CUDA stages
+//     the copy through the host when it is off. The graph's own context
+//     is the default because a captured copy runs in the capturing
+//     stream's context, and so a graph built either way behaves alike;
+//   - a memset node sets memory of its own context only, and a kernel's
+//     buffers must belong to its context or a peer of it.
+//
+// Every object a node names stays held as it is for one context: buffers,
+// modules and libraries, and the node's context when On named another one
+// than the graph's (a module kernel's context is held by its module). The
+// graph, its clones and its executables hold them; closing them, the
+// contexts, the buffers and the modules in any order is safe, and a
+// dropped graph releases them.
+//
+//	g, err := graph.New(ctxA)
+//	k0, err := g.Kernel(fillA, grid, block, bufA)              // on A
+//	c0, err := g.After(k0).Memcpy(graph.Device(bufB), graph.Device(bufA)) // A to B, run by A
+//	k1, err := g.After(c0).Kernel(scaleB, grid, block, bufB)   // on B: scaleB is a kernel of B's module
+//	_, err = g.After(k1).On(ctxB).Memcpy(graph.Device(outA), graph.Device(bufB)) // B to A, run by B
+//	exe, err := g.Instantiate()
+//	err = exe.Launch(streamA)                                  // a stream of the graph's context
+//
+// A stream capture may span devices too: Fork a stream of another context
+// into the capture (and Join it back, or let End join it), or have such a
+// stream wait for an event recorded in the capture; the links use an event
+// of each stream's own context, as CUDA requires, and the graph made holds
+// every context that joined. A copy between contexts queued on a captured
+// stream (Buffer.CopyFromAsync from another context's buffer) cannot be
+// captured: add it as a memcpy node to the graph made.
+//
+// What CUDA does not allow is refused with an error matching
+// driver.ErrInvalidArgument, before CUDA sees it: instantiating for device
+// launch (DeviceLaunch) a graph whose nodes span contexts (CUDA needs one);
+// nodes of another context in a conditional node's body (CUDA runs every
+// body node in the conditional node's context), including copies of
+// another context's memory, multi-context child graphs and a capture into
+// a body forking into another context. Executable updates of single nodes
+// (SetKernel, SetKernelWith, SetKernelArg, SetKernelArgs, SetMemset,
+// SetMemcpy) are not offered for an executable whose graph spans contexts
+// (CUDA keeps a node in its context; those updates name the graph's): use
+// Exec.Update with a graph of the same shape, or instantiate again. A
+// graph is marked as spanning contexts from its first such node (or a
+// capture or child that brings one) for good, even if that node is
+// destroyed later; clones inherit the mark.
+//
 // # Conditional nodes
 //
 // If, IfElse, While and Switch add conditional nodes, which run body graphs

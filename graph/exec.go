@@ -127,6 +127,7 @@ type execCore struct {
 	held    *ownerSet                      // user objects of the graph given to Update
 	kargs   map[cu.CUgraphNode]*kernelArgs // kernel nodes' parameters as last set (update_args.go); nil: not known
 	updated bool                           // updated as a whole: the source graph's nodes no longer tell its parameters
+	multi   bool                           // its graph had nodes in several contexts (multi.go); under mu
 	prev    *retireLink                    // the latest retired batch
 }
 
@@ -166,6 +167,9 @@ func (g *Graph) InstantiateWith(o InstantiateOptions) (*Exec, error) {
 	if o.UploadStream != nil && !o.UploadStream.Context().Same(g.ctx) {
 		return nil, invalid(op, "the upload stream belongs to another context")
 	}
+	if err := g.refuseMultiDeviceLaunch(op, o.Flags); err != nil {
+		return nil, err
+	}
 	ref, ok := g.ctxRef.Clone()
 	if !ok {
 		return nil, closed(op, "graph's context")
@@ -194,7 +198,7 @@ func (g *Graph) InstantiateWith(o InstantiateOptions) (*Exec, error) {
 		return nil, ie
 	}
 	g.shared()
-	c := &execCore{h: *h, ctx: g.ctx, ctxRef: ref, sink: g.sink, src: g.graphCore, srcRef: srcRef, fam: g.fam}
+	c := &execCore{h: *h, ctx: g.ctx, ctxRef: ref, sink: g.sink, src: g.graphCore, srcRef: srcRef, fam: g.fam, multi: g.multi}
 	c.obj.Init(c.destroy)
 	e := &Exec{execCore: c, src: g}
 	runtime.AddCleanup(e, func(c *execCore) { release.Defer(execCloser{c}) }, c)

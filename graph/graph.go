@@ -34,7 +34,10 @@ func closed(op, what string) error {
 	return fmt.Errorf("graph: %s: %s is closed (or a zero value): %w", op, what, driver.ErrClosed)
 }
 
-// Graph is an explicit CUDA graph definition (CUgraph) in one context.
+// Graph is an explicit CUDA graph definition (CUgraph) in one context,
+// which its calls bind; its kernel, memcpy and memset nodes may run in
+// other contexts, on other devices (see "Several GPUs" in the package
+// documentation).
 //
 // # Lifetime
 //
@@ -89,6 +92,7 @@ type graphCore struct {
 	table  *tables.Table                   // owners of the nodes added since the graph was last shared
 	bodies map[cu.CUgraphNode][]*graphCore // body graphs owned by a node (of g or its bodies), in the root
 	uos    []cu.CUuserObject               // user objects this graph holds: its tables' and its children's
+	multi  bool                            // a node runs in, or names, another context (multi.go); sticky
 	// Every graph's live nodes, for Node's generation check (nodes.go).
 	nodes []cu.CUgraphNode          // by slot; 0 once destroyed
 	slots map[cu.CUgraphNode]uint32 // slot of each live node, built when first needed

@@ -10,6 +10,7 @@ import (
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
+	"github.com/purecuda/cuda/lifetime"
 )
 
 // deviceMemory is what Device takes of a *driver.Buffer.
@@ -117,7 +118,9 @@ type resolved struct {
 	dev   uintptr        // device memory: an address, not a Go pointer
 	bytes int
 	host  bool
+	other bool // device memory of another context than the node's
 	owner release.Owner
+	ctx   lifetime.Ref // the node's context when it is not the graph's (set by the add)
 }
 
 func (o resolved) owners() []release.Owner {
@@ -127,10 +130,23 @@ func (o resolved) owners() []release.Owner {
 	return []release.Owner{o.owner}
 }
 
+// appendOwners appends what the node holds for the operand: its memory's
+// owner, and the node's context when the add set it.
+func (o resolved) appendOwners(dst []release.Owner) []release.Owner {
+	if o.owner != nil {
+		dst = append(dst, o.owner)
+	}
+	if o.ctx.Valid() {
+		dst = append(dst, o.ctx)
+	}
+	return dst
+}
+
 func (o resolved) release() {
 	if o.owner != nil {
 		_ = o.owner.Release()
 	}
+	_ = o.ctx.Release() // the zero Ref releases nothing
 }
 
 func (o resolved) side() (cu.CUmemorytype, unsafe.Pointer, cu.CUdeviceptr) {
@@ -140,10 +156,11 @@ func (o resolved) side() (cu.CUmemorytype, unsafe.Pointer, cu.CUdeviceptr) {
 	return cu.CU_MEMORYTYPE_DEVICE, nil, cu.CUdeviceptr(o.dev)
 }
 
-// resolve holds the operand's memory and reads its address. Device memory
-// of another context than ctx (a buffer's, as its Context method tells) is
-// refused: a copy node runs in its graph's context.
-func (o Operand) resolve(op string, ctx *driver.Context) (resolved, error) {
+// resolve holds the operand's memory and reads its address, for a node
+// that runs in ctx. Device memory of another context (a buffer's, as its
+// Context method tells) is refused unless peer is set (a memcpy node,
+// which copies between the memory of any two contexts; other is set).
+func (o Operand) resolve(op string, ctx *driver.Context, peer bool) (resolved, error) {
 	if o.err != nil {
 		o.discard()
 		return resolved{}, fmt.Errorf("graph: %s: %w", op, o.err)
@@ -159,11 +176,15 @@ func (o Operand) resolve(op string, ctx *driver.Context) (resolved, error) {
 			_ = ref.Release()
 			return resolved{}, closed(op, "device memory")
 		}
-		if !o.dev.Context().Same(ctx) {
-			_ = ref.Release()
-			return resolved{}, invalid(op, "the device memory belongs to another context than the graph")
+		other := false
+		if dc := o.dev.Context(); dc != ctx && !dc.Same(ctx) {
+			if !peer {
+				_ = ref.Release()
+				return resolved{}, invalid(op, "the device memory belongs to another context than the node's (the graph's, or Builder.On's)")
+			}
+			other = true
 		}
-		return resolved{dev: p, bytes: o.dev.Size(), owner: ref}, nil
+		return resolved{dev: p, bytes: o.dev.Size(), owner: ref, other: other}, nil
 	case o.host != nil:
 		ref, err := seam.Hold(o.host)
 		if err != nil {

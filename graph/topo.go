@@ -244,6 +244,7 @@ func (g *Graph) Clone() (*Graph, error) {
 	}
 	c.h = *h
 	c.uos = append([]cu.CUuserObject(nil), g.uos...)
+	c.multi = g.multi
 	g.shared()
 	return c.open(), nil
 }

@@ -139,6 +139,7 @@ func (e *Exec) Update(g *Graph) error {
 	e.own = nil
 	old = e.argOwners(old)
 	e.updated = true // the source graph's nodes no longer tell the kernels' parameters
+	e.multi = g.multi
 	if e.held != nil {
 		old = append(old, e.held)
 	}
@@ -249,6 +250,9 @@ func (e *Exec) setKernel(op string, n Node, fn *driver.Function, cfg driver.Laun
 	if err := e.check(op); err != nil {
 		return err
 	}
+	if err := e.singleContext(op); err != nil {
+		return err
+	}
 	p, err := seam.MarshalArgs(fn, e.ctx, args)
 	if err != nil {
 		return err
@@ -268,11 +272,15 @@ func (e *Exec) setKernel(op string, n Node, fn *driver.Function, cfg driver.Laun
 // (cuGraphExecMemsetNodeSetParams); dst is held as Builder.Memset holds it.
 func (e *Exec) SetMemset(n Node, dst Operand, value uint32, elemSize int) error {
 	const op = "Exec.SetMemset"
-	if err := e.check(op); err != nil {
+	err := e.check(op)
+	if err == nil {
+		err = e.singleContext(op)
+	}
+	if err != nil {
 		dst.discard()
 		return err
 	}
-	o, err := dst.resolve(op, e.ctx)
+	o, err := dst.resolve(op, e.ctx, false)
 	if err != nil {
 		return err
 	}
@@ -296,17 +304,21 @@ func (e *Exec) SetMemset(n Node, dst Operand, value uint32, elemSize int) error 
 // them.
 func (e *Exec) SetMemcpy(n Node, dst, src Operand) error {
 	const op = "Exec.SetMemcpy"
-	if err := e.check(op); err != nil {
+	err := e.check(op)
+	if err == nil {
+		err = e.singleContext(op)
+	}
+	if err != nil {
 		dst.discard()
 		src.discard()
 		return err
 	}
-	d, err := dst.resolve(op, e.ctx)
+	d, err := dst.resolve(op, e.ctx, false)
 	if err != nil {
 		src.discard()
 		return err
 	}
-	s, err := src.resolve(op, e.ctx)
+	s, err := src.resolve(op, e.ctx, false)
 	if err != nil {
 		d.release()
 		return err

@@ -199,6 +199,9 @@ func (e *Exec) SetKernelArg(n Node, i int, v any) error {
 	if err := e.check(op); err != nil {
 		return err
 	}
+	if err := e.singleContext(op); err != nil {
+		return err
+	}
 	val, ref, err := seam.MarshalArg(op, e.ctx, i, v)
 	if err != nil {
 		return err
@@ -250,6 +253,9 @@ func (e *Exec) SetKernelArg(n Node, i int, v any) error {
 func (e *Exec) SetKernelArgs(n Node, a *driver.Args) error {
 	const op = "Exec.SetKernelArgs"
 	if err := e.check(op); err != nil {
+		return err
+	}
+	if err := e.singleContext(op); err != nil {
 		return err
 	}
 	if a == nil {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/purecuda/cuda/driver"
 )
 
 // Every exported method of every type of the package, called on a nil or
@@ -15,6 +17,7 @@ func TestZeroValuesNeverPanic(t *testing.T) {
 	values := []any{
 		(*Graph)(nil), new(Graph), (*Exec)(nil), new(Exec), (*StreamCapture)(nil), new(StreamCapture),
 		Node{}, Condition{}, Builder{}, Builder{g: new(Graph)},
+		Builder{g: new(Graph), ctx: new(driver.Context)}, Builder{}.On(new(driver.Context)), (*Graph)(nil).On(nil),
 		(*InstantiateError)(nil), (*UpdateError)(nil), &InstantiateError{}, &UpdateError{},
 	}
 	calls := 0

@@ -40,6 +40,12 @@ type GraphWorld struct {
 	CH                 graph.Node   // G's child-graph node
 	Host               []int32
 	HostCalls          *atomic.Int64
+	// Other is a second context of Ctx's device with a buffer of its own;
+	// Multi, a graph of Ctx, gets nodes that run in Other or copy between
+	// the two (Builder.On).
+	Other    *driver.Context
+	OtherBuf *driver.Buffer[int32]
+	Multi    *graph.Graph
 
 	mu    sync.Mutex
 	nodes []graph.Node // recent nodes of every graph, for node operations
@@ -147,6 +153,18 @@ func NewGraphWorld(ctx *driver.Context, fill *driver.Function, cond bool, hostCa
 	if w.Mem, err = graph.New(ctx); err != nil {
 		return w, err
 	}
+	if w.Other, err = ctx.Device().NewContext(driver.ContextSchedAuto); err != nil {
+		return w, err
+	}
+	add("Context.Close (Other)", w.Other.Close)
+	if w.OtherBuf, err = driver.Alloc[int32](w.Other, GraphN); err != nil {
+		return w, err
+	}
+	add("Buffer.Close (Other)", w.OtherBuf.Close)
+	if w.Multi, err = graph.New(ctx); err != nil {
+		return w, err
+	}
+	add("Graph.Close (Multi)", w.Multi.Close)
 	add("Graph.Close (G)", w.G.Close)
 	add("Graph.Close (Twin)", w.Twin.Close)
 	add("Graph.Close (Child)", w.Child.Close)

@@ -158,6 +158,29 @@ func GraphOps() []GraphOp {
 		f, err := w.Mem.After(a).MemFree(p)
 		return keep(w, f, err)
 	})
+	op("Graph.On,Builder.On", allowBusy, func(w *GraphWorld, r *rand.Rand) error {
+		// Nodes of Multi in Other, and copies between Other's memory and
+		// Ctx's, launched now and then.
+		var err error
+		switch r.IntN(4) {
+		case 0:
+			_, err = w.Multi.On(w.Other).Memset(graph.Device(w.OtherBuf), uint32(r.IntN(256)), 4)
+		case 1:
+			_, err = w.Multi.After().On(w.Other).Memcpy(graph.Device(w.Buf), graph.Device(w.OtherBuf))
+		case 2:
+			_, err = w.Multi.Memcpy(graph.Device(w.OtherBuf), graph.Device(w.Buf))
+		default:
+			e, ierr := w.Multi.Instantiate()
+			if ierr != nil {
+				return ierr
+			}
+			err = e.Launch(w.S)
+			if cerr := e.Close(); err == nil {
+				err = cerr
+			}
+		}
+		return err
+	})
 	op("Graph.Child,Builder.Child", allowBusy, func(w *GraphWorld, r *rand.Rand) error {
 		n, err := w.builder(r).Child(w.Child)
 		return keep(w, n, err)

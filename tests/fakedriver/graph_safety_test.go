@@ -521,10 +521,12 @@ func TestExecNodeMethodsAfterGraphClose(t *testing.T) {
 	noBadUses(t)
 }
 
-// Memset and memcpy nodes, and their executable updates, refuse device
-// memory of another context, in both directions (a copy node runs in its
-// graph's context).
-func TestCopyNodesRefuseAnotherContextsMemory(t *testing.T) {
+// Memset nodes, and executable updates of memset and memcpy nodes, refuse
+// device memory of another context than the node's; memcpy nodes copy
+// between the memory of any two contexts, which makes the graph span both
+// (graph_multi_test.go): then the per-node updates of its executables
+// are refused, and so is device launch.
+func TestCopyNodesAndAnotherContextsMemory(t *testing.T) {
 	f := setupGraph(t)
 	ctx2, err := f.ctx.Device().NewContext(driver.ContextSchedAuto)
 	require.NoError(t, err)
@@ -540,10 +542,6 @@ func TestCopyNodesRefuseAnotherContextsMemory(t *testing.T) {
 	defer g.Close()
 	_, err = g.Memset(graph.Device(theirs), 1, 4)
 	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
-	_, err = g.Memcpy(graph.Device(mine), graph.Device(theirs))
-	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
-	_, err = g.Memcpy(graph.Device(theirs), graph.Device(mine))
-	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
 	set, err := g.Memset(graph.Device(mine), 1, 4)
 	require.NoError(t, err)
 	cp, err := g.After(set).Memcpy(graph.Slice(make([]int32, 8)), graph.Device(mine))
@@ -553,8 +551,24 @@ func TestCopyNodesRefuseAnotherContextsMemory(t *testing.T) {
 	defer e.Close()
 	assert.ErrorIs(t, e.SetMemset(set, graph.Device(theirs), 2, 4), driver.ErrInvalidArgument)
 	assert.ErrorIs(t, e.SetMemcpy(cp, graph.Slice(make([]int32, 8)), graph.Device(theirs)), driver.ErrInvalidArgument)
+	require.NoError(t, e.SetMemset(set, graph.Device(mine), 2, 4), "a single-context executable is updated as ever")
 	require.NoError(t, e.Launch(f.s))
 	require.NoError(t, f.s.Synchronize())
+
+	_, err = g.After(cp).Memcpy(graph.Device(theirs), graph.Device(mine))
+	require.NoError(t, err, "a copy between two contexts")
+	_, err = g.After(cp).Memcpy(graph.Device(mine), graph.Device(theirs))
+	require.NoError(t, err, "and back")
+	_, err = g.InstantiateWith(graph.InstantiateOptions{Flags: graph.DeviceLaunch})
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "device launch needs one context")
+	e2, err := g.Instantiate()
+	require.NoError(t, err)
+	defer e2.Close()
+	assert.ErrorIs(t, e2.SetMemset(set, graph.Device(mine), 3, 4), driver.ErrInvalidArgument)
+	assert.ErrorIs(t, e2.SetMemcpy(cp, graph.Slice(make([]int32, 8)), graph.Device(mine)), driver.ErrInvalidArgument)
+	require.NoError(t, e2.Launch(f.s))
+	require.NoError(t, f.s.Synchronize())
+	require.NoError(t, e.SetMemset(set, graph.Device(mine), 4, 4), "the first executable has one context still")
 	noBadUses(t)
 }
 

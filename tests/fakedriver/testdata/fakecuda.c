@@ -1066,6 +1066,12 @@ static void free_exec(const char *fn, CUdeviceptr p) {
 
 static void graph_exec(struct stream *s, struct op *o);
 static void graph_done(struct op *o);
+/* multi-context graphs: see the block "nodes in several contexts" */
+struct nparams;
+struct plan;
+static int mgraph_node_runs(const char *fn, const struct nparams *p);
+static int mgraph_contexts(const struct plan *pl);
+static CUresult mgraph_record_check(const char *fn, const struct hdr *e, const struct hdr *s);
 
 static void run_op(struct stream *s, struct op *o) {
     switch (o->type) {
@@ -1558,6 +1564,7 @@ static void graph_exec(struct stream *s, struct op *o) {
         struct xnode *x = &pl->x[i];
         const char *fn = node_fn[x->p.type];
         if (x->disabled) continue;
+        if (mgraph_node_runs(fn, &x->p)) continue;
         switch (x->p.type) {
         case NT_KERNEL: kernel_exec(fn, &x->p.u.k, 0, 1); break;
         case NT_MEMCPY: copy3d(fn, &x->p.u.c, 0, 1); break;
@@ -2951,6 +2958,7 @@ static CUresult event_record(const char *fn, void *he, void *hs, unsigned flags)
     CUresult r = get_event(fn, he, &e);
     if (!r) r = get_stream(fn, hs, &s);
     if (!r && sticky) r = sticky;
+    if (!r) r = mgraph_record_check(fn, &e->h, &s->h);
     if (r) return r;
     if (s->cap) {
         if (s->cap->status != 1) return CAPTURE_INVALIDATED;
@@ -3580,7 +3588,7 @@ static CUresult prep_kernel(const char *fn, const kernel_params_t *kp, struct np
         c = get_ctx(kp->ctx);
         if (!c || !c->h.alive) return bad_handle(fn, kp->ctx, "context", INVALID_CONTEXT);
     }
-    if (f->h.kind == K_FUNC && f->h.ctx != c) return INVALID_VALUE;
+    if (f->h.kind == K_FUNC) c = f->h.ctx; /* CUDA ignores the ctx field when func is set */
     memset(p, 0, sizeof *p);
     p->type = NT_KERNEL;
     struct kcall *k = &p->u.k;
@@ -4223,6 +4231,11 @@ static CUresult instantiate(const char *fn, void **out, void *hg, unsigned long 
     struct plan *pl = make_plan(g);
     if (!pl) {
         if (result) *result = 2; /* CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE */
+        return INVALID_VALUE;
+    }
+    if ((flags & 4) && mgraph_contexts(pl) > 1) { /* CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH */
+        plan_unref(pl);
+        if (result) *result = 4; /* CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED */
         return INVALID_VALUE;
     }
     struct exec *x = new_obj(sizeof *x, K_EXEC, current);
@@ -5160,3 +5173,76 @@ CUresult cuIpcOpenEventHandle(struct event **out, ipc_event_handle_t h) {
 
 long fake_live_pool_imports(void) { return ATOMIC_GET(live_pool_imports); }
 long fake_live_ipc_event_opens(void) { return ATOMIC_GET(live_ipc_event_opens); }
+
+/* ---- nodes in several contexts (package graph's multi-device graphs) ----
+   A graph's kernel, memcpy and memset nodes each run in a context of their
+   own: a kernel node in its CUfunction's (CUDA ignores the params' ctx
+   then) or, for a CUkernel, the params' ctx (the current context when
+   NULL); a memcpy or memset node in the ctx argument of its add (the
+   current one when NULL). The node records it (nparams.ctx). When the node
+   runs, a destroyed context is a bad handle use and the node does nothing;
+   otherwise the run is counted for its context (fake_graph_node_runs). An
+   event is recorded only on a stream of its own context, as CUDA requires
+   (CUDA_ERROR_INVALID_HANDLE otherwise). Instantiating for device launch
+   a graph whose nodes run in several contexts fails as CUDA's does. */
+
+enum { MGRAPH_SLOTS = 64 };
+static struct { const struct ctx *c; long runs; } mgraph_runs[MGRAPH_SLOTS];
+
+/* mgraph_node_runs checks the context of node p as it runs (lock held): it
+   returns 1, after counting a bad use, when the node must not run. */
+static int mgraph_node_runs(const char *fn, const struct nparams *p) {
+    if (p->type != NT_KERNEL && p->type != NT_MEMCPY && p->type != NT_MEMSET) return 0;
+    const struct ctx *c = p->ctx;
+    if (!c) return 0;
+    if (!c->h.alive) {
+        bad_handle(fn, c, "context the node runs in", INVALID_CONTEXT);
+        return 1;
+    }
+    for (int i = 0; i < MGRAPH_SLOTS; i++) {
+        if (mgraph_runs[i].c == c || !mgraph_runs[i].c) {
+            mgraph_runs[i].c = c;
+            mgraph_runs[i].runs++;
+            break;
+        }
+    }
+    return 0;
+}
+
+/* mgraph_contexts counts the distinct contexts the plan's nodes run in. */
+static int mgraph_contexts(const struct plan *pl) {
+    const struct ctx *first = NULL;
+    for (int i = 0; i < pl->n; i++) {
+        const struct nparams *p = &pl->x[i].p;
+        if ((p->type != NT_KERNEL && p->type != NT_MEMCPY && p->type != NT_MEMSET) || !p->ctx) continue;
+        if (!first) first = p->ctx;
+        else if (p->ctx != first) return 2;
+    }
+    return first ? 1 : 0;
+}
+
+static CUresult mgraph_record_check(const char *fn, const struct hdr *e, const struct hdr *s) {
+    if (e->ctx && s->ctx && e->ctx != s->ctx) {
+        INC(bad_handle_uses);
+        note_bad("bad handle", fn, "an event recorded on a stream of another context");
+        return INVALID_HANDLE;
+    }
+    return OK;
+}
+
+/* fake_graph_node_runs is how many kernel, memcpy and memset nodes of
+   launched graphs ran in context hctx (a CUcontext) since the last reset;
+   fake_graph_node_runs_reset clears the counts. */
+long fake_graph_node_runs(void *hctx) {
+    long n = 0;
+    LOCK();
+    for (int i = 0; i < MGRAPH_SLOTS; i++)
+        if (mgraph_runs[i].c && (const void *)mgraph_runs[i].c == hctx) n = mgraph_runs[i].runs;
+    UNLOCK();
+    return n;
+}
+void fake_graph_node_runs_reset(void) {
+    LOCK();
+    memset(mgraph_runs, 0, sizeof mgraph_runs);
+    UNLOCK();
+}
