@@ -169,3 +169,54 @@ func TestMultiGraphUpdatesRefused(t *testing.T) {
 	defer se.Close()
 	require.NoError(t, se.SetKernelArg(sk, 1, int32(5)))
 }
+
+// TestMultiCaptureRefusedForkLeavesNoMark: a Fork of a stream of another
+// context that is refused (the stream is closed, or captured elsewhere)
+// leaves the capture as it was: the graph made spans one context (device
+// launch and per-node updates work) and does not hold the other context,
+// which goes once its handles are closed.
+func TestMultiCaptureRefusedForkLeavesNoMark(t *testing.T) {
+	f := ltSetup(t)
+	for _, how := range []string{"closed stream", "stream captured elsewhere"} {
+		t.Run(how, func(t *testing.T) {
+			a := newMultiSide(t, f.ctx.Device())
+			lifetime.Flush()
+			contexts := fcall(t, "fake_live_contexts")
+			b := newMultiSide(t, f.ctx.Device())
+			one, n := driver.Grid(1), driver.Block(1)
+			var other *graph.StreamCapture
+			if how == "closed stream" {
+				require.NoError(t, b.s.Close())
+			} else {
+				var err error
+				other, err = graph.BeginCapture(b.s, graph.CaptureRelaxed)
+				require.NoError(t, err)
+			}
+			sc, err := graph.BeginCapture(a.s, graph.CaptureRelaxed)
+			require.NoError(t, err)
+			require.NoError(t, a.s.Launch(a.fill, one, n, a.buf, int32(5), int32(multiN)))
+			assert.Error(t, sc.Fork(b.s), "the fork is refused")
+			g, err := sc.End()
+			require.NoError(t, err)
+			defer g.Close()
+			if other != nil {
+				require.NoError(t, other.Abort())
+			}
+			b.close()
+			lifetime.Flush()
+			assert.Equal(t, contexts, fcall(t, "fake_live_contexts"), "the graph does not hold the other context")
+
+			nodes, err := g.Nodes()
+			require.NoError(t, err)
+			require.Len(t, nodes, 1)
+			e, err := g.Instantiate()
+			require.NoError(t, err)
+			defer e.Close()
+			assert.NoError(t, e.SetKernelArg(nodes[0], 1, int32(9)), "per-node updates of a graph of one context")
+			dl, err := g.InstantiateWith(graph.InstantiateOptions{Flags: graph.DeviceLaunch})
+			if assert.NoError(t, err, "device launch of a graph of one context") {
+				require.NoError(t, dl.Close())
+			}
+		})
+	}
+}
