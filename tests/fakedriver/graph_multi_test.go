@@ -419,49 +419,62 @@ func TestMultiGraphCopiesHoldTheirContexts(t *testing.T) {
 }
 
 // TestMultiCaptureIntoAGraphAcrossContexts: a capture into an existing
-// graph of A forks into a stream of B, where a library kernel (which names
-// no context of its own) runs; the graph is marked as spanning contexts
+// graph of A brings in a stream of B (Fork, or a wait for an event
+// recorded in the capture), where a library kernel (which names no
+// context of its own) runs; the graph is marked as spanning contexts
 // (device launch refused), holds B after B's handles are closed, and its
 // executable runs the kernel in B; B goes with the graph and executable.
 func TestMultiCaptureIntoAGraphAcrossContexts(t *testing.T) {
 	f := ltSetup(t)
-	lifetime.Flush()
-	before := liveCounts(t)
-	a, b := newMultiSide(t, f.ctx.Device()), newMultiSide(t, f.ctx.Device())
-	lib, err := driver.LoadLibrary([]byte("FAKE library"))
-	require.NoError(t, err)
-	empty, err := lib.Function("empty")
-	require.NoError(t, err)
-	g, err := graph.New(a.ctx)
-	require.NoError(t, err)
-	first, err := g.Empty()
-	require.NoError(t, err)
-	sc, err := g.After(first).BeginCapture(a.s, graph.CaptureRelaxed)
-	require.NoError(t, err)
-	require.NoError(t, sc.Fork(b.s))
-	require.NoError(t, b.s.Launch(empty, driver.Grid(1), driver.Block(1)))
-	got, err := sc.End()
-	require.NoError(t, err)
-	assert.Same(t, g, got)
-	_, err = g.InstantiateWith(graph.InstantiateOptions{Flags: graph.DeviceLaunch})
-	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "the graph spans two contexts now")
-	e, err := g.Instantiate()
-	require.NoError(t, err)
-	_ = lib.Close()
-	b.close()
-	_ = g.Close()
-	lifetime.Flush()
-	fcall(t, "fake_graph_node_runs_reset")
-	require.NoError(t, e.Launch(a.s))
-	require.NoError(t, a.s.Synchronize())
-	assert.EqualValues(t, 1, nodeRuns(t, b), "the captured library kernel ran in B")
-	assert.Zero(t, fcall(t, "fake_bad_handle_uses")+fcall(t, "fake_bad_ptr_uses"), "no bad use: %s", lastBad(t))
-	_ = e.Close()
-	a.close()
-	assert.True(t, ltSettle(func() bool {
-		lifetime.Flush()
-		return liveCounts(t) == before
-	}), "B released with the graph and executable: %v, was %v", liveCounts(t), before)
+	for _, how := range []string{"Fork", "event wait"} {
+		t.Run(how, func(t *testing.T) {
+			lifetime.Flush()
+			before := liveCounts(t)
+			a, b := newMultiSide(t, f.ctx.Device()), newMultiSide(t, f.ctx.Device())
+			lib, err := driver.LoadLibrary([]byte("FAKE library"))
+			require.NoError(t, err)
+			empty, err := lib.Function("empty")
+			require.NoError(t, err)
+			ev, err := a.ctx.NewEvent(driver.EventDisableTiming)
+			require.NoError(t, err)
+			g, err := graph.New(a.ctx)
+			require.NoError(t, err)
+			first, err := g.Empty()
+			require.NoError(t, err)
+			sc, err := g.After(first).BeginCapture(a.s, graph.CaptureRelaxed)
+			require.NoError(t, err)
+			if how == "Fork" {
+				require.NoError(t, sc.Fork(b.s))
+			} else {
+				require.NoError(t, ev.Record(a.s))
+				require.NoError(t, b.s.WaitEvent(ev))
+			}
+			require.NoError(t, b.s.Launch(empty, driver.Grid(1), driver.Block(1)))
+			got, err := sc.End()
+			require.NoError(t, err)
+			assert.Same(t, g, got)
+			_, err = g.InstantiateWith(graph.InstantiateOptions{Flags: graph.DeviceLaunch})
+			assert.ErrorIs(t, err, driver.ErrInvalidArgument, "the graph spans two contexts now")
+			e, err := g.Instantiate()
+			require.NoError(t, err)
+			_ = ev.Close()
+			_ = lib.Close()
+			b.close()
+			_ = g.Close()
+			lifetime.Flush()
+			fcall(t, "fake_graph_node_runs_reset")
+			require.NoError(t, e.Launch(a.s))
+			require.NoError(t, a.s.Synchronize())
+			assert.EqualValues(t, 1, nodeRuns(t, b), "the captured library kernel ran in B")
+			assert.Zero(t, fcall(t, "fake_bad_handle_uses")+fcall(t, "fake_bad_ptr_uses"), "no bad use: %s", lastBad(t))
+			_ = e.Close()
+			a.close()
+			assert.True(t, ltSettle(func() bool {
+				lifetime.Flush()
+				return liveCounts(t) == before
+			}), "B released with the graph and executable: %v, was %v", liveCounts(t), before)
+		})
+	}
 }
 
 // liveCounts are fakecuda's live contexts, allocations, graphs,
