@@ -220,3 +220,55 @@ func TestMultiCaptureRefusedForkLeavesNoMark(t *testing.T) {
 		})
 	}
 }
+
+// TestMultiExecUpdateTakesTheGraphsMark: an executable of a graph of one
+// context, updated as a whole (Exec.Update) with a graph of the same shape
+// whose kernel runs in B, refuses per-node updates from then on and keeps
+// B for its node after B's handles are closed; updated back with a graph
+// of one context, it takes per-node updates again. (fakecuda lets a
+// whole-graph update move a node to another context; CUDA may refuse it:
+// this checks purecuda's marks and holds.)
+func TestMultiExecUpdateTakesTheGraphsMark(t *testing.T) {
+	f := ltSetup(t)
+	a, b := newMultiSide(t, f.ctx.Device()), newMultiSide(t, f.ctx.Device())
+	lib, err := driver.LoadLibrary([]byte("FAKE library"))
+	require.NoError(t, err)
+	defer lib.Close()
+	fill, err := lib.Function("fill")
+	require.NoError(t, err)
+	one, n := driver.Grid(1), driver.Block(1)
+	mk := func(on *driver.Context, buf *driver.Buffer[int32]) (*graph.Graph, graph.Node) {
+		g, err := graph.New(a.ctx)
+		require.NoError(t, err)
+		k, err := g.On(on).Kernel(fill, one, n, buf, int32(1), int32(multiN))
+		require.NoError(t, err)
+		return g, k
+	}
+	single, k := mk(nil, a.buf)
+	defer single.Close()
+	e, err := single.Instantiate()
+	require.NoError(t, err)
+	defer e.Close()
+	require.NoError(t, e.SetKernelArg(k, 1, int32(2)), "one context")
+
+	multi, _ := mk(b.ctx, b.buf)
+	require.NoError(t, e.Update(multi))
+	require.NoError(t, multi.Close())
+	assert.ErrorIs(t, e.SetKernel(k, fill, one, n, a.buf2, int32(3), int32(multiN)), driver.ErrInvalidArgument, "updated with a graph of two contexts")
+	b.close()
+	lifetime.Flush()
+	fcall(t, "fake_graph_node_runs_reset")
+	require.NoError(t, e.Launch(a.s))
+	require.NoError(t, a.s.Synchronize())
+	assert.EqualValues(t, 1, nodeRuns(t, b), "the node runs in B, which the executable keeps")
+	assert.Zero(t, fcall(t, "fake_bad_handle_uses")+fcall(t, "fake_bad_ptr_uses"), "no bad use: %s", lastBad(t))
+
+	back, _ := mk(nil, a.buf2)
+	defer back.Close()
+	require.NoError(t, e.Update(back))
+	assert.NoError(t, e.SetKernel(k, fill, one, n, a.buf2, int32(4), int32(multiN)), "updated back with a graph of one context")
+	require.NoError(t, e.Launch(a.s))
+	got, err := a.buf2.ToHost(a.s)
+	require.NoError(t, err)
+	assert.Equal(t, seqFrom(4), got)
+}
