@@ -108,7 +108,11 @@
 //     when peer access is on (Context.EnablePeerAccess), and CUDA stages
 //     the copy through the host when it is off. The graph's own context
 //     is the default because a captured copy runs in the capturing
-//     stream's context, and so a graph built either way behaves alike;
+//     stream's context, and so a graph built either way behaves alike.
+//     Memory of a pool (AllocAsync's, or a MemPool's) is reached only by
+//     its own device and the devices its pool gives access
+//     (MemPool.SetAccess), not through peer access: copy it On its own
+//     context (the graph does not check this; CUDA fails the copy);
 //   - a memset node sets memory of its own context only, and a kernel's
 //     buffers must belong to its context or a peer of it.
 //
