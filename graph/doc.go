@@ -112,7 +112,7 @@
 //     Memory of a pool (AllocAsync's, or a MemPool's) is reached only by
 //     its own device and the devices its pool gives access
 //     (MemPool.SetAccess), not through peer access: copy it On its own
-//     context (the graph does not check this; CUDA fails the copy);
+//     context (the graph does not check this);
 //   - a memset node sets memory of its own context only, and a kernel's
 //     buffers must belong to its context or a peer of it.
 //
