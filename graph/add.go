@@ -104,8 +104,10 @@ func (b Builder) Empty() (Node, error) {
 // the kernel the same way. The node holds fn's module or library and every
 // buffer among args for as long as the graph or anything made from it may
 // run it. It runs in fn's context when fn is a module's kernel (which may
-// be another context than the graph's), else in the Builder's context (On)
-// or the graph's; the buffers must belong to that context or a peer of it.
+// be another context than the graph's; a Builder made with On refuses a
+// module kernel of another context than On's), else in the Builder's
+// context (On) or the graph's; the buffers must belong to that context or
+// a peer of it.
 func (b Builder) Kernel(fn *driver.Function, grid driver.GridDim, block driver.BlockDim, args ...any) (Node, error) {
 	return b.kernel("Graph.Kernel", fn, driver.LaunchConfig{Grid: grid, Block: block}, args)
 }

@@ -59,7 +59,10 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 	// that brought them in, which takes them out again.
 	st.evMu.Lock()
 	st.evDone = true
+	ctxs := st.ctxs // no link adds to them now
+	st.ctxs = nil
 	st.evMu.Unlock()
+	st.multi = len(ctxs) > 0
 	if testEndHook != nil {
 		testEndHook()
 	}
@@ -116,6 +119,9 @@ func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error
 	st.done = true
 	kept, after := st.kept, st.after
 	st.kept, st.after = nil, nil
+	for _, r := range ctxs {
+		kept = append(kept, r)
+	}
 	var all, left []heldStream
 	for _, hs := range st.streams {
 		if hs.inCapture() {
@@ -269,7 +275,7 @@ func (st *captureState) wrap(h cu.CUgraph, kept []release.Owner, tail []cu.CUgra
 	c := newCore(st.ctx, st.ctxRef, st.psink, &family{})
 	st.ctxRef = lifetime.Ref{} // the graph's now
 	c.h = h
-	c.multi = st.multi // set before the end: no Fork changes it now
+	c.multi = st.multi // set by the end: no link changes it now
 	g := c.open()
 	var nodes []Node
 	var table *tables.Table

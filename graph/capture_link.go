@@ -86,33 +86,32 @@ func (st *captureState) linkLocked(from, waiter *driver.Stream) error {
 	})
 }
 
-// holdContextOf keeps s's context for the capture's graph when it is not
-// the capture's (a stream of another device joins): what the work
-// captured there names is held by its calls, and the context itself by
-// the graph, with the rest of what the capture keeps. It is refused for a
-// capture into a conditional node's body, which runs in its graph's
-// context only.
-func (st *captureState) holdContextOf(op string, s *driver.Stream) error {
+// contextHold returns a reference on s's context when it is not the
+// capture's (a stream of another device joins; the zero Ref otherwise),
+// for keepContext once the stream is linked: what the work captured there
+// names is held by its calls, and the context itself by the graph, with
+// the rest of what the capture keeps. It is refused for a capture into a
+// conditional node's body, which runs in its graph's context only.
+func (st *captureState) contextHold(op string, s *driver.Stream) (lifetime.Ref, error) {
 	ctx := s.Context()
 	if ctx == st.ctx || ctx.Same(st.ctx) {
-		return nil
+		return lifetime.Ref{}, nil
 	}
 	if st.target != nil && st.target.root != nil {
-		return invalid(op, "the stream belongs to another context than the capture: a conditional node's body runs in its graph's context only (CUDA requires it)")
+		return lifetime.Ref{}, invalid(op, "the stream belongs to another context than the capture: a conditional node's body runs in its graph's context only (CUDA requires it)")
 	}
-	ref, err := seam.Hold(ctx)
-	if err != nil {
-		return err
+	return seam.Hold(ctx)
+}
+
+// keepContext keeps ref, from contextHold, for the capture's graph and
+// marks it as spanning contexts, once a link brought its stream in (a
+// refused Fork or stream wait leaves neither). evMu is held with evDone
+// unset (st.mu is not taken under evMu): the end takes them with evDone.
+func (st *captureState) keepContext(ref *lifetime.Ref) {
+	if ref.Valid() {
+		st.ctxs = append(st.ctxs, *ref)
+		*ref = lifetime.Ref{}
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.done {
-		_ = ref.Release()
-		return fmt.Errorf("graph: %s: %w", op, ErrNotCapturing)
-	}
-	st.multi = true
-	st.kept = append(st.kept, ref)
-	return nil
 }
 
 func (st *captureState) fork(op string, other *driver.Stream) error {
@@ -131,11 +130,13 @@ func (st *captureState) fork(op string, other *driver.Stream) error {
 	if other.IsLegacy() {
 		return invalid(op, "CUDA does not capture the legacy default stream")
 	}
-	if err := st.holdContextOf(op, other); err != nil {
+	cref, err := st.contextHold(op, other)
+	if err != nil {
 		return err
 	}
+	defer func() { _ = cref.Release() }() // unless a link kept it (the zero Ref then)
 	for {
-		wait, err := st.forkOnce(op, other)
+		wait, err := st.forkOnce(op, other, &cref)
 		if wait == nil {
 			return err
 		}
@@ -144,8 +145,9 @@ func (st *captureState) fork(op string, other *driver.Stream) error {
 }
 
 // forkOnce is one try of fork; it returns a channel to wait on, and try
-// again after, while another call brings other in.
-func (st *captureState) forkOnce(op string, other *driver.Stream) (<-chan struct{}, error) {
+// again after, while another call brings other in. A link keeps cref
+// (other's context, when not the capture's).
+func (st *captureState) forkOnce(op string, other *driver.Stream, cref *lifetime.Ref) (<-chan struct{}, error) {
 	ref, err := seam.Hold(other)
 	if err != nil {
 		return nil, err
@@ -189,6 +191,7 @@ func (st *captureState) forkOnce(op string, other *driver.Stream) (<-chan struct
 		err = st.linkLocked(st.origin, other)
 	}
 	if err == nil {
+		st.keepContext(cref)
 		capture.Began(other, st)
 		if pf != nil {
 			pf.linked = true
@@ -283,12 +286,14 @@ func (st *captureState) Join(s any, ref lifetime.Ref) (any, bool) {
 	if ds == nil {
 		return nil, false
 	}
-	if st.holdContextOf("Stream.WaitEvent", ds) != nil {
+	cref, err := st.contextHold("Stream.WaitEvent", ds)
+	if err != nil {
 		return nil, false
 	}
 	st.mu.Lock()
 	if st.ending || capture.Install(ds, st) != nil {
 		st.mu.Unlock()
+		_ = cref.Release()
 		return nil, false
 	}
 	pf := newPending()
@@ -299,9 +304,10 @@ func (st *captureState) Join(s any, ref lifetime.Ref) (any, bool) {
 		st.evMu.Unlock()
 		st.drop(pf, ds, false) // the caller keeps ref
 		close(pf.done)
+		_ = cref.Release()
 		return nil, false
 	}
-	return joinToken{pf, ds}, true
+	return joinToken{pf, ds, cref}, true
 }
 
 // Joined implements capture.Sink: the wait that Join let in is over, and
@@ -314,8 +320,10 @@ func (st *captureState) Joined(token any, ok bool) {
 	}
 	if ok {
 		j.pf.linked = true
+		st.keepContext(&j.cref)
 	}
 	st.evMu.Unlock()
+	_ = j.cref.Release() // a failed wait: the stream is out again
 	if !ok {
 		st.drop(j.pf, j.s, true)
 	}
@@ -324,6 +332,7 @@ func (st *captureState) Joined(token any, ok bool) {
 
 // joinToken is what Join hands the caller for Joined.
 type joinToken struct {
-	pf *pending
-	s  *driver.Stream
+	pf   *pending
+	s    *driver.Stream
+	cref lifetime.Ref // the stream's context when not the capture's, kept once the wait worked
 }

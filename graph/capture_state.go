@@ -49,12 +49,15 @@ type captureState struct {
 	// evMu orders the links into the capture (Fork, Join, a stream wait
 	// that joins: see capture_link.go) with its end, which sets evDone
 	// under it before it ends the capture: no link runs after.
-	evMu   sync.Mutex
-	ev     cu.CUevent // made by the first link, destroyed by the end
-	evs    []ctxEvent // the same for links from streams of other contexts
+	evMu sync.Mutex
+	ev   cu.CUevent // made by the first link, destroyed by the end
+	evs  []ctxEvent // the same for links from streams of other contexts
+	// ctxs: the contexts of the streams of other contexts linked in
+	// (keepContext), taken by the end with evDone.
+	ctxs   []lifetime.Ref
 	evDone bool
-	// multi: a stream of another context joined (under mu): the graph
-	// made has nodes in several contexts.
+	// multi: a stream of another context joined (set by the end): the
+	// graph made has nodes in several contexts.
 	multi bool
 
 	qmu sync.Mutex // cuStreamGetCaptureInfo's out-parameters

@@ -108,7 +108,11 @@
 //     when peer access is on (Context.EnablePeerAccess), and CUDA stages
 //     the copy through the host when it is off. The graph's own context
 //     is the default because a captured copy runs in the capturing
-//     stream's context, and so a graph built either way behaves alike;
+//     stream's context, and so a graph built either way behaves alike.
+//     Memory of a pool (AllocAsync's, or a MemPool's) is reached only by
+//     its own device and the devices its pool gives access
+//     (MemPool.SetAccess), not through peer access: copy it On its own
+//     context (the graph does not check this);
 //   - a memset node sets memory of its own context only, and a kernel's
 //     buffers must belong to its context or a peer of it.
 //
@@ -146,9 +150,14 @@
 // SetMemcpy) are not offered for an executable whose graph spans contexts
 // (CUDA keeps a node in its context; those updates name the graph's): use
 // Exec.Update with a graph of the same shape, or instantiate again. A
-// graph is marked as spanning contexts from its first such node (or a
-// capture or child that brings one) for good, even if that node is
-// destroyed later; clones inherit the mark.
+// graph is marked as spanning contexts from its first node that runs in
+// another context than the graph's, or that copies memory of another
+// context (or a capture or child that brings one), for good, even if that
+// node is destroyed later; clones inherit the mark, and an executable
+// takes that of the graph it was made from or last updated with
+// (Exec.Update). A stream of another context that waits for an event
+// recorded in a capture into a conditional node's body is refused as any
+// stream the capture cannot take in (driver.ErrStreamCaptureIsolation).
 //
 // # Conditional nodes
 //

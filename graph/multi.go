@@ -20,9 +20,11 @@ import (
 
 // On returns a Builder whose kernel, memcpy and memset nodes run in ctx
 // instead of the graph's context: on ctx's device. nil means the graph's
-// context. A node made through it holds ctx for as long as the graph or
-// anything made from it may run the node; see "Several GPUs" in the
-// package documentation.
+// context. A module's kernel must belong to ctx (a library's kernel runs
+// in any). A node made through it holds ctx for as long as the graph or
+// anything made from it may run the node. Other nodes (host, event,
+// child, memory and conditional nodes) and captures through the Builder
+// are as without On. See "Several GPUs" in the package documentation.
 func (b Builder) On(ctx *driver.Context) Builder {
 	b.ctx = ctx
 	return b

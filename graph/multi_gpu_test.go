@@ -99,8 +99,9 @@ func setPeerAccess(t *testing.T, c0, c1 *driver.Context, on bool) {
 }
 
 // warmMulti builds, launches and closes a small graph with nodes on both
-// devices and copies between them, so that what CUDA sets up once per
-// process for such graphs is not counted against a test's memory.
+// devices and copies between them, and a capture forking into device 1,
+// so that what CUDA sets up once per process for such graphs is not
+// counted against a test's memory.
 func warmMulti(t *testing.T, p *gpuPair) {
 	t.Helper()
 	b0, err := driver.Alloc[int32](p.e.ctx, 256)
@@ -122,6 +123,20 @@ func warmMulti(t *testing.T, p *gpuPair) {
 	require.NoError(t, err)
 	defer exe.Close()
 	require.NoError(t, exe.Launch(p.s0))
+	require.NoError(t, p.s0.Synchronize())
+
+	// And a capture that forks into device 1, replayed once.
+	sc, err := BeginCapture(p.s0, CaptureRelaxed)
+	require.NoError(t, err)
+	require.NoError(t, sc.Fork(p.s1))
+	require.NoError(t, p.s1.LaunchWith(p.d1.fill, cfg(256), b1, int32(2), int32(256)))
+	cg, err := sc.End()
+	require.NoError(t, err)
+	defer cg.Close()
+	cexe, err := cg.Instantiate()
+	require.NoError(t, err)
+	defer cexe.Close()
+	require.NoError(t, cexe.Launch(p.s0))
 	require.NoError(t, p.s0.Synchronize())
 }
 

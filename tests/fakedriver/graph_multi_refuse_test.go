@@ -169,3 +169,106 @@ func TestMultiGraphUpdatesRefused(t *testing.T) {
 	defer se.Close()
 	require.NoError(t, se.SetKernelArg(sk, 1, int32(5)))
 }
+
+// TestMultiCaptureRefusedForkLeavesNoMark: a Fork of a stream of another
+// context that is refused (the stream is closed, or captured elsewhere)
+// leaves the capture as it was: the graph made spans one context (device
+// launch and per-node updates work) and does not hold the other context,
+// which goes once its handles are closed.
+func TestMultiCaptureRefusedForkLeavesNoMark(t *testing.T) {
+	f := ltSetup(t)
+	for _, how := range []string{"closed stream", "stream captured elsewhere"} {
+		t.Run(how, func(t *testing.T) {
+			a := newMultiSide(t, f.ctx.Device())
+			lifetime.Flush()
+			contexts := fcall(t, "fake_live_contexts")
+			b := newMultiSide(t, f.ctx.Device())
+			one, n := driver.Grid(1), driver.Block(1)
+			var other *graph.StreamCapture
+			if how == "closed stream" {
+				require.NoError(t, b.s.Close())
+			} else {
+				var err error
+				other, err = graph.BeginCapture(b.s, graph.CaptureRelaxed)
+				require.NoError(t, err)
+			}
+			sc, err := graph.BeginCapture(a.s, graph.CaptureRelaxed)
+			require.NoError(t, err)
+			require.NoError(t, a.s.Launch(a.fill, one, n, a.buf, int32(5), int32(multiN)))
+			assert.Error(t, sc.Fork(b.s), "the fork is refused")
+			g, err := sc.End()
+			require.NoError(t, err)
+			defer g.Close()
+			if other != nil {
+				require.NoError(t, other.Abort())
+			}
+			b.close()
+			lifetime.Flush()
+			assert.Equal(t, contexts, fcall(t, "fake_live_contexts"), "the graph does not hold the other context")
+
+			nodes, err := g.Nodes()
+			require.NoError(t, err)
+			require.Len(t, nodes, 1)
+			e, err := g.Instantiate()
+			require.NoError(t, err)
+			defer e.Close()
+			assert.NoError(t, e.SetKernelArg(nodes[0], 1, int32(9)), "per-node updates of a graph of one context")
+			dl, err := g.InstantiateWith(graph.InstantiateOptions{Flags: graph.DeviceLaunch})
+			if assert.NoError(t, err, "device launch of a graph of one context") {
+				require.NoError(t, dl.Close())
+			}
+		})
+	}
+}
+
+// TestMultiExecUpdateTakesTheGraphsMark: an executable of a graph of one
+// context, updated as a whole (Exec.Update) with a graph of the same shape
+// whose kernel runs in B, refuses per-node updates from then on and keeps
+// B for its node after B's handles are closed; updated back with a graph
+// of one context, it takes per-node updates again. (fakecuda lets a
+// whole-graph update move a node to another context; CUDA may refuse it:
+// this checks purecuda's marks and holds.)
+func TestMultiExecUpdateTakesTheGraphsMark(t *testing.T) {
+	f := ltSetup(t)
+	a, b := newMultiSide(t, f.ctx.Device()), newMultiSide(t, f.ctx.Device())
+	lib, err := driver.LoadLibrary([]byte("FAKE library"))
+	require.NoError(t, err)
+	defer lib.Close()
+	fill, err := lib.Function("fill")
+	require.NoError(t, err)
+	one, n := driver.Grid(1), driver.Block(1)
+	mk := func(on *driver.Context, buf *driver.Buffer[int32]) (*graph.Graph, graph.Node) {
+		g, err := graph.New(a.ctx)
+		require.NoError(t, err)
+		k, err := g.On(on).Kernel(fill, one, n, buf, int32(1), int32(multiN))
+		require.NoError(t, err)
+		return g, k
+	}
+	single, k := mk(nil, a.buf)
+	defer single.Close()
+	e, err := single.Instantiate()
+	require.NoError(t, err)
+	defer e.Close()
+	require.NoError(t, e.SetKernelArg(k, 1, int32(2)), "one context")
+
+	multi, _ := mk(b.ctx, b.buf)
+	require.NoError(t, e.Update(multi))
+	require.NoError(t, multi.Close())
+	assert.ErrorIs(t, e.SetKernel(k, fill, one, n, a.buf2, int32(3), int32(multiN)), driver.ErrInvalidArgument, "updated with a graph of two contexts")
+	b.close()
+	lifetime.Flush()
+	fcall(t, "fake_graph_node_runs_reset")
+	require.NoError(t, e.Launch(a.s))
+	require.NoError(t, a.s.Synchronize())
+	assert.EqualValues(t, 1, nodeRuns(t, b), "the node runs in B, which the executable keeps")
+	assert.Zero(t, fcall(t, "fake_bad_handle_uses")+fcall(t, "fake_bad_ptr_uses"), "no bad use: %s", lastBad(t))
+
+	back, _ := mk(nil, a.buf2)
+	defer back.Close()
+	require.NoError(t, e.Update(back))
+	assert.NoError(t, e.SetKernel(k, fill, one, n, a.buf2, int32(4), int32(multiN)), "updated back with a graph of one context")
+	require.NoError(t, e.Launch(a.s))
+	got, err := a.buf2.ToHost(a.s)
+	require.NoError(t, err)
+	assert.Equal(t, seqFrom(4), got)
+}

@@ -347,6 +347,136 @@ func TestMultiCaptureForkJoinAcrossContexts(t *testing.T) {
 	}
 }
 
+// TestMultiGraphCopiesHoldTheirContexts: a node run in B through On,
+// which nothing else of B names, keeps B for a clone's executable, for a
+// parent's that embeds the graph as a child, for an executable updated
+// with the graph as a whole (Exec.Update) and for one whose child node was
+// set to it (Exec.SetChild), after the graph, the library and every
+// handle of B are closed; B goes with the executable.
+func TestMultiGraphCopiesHoldTheirContexts(t *testing.T) {
+	f := ltSetup(t)
+	for _, how := range []string{"clone", "child", "update", "setchild"} {
+		t.Run(how, func(t *testing.T) {
+			lifetime.Flush()
+			before := liveCounts(t)
+			a, b := newMultiSide(t, f.ctx.Device()), newMultiSide(t, f.ctx.Device())
+			lib, err := driver.LoadLibrary([]byte("FAKE library"))
+			require.NoError(t, err)
+			empty, err := lib.Function("empty")
+			require.NoError(t, err)
+			mk := func() *graph.Graph {
+				g, err := graph.New(a.ctx)
+				require.NoError(t, err)
+				_, err = g.On(b.ctx).Kernel(empty, driver.Grid(1), driver.Block(1))
+				require.NoError(t, err)
+				return g
+			}
+			g := mk()
+			var e *graph.Exec
+			var other *graph.Graph
+			switch how {
+			case "clone":
+				other, err = g.Clone()
+				require.NoError(t, err)
+				e, err = other.Instantiate()
+			case "child":
+				other, err = graph.New(a.ctx)
+				require.NoError(t, err)
+				_, err = other.Child(g)
+				require.NoError(t, err)
+				e, err = other.Instantiate()
+			case "update":
+				other = mk()
+				e, err = other.Instantiate()
+				require.NoError(t, err)
+				require.NoError(t, e.Update(g))
+				_ = other.Close()
+			case "setchild":
+				other, err = graph.New(a.ctx)
+				require.NoError(t, err)
+				cn, err := other.Child(mk())
+				require.NoError(t, err)
+				e, err = other.Instantiate()
+				require.NoError(t, err)
+				require.NoError(t, e.SetChild(cn, g))
+			}
+			require.NoError(t, err)
+			_ = g.Close()
+			_ = other.Close()
+			_ = lib.Close()
+			b.close()
+			lifetime.Flush()
+			fcall(t, "fake_graph_node_runs_reset")
+			require.NoError(t, e.Launch(a.s))
+			require.NoError(t, a.s.Synchronize())
+			assert.EqualValues(t, 1, nodeRuns(t, b), "the node ran in B")
+			assert.Zero(t, fcall(t, "fake_bad_handle_uses")+fcall(t, "fake_bad_ptr_uses"), "no bad use: %s", lastBad(t))
+			_ = e.Close()
+			a.close()
+			assert.True(t, ltSettle(func() bool { lifetime.Flush(); return liveCounts(t) == before }), "B released with the executable: %v, was %v", liveCounts(t), before)
+		})
+	}
+}
+
+// TestMultiCaptureIntoAGraphAcrossContexts: a capture into an existing
+// graph of A brings in a stream of B (Fork, or a wait for an event
+// recorded in the capture), where a library kernel (which names no
+// context of its own) runs; the graph is marked as spanning contexts
+// (device launch refused), holds B after B's handles are closed, and its
+// executable runs the kernel in B; B goes with the graph and executable.
+func TestMultiCaptureIntoAGraphAcrossContexts(t *testing.T) {
+	f := ltSetup(t)
+	for _, how := range []string{"Fork", "event wait"} {
+		t.Run(how, func(t *testing.T) {
+			lifetime.Flush()
+			before := liveCounts(t)
+			a, b := newMultiSide(t, f.ctx.Device()), newMultiSide(t, f.ctx.Device())
+			lib, err := driver.LoadLibrary([]byte("FAKE library"))
+			require.NoError(t, err)
+			empty, err := lib.Function("empty")
+			require.NoError(t, err)
+			ev, err := a.ctx.NewEvent(driver.EventDisableTiming)
+			require.NoError(t, err)
+			g, err := graph.New(a.ctx)
+			require.NoError(t, err)
+			first, err := g.Empty()
+			require.NoError(t, err)
+			sc, err := g.After(first).BeginCapture(a.s, graph.CaptureRelaxed)
+			require.NoError(t, err)
+			if how == "Fork" {
+				require.NoError(t, sc.Fork(b.s))
+			} else {
+				require.NoError(t, ev.Record(a.s))
+				require.NoError(t, b.s.WaitEvent(ev))
+			}
+			require.NoError(t, b.s.Launch(empty, driver.Grid(1), driver.Block(1)))
+			got, err := sc.End()
+			require.NoError(t, err)
+			assert.Same(t, g, got)
+			_, err = g.InstantiateWith(graph.InstantiateOptions{Flags: graph.DeviceLaunch})
+			assert.ErrorIs(t, err, driver.ErrInvalidArgument, "the graph spans two contexts now")
+			e, err := g.Instantiate()
+			require.NoError(t, err)
+			_ = ev.Close()
+			_ = lib.Close()
+			b.close()
+			_ = g.Close()
+			lifetime.Flush()
+			fcall(t, "fake_graph_node_runs_reset")
+			require.NoError(t, e.Launch(a.s))
+			require.NoError(t, a.s.Synchronize())
+			assert.EqualValues(t, 1, nodeRuns(t, b), "the captured library kernel ran in B")
+			assert.Zero(t, fcall(t, "fake_bad_handle_uses")+fcall(t, "fake_bad_ptr_uses"), "no bad use: %s", lastBad(t))
+			_ = e.Close()
+			a.close()
+			assert.True(t, ltSettle(func() bool {
+				lifetime.Flush()
+				return liveCounts(t) == before
+			}), "B released with the graph and executable: %v, was %v", liveCounts(t), before)
+		})
+	}
+}
+
 // liveCounts are fakecuda's live contexts, allocations, graphs,
 // executables, modules and streams.
 func liveCounts(t *testing.T) string {
