@@ -37,7 +37,9 @@ func (a PoolAccess) String() string {
 // PoolAccessReadWrite, buffers allocated from p with AllocFromPool may be
 // passed to kernels launched on streams of d's contexts, and read (and, with
 // PoolAccessReadWrite, written) by them; PoolAccessNone takes the access away
-// again (launches on d's streams are then refused).
+// again (launches on d's streams are then refused). Context.EnablePeerAccess
+// does not give that access: CUDA maps a pool's memory only for the devices
+// SetAccess names.
 //
 // The access itself orders nothing: work on d's stream that uses a buffer
 // of p runs when that stream reaches it, so order it after the work that
@@ -120,9 +122,14 @@ func (p *MemPool) grants(c *Context) bool {
 
 // usableIn reports whether a launch in context c may use a's memory: it
 // belongs to c, to a peer context of c (Context.EnablePeerAccess), or to a
-// pool that gave c's device access (MemPool.SetAccess).
+// pool that gave c's device access (MemPool.SetAccess). Peer access does
+// not reach memory of a pool (stream-ordered or imported): CUDA maps it for
+// the pool's device and the devices given access only.
 func (a *allocation) usableIn(c *Context) bool {
-	return c.canUse(a.ctx) || a.pool.grants(c)
+	if a.stream != nil || a.pool != nil {
+		return a.ctx.h == c.h || a.pool.grants(c)
+	}
+	return c.canUse(a.ctx)
 }
 
 // holdOthers keeps the memory among allocs that belongs to another context

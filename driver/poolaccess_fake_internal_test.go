@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/lifetime"
 )
@@ -122,5 +123,88 @@ func TestFakeLaunchHoldsAnotherContextsBuffer(t *testing.T) {
 	got, err := src.ToHost(sa)
 	require.NoError(t, err)
 	assert.Equal(t, int32(5+63), got[63], "fill(v=5) ran last")
+	faketest.NoBadUses(t)
+}
+
+// Peer access between contexts (Context.EnablePeerAccess) does not reach
+// memory of a pool: CUDA maps a pool's memory for its own device and the
+// devices the pool gave access to (MemPool.SetAccess) only, so a kernel
+// of a peer context would fault on it. A launch in the peer context is
+// refused for memory of a pool made with NewMemPool, of the device's
+// default pool (AllocAsync) and imported from another process, until the
+// pool gives the device access; memory from Alloc stays usable by the
+// peer (checked without a launch: fakecuda's kernels use only their own
+// context's memory of that kind). The second context on fakecuda's one device stands for another
+// device's, and its peer access is set directly.
+func TestFakePeerAccessDoesNotReachPoolMemory(t *testing.T) {
+	if !faketest.InChild(t) {
+		return
+	}
+	require.NoError(t, Init())
+	dev, err := DeviceByOrdinal(0)
+	require.NoError(t, err)
+	ca, err := dev.PrimaryContext()
+	require.NoError(t, err)
+	defer ca.Close()
+	cb, err := dev.NewContext(0)
+	require.NoError(t, err)
+	defer cb.Close()
+	sa, err := ca.NewStream(StreamNonBlocking)
+	require.NoError(t, err)
+	defer sa.Close()
+	sb, err := cb.NewStream(StreamNonBlocking)
+	require.NoError(t, err)
+	defer sb.Close()
+	mod, err := cb.LoadModule([]byte("FAKE module"))
+	require.NoError(t, err)
+	defer mod.Close()
+	fill, err := mod.Function("fill")
+	require.NoError(t, err)
+	cb.peerMu.Lock()
+	cb.peers = map[cu.CUcontext]bool{ca.h: true} // stands for cb.EnablePeerAccess(ca)
+	cb.peerMu.Unlock()
+
+	plain, err := Alloc[int32](ca, 64)
+	require.NoError(t, err)
+	defer plain.Close()
+	assert.True(t, plain.a.usableIn(cb), "Alloc's memory: peer access reaches it")
+
+	pool, err := ca.NewExportableMemPool()
+	require.NoError(t, err)
+	defer pool.Close()
+	fromPool, err := AllocFromPool[int32](sa, pool, 64)
+	require.NoError(t, err)
+	defer fromPool.Close()
+	async, err := AllocAsync[int32](sa, 64)
+	require.NoError(t, err)
+	defer async.Close()
+	exp, err := ExportBuffer(fromPool)
+	require.NoError(t, err)
+	file, err := pool.ExportFD()
+	require.NoError(t, err)
+	ipool, err := ca.ImportMemPool(file)
+	require.NoError(t, err)
+	require.NoError(t, file.Close())
+	defer ipool.Close()
+	imported, err := ImportBuffer[int32](ipool, exp)
+	require.NoError(t, err)
+	defer imported.Close()
+	require.NoError(t, sa.Synchronize())
+
+	for name, b := range map[string]*Buffer[int32]{"AllocFromPool": fromPool, "AllocAsync": async, "ImportBuffer": imported} {
+		assert.ErrorIs(t, sb.Launch(fill, Grid(1), Block(1), b, int32(2), int32(64)), ErrInvalidArgument, "%s: Launch", name)
+		assert.ErrorIs(t, sb.LaunchWith(fill, LaunchConfig{Grid: Grid(1), Block: Block(1), Cooperative: true}, b, int32(2), int32(64)),
+			ErrInvalidArgument, "%s: LaunchWith", name)
+		_, err := fill.NewArgs(b, int32(2), int32(64))
+		assert.ErrorIs(t, err, ErrInvalidArgument, "%s: NewArgs", name)
+		assert.Equal(t, int64(1), b.a.obj.Refs(), "%s: the refusals hold nothing", name)
+	}
+
+	// The pools' grants reach their memory.
+	pool.granted.Or(1)
+	ipool.granted.Or(1)
+	require.NoError(t, sb.Launch(fill, Grid(1), Block(1), fromPool, int32(3), int32(64)), "granted pool")
+	require.NoError(t, sb.Launch(fill, Grid(1), Block(1), imported, int32(3), int32(64)), "granted imported pool")
+	require.NoError(t, sb.Synchronize())
 	faketest.NoBadUses(t)
 }
