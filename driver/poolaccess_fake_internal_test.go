@@ -208,3 +208,70 @@ func TestFakePeerAccessDoesNotReachPoolMemory(t *testing.T) {
 	require.NoError(t, sb.Synchronize())
 	faketest.NoBadUses(t)
 }
+
+// Asynchronous work on a stream of a peer context (Context.EnablePeerAccess)
+// holds the memory it uses until the stream has passed it, as launches do:
+// the memory's free waits for its own context's work only. Stream-ordered
+// memory is not noted as used on the peer's stream, whose work its free
+// cannot wait for through an event of its own context (CUDA refuses to
+// record an event on another context's stream, and the free failed,
+// leaking the memory). The second context on fakecuda's one device stands
+// for another device's; its peer access is set directly.
+func TestFakePeerStreamWorkHoldsMemory(t *testing.T) {
+	if !faketest.InChild(t) {
+		return
+	}
+	require.NoError(t, Init())
+	dev, err := DeviceByOrdinal(0)
+	require.NoError(t, err)
+	ca, err := dev.PrimaryContext()
+	require.NoError(t, err)
+	defer ca.Close()
+	cb, err := dev.NewContext(0)
+	require.NoError(t, err)
+	defer cb.Close()
+	sa, err := ca.NewStream(StreamNonBlocking)
+	require.NoError(t, err)
+	defer sa.Close()
+	sb, err := cb.NewStream(StreamNonBlocking)
+	require.NoError(t, err)
+	defer sb.Close()
+	cb.peerMu.Lock()
+	cb.peers = map[cu.CUcontext]bool{ca.h: true} // stands for cb.EnablePeerAccess(ca)
+	cb.peerMu.Unlock()
+	errs := len(lifetime.Errors())
+	allocs := faketest.Call(t, "fake_live_allocations")
+	data := make([]int32, 64)
+
+	// Stream-ordered memory copied on the peer's stream, then freed.
+	async, err := AllocAsync[int32](sa, 64)
+	require.NoError(t, err)
+	require.NoError(t, sa.Synchronize())
+	require.NoError(t, async.CopyFromHost(sb, data))
+	require.NoError(t, async.CopyFromHostAsync(sb, data))
+	require.NoError(t, sb.Synchronize())
+	require.NoError(t, async.Close())
+	require.NoError(t, sa.Synchronize())
+
+	// Memory from Alloc, closed under a copy queued on the peer's stream.
+	plain, err := Alloc[int32](ca, 64)
+	require.NoError(t, err)
+	faketest.Call(t, "fake_set_copy_delay_us", ^uintptr(0)) // -1: holds copies until set to 0
+	defer faketest.Call(t, "fake_set_copy_delay_us", 0)
+	require.NoError(t, plain.CopyFromHostAsync(sb, data))
+	require.NoError(t, plain.Close())
+	lifetime.Flush()
+	faketest.Call(t, "fake_set_copy_delay_us", 0)
+	require.NoError(t, sb.Synchronize())
+
+	ok := false
+	for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); {
+		lifetime.Flush()
+		if ok = faketest.Call(t, "fake_live_allocations") == allocs; !ok {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	assert.True(t, ok, "both buffers freed")
+	assert.Len(t, lifetime.Errors(), errs, "no failed free: %v", lifetime.Errors())
+	faketest.NoBadUses(t)
+}
