@@ -96,12 +96,13 @@ func TestFakeLaunchHoldsAnotherContextsBuffer(t *testing.T) {
 			return func() { assert.NoError(t, a.Close()) }, sb.LaunchArgs(a, Grid(1), Block(1))
 		}},
 	}
+	defer faketest.Call(t, "fake_set_kernel_delay_us", 0)
 	for _, l := range launches {
 		name, launch := l.name, l.launch
 		before := imports()
 		b, err := ImportBuffer[int32](ipool, exp)
 		require.NoError(t, err, name)
-		faketest.Call(t, "fake_set_kernel_delay_us", 100000)
+		faketest.Call(t, "fake_set_kernel_delay_us", ^uintptr(0)) // -1: the kernel waits until set to 0
 		done, err := launch(b)
 		require.NoError(t, err, name)
 		done()
