@@ -209,9 +209,9 @@ func ExportBuffer[T any](b *Buffer[T]) (BufferExport, error) {
 // it. The exporter must not free its buffer before that: once Close has
 // returned, tell it. A Buffer dropped without Close is freed by a cleanup,
 // at a time nobody can tell the exporter.
-// A pool that was not imported, the zero BufferExport, or a size that is
-// not a whole number of elements is refused with an error matching
-// ErrInvalidArgument.
+// A pool that was not imported, the zero BufferExport, a size that is
+// not a whole number of elements, or one larger than the exported memory
+// (damaged) is refused with an error matching ErrInvalidArgument.
 func ImportBuffer[T any](p *MemPool, e BufferExport) (*Buffer[T], error) {
 	const op = "ImportBuffer"
 	if e.bytes == 0 {
@@ -243,6 +243,18 @@ func ImportBuffer[T any](p *MemPool, e BufferExport) (*Buffer[T], error) {
 		c.release()
 		p.release()
 		return nil, c.sawError(err)
+	}
+	// The size travels beside CUDA's export data, which does not vouch for
+	// it: a damaged one longer than the memory is refused (where CUDA
+	// tells the memory's extent), the import undone.
+	var base cu.CUdeviceptr
+	var extent uintptr
+	err = bound(c, func() error { return cu.MemGetAddressRange(&base, &extent, a.base) })
+	if err == nil && (a.base < base || uint64(a.base-base)+e.bytes > uint64(extent)) {
+		_ = bound(c, func() error { return cu.MemFree(a.base) })
+		c.release()
+		p.release()
+		return nil, invalid(op, "the export names %d bytes, more than the imported memory holds (a damaged BufferExport)", e.bytes)
 	}
 	return newBuffer[T](a, int(e.bytes/uint64(size))), nil
 }

@@ -1,0 +1,66 @@
+//go:build linux
+
+package fakedriver_test
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// TestImportBufferRefusesASizeBeyondTheMemory: a BufferExport whose size
+// was damaged (its last 8 bytes travel beside CUDA's export data, which
+// does not check them) to more than the exported allocation holds is
+// refused with ErrInvalidArgument, the import undone: a Buffer that long
+// would let copies and kernels run past the memory. A smaller size is a
+// prefix of the memory and is imported.
+func TestImportBufferRefusesASizeBeyondTheMemory(t *testing.T) {
+	f := ltSetup(t)
+	lifetime.Flush()
+	live, objects := ipcLive(t), lifetime.ReadStats().Objects
+	x := newExporter(t, f, 1024)
+	file, err := x.pool.ExportFD()
+	require.NoError(t, err)
+	ipool, err := f.ctx.ImportMemPool(file)
+	require.NoError(t, err)
+	require.NoError(t, file.Close())
+	exp, err := driver.ExportBuffer(x.buf)
+	require.NoError(t, err)
+	b, err := exp.MarshalBinary()
+	require.NoError(t, err)
+	imports := fcall(t, "fake_live_pool_imports")
+
+	for _, size := range []uint64{4096 + 4, 1 << 40} {
+		binary.LittleEndian.PutUint64(b[64:], size)
+		var e driver.BufferExport
+		require.NoError(t, e.UnmarshalBinary(b))
+		buf, err := driver.ImportBuffer[int32](ipool, e)
+		if !assert.ErrorIs(t, err, driver.ErrInvalidArgument, "%d bytes of a 4096-byte allocation", size) {
+			require.NoError(t, buf.Close())
+		}
+		assert.Equal(t, imports, fcall(t, "fake_live_pool_imports"), "the refused import is undone")
+	}
+	binary.LittleEndian.PutUint64(b[64:], 400)
+	var e driver.BufferExport
+	require.NoError(t, e.UnmarshalBinary(b))
+	prefix, err := driver.ImportBuffer[int32](ipool, e)
+	require.NoError(t, err, "a prefix")
+	require.NoError(t, x.ev.Synchronize())
+	got, err := prefix.ToHost(f.s)
+	require.NoError(t, err)
+	assert.Equal(t, x.want[:100], got)
+	require.NoError(t, prefix.Close())
+
+	require.NoError(t, ipool.Close())
+	require.NoError(t, x.buf.Close())
+	require.NoError(t, x.ev.Close())
+	require.NoError(t, x.pool.Close())
+	require.NoError(t, f.s.Synchronize())
+	ipcBackTo(t, live, objects)
+	noBadUses(t)
+}
