@@ -276,3 +276,51 @@ func TestFakePeerStreamWorkHoldsMemory(t *testing.T) {
 	assert.Len(t, lifetime.Errors(), errs, "no failed free: %v", lifetime.Errors())
 	faketest.NoBadUses(t)
 }
+
+// Args prepared while a pool gave the stream's device access are refused
+// once the access is taken away (MemPool.SetAccess with PoolAccessNone):
+// the kernel would fault on the memory. The grant is set and taken back
+// directly (fakecuda has one device); the second context stands for
+// another device's.
+func TestFakeLaunchArgsRecheckAnotherContextsBuffer(t *testing.T) {
+	if !faketest.InChild(t) {
+		return
+	}
+	require.NoError(t, Init())
+	dev, err := DeviceByOrdinal(0)
+	require.NoError(t, err)
+	ca, err := dev.PrimaryContext()
+	require.NoError(t, err)
+	defer ca.Close()
+	cb, err := dev.NewContext(0)
+	require.NoError(t, err)
+	defer cb.Close()
+	sa, err := ca.NewStream(StreamNonBlocking)
+	require.NoError(t, err)
+	defer sa.Close()
+	sb, err := cb.NewStream(StreamNonBlocking)
+	require.NoError(t, err)
+	defer sb.Close()
+	mod, err := cb.LoadModule([]byte("FAKE module"))
+	require.NoError(t, err)
+	defer mod.Close()
+	fill, err := mod.Function("fill")
+	require.NoError(t, err)
+	pool, err := ca.NewMemPool()
+	require.NoError(t, err)
+	defer pool.Close()
+	buf, err := AllocFromPool[int32](sa, pool, 64)
+	require.NoError(t, err)
+	defer buf.Close()
+	require.NoError(t, sa.Synchronize())
+
+	pool.granted.Or(1) // stands for SetAccess(device 1, PoolAccessReadWrite)
+	args, err := fill.NewArgs(buf, int32(1), int32(64))
+	require.NoError(t, err)
+	defer args.Close()
+	require.NoError(t, sb.LaunchArgs(args, Grid(1), Block(1)))
+	pool.granted.And(^uint64(1)) // stands for SetAccess(device 1, PoolAccessNone)
+	assert.ErrorIs(t, sb.LaunchArgs(args, Grid(1), Block(1)), ErrInvalidArgument, "the access was taken away")
+	require.NoError(t, sb.Synchronize())
+	faketest.NoBadUses(t)
+}
