@@ -4,6 +4,8 @@ package fakedriver_test
 
 import (
 	"encoding/binary"
+	"os"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -63,4 +65,31 @@ func TestImportBufferRefusesASizeBeyondTheMemory(t *testing.T) {
 	require.NoError(t, f.s.Synchronize())
 	ipcBackTo(t, live, objects)
 	noBadUses(t)
+}
+
+// TestReceiveFDTooManyDescriptors: a message carrying more descriptors than
+// ReceiveFD makes room for (its control message is truncated) is refused
+// with ErrInvalidArgument, and every descriptor it brought is closed; the
+// next message is received whole.
+func TestReceiveFDTooManyDescriptors(t *testing.T) {
+	a, b := ipcPair(t)
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	fds0 := openFDs(t)
+	many := make([]int, 12)
+	for i := range many {
+		many[i] = int(w.Fd())
+	}
+	_, _, err = a.WriteMsgUnix([]byte{'m'}, syscall.UnixRights(many...), nil)
+	require.NoError(t, err)
+	_, err = driver.ReceiveFD(b)
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument, "12 descriptors")
+	assert.Equal(t, fds0, openFDs(t), "the received descriptors were closed")
+	require.NoError(t, driver.SendFD(a, w))
+	got, err := driver.ReceiveFD(b)
+	require.NoError(t, err, "the next message")
+	require.NoError(t, got.Close())
+	assert.Equal(t, fds0, openFDs(t))
 }
