@@ -204,11 +204,16 @@ func ExportBuffer[T any](b *Buffer[T]) (BufferExport, error) {
 //
 // The Buffer holds p until it is freed. Close frees the import (cuMemFree,
 // once the work queued in p's context is done) before it returns, unless
-// something else still holds the buffer (a call in flight, prepared Args,
-// a graph) or Close runs in a host function: then the last of them frees
-// it. The exporter must not free its buffer before that: once Close has
-// returned, tell it. A Buffer dropped without Close is freed by a cleanup,
-// at a time nobody can tell the exporter.
+// something else still holds the buffer (a call in flight, a view from
+// Slice not yet closed, prepared Args, a graph, work queued on a stream of
+// another context until that stream has passed it), a capture is under
+// way on a stream of p's context (the free waits for its end), or Close
+// runs in a host function: then the free comes later, and nothing tells
+// when. The exporter must not free its buffer before the import is freed:
+// close the views, Args and graphs first, synchronize the other contexts'
+// streams that used the buffer, and once Close has returned, tell it. A
+// Buffer dropped without Close is freed by a cleanup, at a time nobody can
+// tell the exporter.
 // A pool that was not imported, the zero BufferExport, a size that is
 // not a whole number of elements, or one larger than the exported memory
 // (damaged) is refused with an error matching ErrInvalidArgument.
