@@ -86,7 +86,9 @@ func (p *MemPool) ExportFD() (*os.File, error) {
 // ImportMemPool imports a pool exported by another process (MemPool.ExportFD)
 // from the file f, received for instance with ReceiveFD
 // (cuMemPoolImportFromShareableHandle). f stays the caller's: close it once
-// ImportMemPool has returned. The pool must live on c's device.
+// ImportMemPool has returned. The pool must live on c's device (the same
+// GPU, whatever ordinal each process gives it); a pool of another device is
+// refused with an error matching ErrInvalidArgument.
 //
 // An imported pool allocates nothing (AllocFromPool refuses it); ImportBuffer
 // imports the exporter's buffers from it. Every imported buffer holds the
@@ -121,6 +123,17 @@ func (c *Context) ImportMemPool(f *os.File) (*MemPool, error) {
 	if cerr != nil {
 		c.release()
 		return nil, c.sawError(cerr)
+	}
+	// An imported pool is accessible from its own device only: one that
+	// reads no read-write access from c's device lives on another, and
+	// kernels in c would fault on its buffers.
+	flags := new(cu.CUmemAccess_flags)
+	loc := &cu.CUmemLocation{Type: cu.CU_MEM_LOCATION_TYPE_DEVICE, Id: int32(c.dev.ordinal)}
+	gerr := bound(c, func() error { return cu.MemPoolGetAccess(flags, p.h, loc) })
+	if gerr == nil && *flags != cu.CU_MEM_ACCESS_FLAGS_PROT_READWRITE {
+		_ = bound(c, func() error { return cu.MemPoolDestroy(p.h) })
+		c.release()
+		return nil, invalid(op, "the pool lives on another device than the context's (%v)", c.dev)
 	}
 	p.startOwned()
 	return p, nil

@@ -93,3 +93,38 @@ func TestReceiveFDTooManyDescriptors(t *testing.T) {
 	require.NoError(t, got.Close())
 	assert.Equal(t, fds0, openFDs(t))
 }
+
+// TestImportMemPoolOfAnotherDevice: a pool that lives on another device
+// than the importing context's (the exporter's ordinals may differ from
+// the importer's) is refused with ErrInvalidArgument and the import
+// undone: its buffers would be launched in the context, whose device has
+// no access to them, and the kernels would fault. fakecuda stands the
+// imported pool on another device (fake_set_import_elsewhere).
+func TestImportMemPoolOfAnotherDevice(t *testing.T) {
+	f := ltSetup(t)
+	lifetime.Flush()
+	live, objects := ipcLive(t), lifetime.ReadStats().Objects
+	x := newExporter(t, f, 16)
+	file, err := x.pool.ExportFD()
+	require.NoError(t, err)
+	defer file.Close()
+
+	fcall(t, "fake_set_import_elsewhere", 1)
+	defer fcall(t, "fake_set_import_elsewhere", 0)
+	p, err := f.ctx.ImportMemPool(file)
+	if !assert.ErrorIs(t, err, driver.ErrInvalidArgument, "a pool of another device") {
+		require.NoError(t, p.Close())
+	}
+	assert.Equal(t, live["fake_live_pools"]+1, fcall(t, "fake_live_pools"), "the refused import is destroyed")
+	fcall(t, "fake_set_import_elsewhere", 0)
+	p, err = f.ctx.ImportMemPool(file)
+	require.NoError(t, err, "a pool of the context's device")
+	require.NoError(t, p.Close())
+
+	require.NoError(t, x.buf.Close())
+	require.NoError(t, x.ev.Close())
+	require.NoError(t, x.pool.Close())
+	require.NoError(t, f.s.Synchronize())
+	ipcBackTo(t, live, objects)
+	noBadUses(t)
+}
