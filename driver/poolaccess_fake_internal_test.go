@@ -324,3 +324,44 @@ func TestFakeLaunchArgsRecheckAnotherContextsBuffer(t *testing.T) {
 	require.NoError(t, sb.Synchronize())
 	faketest.NoBadUses(t)
 }
+
+// The device's default pool is one CUDA pool however many MemPool values
+// DefaultMemPool returns: access given or taken away through one of them
+// holds for buffers allocated from any other. (Taken away through another
+// value, the access stayed recorded on the first, whose buffers were then
+// launched on a device CUDA no longer let use them.) fakecuda's one device
+// cannot be given access, so the record SetAccess makes is made directly;
+// the second context stands for another device's.
+func TestFakeDefaultPoolAccessIsOneRecord(t *testing.T) {
+	if !faketest.InChild(t) {
+		return
+	}
+	require.NoError(t, Init())
+	dev, err := DeviceByOrdinal(0)
+	require.NoError(t, err)
+	ca, err := dev.PrimaryContext()
+	require.NoError(t, err)
+	defer ca.Close()
+	cb, err := dev.NewContext(0)
+	require.NoError(t, err)
+	defer cb.Close()
+	sa, err := ca.NewStream(StreamNonBlocking)
+	require.NoError(t, err)
+	defer sa.Close()
+	pa, err := ca.DefaultMemPool()
+	require.NoError(t, err)
+	defer pa.Close()
+	pb, err := ca.DefaultMemPool()
+	require.NoError(t, err)
+	defer pb.Close()
+	buf, err := AllocFromPool[int32](sa, pa, 64)
+	require.NoError(t, err)
+	defer buf.Close()
+	require.NoError(t, sa.Synchronize())
+
+	pb.noteAccess(cb.dev.ordinal, PoolAccessReadWrite) // as SetAccess through pb records it
+	assert.True(t, buf.a.usableIn(cb), "access given through another value of the default pool")
+	pb.noteAccess(cb.dev.ordinal, PoolAccessNone)
+	assert.False(t, buf.a.usableIn(cb), "access taken away through another value of the default pool")
+	pa.noteAccess(cb.dev.ordinal, PoolAccessNone)
+}
