@@ -128,3 +128,34 @@ func TestImportMemPoolOfAnotherDevice(t *testing.T) {
 	ipcBackTo(t, live, objects)
 	noBadUses(t)
 }
+
+// TestImportBufferOfAnotherPool: a BufferExport of a buffer of one pool,
+// imported from another imported pool, is refused (CUDA's error), and
+// leaves no import behind.
+func TestImportBufferOfAnotherPool(t *testing.T) {
+	f := ltSetup(t)
+	lifetime.Flush()
+	live, objects := ipcLive(t), lifetime.ReadStats().Objects
+	x, y := newExporter(t, f, 16), newExporter(t, f, 16)
+	file, err := y.pool.ExportFD()
+	require.NoError(t, err)
+	ipool, err := f.ctx.ImportMemPool(file)
+	require.NoError(t, err)
+	require.NoError(t, file.Close())
+	exp, err := driver.ExportBuffer(x.buf)
+	require.NoError(t, err)
+	buf, err := driver.ImportBuffer[int32](ipool, exp)
+	if !assert.Error(t, err, "a buffer of x's pool from y's") {
+		require.NoError(t, buf.Close())
+	}
+	assert.Equal(t, live["fake_live_pool_imports"], fcall(t, "fake_live_pool_imports"))
+	require.NoError(t, ipool.Close())
+	for _, e := range []*exporter{x, y} {
+		require.NoError(t, e.buf.Close())
+		require.NoError(t, e.ev.Close())
+		require.NoError(t, e.pool.Close())
+	}
+	require.NoError(t, f.s.Synchronize())
+	ipcBackTo(t, live, objects)
+	noBadUses(t)
+}
