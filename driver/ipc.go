@@ -80,6 +80,7 @@ func (p *MemPool) ExportFD() (*os.File, error) {
 	if err != nil {
 		return nil, p.ctx.sawError(err)
 	}
+	closeOnExec(int(*fd)) // as every descriptor Go opens: not handed to programs this one starts
 	return os.NewFile(uintptr(*fd), "cuda-mempool"), nil
 }
 

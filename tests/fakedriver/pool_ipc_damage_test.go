@@ -159,3 +159,26 @@ func TestImportBufferOfAnotherPool(t *testing.T) {
 	ipcBackTo(t, live, objects)
 	noBadUses(t)
 }
+
+// TestExportFDClosesOnExec: the descriptor ExportFD returns is closed on
+// exec, like every descriptor Go opens, whatever libcuda made it (fakecuda
+// makes it without FD_CLOEXEC): a program that starts other programs does
+// not hand them the pool.
+func TestExportFDClosesOnExec(t *testing.T) {
+	f := ltSetup(t)
+	pool, err := f.ctx.NewExportableMemPool()
+	require.NoError(t, err)
+	defer pool.Close()
+	file, err := pool.ExportFD()
+	require.NoError(t, err)
+	defer file.Close()
+	rc, err := file.SyscallConn()
+	require.NoError(t, err)
+	var flags uintptr
+	var errno syscall.Errno
+	require.NoError(t, rc.Control(func(fd uintptr) {
+		flags, _, errno = syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFD, 0)
+	}))
+	require.Zero(t, errno)
+	assert.NotZero(t, flags&syscall.FD_CLOEXEC, "FD_CLOEXEC")
+}

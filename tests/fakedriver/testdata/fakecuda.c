@@ -5044,7 +5044,7 @@ CUresult cuMemPoolExportToShareableHandle(void *out, void *pool, int type, unsig
     struct ipc_pool *x = r ? NULL : ipc_pool_of(p);
     if (!r && (!x || !x->exportable || type != 1)) r = INVALID_VALUE;
     if (!r) {
-        int fd = (int)syscall(SYS_memfd_create, "fakecuda-pool", 1u /* MFD_CLOEXEC */);
+        int fd = (int)syscall(SYS_memfd_create, "fakecuda-pool", 0u); /* without MFD_CLOEXEC: libcuda may make it so */
         struct stat st;
         if (fd < 0 || fstat(fd, &st) != 0) {
             if (fd >= 0) close(fd);
