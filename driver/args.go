@@ -46,17 +46,23 @@ func (b *argBlock) init() {
 
 // reset empties the block for reuse and releases the buffers its
 // arguments held.
+//
+// Buffers are forgotten even when no parameter was added (a buffer refused
+// as the first argument is held): a pooled block keeping them would have
+// its next user release them again.
 func (b *argBlock) reset() {
-	for _, a := range b.allocs {
-		_ = a.Release()
+	if len(b.allocs) > 0 {
+		for _, a := range b.allocs {
+			_ = a.Release()
+		}
+		clear(b.allocs)
+		b.allocs = b.allocs[:0]
 	}
 	if len(b.ptrs) == 0 {
 		return
 	}
 	b.ptrs = b.ptrs[:0]
 	b.sizes = b.sizes[:0]
-	clear(b.allocs)
-	b.allocs = b.allocs[:0]
 	b.spill.reset()
 }
 

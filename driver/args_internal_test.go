@@ -199,3 +199,25 @@ func TestQuickScalarMatchesScalarBits(t *testing.T) {
 	}
 	assert.Len(t, seen, 13, "the 13 types scalarBits takes")
 }
+
+// A block whose first argument, a buffer, was refused holds the buffer
+// but no parameter yet; reset releases it and forgets it, so that the
+// block's next user (blocks are pooled) does not release it again, which
+// would free memory under its open Buffer.
+func TestArgBlockResetForgetsBuffersWithoutParameters(t *testing.T) {
+	freed := 0
+	a := &allocation{}
+	a.obj.Init(func() error { freed++; return nil }) // the Buffer's reference
+	var b argBlock
+	b.init()
+	for range 3 {
+		require.True(t, a.obj.Retain())
+		b.allocs = append(b.allocs, a) // as marshal holds a refused buffer
+		b.reset()
+		assert.Empty(t, b.allocs)
+		assert.Equal(t, int64(1), a.obj.Refs(), "the Buffer's reference is left")
+	}
+	b.reset()
+	assert.Equal(t, int64(1), a.obj.Refs())
+	assert.Zero(t, freed)
+}

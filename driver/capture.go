@@ -341,6 +341,9 @@ var waits struct {
 	running bool
 }
 
+// waitRecords counts the events the worker recorded (for tests).
+var waitRecords atomic.Int64
+
 var errRawCapture = errors.New("driver: the stream is being captured by code outside purecuda")
 
 func waitWorker() {
@@ -355,11 +358,21 @@ func waitWorker() {
 			return
 		}
 		waits.mu.Unlock()
+		// One event per stream covers all its items: each was queued
+		// after the work it waits for, and before the event is recorded.
 		var again []waitItem
-		for _, it := range items {
-			if !it.try() {
-				again = append(again, it)
+		for i := 0; i < len(items); {
+			j := i + 1
+			for k := j; k < len(items); k++ {
+				if items[k].s == items[i].s {
+					items[j], items[k] = items[k], items[j]
+					j++
+				}
 			}
+			if !tryAll(items[i:j]) {
+				again = append(again, items[i:j]...)
+			}
+			i = j
 		}
 		if len(again) == 0 {
 			pause = 50 * time.Microsecond
@@ -375,10 +388,11 @@ func waitWorker() {
 	}
 }
 
-// try waits for the work queued on the item's stream and releases its
-// owner; it reports false, having done nothing, while the stream is being
-// captured.
-func (it waitItem) try() bool {
+// tryAll waits for the work queued on the stream of its, items of one
+// stream, and releases their owners; it reports false, having done nothing,
+// while the stream is being captured.
+func tryAll(its []waitItem) bool {
+	it := its[0]
 	var ev cu.CUevent
 	var err error
 	skip, ran := false, false
@@ -389,6 +403,7 @@ func (it waitItem) try() bool {
 	rerr := relaxedHere(func() error {
 		ran = true
 		ev, err = it.s.recordUncaptured()
+		waitRecords.Add(1)
 		if err == errRawCapture || (err == nil && ev == 0) {
 			skip = true
 			return nil
@@ -405,12 +420,14 @@ func (it waitItem) try() bool {
 	if skip {
 		return false
 	}
-	if err == nil || isSticky(err) { // a sticky error: nothing runs in the context any more
-		_ = it.o.Release()
-	} else {
-		release.KeepForever(it.o, fmt.Errorf("driver: work that may have been captured could not be waited for: %w", err))
+	for _, it := range its {
+		if err == nil || isSticky(err) { // a sticky error: nothing runs in the context any more
+			_ = it.o.Release()
+		} else {
+			release.KeepForever(it.o, fmt.Errorf("driver: work that may have been captured could not be waited for: %w", err))
+		}
+		_ = it.ref.Release()
 	}
-	_ = it.ref.Release()
 	return true
 }
 

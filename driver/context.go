@@ -323,7 +323,8 @@ func (c *Context) SetLimit(l Limit, v int) error {
 
 // EnablePeerAccess lets kernels in c access memory of peer
 // (cuCtxEnablePeerAccess). Buffers of peer may then be passed to kernels
-// launched in c.
+// launched in c, except memory allocated in stream order or imported from
+// another process, which peer access does not reach (see MemPool.SetAccess).
 func (c *Context) EnablePeerAccess(peer *Context) error {
 	return c.peerAccess("Context.EnablePeerAccess", peer, true)
 }

@@ -166,6 +166,10 @@ func (b *Buffer[T]) onStream(op string, s *Stream, n int, bind bool, f func(a *a
 	}
 	if h != nil && err == nil {
 		h.keepObjs(&a.obj) // captured: the graph holds the memory
+	} else if err == nil && a.ctx.h != s.ctx.h {
+		// A stream of a context with peer access: the memory's free
+		// waits for its own context's work, which this is not.
+		holdUntilPassed(s, a)
 	}
 	s.leave(h)
 	return s.ctx.sawError(err)
@@ -215,10 +219,11 @@ func (b *Buffer[T]) CopyFromAsync(s *Stream, src *Buffer[T]) error {
 		case err != nil:
 		case h != nil:
 			h.keepObjs(&sa.obj)
-		case s.ctx.h != a.ctx.h:
+		case s.ctx.h != sa.ctx.h:
 			// A stream of a context with peer access: the memory's free
-			// waits for its own context's work, which the copy is not.
-			holdUntilPassed(s, a, sa)
+			// waits for its own context's work, which the copy is not
+			// (onStream holds b's).
+			holdUntilPassed(s, sa)
 		}
 		return err
 	})

@@ -57,7 +57,12 @@
 // with peer access enabled from their context, or, for buffers allocated
 // from a MemPool, once MemPool.SetAccess has given their device access to
 // the pool. A buffer of another context passed to a kernel stays allocated
-// until the kernel's stream has passed it.
+// until the kernel's stream has passed it. Peer access does not reach
+// memory allocated in stream order (AllocAsync, AllocFromPool) or imported
+// from another process: CUDA maps a pool's memory only for its own device
+// and the devices MemPool.SetAccess names, so kernels of other devices are
+// refused it (memory from AllocAsync cannot be given to them: allocate
+// from a MemPool instead).
 //
 // # Between processes
 //

@@ -80,13 +80,16 @@ func (p *MemPool) ExportFD() (*os.File, error) {
 	if err != nil {
 		return nil, p.ctx.sawError(err)
 	}
+	closeOnExec(int(*fd)) // as every descriptor Go opens: not handed to programs this one starts
 	return os.NewFile(uintptr(*fd), "cuda-mempool"), nil
 }
 
 // ImportMemPool imports a pool exported by another process (MemPool.ExportFD)
 // from the file f, received for instance with ReceiveFD
 // (cuMemPoolImportFromShareableHandle). f stays the caller's: close it once
-// ImportMemPool has returned. The pool must live on c's device.
+// ImportMemPool has returned. The pool must live on c's device (the same
+// GPU, whatever ordinal each process gives it); a pool of another device is
+// refused with an error matching ErrInvalidArgument.
 //
 // An imported pool allocates nothing (AllocFromPool refuses it); ImportBuffer
 // imports the exporter's buffers from it. Every imported buffer holds the
@@ -121,6 +124,17 @@ func (c *Context) ImportMemPool(f *os.File) (*MemPool, error) {
 	if cerr != nil {
 		c.release()
 		return nil, c.sawError(cerr)
+	}
+	// An imported pool is accessible from its own device only: one that
+	// reads no read-write access from c's device lives on another, and
+	// kernels in c would fault on its buffers.
+	flags := new(cu.CUmemAccess_flags)
+	loc := &cu.CUmemLocation{Type: cu.CU_MEM_LOCATION_TYPE_DEVICE, Id: int32(c.dev.ordinal)}
+	gerr := bound(c, func() error { return cu.MemPoolGetAccess(flags, p.h, loc) })
+	if gerr == nil && *flags != cu.CU_MEM_ACCESS_FLAGS_PROT_READWRITE {
+		_ = bound(c, func() error { return cu.MemPoolDestroy(p.h) })
+		c.release()
+		return nil, invalid(op, "the pool lives on another device than the context's (%v)", c.dev)
 	}
 	p.startOwned()
 	return p, nil
@@ -204,14 +218,19 @@ func ExportBuffer[T any](b *Buffer[T]) (BufferExport, error) {
 //
 // The Buffer holds p until it is freed. Close frees the import (cuMemFree,
 // once the work queued in p's context is done) before it returns, unless
-// something else still holds the buffer (a call in flight, prepared Args,
-// a graph) or Close runs in a host function: then the last of them frees
-// it. The exporter must not free its buffer before that: once Close has
-// returned, tell it. A Buffer dropped without Close is freed by a cleanup,
-// at a time nobody can tell the exporter.
-// A pool that was not imported, the zero BufferExport, or a size that is
-// not a whole number of elements is refused with an error matching
-// ErrInvalidArgument.
+// something else still holds the buffer (a call in flight, a view from
+// Slice not yet closed, prepared Args, a graph, work queued on a stream of
+// another context until that stream has passed it), a capture is under
+// way on a stream of p's context (the free waits for its end), or Close
+// runs in a host function: then the free comes later, and nothing tells
+// when. The exporter must not free its buffer before the import is freed:
+// close the views, Args and graphs first, synchronize the other contexts'
+// streams that used the buffer, and once Close has returned, tell it. A
+// Buffer dropped without Close is freed by a cleanup, at a time nobody can
+// tell the exporter.
+// A pool that was not imported, the zero BufferExport, a size that is
+// not a whole number of elements, or one larger than the exported memory
+// (damaged) is refused with an error matching ErrInvalidArgument.
 func ImportBuffer[T any](p *MemPool, e BufferExport) (*Buffer[T], error) {
 	const op = "ImportBuffer"
 	if e.bytes == 0 {
@@ -243,6 +262,18 @@ func ImportBuffer[T any](p *MemPool, e BufferExport) (*Buffer[T], error) {
 		c.release()
 		p.release()
 		return nil, c.sawError(err)
+	}
+	// The size travels beside CUDA's export data, which does not vouch for
+	// it: a damaged one longer than the memory is refused (where CUDA
+	// tells the memory's extent), the import undone.
+	var base cu.CUdeviceptr
+	var extent uintptr
+	err = bound(c, func() error { return cu.MemGetAddressRange(&base, &extent, a.base) })
+	if err == nil && (a.base < base || uint64(a.base-base)+e.bytes > uint64(extent)) {
+		_ = bound(c, func() error { return cu.MemFree(a.base) })
+		c.release()
+		p.release()
+		return nil, invalid(op, "the export names %d bytes, more than the imported memory holds (a damaged BufferExport)", e.bytes)
 	}
 	return newBuffer[T](a, int(e.bytes/uint64(size))), nil
 }

@@ -31,9 +31,10 @@ import (
 // child, with its end of the socket pair as descriptor 3.
 const ipcChildEnv = "PURECUDA_IPC_CHILD"
 
-// ipcN is the shared buffer's length: 64 MiB of int32, so that a leak
-// shows in MemGetInfo.
-const ipcN = 16 << 20
+// ipcN is the shared buffer's length: 256 MiB of int32, so that a leak
+// shows in MemGetInfo past memoryBack's 64 MiB of slack (a buffer of 64
+// MiB left allocated would pass it).
+const ipcN = 64 << 20
 
 // ipcMsg is what the exporter sends after the pool's descriptor: the
 // buffer's export data and the event's handle.

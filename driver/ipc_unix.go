@@ -92,3 +92,6 @@ func ReceiveFD(conn *net.UnixConn) (*os.File, error) {
 	syscall.CloseOnExec(fds[0])
 	return os.NewFile(uintptr(fds[0]), "received-fd"), nil
 }
+
+// closeOnExec marks descriptor fd to be closed on exec.
+func closeOnExec(fd int) { syscall.CloseOnExec(fd) }

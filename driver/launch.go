@@ -317,7 +317,10 @@ func (s *Stream) launchArgs(op string, a *Args, grid GridDim, block BlockDim) er
 			a.f.lib.launchedIn(s.ctx)
 		}
 		for _, al := range a.hold.allocs {
-			if a.checks&argsCheckContexts != 0 && !al.usableIn(s.ctx) {
+			// Memory of another context is checked at every launch: the
+			// peer access or pool access that let NewArgs take it may
+			// have been taken away since.
+			if a.checks&(argsCheckContexts|argsOtherContext) != 0 && al.ctx.h != s.ctx.h && !al.usableIn(s.ctx) {
 				return invalid(op, "a buffer argument belongs to another context than the stream (enable peer access first)")
 			}
 			if al.stream != nil && al.ctx.h == s.ctx.h {

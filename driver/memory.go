@@ -136,9 +136,13 @@ func waitFor(s, other *Stream) error {
 }
 
 // usedOn notes that stream-ordered memory is used on s, a stream other than
-// its own, so that the free waits for s. The caller holds s.
+// its own, so that the free waits for s. The caller holds s. A stream of
+// another context is not noted: the free cannot wait for it (an event of
+// the memory's context cannot be recorded there), so work queued there
+// holds the memory until the stream has passed it instead
+// (holdUntilPassed).
 func (a *allocation) usedOn(s *Stream) {
-	if a.stream == nil || a.stream == s {
+	if a.stream == nil || a.stream == s || a.ctx.h != s.ctx.h {
 		return
 	}
 	a.fmu.Lock()

@@ -20,7 +20,7 @@ func TestUsedOnRecordsStreamClosedDuringCall(t *testing.T) {
 	own.obj.Init(nil)
 	s := &Stream{ctx: &Context{}} // the launch's stream (Close ignores a Stream without a context)
 	s.obj.Init(nil)
-	a := &allocation{stream: own}
+	a := &allocation{stream: own, ctx: s.ctx} // memory of the launch's context
 
 	require.True(t, s.obj.Acquire(), "the launch holds s")
 	require.NoError(t, s.Close(), "a Close racing the launch")

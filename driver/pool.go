@@ -36,7 +36,7 @@ type MemPool struct {
 	imported   bool // made with ImportMemPool: it allocates nothing
 
 	accMu   sync.Mutex    // SetAccess calls, one at a time
-	granted atomic.Uint64 // bit i: device i was given access (SetAccess)
+	granted atomic.Uint64 // bit i: device i was given access (SetAccess); the default pool's are in defaultPoolGrants
 
 	cleanup runtime.Cleanup // destroys a MemPool that became unreachable without Close
 }

@@ -2,6 +2,8 @@ package driver
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/purecuda/cuda/internal/cu"
 )
@@ -37,7 +39,9 @@ func (a PoolAccess) String() string {
 // PoolAccessReadWrite, buffers allocated from p with AllocFromPool may be
 // passed to kernels launched on streams of d's contexts, and read (and, with
 // PoolAccessReadWrite, written) by them; PoolAccessNone takes the access away
-// again (launches on d's streams are then refused).
+// again (launches on d's streams are then refused). Context.EnablePeerAccess
+// does not give that access: CUDA maps a pool's memory only for the devices
+// SetAccess names.
 //
 // The access itself orders nothing: work on d's stream that uses a buffer
 // of p runs when that stream reaches it, so order it after the work that
@@ -73,20 +77,48 @@ func (p *MemPool) SetAccess(d *Device, access PoolAccess) error {
 		Location: cu.CUmemLocation{Type: cu.CU_MEM_LOCATION_TYPE_DEVICE, Id: int32(d.ordinal)},
 		Flags:    cu.CUmemAccess_flags(access),
 	}
-	p.accMu.Lock() // the record follows CUDA's state in the order of the calls
-	defer p.accMu.Unlock()
+	mu := &p.accMu
+	if !p.owned { // the device's default pool, which other MemPool values share
+		mu = &defaultPoolAccMu
+	}
+	mu.Lock() // the record follows CUDA's state in the order of the calls
+	defer mu.Unlock()
 	if err := bound(p.ctx, func() error { return cu.MemPoolSetAccess(p.h, &desc, 1) }); err != nil {
 		return p.ctx.sawError(err)
 	}
-	if d.ordinal < 64 {
-		bit := uint64(1) << d.ordinal
+	p.noteAccess(d.ordinal, access)
+	return nil
+}
+
+// noteAccess records the access SetAccess gave the device of the ordinal
+// (devices of ordinal 64 and up are not recorded).
+func (p *MemPool) noteAccess(ordinal int, access PoolAccess) {
+	if ordinal < 64 {
+		bit := uint64(1) << ordinal
 		if access == PoolAccessNone {
-			p.granted.And(^bit)
+			p.grantRecord().And(^bit)
 		} else {
-			p.granted.Or(bit)
+			p.grantRecord().Or(bit)
 		}
 	}
-	return nil
+}
+
+// defaultPoolGrants records, per device ordinal, the access given to other
+// devices to the device's default pool: one CUDA pool, whatever number of
+// MemPool values DefaultMemPool returned for it.
+var defaultPoolGrants [64]atomic.Uint64
+
+// defaultPoolAccMu serializes SetAccess on default pools, as accMu does for
+// one MemPool.
+var defaultPoolAccMu sync.Mutex
+
+// grantRecord is where p's grants are recorded: bit i, device i was given
+// access (SetAccess).
+func (p *MemPool) grantRecord() *atomic.Uint64 {
+	if !p.owned && p.ctx != nil && p.ctx.dev.ordinal < 64 { // the device's default pool
+		return &defaultPoolGrants[p.ctx.dev.ordinal]
+	}
+	return &p.granted
 }
 
 // Access reads the access device d has to the memory of p
@@ -115,14 +147,19 @@ func (p *MemPool) grants(c *Context) bool {
 	if p == nil || c == nil || c.dev.ordinal >= 64 {
 		return false
 	}
-	return p.granted.Load()&(uint64(1)<<c.dev.ordinal) != 0
+	return p.grantRecord().Load()&(uint64(1)<<c.dev.ordinal) != 0
 }
 
 // usableIn reports whether a launch in context c may use a's memory: it
 // belongs to c, to a peer context of c (Context.EnablePeerAccess), or to a
-// pool that gave c's device access (MemPool.SetAccess).
+// pool that gave c's device access (MemPool.SetAccess). Peer access does
+// not reach memory of a pool (stream-ordered or imported): CUDA maps it for
+// the pool's device and the devices given access only.
 func (a *allocation) usableIn(c *Context) bool {
-	return c.canUse(a.ctx) || a.pool.grants(c)
+	if a.stream != nil || a.pool != nil {
+		return a.ctx.h == c.h || a.pool.grants(c)
+	}
+	return c.canUse(a.ctx)
 }
 
 // holdOthers keeps the memory among allocs that belongs to another context

@@ -2,5 +2,5 @@
 
 package driver_test
 
-// ipcZeroCalls: the descriptor-passing helpers exist on unix only.
+// ipcZeroCalls is empty where SendFD and ReceiveFD do not exist.
 func ipcZeroCalls() []call { return nil }

@@ -426,8 +426,10 @@ func TestImportChecks(t *testing.T) {
 	require.NoError(t, ipool.Close())
 	_, err = driver.ImportBuffer[int32](ipool, exp)
 	assert.ErrorIs(t, err, driver.ErrClosed)
-	_, err = x.pool.ExportFD()
-	assert.NoError(t, err, "the control")
+	control, err := x.pool.ExportFD()
+	if assert.NoError(t, err, "the control") {
+		require.NoError(t, control.Close())
+	}
 	require.NoError(t, x.buf.Close())
 	_, err = driver.ExportBuffer(x.buf)
 	assert.ErrorIs(t, err, driver.ErrClosed)

@@ -4936,7 +4936,9 @@ struct ipc_pool {
     struct pool *p;
     int exportable;          /* created with POSIX fd handles */
     struct pool *from;       /* imported: the exporter's pool */
+    int elsewhere;           /* imported as a pool of another device (fake_set_import_elsewhere) */
 };
+static int import_elsewhere; /* fake_set_import_elsewhere */
 struct ipc_export { struct pool *p; dev_t dev; ino_t ino; }; /* a memfd the pool was exported to */
 static struct ipc_export *ipc_exports;
 static size_t nipc_exports, cipc_exports;
@@ -5026,7 +5028,10 @@ CUresult cuMemPoolGetAccess(int *flags, void *pool, const mem_location_t *loc) {
     CUresult r = get_pool("cuMemPoolGetAccess", pool, &p);
     if (!r && loc->type != 1) r = INVALID_VALUE;
     else if (!r && loc->id != 0) r = INVALID_DEVICE;
-    if (!r) *flags = 3;
+    if (!r) {
+        struct ipc_pool *x = ipc_pool_of(p);
+        *flags = x && x->elsewhere ? 0 : 3; /* a pool of another device: no access until granted */
+    }
     UNLOCK();
     return r;
 }
@@ -5039,7 +5044,7 @@ CUresult cuMemPoolExportToShareableHandle(void *out, void *pool, int type, unsig
     struct ipc_pool *x = r ? NULL : ipc_pool_of(p);
     if (!r && (!x || !x->exportable || type != 1)) r = INVALID_VALUE;
     if (!r) {
-        int fd = (int)syscall(SYS_memfd_create, "fakecuda-pool", 1u /* MFD_CLOEXEC */);
+        int fd = (int)syscall(SYS_memfd_create, "fakecuda-pool", 0u); /* without MFD_CLOEXEC: libcuda may make it so */
         struct stat st;
         if (fd < 0 || fstat(fd, &st) != 0) {
             if (fd >= 0) close(fd);
@@ -5069,7 +5074,9 @@ CUresult cuMemPoolImportFromShareableHandle(void **out, void *handle, int type, 
         struct pool *p = new_obj(sizeof *p, K_POOL, NULL);
         p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;
         pool_list_add(p);
-        ipc_pool_add(p)->from = from;
+        struct ipc_pool *x = ipc_pool_add(p);
+        x->from = from;
+        x->elsewhere = import_elsewhere;
         INC(live_pools);
         *out = p;
     }
@@ -5171,6 +5178,11 @@ CUresult cuIpcOpenEventHandle(struct event **out, ipc_event_handle_t h) {
     return r;
 }
 
+/* fake_set_import_elsewhere(1) makes the pools imported from now on stand
+   for pools of another device than the importer's: cuMemPoolGetAccess reads
+   no access for device 0 on them (CUDA: an imported pool is accessible from
+   its own device only, whatever the exporter granted). 0 turns it off. */
+void fake_set_import_elsewhere(long on) { LOCK(); import_elsewhere = on != 0; UNLOCK(); }
 long fake_live_pool_imports(void) { return ATOMIC_GET(live_pool_imports); }
 long fake_live_ipc_event_opens(void) { return ATOMIC_GET(live_ipc_event_opens); }
 

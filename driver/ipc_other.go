@@ -1,0 +1,6 @@
+//go:build !unix
+
+package driver
+
+// closeOnExec does nothing where descriptors are not inherited by exec.
+func closeOnExec(int) {}
