@@ -46,7 +46,7 @@ for d in examples/*/; do
   go build -ldflags='-s -w' -o ".gpu/example-$name" "./$d"
   examples+=("$name")
 done
-cp tests/cbench/cbench.c tests/cbench/ncclbench.c .gpu/
+cp tests/cbench/cbench.c tests/cbench/ncclbench.c tests/cbench/torch_allreduce.py .gpu/
 
 {
   echo '#!/usr/bin/env bash'
@@ -100,6 +100,10 @@ if [ -n "${PURECUDA_BENCH:-}" ]; then
     gcc -O2 -I"$inc" .gpu/cbench.c -o .gpu/cbench -L"$libdir" -lcuda -Wl,-rpath,"$libdir" && ./.gpu/cbench "${PURECUDA_CBENCH_REPS:-2}" 2>&1 | tee -a "$out/bench.log"
     echo "== C baseline, NCCL"
     gcc -O2 -I"$inc" .gpu/ncclbench.c -o .gpu/ncclbench -L"$libdir" -lcuda -ldl -Wl,-rpath,"$libdir" && ./.gpu/ncclbench "${PURECUDA_CBENCH_REPS:-2}" 2>&1 | tee -a "$out/bench.log"
+  fi
+  if python3 -c 'import torch' 2>/dev/null; then
+    echo "== PyTorch all-reduce"
+    python3 .gpu/torch_allreduce.py "${PURECUDA_CBENCH_REPS:-2}" 2>&1 | tee -a "$out/bench.log"
   fi
 fi
 for name in ${PURECUDA_MEMCHECK:-}; do
