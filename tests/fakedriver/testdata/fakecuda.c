@@ -1720,6 +1720,16 @@ static CUresult prep_free(const char *fn, struct graph *g, CUdeviceptr d, struct
 
 long fake_live_allocations(void) { return ATOMIC_GET(live_allocs); }
 long fake_live_contexts(void) { return ATOMIC_GET(live_contexts); }
+/* fake_context_alive reports whether context handle h is live (1) or
+   destroyed or unknown (0), without counting a bad use: for tests that
+   check one context's release while others' may still be under way. */
+long fake_context_alive(void *h) {
+    LOCK();
+    struct ctx *x = get_ctx(h);
+    long alive = x && x->h.alive;
+    UNLOCK();
+    return alive;
+}
 long fake_live_modules(void) { return ATOMIC_GET(live_modules); }
 long fake_live_libraries(void) { return ATOMIC_GET(live_libraries); }
 long fake_host_calls(void) { return ATOMIC_GET(host_calls); }
