@@ -23,26 +23,8 @@ func TestFakeAfterWorkWaitsOncePerStream(t *testing.T) {
 	if !faketest.InChild(t) {
 		return
 	}
-	require.NoError(t, Init())
-	dev, err := DeviceByOrdinal(0)
-	require.NoError(t, err)
-	ca, err := dev.PrimaryContext()
-	require.NoError(t, err)
-	defer ca.Close()
-	cb, err := dev.NewContext(0)
-	require.NoError(t, err)
-	defer cb.Close()
-	sa, err := ca.NewStream(StreamNonBlocking)
-	require.NoError(t, err)
-	defer sa.Close()
-	sb, err := cb.NewStream(StreamNonBlocking)
-	require.NoError(t, err)
-	defer sb.Close()
-	mod, err := cb.LoadModule([]byte("FAKE module"))
-	require.NoError(t, err)
-	defer mod.Close()
-	fill, err := mod.Function("fill")
-	require.NoError(t, err)
+	x := newTwoContexts(t, true)
+	ca, sa, sb, fill := x.ca, x.sa, x.sb, x.fill
 	pool, err := ca.NewMemPool()
 	require.NoError(t, err)
 	defer pool.Close()

@@ -29,26 +29,8 @@ func TestFakeLaunchHoldsAnotherContextsBuffer(t *testing.T) {
 	if !faketest.InChild(t) {
 		return
 	}
-	require.NoError(t, Init())
-	dev, err := DeviceByOrdinal(0)
-	require.NoError(t, err)
-	ca, err := dev.PrimaryContext()
-	require.NoError(t, err)
-	defer ca.Close()
-	cb, err := dev.NewContext(0)
-	require.NoError(t, err)
-	defer cb.Close()
-	sa, err := ca.NewStream(StreamNonBlocking)
-	require.NoError(t, err)
-	defer sa.Close()
-	sb, err := cb.NewStream(StreamNonBlocking)
-	require.NoError(t, err)
-	defer sb.Close()
-	mod, err := cb.LoadModule([]byte("FAKE module"))
-	require.NoError(t, err)
-	defer mod.Close()
-	fill, err := mod.Function("fill")
-	require.NoError(t, err)
+	x := newTwoContexts(t, true)
+	ca, sa, sb, fill := x.ca, x.sa, x.sb, x.fill
 
 	pool, err := ca.NewExportableMemPool()
 	require.NoError(t, err)
@@ -141,26 +123,8 @@ func TestFakePeerAccessDoesNotReachPoolMemory(t *testing.T) {
 	if !faketest.InChild(t) {
 		return
 	}
-	require.NoError(t, Init())
-	dev, err := DeviceByOrdinal(0)
-	require.NoError(t, err)
-	ca, err := dev.PrimaryContext()
-	require.NoError(t, err)
-	defer ca.Close()
-	cb, err := dev.NewContext(0)
-	require.NoError(t, err)
-	defer cb.Close()
-	sa, err := ca.NewStream(StreamNonBlocking)
-	require.NoError(t, err)
-	defer sa.Close()
-	sb, err := cb.NewStream(StreamNonBlocking)
-	require.NoError(t, err)
-	defer sb.Close()
-	mod, err := cb.LoadModule([]byte("FAKE module"))
-	require.NoError(t, err)
-	defer mod.Close()
-	fill, err := mod.Function("fill")
-	require.NoError(t, err)
+	x := newTwoContexts(t, true)
+	ca, cb, sa, sb, fill := x.ca, x.cb, x.sa, x.sb, x.fill
 	cb.peerMu.Lock()
 	cb.peers = map[cu.CUcontext]bool{ca.h: true} // stands for cb.EnablePeerAccess(ca)
 	cb.peerMu.Unlock()
@@ -222,21 +186,8 @@ func TestFakePeerStreamWorkHoldsMemory(t *testing.T) {
 	if !faketest.InChild(t) {
 		return
 	}
-	require.NoError(t, Init())
-	dev, err := DeviceByOrdinal(0)
-	require.NoError(t, err)
-	ca, err := dev.PrimaryContext()
-	require.NoError(t, err)
-	defer ca.Close()
-	cb, err := dev.NewContext(0)
-	require.NoError(t, err)
-	defer cb.Close()
-	sa, err := ca.NewStream(StreamNonBlocking)
-	require.NoError(t, err)
-	defer sa.Close()
-	sb, err := cb.NewStream(StreamNonBlocking)
-	require.NoError(t, err)
-	defer sb.Close()
+	x := newTwoContexts(t, false)
+	ca, cb, sa, sb := x.ca, x.cb, x.sa, x.sb
 	cb.peerMu.Lock()
 	cb.peers = map[cu.CUcontext]bool{ca.h: true} // stands for cb.EnablePeerAccess(ca)
 	cb.peerMu.Unlock()
@@ -286,26 +237,8 @@ func TestFakeLaunchArgsRecheckAnotherContextsBuffer(t *testing.T) {
 	if !faketest.InChild(t) {
 		return
 	}
-	require.NoError(t, Init())
-	dev, err := DeviceByOrdinal(0)
-	require.NoError(t, err)
-	ca, err := dev.PrimaryContext()
-	require.NoError(t, err)
-	defer ca.Close()
-	cb, err := dev.NewContext(0)
-	require.NoError(t, err)
-	defer cb.Close()
-	sa, err := ca.NewStream(StreamNonBlocking)
-	require.NoError(t, err)
-	defer sa.Close()
-	sb, err := cb.NewStream(StreamNonBlocking)
-	require.NoError(t, err)
-	defer sb.Close()
-	mod, err := cb.LoadModule([]byte("FAKE module"))
-	require.NoError(t, err)
-	defer mod.Close()
-	fill, err := mod.Function("fill")
-	require.NoError(t, err)
+	x := newTwoContexts(t, true)
+	ca, sa, sb, fill := x.ca, x.sa, x.sb, x.fill
 	pool, err := ca.NewMemPool()
 	require.NoError(t, err)
 	defer pool.Close()
@@ -364,4 +297,43 @@ func TestFakeDefaultPoolAccessIsOneRecord(t *testing.T) {
 	pb.noteAccess(cb.dev.ordinal, PoolAccessNone)
 	assert.False(t, buf.a.usableIn(cb), "access taken away through another value of the default pool")
 	pa.noteAccess(cb.dev.ordinal, PoolAccessNone)
+}
+
+// twoContexts is the setup of the tests of work across contexts: device
+// 0's primary context (a) and a second context on it (b), which stands for
+// another device's (fakecuda has one device), a stream in each, and, when
+// asked for, the fake kernel fill loaded in b. Everything is closed when
+// the test ends, after the test's own defers.
+type twoContexts struct {
+	ca, cb *Context
+	sa, sb *Stream
+	fill   *Function
+}
+
+func newTwoContexts(t *testing.T, kernel bool) *twoContexts {
+	t.Helper()
+	require.NoError(t, Init())
+	dev, err := DeviceByOrdinal(0)
+	require.NoError(t, err)
+	x := &twoContexts{}
+	x.ca, err = dev.PrimaryContext()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = x.ca.Close() })
+	x.cb, err = dev.NewContext(0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = x.cb.Close() })
+	x.sa, err = x.ca.NewStream(StreamNonBlocking)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = x.sa.Close() })
+	x.sb, err = x.cb.NewStream(StreamNonBlocking)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = x.sb.Close() })
+	if kernel {
+		mod, err := x.cb.LoadModule([]byte("FAKE module"))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = mod.Close() })
+		x.fill, err = mod.Function("fill")
+		require.NoError(t, err)
+	}
+	return x
 }
