@@ -42,7 +42,7 @@ func Broadcast[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T], r
 	if err := setType[T](&o); err != nil {
 		return err
 	}
-	if err := setRoot(&o, c, root); err != nil {
+	if err := setRank(&o, c, root, "root"); err != nil {
 		return err
 	}
 	if recv == nil {
@@ -73,7 +73,7 @@ func Reduce[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T], op O
 	if err := setRed(&o, op); err != nil {
 		return err
 	}
-	if err := setRoot(&o, c, root); err != nil {
+	if err := setRank(&o, c, root, "root"); err != nil {
 		return err
 	}
 	if send == nil {
@@ -137,35 +137,31 @@ func ReduceScatter[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T
 // length and type (ncclSend). A send and a receive between two ranks that
 // each do both must be in one Group.
 func Send[T any](c *Comm, s *driver.Stream, buf *driver.Buffer[T], peer int) error {
-	const name = "Send"
-	o := operation{name: name, kind: opSend}
-	if err := setType[T](&o); err != nil {
-		return err
-	}
-	if err := setPeer(&o, c, peer); err != nil {
-		return err
-	}
-	if buf == nil {
-		return invalid("%s: nil buffer", name)
-	}
-	o.send, o.count = buf, uintptr(buf.Len())
-	return c.enqueue(s, &o)
+	return pointToPoint(c, s, buf, peer, operation{name: "Send", kind: opSend})
 }
 
 // Recv receives into buf what rank peer sends with Send (ncclRecv).
 func Recv[T any](c *Comm, s *driver.Stream, buf *driver.Buffer[T], peer int) error {
-	const name = "Recv"
-	o := operation{name: name, kind: opRecv}
+	return pointToPoint(c, s, buf, peer, operation{name: "Recv", kind: opRecv})
+}
+
+// pointToPoint checks and queues o, a Send or Recv of buf with rank peer.
+func pointToPoint[T any](c *Comm, s *driver.Stream, buf *driver.Buffer[T], peer int, o operation) error {
 	if err := setType[T](&o); err != nil {
 		return err
 	}
-	if err := setPeer(&o, c, peer); err != nil {
+	if err := setRank(&o, c, peer, "peer"); err != nil {
 		return err
 	}
 	if buf == nil {
-		return invalid("%s: nil buffer", name)
+		return invalid("%s: nil buffer", o.name)
 	}
-	o.recv, o.count = buf, uintptr(buf.Len())
+	if o.kind == opSend {
+		o.send = buf
+	} else {
+		o.recv = buf
+	}
+	o.count = uintptr(buf.Len())
 	return c.enqueue(s, &o)
 }
 
@@ -189,21 +185,12 @@ func setRed(o *operation, op Op) error {
 	return nil
 }
 
-// setRoot sets o's root, a rank of c.
-func setRoot(o *operation, c *Comm, root int) error {
-	if n := c.Size(); root < 0 || (n > 0 && root >= n) || root > math.MaxInt32 {
-		return invalid("%s: root %d is not a rank of the communicator (%d ranks)", o.name, root, n)
+// setRank sets o's root or peer (what names it in errors), a rank of c.
+func setRank(o *operation, c *Comm, r int, what string) error {
+	if n := c.Size(); r < 0 || (n > 0 && r >= n) || r > math.MaxInt32 {
+		return invalid("%s: %s %d is not a rank of the communicator (%d ranks)", o.name, what, r, n)
 	}
-	o.peer = int32(root)
-	return nil
-}
-
-// setPeer sets o's peer, a rank of c.
-func setPeer(o *operation, c *Comm, peer int) error {
-	if n := c.Size(); peer < 0 || (n > 0 && peer >= n) || peer > math.MaxInt32 {
-		return invalid("%s: peer %d is not a rank of the communicator (%d ranks)", o.name, peer, n)
-	}
-	o.peer = int32(peer)
+	o.peer = int32(r)
 	return nil
 }
 
