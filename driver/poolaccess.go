@@ -55,7 +55,9 @@ func (a PoolAccess) String() string {
 // let change: asking for it is refused, as are a nil or zero Device and an
 // unknown access value, with an error matching ErrInvalidArgument. The
 // device needs peer access to p's device in hardware (Device.CanAccessPeer);
-// CUDA refuses the call otherwise.
+// CUDA refuses the call otherwise. Drivers may refuse PoolAccessRead for a
+// pool of device memory (driver 580 on an H200 does, with an error matching
+// ErrNotSupported); the access is then unchanged.
 func (p *MemPool) SetAccess(d *Device, access PoolAccess) error {
 	const op = "MemPool.SetAccess"
 	if err := d.check(op); err != nil {
