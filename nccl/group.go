@@ -29,6 +29,14 @@ var calls struct {
 	held     []int        // the devices whose call locks the group holds
 }
 
+// spare is the storage of an ended group's pending operations, handed to
+// the next group once the ended group has finished them (after it gave up
+// calls.mu), so that a group in a loop allocates nothing.
+var spare struct {
+	mu  sync.Mutex
+	ops []pendingOp
+}
+
 // The call locks of devices: NCCL forbids two threads to call
 // communicators of one device at once.
 var (
@@ -171,7 +179,9 @@ func endGroup(outer bool) error {
 		return wrapIf(err, 0)
 	}
 	pending := calls.pending
-	calls.pending = nil
+	spare.mu.Lock()
+	calls.pending, spare.ops = spare.ops, nil
+	spare.mu.Unlock()
 	if inProgress {
 	waits:
 		for i := range pending {
@@ -202,6 +212,11 @@ func endGroup(outer bool) error {
 		pending[i].finish()
 	}
 	clear(pending)
+	spare.mu.Lock()
+	if cap(pending) > cap(spare.ops) {
+		spare.ops = pending[:0]
+	}
+	spare.mu.Unlock()
 	return wrapIf(err, 0)
 }
 

@@ -333,3 +333,35 @@ func TestAllReduceAllocatesNothingFromFake(t *testing.T) {
 	assert.Zero(t, allocs)
 	require.NoError(t, s.Synchronize())
 }
+
+// TestGroupAllocatesNothingFromFake: a Group of all-reduces on every rank,
+// run in a loop (one process driving several GPUs), allocates nothing in Go
+// once warm.
+func TestGroupAllocatesNothingFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 2, nil)
+	bufs := make([]*driver.Buffer[float32], len(rs))
+	for i, r := range rs {
+		bufs[i] = upload(t, r.s, make([]float32, 256))
+	}
+	run := func() {
+		if err := nccl.Group(func() error {
+			for i, r := range rs {
+				if err := nccl.AllReduce(r.c, r.s, bufs[i], bufs[i], nccl.Sum); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	run()
+	assert.Zero(t, testing.AllocsPerRun(200, run))
+	for _, r := range rs {
+		require.NoError(t, r.s.Synchronize())
+	}
+}
