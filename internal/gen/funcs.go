@@ -14,7 +14,7 @@ import (
 // caller resolved once (XxxProc), so the hot path touches neither the frame
 // pool nor the entry-point table, and takes no frame another call could
 // want; Xxx resolves the entry point and calls XxxShort.
-var hotFuncs = map[string]bool{"cuLaunchKernel": true, "cuGraphLaunch": true}
+var hotFuncs = map[string]bool{"cuLaunchKernel": true, "cuGraphLaunch": true, "ncclGroupStart": true, "ncclGroupEnd": true}
 
 // locals used by generated function bodies; parameters with these names are renamed.
 var reservedLocals = map[string]bool{"fn": true, "err": true, "r1": true, "cf": true, "unsafe": true, "purego": true}
@@ -141,7 +141,7 @@ func (e *emitter) shortFunctions(w *bytes.Buffer, b binding, ps []param, sig []s
 	fmt.Fprintf(w, "// a frame on the stack (ccall.Short). Where ccall.StackFrames is true,\n")
 	fmt.Fprintf(w, "// pointer arguments may point into the caller's stack: nothing between\n")
 	fmt.Fprintf(w, "// their conversion here and the call can move it.\n")
-	fmt.Fprintf(w, "func %sShort(fn uintptr, %s) error {\n", b.GoName, strings.Join(sig, ", "))
+	fmt.Fprintf(w, "func %sShort(%s) error {\n", b.GoName, strings.Join(append([]string{"fn uintptr"}, sig...), ", "))
 	e.callBody(w, ps, "ccall.EscapeShort", "\tvar cf ccall.Short\n\tcf.Fn = fn\n", "cf.Call()")
 	fmt.Fprintf(w, "\treturn %s.check(r1)\n}\n\n", procName)
 	return nil
@@ -241,7 +241,7 @@ func (e *emitter) function(w *bytes.Buffer, b binding) error {
 		if len(ps) > 32 {
 			return fmt.Errorf("%s: %d arguments", b.CName, len(ps))
 		}
-		if len(ps) == 0 {
+		if len(ps) == 0 && !(hotFuncs[b.CName] && resultIsStatus) {
 			e.imports["github.com/ebitengine/purego"] = true
 			fmt.Fprintf(w, "\tr1, _, _ := purego.SyscallN(fn)\n")
 			break

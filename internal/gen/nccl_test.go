@@ -71,7 +71,10 @@ func TestNCCLGeneratedShape(t *testing.T) {
 		// The 128-byte ID by value: the three integers fill the frame, CallStruct places the struct.
 		"func CommInitRank(comm *Comm, nranks int32, commId UniqueId, rank int32) error",
 		"ccall.Escape(unsafe.Pointer(comm)) cf := ccall.Get(fn) cf.Args[0] = uintptr(unsafe.Pointer(comm)) cf.Args[1] = uintptr(nranks) cf.Args[2] = uintptr(rank) r1 := cf.CallStruct(3, 2, unsafe.Pointer(&commId), 128) ccall.Put(cf) runtime.KeepAlive(comm) return procCommInitRank.check(r1)",
-		"r1, _, _ := purego.SyscallN(fn)", // no arguments
+		// No arguments, on group hot paths: a frame on the stack, the entry
+		// point resolved once by the caller where it wants.
+		"func GroupStart() error { fn, err := procGroupStart.find() if err != nil { return err } return GroupStartShort(fn) }",
+		"func GroupStartShort(fn uintptr) error { var cf ccall.Short cf.Fn = fn r1 := cf.Call() return procGroupStart.check(r1) }",
 		"// - ncclResetDebugInit: deprecated; nccl.h says it is not part of NCCL's API and will be removed",
 		"// - ncclTwelve: by-value struct of 12 bytes has no lowering",
 		"// - pncclXxx: the profiler's copy of every function (2)",

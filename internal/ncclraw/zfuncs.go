@@ -4,7 +4,6 @@
 package ncclraw
 
 import (
-	"github.com/ebitengine/purego"
 	"github.com/purecuda/cuda/internal/ccall"
 	"runtime"
 	"unsafe"
@@ -762,7 +761,24 @@ func GroupStart() error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn)
+	return GroupStartShort(fn)
+}
+
+// GroupStartProc resolves ncclGroupStart, for GroupStartShort.
+func GroupStartProc() (uintptr, error) { return procGroupStart.find() }
+
+// GroupStartStatus is the error for status r of ncclGroupStart called through
+// a ccall.Short frame of the caller's own (nil for success).
+func GroupStartStatus(r uintptr) error { return procGroupStart.check(r) }
+
+// GroupStartShort calls ncclGroupStart, resolved by GroupStartProc into fn, through
+// a frame on the stack (ccall.Short). Where ccall.StackFrames is true,
+// pointer arguments may point into the caller's stack: nothing between
+// their conversion here and the call can move it.
+func GroupStartShort(fn uintptr) error {
+	var cf ccall.Short
+	cf.Fn = fn
+	r1 := cf.Call()
 	return procGroupStart.check(r1)
 }
 
@@ -775,7 +791,24 @@ func GroupEnd() error {
 	if err != nil {
 		return err
 	}
-	r1, _, _ := purego.SyscallN(fn)
+	return GroupEndShort(fn)
+}
+
+// GroupEndProc resolves ncclGroupEnd, for GroupEndShort.
+func GroupEndProc() (uintptr, error) { return procGroupEnd.find() }
+
+// GroupEndStatus is the error for status r of ncclGroupEnd called through
+// a ccall.Short frame of the caller's own (nil for success).
+func GroupEndStatus(r uintptr) error { return procGroupEnd.check(r) }
+
+// GroupEndShort calls ncclGroupEnd, resolved by GroupEndProc into fn, through
+// a frame on the stack (ccall.Short). Where ccall.StackFrames is true,
+// pointer arguments may point into the caller's stack: nothing between
+// their conversion here and the call can move it.
+func GroupEndShort(fn uintptr) error {
+	var cf ccall.Short
+	cf.Fn = fn
+	r1 := cf.Call()
 	return procGroupEnd.check(r1)
 }
 
