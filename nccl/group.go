@@ -27,6 +27,7 @@ var calls struct {
 	depth    int          // Group nesting on that thread
 	pending  []pendingOp  // the group's operations, launched by ncclGroupEnd
 	held     []int        // the devices whose call locks the group holds
+	current  bool         // an operation left its context current on the group's thread
 }
 
 // spare is the storage of an ended group's pending operations, handed to
@@ -169,6 +170,14 @@ func endGroup(outer bool) error {
 		err = bound(h, ncclraw.GroupEnd)
 	} else {
 		err = ncclraw.GroupEnd()
+	}
+	if outer && calls.current {
+		// The operations' contexts stayed current (see call): leave the
+		// thread without one, as after any call.
+		if e := cu.CtxSetCurrent(0); err == nil {
+			err = e
+		}
+		calls.current = false
 	}
 	inProgress := isInProgress(err)
 	if inProgress {

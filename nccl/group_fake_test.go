@@ -4,6 +4,8 @@ package nccl_test
 
 import (
 	"context"
+	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/lifetime"
 	"github.com/purecuda/cuda/nccl"
@@ -256,4 +259,46 @@ func TestSplitWaitsForAnotherGoroutinesGroupFromFake(t *testing.T) {
 	require.NoError(t, <-split)
 	require.NoError(t, s.Synchronize())
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+}
+
+// TestGroupLeavesNoContextCurrentFromFake: the operations of a Group leave
+// their communicators' contexts current on the group's thread until the
+// group ends (one context switch an operation); after Group returns, also
+// when f fails, that thread has no current context, as after any call.
+func TestGroupLeavesNoContextCurrentFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 2, nil)
+	b0, b1 := upload(t, rs[0].s, []int32{1}), upload(t, rs[1].s, []int32{2})
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for _, fail := range []bool{false, true} {
+		err := nccl.Group(func() error {
+			if err := nccl.AllReduce(rs[0].c, rs[0].s, b0, b0, nccl.Sum); err != nil {
+				return err
+			}
+			var h cu.CUcontext
+			require.NoError(t, cu.CtxGetCurrent(&h))
+			assert.NotZero(t, h, "inside the group, the operation's context stays current")
+			if err := nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum); err != nil {
+				return err
+			}
+			if fail {
+				return errors.New("f failed")
+			}
+			return nil
+		})
+		if fail {
+			assert.EqualError(t, err, "f failed")
+		} else {
+			require.NoError(t, err)
+		}
+		var h cu.CUcontext
+		require.NoError(t, cu.CtxGetCurrent(&h))
+		assert.Zero(t, h, "after the group (f failed: %v), no context is current", fail)
+	}
+	require.NoError(t, rs[0].s.Synchronize())
+	require.NoError(t, rs[1].s.Synchronize())
+	assert.Equal(t, []int32{6}, download(t, rs[0].s, b0), "both groups ran: 1+2, then 3+3")
 }

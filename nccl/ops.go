@@ -103,7 +103,7 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 	}
 	p.sink = capture.Enter(s)
 	st.opMu.Lock()
-	err = call(st.cuctx, st.h, hs, o, sendPtr, recvPtr)
+	err = call(st.cuctx, st.h, hs, o, sendPtr, recvPtr, inGroup)
 	if err == nil || isInProgress(err) {
 		st.track(s, sref) // its retirement waits for s
 	}
@@ -182,32 +182,49 @@ func (p *pendingOp) drop() {
 	}
 }
 
-// call makes o's NCCL call with the communicator's context current.
-func call(h cu.CUcontext, comm ncclraw.Comm, s ncclraw.Stream, o *operation, send, recv uintptr) (err error) {
+// call makes h current and calls NCCL for o. On the open Group's thread
+// (inGroup), which Group keeps locked, h stays current until the group ends,
+// which leaves the thread without a current context; otherwise the call
+// locks its thread and leaves it without one, as package driver does.
+func call(h cu.CUcontext, comm ncclraw.Comm, s ncclraw.Stream, o *operation, send, recv uintptr, inGroup bool) (err error) {
+	if inGroup {
+		if err = cu.CtxSetCurrent(h); err != nil {
+			return err
+		}
+		calls.current = true
+		return callOp(comm, s, o, send, recv)
+	}
 	runtime.LockOSThread()
 	if err = cu.CtxPushCurrent(h); err != nil {
 		runtime.UnlockOSThread()
 		return err
 	}
-	switch o.kind {
-	case opAllReduce:
-		err = ncclraw.AllReduce(send, recv, o.count, o.dt, o.red, comm, s)
-	case opBroadcast:
-		err = ncclraw.Broadcast(send, recv, o.count, o.dt, o.peer, comm, s)
-	case opReduce:
-		err = ncclraw.Reduce(send, recv, o.count, o.dt, o.red, o.peer, comm, s)
-	case opAllGather:
-		err = ncclraw.AllGather(send, recv, o.count, o.dt, comm, s)
-	case opReduceScatter:
-		err = ncclraw.ReduceScatter(send, recv, o.count, o.dt, o.red, comm, s)
-	case opSend:
-		err = ncclraw.Send(send, o.count, o.dt, o.peer, comm, s)
-	case opRecv:
-		err = ncclraw.Recv(recv, o.count, o.dt, o.peer, comm, s)
-	}
+	err = callOp(comm, s, o, send, recv)
 	if e := cu.CtxSetCurrent(0); err == nil {
 		err = e
 	}
 	runtime.UnlockOSThread()
 	return err
+}
+
+// callOp calls NCCL's function for o; the communicator's context is
+// current.
+func callOp(comm ncclraw.Comm, s ncclraw.Stream, o *operation, send, recv uintptr) error {
+	switch o.kind {
+	case opAllReduce:
+		return ncclraw.AllReduce(send, recv, o.count, o.dt, o.red, comm, s)
+	case opBroadcast:
+		return ncclraw.Broadcast(send, recv, o.count, o.dt, o.peer, comm, s)
+	case opReduce:
+		return ncclraw.Reduce(send, recv, o.count, o.dt, o.red, o.peer, comm, s)
+	case opAllGather:
+		return ncclraw.AllGather(send, recv, o.count, o.dt, comm, s)
+	case opReduceScatter:
+		return ncclraw.ReduceScatter(send, recv, o.count, o.dt, o.red, comm, s)
+	case opSend:
+		return ncclraw.Send(send, o.count, o.dt, o.peer, comm, s)
+	case opRecv:
+		return ncclraw.Recv(recv, o.count, o.dt, o.peer, comm, s)
+	}
+	return nil
 }
