@@ -1,0 +1,234 @@
+//go:build linux
+
+package nccl
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/gputest"
+	"github.com/purecuda/cuda/internal/ncclraw"
+	"github.com/purecuda/cuda/internal/seam"
+)
+
+// ncclLoops is the C half of BenchmarkAllReduceVersusC: the loop a C
+// program writes around ncclAllReduce, on the communicators, streams and
+// memory the Go half uses, calling the libnccl this process loaded.
+const ncclLoops = `
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stddef.h>
+typedef int (*allreduce_t)(const void *, void *, size_t, int, int, void *, CUstream);
+typedef int (*group_t)(void);
+static allreduce_t ar;
+static group_t gs, ge;
+
+int nccl_open(const char *path) {
+	void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+	if (!h) return -1;
+	ar = (allreduce_t)dlsym(h, "ncclAllReduce");
+	gs = (group_t)dlsym(h, "ncclGroupStart");
+	ge = (group_t)dlsym(h, "ncclGroupEnd");
+	return ar && gs && ge ? 0 : -2;
+}
+
+/* n grouped float32 sum all-reduces in place of count elements, one per
+   rank; with wait, each is waited for on every stream. */
+int loop_allreduce(long n, int nd, CUcontext *ctx, void **comm, CUdeviceptr *buf, CUstream *st, size_t count, int wait) {
+	for (long i = 0; i < n; i++) {
+		int r = gs();
+		if (r) return 1000 + r;
+		for (int d = 0; d < nd; d++) {
+			CUresult c = cuCtxSetCurrent(ctx[d]);
+			if (c) return c;
+			r = ar((void *)buf[d], (void *)buf[d], count, 7, 0, comm[d], st[d]);
+			if (r) return 1000 + r;
+		}
+		r = ge();
+		if (r) return 1000 + r;
+		for (int d = 0; wait && d < nd; d++) {
+			CUresult c = cuStreamSynchronize(st[d]);
+			if (c) return c;
+		}
+	}
+	cuCtxSetCurrent(NULL);
+	return 0;
+}
+`
+
+// BenchmarkAllReduceVersusC compares, in one process on the same
+// communicators (InitAll over every GPU), streams and buffers, grouped
+// float32 all-reduces queued by Group and AllReduce with the same calls
+// made by a C loop, in interleaved rounds whose order rotates (so that
+// drift on the machine cancels out):
+//
+//   - "enqueue": 100 all-reduces of 8 bytes queued without waiting, timed
+//     per Group (the streams are idle at the start of each round): the
+//     host's cost of queuing;
+//   - "8B": 8-byte all-reduces each waited for on every stream (Go:
+//     Stream.Synchronize): latency;
+//   - "1GiB": 1 GiB all-reduces queued back to back, then waited for: bus
+//     bandwidth ("-busGB/s", as nccl-tests computes it).
+//
+// Per variant it reports the median ns per all-reduce and ("-xC") the
+// median over rounds of Go's time over C's. It needs a GPU, libnccl, gcc
+// and the CUDA headers; run it with -test.benchtime=1x
+// (PURECUDA_VERSUS_ROUNDS sets the rounds, 101 by default).
+func BenchmarkAllReduceVersusC(b *testing.B) {
+	gputest.Require(b)
+	path, err := ncclraw.Load()
+	if err != nil {
+		b.Skip(err)
+	}
+	c := gputest.BuildC(b, ncclLoops, "nccl_open", "loop_allreduce")
+	cpath := append([]byte(path), 0)
+	if r, _, _ := purego.SyscallN(c["nccl_open"], uintptr(unsafe.Pointer(&cpath[0]))); r != 0 {
+		b.Fatalf("the C half cannot find %s in this process: %d", path, int32(r))
+	}
+	nd, err := driver.DeviceCount()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctxs := make([]*driver.Context, nd)
+	streams := make([]*driver.Stream, nd)
+	for i := range ctxs {
+		dev, err := driver.DeviceByOrdinal(i)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ctxs[i], err = dev.PrimaryContext(); err != nil {
+			b.Fatal(err)
+		}
+		defer ctxs[i].Close()
+		if streams[i], err = ctxs[i].NewStream(driver.StreamNonBlocking); err != nil {
+			b.Fatal(err)
+		}
+		defer streams[i].Close()
+	}
+	comms, err := InitAll(ctxs...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		for _, cm := range comms {
+			_ = cm.Close()
+		}
+	}()
+	rounds := 101
+	if s := os.Getenv("PURECUDA_VERSUS_ROUNDS"); s != "" {
+		if rounds, err = strconv.Atoi(s); err != nil || rounds < 1 {
+			b.Fatalf("PURECUDA_VERSUS_ROUNDS=%q", s)
+		}
+	}
+	// The C half's arrays, in Go memory that stays put for the calls.
+	cctx := make([]uintptr, nd)
+	ccomm := make([]uintptr, nd)
+	cst := make([]uintptr, nd)
+	cbuf := make([]uintptr, nd)
+	for i := range ctxs {
+		cctx[i] = uintptr(comms[i].st.cuctx)
+		ccomm[i] = uintptr(comms[i].st.h)
+		cst[i] = seam.Stream(streams[i])
+	}
+	syncAll := func() {
+		for _, s := range streams {
+			if err := s.Synchronize(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, size := range []struct {
+		name        string
+		bytes       int
+		n           int // all-reduces a round
+		wait, timed bool
+	}{
+		{"enqueue", 8, 100, false, false},
+		{"8B", 8, 200, true, false},
+		{"1GiB", 1 << 30, 5, false, true},
+	} {
+		count := size.bytes / 4
+		bufs := make([]*driver.Buffer[float32], nd)
+		for i := range bufs {
+			if bufs[i], err = driver.AllocZeroed[float32](streams[i], count); err != nil {
+				b.Fatal(err)
+			}
+			p, _, ref, err := seam.UseOn("bench", bufs[i], streams[i])
+			if err != nil {
+				b.Fatal(err)
+			}
+			cbuf[i] = p
+			_ = ref.Release()
+		}
+		goRun := func(n int) {
+			for range n {
+				if err := Group(func() error {
+					for i, cm := range comms {
+						if err := AllReduce(cm, streams[i], bufs[i], bufs[i], Sum); err != nil {
+							return err
+						}
+					}
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+				if size.wait {
+					syncAll()
+				}
+			}
+		}
+		cRun := func(n int) {
+			wait := uintptr(0)
+			if size.wait {
+				wait = 1
+			}
+			r, _, _ := purego.SyscallN(c["loop_allreduce"], uintptr(n), uintptr(nd),
+				uintptr(unsafe.Pointer(&cctx[0])), uintptr(unsafe.Pointer(&ccomm[0])),
+				uintptr(unsafe.Pointer(&cbuf[0])), uintptr(unsafe.Pointer(&cst[0])), uintptr(count), wait)
+			if r != 0 {
+				b.Fatalf("C loop: %d", int32(r))
+			}
+		}
+		run := []func(int){cRun, goRun}
+		goRun(5)
+		cRun(5)
+		syncAll()
+		times := [2][]float64{}
+		for r := 0; r < rounds; r++ {
+			for k := range run {
+				i := (k + r) % 2
+				syncAll()
+				start := time.Now()
+				run[i](size.n)
+				if !size.wait && size.timed {
+					syncAll()
+				}
+				times[i] = append(times[i], float64(time.Since(start).Nanoseconds())/float64(size.n))
+			}
+		}
+		syncAll()
+		ratios := make([]float64, rounds)
+		for r := range ratios {
+			ratios[r] = times[1][r] / times[0][r]
+		}
+		for i, name := range []string{"C", "Go"} {
+			med := gputest.Median(times[i])
+			b.ReportMetric(med, fmt.Sprintf("%s-%s-ns/op", size.name, name))
+			if size.timed {
+				bus := 2 * float64(nd-1) / float64(nd) * float64(size.bytes) / med
+				b.ReportMetric(bus, fmt.Sprintf("%s-%s-busGB/s", size.name, name))
+			}
+		}
+		b.ReportMetric(gputest.Median(ratios), size.name+"-Go-xC")
+		for i := range bufs {
+			_ = bufs[i].Close()
+		}
+	}
+}
