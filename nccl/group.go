@@ -16,18 +16,18 @@ import (
 )
 
 // calls is the open Group: NCCL keeps a group per OS thread, so Group
-// locks its goroutine to its thread and records the thread; operations on
-// that thread belong to the group. Only one Group runs at a time (mu), and
+// locks its goroutine to its thread and records the goroutine (groupID);
+// operations on that goroutine belong to the group. Only one Group runs at a time (mu), and
 // it holds the call lock of every device it queued operations for until it
 // ends (held), so that no other goroutine calls those devices'
 // communicators meanwhile.
 var calls struct {
-	mu       sync.Mutex   // held by the open Group
-	groupTID atomic.Int64 // the OS thread of the open Group, 0 when none
-	depth    int          // Group nesting on that thread
-	pending  []pendingOp  // the group's operations, launched by ncclGroupEnd
-	held     []int        // the devices whose call locks the group holds
-	current  bool         // an operation left its context current on the group's thread
+	mu      sync.Mutex   // held by the open Group
+	groupID atomic.Int64 // the goroutine of the open Group (groupID), 0 when none
+	depth   int          // Group nesting on that thread
+	pending []pendingOp  // the group's operations, launched by ncclGroupEnd
+	held    []int        // the devices whose call locks the group holds
+	current bool         // an operation left its context current on the group's thread
 }
 
 // spare is the storage of an ended group's pending operations, handed to
@@ -93,8 +93,8 @@ type pendingOp struct {
 // Group's function: the group's OS thread is locked to it, so no other
 // goroutine runs there.
 func onGroupThread() bool {
-	t := calls.groupTID.Load()
-	return t != 0 && t == gettid()
+	t := calls.groupID.Load()
+	return t != 0 && t == groupID()
 }
 
 // notInGroup refuses a call that NCCL would defer to the open group's
@@ -130,17 +130,17 @@ func Group(f func() error) (err error) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	tid := gettid()
-	outer := calls.groupTID.Load() != tid
+	id := groupID()
+	outer := calls.groupID.Load() != id
 	if outer {
 		calls.mu.Lock()
-		calls.groupTID.Store(tid)
+		calls.groupID.Store(id)
 	}
 	calls.depth++
 	if serr := ncclraw.GroupStart(); serr != nil {
 		calls.depth--
 		if outer {
-			calls.groupTID.Store(0)
+			calls.groupID.Store(0)
 			calls.mu.Unlock()
 		}
 		return wrap(serr, 0)
@@ -212,7 +212,7 @@ func endGroup(outer bool) error {
 		deviceLock(d).Unlock()
 	}
 	calls.held = calls.held[:0]
-	calls.groupTID.Store(0)
+	calls.groupID.Store(0)
 	calls.mu.Unlock()
 	// Released once the locks are given back: a buffer's free waits for the
 	// context's work, and a communicator's finalize for its operations,
