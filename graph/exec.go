@@ -333,6 +333,8 @@ func (e *Exec) onHeldStream(op string, s *driver.Stream, ref lifetime.Ref, call 
 		err = fmt.Errorf("graph: %s: the stream is being captured: %w", op, driver.ErrStreamCaptureUnsupported)
 	case s.IsLegacy():
 		err = s.Raw(func(h uintptr) error { return call(e.h, cu.CUstream(h)) })
+	case e.multi:
+		err = e.boundCall(call, cu.CUstream(seam.Stream(s)))
 	default:
 		err = call(e.h, cu.CUstream(seam.Stream(s)))
 	}

@@ -1,7 +1,10 @@
 package graph
 
 import (
+	"runtime"
+
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
@@ -94,4 +97,25 @@ func (e *Exec) singleContext(op string) error {
 		return invalid(op, "the executable's graph has nodes in several contexts: per-node updates of kernels, memsets and memcpys are not offered for it (use Exec.Update, or instantiate again)")
 	}
 	return nil
+}
+
+// boundCall is a launch or upload of an executable whose graph has nodes
+// in several contexts, made with the executable's context current on a
+// locked OS thread and the thread left as it was found. A single-context
+// launch needs no current context (the stream carries it, DESIGN fact 1);
+// this one is not known to, and libcuda crashed once inside it (SIGSEGV at
+// address 0x68, the graph stress on an H200) on a thread without one, as
+// it does for node adds. e.mu is held; e holds its context.
+func (e *execCore) boundCall(call func(cu.CUgraphExec, cu.CUstream) error, s cu.CUstream) (err error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cu.CtxPushCurrent(cu.CUcontext(seam.Context(e.ctx))); err != nil {
+		return err
+	}
+	defer func() {
+		if perr := cu.CtxSetCurrent(0); err == nil {
+			err = perr
+		}
+	}()
+	return call(e.h, s)
 }

@@ -48,6 +48,7 @@ func TestGraphStressCloseRaces(t *testing.T) {
 	}
 	t.Logf("%d rounds, %d calls (%d refused as closed)", res.Rounds, res.Calls, res.Closed)
 	noConcurrentGraphCalls(t)
+	assert.Zero(t, fcall(t, "fake_no_ctx_graph_calls"), "graph calls without a current context: %s", lastBad(t))
 
 	require.NoError(t, f.ctx.Synchronize())
 	assert.Equal(t, int64(1), fcall(t, "fake_quiesce", 30000))

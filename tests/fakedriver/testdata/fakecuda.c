@@ -4302,6 +4302,24 @@ CUresult cuGraphExecGetFlags(void *h, unsigned long long *flags) {
     UNLOCK();
     return r;
 }
+/* foreign_ctx_launch counts a launch or upload, on a thread with no current
+   context, of an executable with a kernel, memcpy or memset node in another
+   context than the stream's (lock held). The call still proceeds: counted
+   only. Unmeasured, and conservative: the real driver crashed once inside
+   such a launch (SIGSEGV at 0x68, the graph stress on an H200, driver 580),
+   as it does for node adds without a context (DESIGN fact 1). */
+static void foreign_ctx_launch(const char *fn, const struct exec *x, const struct stream *s) {
+    if (have_ctx() || !x->pl) return;
+    for (int i = 0; i < x->pl->n; i++) {
+        const struct nparams *p = &x->pl->x[i].p;
+        if (p->type != NT_KERNEL && p->type != NT_MEMCPY && p->type != NT_MEMSET) continue;
+        if (p->ctx && p->ctx != s->h.ctx) {
+            INC(no_ctx_graph_calls);
+            note_bad("no current context", fn, "an executable with nodes in several contexts");
+            return;
+        }
+    }
+}
 static CUresult graph_launch(void *hx, void *hs) {
     const char *fn = "cuGraphLaunch";
     struct stream *s;
@@ -4310,6 +4328,7 @@ static CUresult graph_launch(void *hx, void *hs) {
     if (!r) r = get_stream(fn, hs, &s);
     if (r) return r;
     if (sticky) return sticky;
+    foreign_ctx_launch(fn, x, s);
     if (s->cap) { /* capturing a graph launch is not modelled */
         capture_invalidate(s->cap);
         return CAPTURE_UNSUPPORTED;
@@ -4358,6 +4377,7 @@ CUresult cuGraphUpload(void *hx, void *hs) {
     CUresult r = get_exec("cuGraphUpload", hx, &x);
     if (!r) r = get_stream("cuGraphUpload", hs, &s);
     if (!r) r = sticky;
+    if (!r) foreign_ctx_launch("cuGraphUpload", x, s);
     UNLOCK();
     return r;
 }

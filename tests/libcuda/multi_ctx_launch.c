@@ -1,0 +1,162 @@
+// multi_ctx_launch.c: does cuGraphLaunch of an executable whose nodes run in
+// two contexts need a current context, and does destroying such an
+// executable while its launch is in flight, then the second context once
+// the work is done, leave libcuda in a state a later launch crashes on?
+// The graph stress crashed once inside cuGraphLaunch of such an executable
+// (SIGSEGV at address 0x68, H200, driver 580) on a thread with no current
+// context, right after other rounds had destroyed executables in flight
+// and then their second contexts.
+//
+// Part 1 (probe, MODE -1): graph of context A with a memset node in context B; with
+// a context current on the thread that another thread destroyed, it prints
+// what cuGraphLaunch returns for that executable and for a single-context
+// one: 709 for the first and 0 for the second means the multi-context
+// launch reads the current context (so with none it reads NULL).
+//
+// Part 2 (churn, MODE 0, 1 or 2): THREADS threads, each for SECONDS: a new context B (on
+// device DEV_B), a buffer in B and one in A, a graph of A with a memset in
+// B, a copy B→A run in B and a copy A→B run in A, instantiated, launched on
+// a stream of A, the executable destroyed (in flight unless mode 2), the
+// graph destroyed, A's stream synchronized, B's buffer freed, B destroyed.
+// mode 0: launches with no current context (purecuda before the fix);
+// mode 1: with A current (the fix); mode 2: like 0, but the stream is
+// synchronized before the executable is destroyed.
+//
+//   gcc -O1 -I/usr/local/cuda/include multi_ctx_launch.c -o mcl -L/usr/local/nvidia/lib64 -lcuda -lpthread
+//   ./mcl MODE [SECONDS=20] [THREADS=16] [DEV_B=0]
+// Run each mode several times; a crash is a SIGSEGV. The probe may itself
+// crash where libcuda does not check the current context.
+#include <cuda.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define CK(x) do { CUresult r_ = (x); if (r_) { fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, r_); exit(1); } } while (0)
+
+static CUdevice devA, devB;
+static CUcontext A;
+static int mode, seconds = 20, threads = 16;
+static long rounds;
+
+static CUgraphExec multiExec(CUcontext b, CUdeviceptr pb, CUdeviceptr pa, CUgraph *out) {
+  CUgraph g;
+  CUgraphNode ms, c1, c2;
+  CK(cuGraphCreate(&g, 0));
+  CUDA_MEMSET_NODE_PARAMS m = {0};
+  m.dst = pb; m.elementSize = 4; m.width = 64; m.height = 1; m.value = 7;
+  CK(cuGraphAddMemsetNode(&ms, g, NULL, 0, &m, b));
+  CUDA_MEMCPY3D c = {0};
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE; c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.WidthInBytes = 256; c.Height = 1; c.Depth = 1;
+  c.srcDevice = pb; c.dstDevice = pa;
+  CK(cuGraphAddMemcpyNode(&c1, g, &ms, 1, &c, b)); // B → A, run in B
+  c.srcDevice = pa; c.dstDevice = pb;
+  CK(cuGraphAddMemcpyNode(&c2, g, &c1, 1, &c, A)); // A → B, run in A
+  CUgraphExec x;
+  CK(cuGraphInstantiateWithFlags(&x, g, 0));
+  *out = g;
+  return x;
+}
+
+static CUcontext doomed;
+static void *destroyDoomed(void *p) { (void)p; CK(cuCtxDestroy(doomed)); return NULL; }
+
+static void probe(void) {
+  CUcontext b, top;
+  CK(cuCtxCreate(&b, NULL, 0, devB)); // pushed: [b]
+  CUdeviceptr pb, pa;
+  CK(cuMemAlloc(&pb, 256));
+  CK(cuCtxPopCurrent(&top));
+  CK(cuCtxPushCurrent(A)); // [A]
+  CK(cuMemAlloc(&pa, 256));
+  CUstream s;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUgraph g, g1;
+  CUgraphExec x = multiExec(b, pb, pa, &g), x1;
+  CUgraphNode n;
+  CUDA_MEMSET_NODE_PARAMS m = {0};
+  m.dst = pa; m.elementSize = 4; m.width = 64; m.height = 1;
+  CK(cuGraphCreate(&g1, 0));
+  CK(cuGraphAddMemsetNode(&n, g1, NULL, 0, &m, A));
+  CK(cuGraphInstantiateWithFlags(&x1, g1, 0));
+  CK(cuCtxPopCurrent(&top)); // []
+  CK(cuCtxCreate(&doomed, NULL, 0, devA)); // [doomed], destroyed by another thread
+  pthread_t t;
+  pthread_create(&t, NULL, destroyDoomed, NULL);
+  pthread_join(t, NULL);
+  CUresult rm = cuGraphLaunch(x, s), rs = cuGraphLaunch(x1, s);
+  printf("destroyed context current: multi-context launch %d, single-context launch %d\n", rm, rs);
+  cuCtxPopCurrent(&top); // []
+  CUcontext cur = (CUcontext)1;
+  CK(cuCtxGetCurrent(&cur));
+  CUresult nm = cuGraphLaunch(x, s), ns = cuGraphLaunch(x1, s);
+  printf("no current context (%p):  multi-context launch %d, single-context launch %d\n", (void *)cur, nm, ns);
+  CK(cuCtxPushCurrent(A));
+  CK(cuStreamSynchronize(s));
+  CK(cuGraphExecDestroy(x)); CK(cuGraphExecDestroy(x1));
+  CK(cuGraphDestroy(g)); CK(cuGraphDestroy(g1));
+  CK(cuMemFree(pa)); CK(cuStreamDestroy(s));
+  CK(cuCtxPopCurrent(&top));
+  CK(cuCtxPushCurrent(b)); CK(cuMemFree(pb)); CK(cuCtxPopCurrent(&top));
+  CK(cuCtxDestroy(b));
+}
+
+// churn keeps the thread's context stack explicit: [] between steps.
+static void *churn(void *p) {
+  (void)p;
+  time_t end = time(NULL) + seconds;
+  CUcontext top;
+  CK(cuCtxPushCurrent(A));
+  CUstream s;
+  CUdeviceptr pa;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CK(cuMemAlloc(&pa, 256));
+  CK(cuCtxPopCurrent(&top));
+  while (time(NULL) < end) {
+    CUcontext b;
+    CK(cuCtxCreate(&b, NULL, 0, devB)); // [b]
+    CUdeviceptr pb;
+    CK(cuMemAlloc(&pb, 256));
+    CK(cuCtxPopCurrent(&top));
+    CK(cuCtxPushCurrent(A)); // [A]
+    CUgraph g;
+    CUgraphExec x = multiExec(b, pb, pa, &g);
+    if (mode != 1) CK(cuCtxPopCurrent(&top)); // []
+    CK(cuGraphLaunch(x, s));
+    if (mode != 1) CK(cuCtxPushCurrent(A));
+    if (mode == 2) CK(cuStreamSynchronize(s));
+    CK(cuGraphExecDestroy(x)); // in flight, in modes 0 and 1
+    CK(cuGraphDestroy(g));
+    CK(cuStreamSynchronize(s));
+    CK(cuCtxPopCurrent(&top));
+    CK(cuCtxPushCurrent(b));
+    CK(cuMemFree(pb));
+    CK(cuCtxPopCurrent(&top)); // []
+    CK(cuCtxDestroy(b));
+    __atomic_add_fetch(&rounds, 1, __ATOMIC_RELAXED);
+  }
+  CK(cuCtxPushCurrent(A));
+  CK(cuMemFree(pa));
+  CK(cuStreamDestroy(s));
+  CK(cuCtxPopCurrent(&top));
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) { fprintf(stderr, "usage: %s MODE [SECONDS] [THREADS] [DEV_B]\n", argv[0]); return 2; }
+  mode = atoi(argv[1]);
+  if (argc > 2) seconds = atoi(argv[2]);
+  if (argc > 3) threads = atoi(argv[3]);
+  CK(cuInit(0));
+  CK(cuDeviceGet(&devA, 0));
+  CK(cuDeviceGet(&devB, argc > 4 ? atoi(argv[4]) : 0));
+  CK(cuDevicePrimaryCtxRetain(&A, devA));
+  if (mode < 0) { probe(); return 0; }
+  pthread_t t[256];
+  if (threads > 256) threads = 256;
+  for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, churn, NULL);
+  for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+  printf("mode %d: %ld rounds, no crash\n", mode, rounds);
+  return 0;
+}
