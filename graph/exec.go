@@ -216,6 +216,12 @@ func (x execCloser) Release() error { return lifetime.Counted(x.c.obj.Close()) }
 // lets go of the source graph. While a capture runs in the family, it
 // waits for the capture's end (an executable's destroy touches its graph).
 func (e *execCore) destroy() error {
+	e.mu.Lock()
+	multi := e.multi
+	e.mu.Unlock()
+	if multi {
+		return e.destroyAfterWork()
+	}
 	f := e.fam
 	f.mu.Lock()
 	if f.capture != nil {
@@ -401,7 +407,10 @@ func (e *Exec) Context() *driver.Context {
 
 // Close destroys the executable (cuGraphExecDestroy) once no call is using
 // it; work it already launched still runs, and what its nodes hold is
-// released after that work. Idempotent; the first result is kept.
+// released after that work. An executable with nodes in several contexts
+// (Builder.On) is destroyed only after that work, off the caller's
+// goroutine: its Close returns nil, and a failure of the destroy is
+// reported through lifetime.Errors. Idempotent; the first result is kept.
 func (e *Exec) Close() error {
 	if e == nil {
 		return invalid("Exec.Close", "nil executable graph")

@@ -2,9 +2,11 @@ package graph
 
 import (
 	"runtime"
+	"sync/atomic"
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
@@ -118,4 +120,66 @@ func (e *execCore) boundCall(call func(cu.CUgraphExec, cu.CUstream) error, s cu.
 		}
 	}()
 	return call(e.h, s)
+}
+
+// destroyAfterWork is destroy for an executable with nodes in several
+// contexts. CUDA destroys a running executable once its work is done, on
+// its own time, while what the nodes name (another context among them) is
+// released once that work is done too, possibly first; so such an
+// executable is destroyed only after the work queued so far has finished,
+// and what it held is released after that.
+func (e *execCore) destroyAfterWork() error {
+	e.mu.Lock()
+	var rest []release.Owner
+	for _, o := range e.own {
+		rest = append(rest, o)
+	}
+	e.own = nil
+	rest = e.argOwners(rest)
+	if e.held != nil {
+		rest = append(rest, e.held)
+		e.held = nil
+	}
+	e.checkpoint([]release.Owner{&lateDestroy{e: e, rest: rest}})
+	e.mu.Unlock()
+	return nil
+}
+
+// lateDestroy destroys a multi-context executable once its work is done,
+// then releases what it held (see destroyAfterWork).
+type lateDestroy struct {
+	e    *execCore
+	rest []release.Owner
+	done atomic.Bool
+}
+
+// Release destroys the executable, once; while a capture runs in its
+// family, the destroy waits for the capture's end.
+func (d *lateDestroy) Release() error {
+	if d.done.Swap(true) {
+		return lifetime.ErrOverRelease
+	}
+	return d.run()
+}
+
+func (d *lateDestroy) run() error {
+	e := d.e
+	f := e.fam
+	f.mu.Lock()
+	if f.capture != nil {
+		f.later = append(f.later, d.run)
+		f.mu.Unlock()
+		return nil
+	}
+	err := e.ctx.Raw(func(uintptr) error { return cu.GraphExecDestroy(e.h) })
+	f.mu.Unlock()
+	for _, o := range d.rest {
+		if rerr := o.Release(); err == nil {
+			err = rerr
+		}
+	}
+	d.rest = nil
+	_ = e.srcRef.Release()
+	_ = e.ctxRef.Release()
+	return err
 }
