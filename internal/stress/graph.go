@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -153,7 +155,19 @@ func NewGraphWorld(ctx *driver.Context, fill *driver.Function, cond bool, hostCa
 	if w.Mem, err = graph.New(ctx); err != nil {
 		return w, err
 	}
-	if w.Other, err = ctx.Device().NewContext(driver.ContextSchedAuto); err != nil {
+	otherDev := ctx.Device()
+	// PURECUDA_STRESS_OTHER_DEVICE=N puts Other on device N instead of
+	// Ctx's, to narrow down a failure.
+	if s := os.Getenv("PURECUDA_STRESS_OTHER_DEVICE"); s != "" {
+		n, perr := strconv.Atoi(s)
+		if perr != nil {
+			return w, perr
+		}
+		if otherDev, err = driver.DeviceByOrdinal(n); err != nil {
+			return w, err
+		}
+	}
+	if w.Other, err = otherDev.NewContext(driver.ContextSchedAuto); err != nil {
 		return w, err
 	}
 	add("Context.Close (Other)", w.Other.Close)
