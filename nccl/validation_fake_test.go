@@ -13,6 +13,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/faketest"
+	"github.com/purecuda/cuda/internal/gputest"
 	"github.com/purecuda/cuda/nccl"
 )
 
@@ -330,7 +331,9 @@ func TestAllReduceAllocatesNothingFromFake(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	assert.Zero(t, allocs)
+	if !gputest.RaceEnabled { // sync.Pool drops frames at random under -race
+		assert.Zero(t, allocs)
+	}
 	require.NoError(t, s.Synchronize())
 }
 
@@ -360,7 +363,10 @@ func TestGroupAllocatesNothingFromFake(t *testing.T) {
 	}
 	run()
 	run()
-	assert.Zero(t, testing.AllocsPerRun(200, run))
+	allocs := testing.AllocsPerRun(200, run)
+	if !gputest.RaceEnabled { // sync.Pool drops frames at random under -race
+		assert.Zero(t, allocs)
+	}
 	for _, r := range rs {
 		require.NoError(t, r.s.Synchronize())
 	}

@@ -137,11 +137,13 @@ func TestFastPathOffAndAsleep_I6(t *testing.T) {
 		onForeignThread(t, hostfn.Register(hostfn.Callback{Fn: func() { ran.Add(1) }, Once: true}))
 		return lifetime.ReadStats().HostFnPortable > before.HostFnPortable
 	}, "the server sleeps once the 1 ms window passed")
+	// One more call runs once, by one path: which one is not fixed, since
+	// the probe's call may have set the server polling again for a window.
 	before = lifetime.ReadStats()
 	onForeignThread(t, hostfn.Register(hostfn.Callback{Fn: func() { ran.Add(1) }, Once: true}))
 	after = lifetime.ReadStats()
 	assert.EqualValues(t, 4+probes, ran.Load())
-	assert.EqualValues(t, 1, after.HostFnPortable-before.HostFnPortable)
+	assert.EqualValues(t, 1, (after.HostFnPortable-before.HostFnPortable)+(after.HostFnFast-before.HostFnFast))
 }
 
 // A callback that runs long makes its trampoline sleep (futex) until it is
