@@ -163,21 +163,25 @@ func endGroup(outer bool) error {
 			}
 		}
 	}
+	// NCCL restores the current device after launching: with one current,
+	// it creates no context on device 0.
 	var err error
-	if h != 0 {
-		// NCCL restores the current device after launching: with one
-		// current, it creates no context on device 0.
-		err = bound(h, ncclraw.GroupEnd)
-	} else {
-		err = ncclraw.GroupEnd()
-	}
-	if outer && calls.current {
-		// The operations' contexts stayed current (see call): leave the
+	switch {
+	case outer && calls.current:
+		// An operation's context is current (see call), on the group's
+		// locked thread: make h current in its place, then leave the
 		// thread without one, as after any call.
+		if err = cu.CtxSetCurrent(h); err == nil {
+			err = ncclraw.GroupEnd()
+		}
 		if e := cu.CtxSetCurrent(0); err == nil {
 			err = e
 		}
 		calls.current = false
+	case h != 0:
+		err = bound(h, ncclraw.GroupEnd)
+	default:
+		err = ncclraw.GroupEnd()
 	}
 	inProgress := isInProgress(err)
 	if inProgress {
