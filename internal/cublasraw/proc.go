@@ -134,3 +134,7 @@ func ResolveAll() []Resolution {
 	}
 	return out
 }
+
+// Counts reports how many entry points each table holds: cuBLAS's and
+// cuBLASLt's.
+func Counts() (cublas, lt int) { return len(procs), len(ltProcs) }
