@@ -85,7 +85,7 @@ func TestGPUCallsThroughEveryPath(t *testing.T) {
 	require.NoError(t, cublasraw.GetVersion(h, &v))
 	assert.GreaterOrEqual(t, v, int32(120000))
 
-	a := []float32{1, 2, 3, 4, 5, 6, 7, 8}       // two 2×2 matrices
+	a := []float32{1, 2, 3, 4, 5, 6, 7, 8}        // two 2×2 matrices
 	b := []float32{9, 10, 11, 12, 13, 14, 15, 16} // two 2×2 matrices
 	dA, dB := device(t, a), device(t, b)
 	dC := device(t, make([]float32, 8))

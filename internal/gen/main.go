@@ -67,7 +67,7 @@ func includeDir(flagValue string) (string, error) {
 // options are the command's flags.
 type options struct {
 	include, ncclInclude, cublasInclude, only, root string
-	check                            bool
+	check                                           bool
 }
 
 // generateSets generates the sets opts asks for, each from its headers.
