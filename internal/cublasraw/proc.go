@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/purecuda/cuda/loader"
@@ -18,7 +17,6 @@ type proc struct {
 	export string
 	lt     bool
 	addr   atomic.Uintptr
-	once   sync.Once // binds a function taking floats by value (none in cuBLAS 13.1)
 }
 
 func (p *proc) kind() loader.Kind {
