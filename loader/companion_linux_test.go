@@ -38,3 +38,33 @@ func TestCompanionPreloaded(t *testing.T) {
 	assert.NoError(t, err)
 	assert.NotZero(t, addr)
 }
+
+// TestNeedsPreloaded: cuBLAS from a wheel links against cuBLASLt by file
+// name; with neither in the system's search, cuBLASLt beside it is opened
+// first, so that cuBLAS opens.
+func TestNeedsPreloaded(t *testing.T) {
+	venv := t.TempDir()
+	dir := filepath.Join(venv, "lib", "python3.12", "site-packages", "nvidia", "cublas", "lib")
+	lt := filepath.Join(dir, "libcublasLt.so.12")
+	buildFake(t, lt, "cublasLtFakeForNeeds", "-Wl,-soname,libcublasLt.so.12")
+	const rtldNoload = 0x4
+	if _, err := purego.Dlopen("libcublasLt.so.12", purego.RTLD_NOW|rtldNoload); err == nil {
+		t.Skip("a libcublasLt.so.12 is loaded in this process already")
+	}
+	if _, err := purego.Dlopen("libcublasLt.so.12", purego.RTLD_NOW|purego.RTLD_LOCAL); err == nil {
+		t.Skip("this machine has libcublasLt.so.12 in the system's search: the preload cannot be told apart")
+	}
+	buildFake(t, filepath.Join(dir, "libcublas.so.12"), "cublasGetVersion_v2", "-L"+dir, "-l:libcublasLt.so.12")
+
+	lib, err := loader.OpenIn(loader.KindCUBLAS, testEnv(t, map[string]string{"VIRTUAL_ENV": venv}))
+	require.NoError(t, err, "libcublas opens: its libcublasLt was opened first")
+	if !filepath.IsAbs(lib.Path) {
+		t.Skipf("this machine has cuBLAS in the system's search (%s)", lib.Path)
+	}
+	assert.Equal(t, filepath.Join(dir, "libcublas.so.12"), lib.Path)
+	h, err := purego.Dlopen("libcublasLt.so.12", purego.RTLD_NOW|rtldNoload)
+	require.NoError(t, err)
+	addr, err := purego.Dlsym(h, "cublasLtFakeForNeeds")
+	assert.NoError(t, err)
+	assert.NotZero(t, addr)
+}

@@ -59,7 +59,9 @@
 // finds its builtins library (libnvrtc-builtins.so.*, nvrtc-builtins64_*.dll)
 // only through the system's search when it first compiles: the loader opens
 // the builtins beside it first, so that a wheel works without
-// LD_LIBRARY_PATH or PATH.
+// LD_LIBRARY_PATH or PATH. Likewise cuBLAS opened by its full path, which
+// links against cuBLASLt by file name, has the cuBLASLt of the same version
+// beside it (libcublasLt.so.13, cublasLt64_13.dll) opened first.
 //
 // # Errors
 //

@@ -190,6 +190,9 @@ func openIn(k Kind, env loadspec.Env) (*Library, error) {
 			nf.Tried = append(nf.Tried, Attempt{c.Path, c.Missing})
 			continue
 		}
+		for _, p := range loadspec.NeedsOf(d, env, c.Path) {
+			_, _ = open(p) // kept open; one that fails is named by c's own dlopen error
+		}
 		h, reason := try(c.Path, d)
 		if h == 0 {
 			nf.Tried = append(nf.Tried, Attempt{c.Path, reason})

@@ -25,6 +25,12 @@ type emitter struct {
 	// structFrames passes a large struct by value through a pooled frame
 	// (ccall's CallStruct) rather than the package's syscallStructArg.
 	structFrames bool
+	// procFields are more fields for every proc literal (", lt: true"):
+	// which library resolves it, where a package has two.
+	procFields string
+	// address, when set, picks the pointer parameters bound as uintptr:
+	// those that carry device addresses (or either kind, by a mode).
+	address func(fn, name string, t *cheader.Type) bool
 }
 
 // goConst is the Go name of the enum value named name in C.

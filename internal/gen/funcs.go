@@ -40,7 +40,7 @@ func (e *emitter) params(b binding) ([]param, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s parameter %s: %w", b.CName, name, err)
 		}
-		if opaqueUserData(b.CName, p.Name, p.Type) {
+		if opaqueUserData(b.CName, p.Name, p.Type) || e.address != nil && e.address(b.CName, p.Name, p.Type) {
 			gt = "uintptr"
 		}
 		pr := param{name: name, goType: gt, kind: "int"}
@@ -184,7 +184,7 @@ func (e *emitter) function(w *bytes.Buffer, b binding) error {
 	if b.ABI != 0 {
 		abiNote = fmt.Sprintf(" at ABI version %d", b.ABI)
 	}
-	fmt.Fprintf(w, "var %s = proc{name: %q, abi: %d, export: %q}\n\n", procName, b.CName, b.ABI, b.Export)
+	fmt.Fprintf(w, "var %s = proc{name: %q, abi: %d, export: %q%s}\n\n", procName, b.CName, b.ABI, b.Export, e.procFields)
 	fmt.Fprintf(w, "// %s calls the C function %s%s.\n", b.GoName, b.CName, abiNote)
 	if resultIsStatus {
 		fmt.Fprintf(w, "// A status other than success is returned as *Error.\n")

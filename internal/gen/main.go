@@ -1,17 +1,19 @@
 // Command gen writes purecuda's raw tables from NVIDIA's headers:
 // internal/cu, internal/rtc and driver/zconst.go from cuda.h,
-// cudaTypedefs.h and nvrtc.h (the CUDA set), and internal/ncclraw from
-// nccl.h (the NCCL set).
+// cudaTypedefs.h and nvrtc.h (the CUDA set), internal/ncclraw from
+// nccl.h (the NCCL set), and internal/cublasraw from cublas_api.h,
+// cublas_v2.h, cublasLt.h and library_types.h (the cuBLAS set).
 //
 // Usage:
 //
-//	go run ./internal/gen [-include DIR] [-nccl-include DIR] [-only cuda|nccl] [-root DIR] [-check]
+//	go run ./internal/gen [-include DIR] [-nccl-include DIR] [-cublas-include DIR] [-only cuda|nccl|cublas] [-root DIR] [-check]
 //
 // -include defaults to $PURECUDA_CUDA_INCLUDE, then $CUDA_PATH/include, then
 // /usr/local/cuda/include. -nccl-include defaults to $PURECUDA_NCCL_INCLUDE,
-// then ../shared/nccl-include/2.28 beside the module root. Both sets are
-// written unless -only names one; a set whose headers are not found is an
-// error. With -check nothing is written: the command fails when a
+// then ../shared/nccl-include/2.28 beside the module root; -cublas-include
+// to $PURECUDA_CUBLAS_INCLUDE, then ../shared/cuda-include/13.0. Every set
+// is written unless -only names one; a set whose headers are not found is
+// an error. With -check nothing is written: the command fails when a
 // checked-in file differs from what it would write.
 package main
 
@@ -31,11 +33,12 @@ import (
 func main() {
 	include := flag.String("include", "", "directory holding cuda.h, cudaTypedefs.h and nvrtc.h")
 	ncclInclude := flag.String("nccl-include", "", "directory holding nccl.h")
-	only := flag.String("only", "", "the one set to write or check: cuda or nccl (both when empty)")
+	cublasInclude := flag.String("cublas-include", "", "directory holding cublas_api.h, cublas_v2.h, cublasLt.h and library_types.h")
+	only := flag.String("only", "", "the one set to write or check: cuda, nccl or cublas (all when empty)")
 	root := flag.String("root", ".", "module root to write into")
 	check := flag.Bool("check", false, "compare with the files on disk instead of writing")
 	flag.Parse()
-	if err := run(options{include: *include, ncclInclude: *ncclInclude, only: *only, root: *root, check: *check}); err != nil {
+	if err := run(options{include: *include, ncclInclude: *ncclInclude, cublasInclude: *cublasInclude, only: *only, root: *root, check: *check}); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
@@ -63,18 +66,18 @@ func includeDir(flagValue string) (string, error) {
 
 // options are the command's flags.
 type options struct {
-	include, ncclInclude, only, root string
-	check                            bool
+	include, ncclInclude, cublasInclude, only, root string
+	check                                           bool
 }
 
 // generateSets generates the sets opts asks for, each from its headers.
 func generateSets(opts options) (map[string][]byte, []string, error) {
-	if opts.only != "" && opts.only != "cuda" && opts.only != "nccl" {
-		return nil, nil, fmt.Errorf("-only %q: want cuda or nccl", opts.only)
+	if opts.only != "" && opts.only != "cuda" && opts.only != "nccl" && opts.only != "cublas" {
+		return nil, nil, fmt.Errorf("-only %q: want cuda, nccl or cublas", opts.only)
 	}
 	files := map[string][]byte{}
 	var summaries []string
-	if opts.only != "nccl" {
+	if opts.only == "" || opts.only == "cuda" {
 		dir, err := includeDir(opts.include)
 		if err != nil {
 			return nil, nil, err
@@ -92,7 +95,7 @@ func generateSets(opts options) (map[string][]byte, []string, error) {
 		}
 		summaries = append(summaries, summary)
 	}
-	if opts.only != "cuda" {
+	if opts.only == "" || opts.only == "nccl" {
 		dir, err := ncclIncludeDir(opts.ncclInclude, opts.root)
 		if err != nil {
 			return nil, nil, err
@@ -102,6 +105,24 @@ func generateSets(opts options) (map[string][]byte, []string, error) {
 			return nil, nil, err
 		}
 		out, summary, err := generateNCCL(n)
+		if err != nil {
+			return nil, nil, err
+		}
+		for n, src := range out {
+			files[n] = src
+		}
+		summaries = append(summaries, summary)
+	}
+	if opts.only == "" || opts.only == "cublas" {
+		dir, err := cublasIncludeDir(opts.cublasInclude, opts.root)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := cheader.LoadCUBLAS(dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		out, summary, err := generateCUBLAS(c)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -264,8 +285,11 @@ func countGraphics(h *cheader.Headers) int {
 	return len(seen)
 }
 
-func procTable(w *bytes.Buffer, bs []binding) {
-	fmt.Fprintf(w, "// procs lists every bound entry point, for resolution checks.\nvar procs = []*proc{\n")
+func procTable(w *bytes.Buffer, bs []binding) { procTableNamed(w, "procs", bs) }
+
+// procTableNamed writes the table of bs's entry points as the variable name.
+func procTableNamed(w *bytes.Buffer, name string, bs []binding) {
+	fmt.Fprintf(w, "// %s lists every bound entry point, for resolution checks.\nvar %s = []*proc{\n", name, name)
 	for _, b := range bs {
 		fmt.Fprintf(w, "\t&proc%s,\n", b.GoName)
 	}

@@ -42,6 +42,13 @@ type Desc struct {
 	// first, so that the system finds them loaded. NVIDIA's CUDA 13 wheels
 	// and a toolkit outside the system's search need it.
 	Companions, CompanionsWindows []string
+	// Needs pairs a file-name prefix of d with the prefix of a library it
+	// links against ({"libcublas.so.", "libcublasLt.so."}): a copy opened
+	// by its full path has that library from its own directory opened
+	// first (libcublas.so.13 needs libcublasLt.so.13 beside it), so that
+	// the dynamic loader finds it loaded even where the directory is in
+	// no search path.
+	Needs [][2]string
 }
 
 // The libraries. Sonames and DLLs are newest first: CUDA 13, then 12 (and
@@ -75,6 +82,7 @@ var (
 		Toolkit:       true,
 		Wheels:        []string{"cu13/lib", "cublas/lib"},
 		WheelsWindows: []string{`cu13\bin\x86_64`, `cublas\bin`},
+		Needs:         [][2]string{{"libcublas.so.", "libcublasLt.so."}, {"cublas64_", "cublasLt64_"}},
 	}
 	CUBLASLt = Desc{
 		Name: "cuBLASLt", EnvVar: "PURECUDA_LIBCUBLASLT", Probe: "cublasLtGetVersion",
@@ -137,6 +145,28 @@ func CompanionsOf(d *Desc, env Env, path string) []string {
 	var out []string
 	for _, p := range pats {
 		out = append(out, glob(env, escape(env, path[:i+1])+p)...)
+	}
+	return out
+}
+
+// NeedsOf lists the libraries (see Desc.Needs) that the copy of d at path,
+// a full path, needs from its own directory and that are there; none for
+// a bare name.
+func NeedsOf(d *Desc, env Env, path string) []string {
+	sep := "/"
+	if env.GOOS == "windows" {
+		sep = `\`
+	}
+	i := strings.LastIndex(path, sep)
+	if i < 0 {
+		return nil
+	}
+	dir, base := path[:i+1], path[i+1:]
+	var out []string
+	for _, n := range d.Needs {
+		if rest, ok := strings.CutPrefix(base, n[0]); ok && exists(env, dir+n[1]+rest) {
+			out = append(out, dir+n[1]+rest)
+		}
 	}
 	return out
 }

@@ -301,3 +301,28 @@ func TestCompanionsOf(t *testing.T) {
 	win := loadspec.Env{GOOS: "windows", GOARCH: "amd64", Getenv: func(string) string { return "" }, Glob: winFS(fs).glob}
 	assert.Equal(t, []string{`C:\W\bin\nvrtc-builtins64_130.dll`}, loadspec.CompanionsOf(&loadspec.NVRTC, win, `C:\W\bin\nvrtc64_130_0.dll`))
 }
+
+// TestNeedsOf: libcublas opened by its full path has libcublasLt of the
+// same version beside it opened first; nothing for a bare name, a missing
+// file or another library.
+func TestNeedsOf(t *testing.T) {
+	fs := newFS(t,
+		"/v/nvidia/cublas/lib/libcublas.so.12",
+		"/v/nvidia/cublas/lib/libcublasLt.so.12",
+		"/v/nvidia/cu13/lib/libcublas.so.13",
+		"/c/lib64/libcublas.so.13.1.0.3",
+		"/c/lib64/libcublasLt.so.13.1.0.3",
+		"/W/bin/cublas64_13.dll",
+		"/W/bin/cublasLt64_13.dll",
+	)
+	env := fs.env("amd64", nil)
+	assert.Equal(t, []string{"/v/nvidia/cublas/lib/libcublasLt.so.12"}, loadspec.NeedsOf(&loadspec.CUBLAS, env, "/v/nvidia/cublas/lib/libcublas.so.12"))
+	assert.Equal(t, []string{"/c/lib64/libcublasLt.so.13.1.0.3"}, loadspec.NeedsOf(&loadspec.CUBLAS, env, "/c/lib64/libcublas.so.13.1.0.3"))
+	assert.Empty(t, loadspec.NeedsOf(&loadspec.CUBLAS, env, "/v/nvidia/cu13/lib/libcublas.so.13"), "no libcublasLt beside it")
+	assert.Empty(t, loadspec.NeedsOf(&loadspec.CUBLAS, env, "libcublas.so.13"), "the system's search finds it itself")
+	assert.Empty(t, loadspec.NeedsOf(&loadspec.CUBLASLt, env, "/v/nvidia/cublas/lib/libcublasLt.so.12"))
+	assert.Empty(t, loadspec.NeedsOf(&loadspec.NVRTC, env, "/v/nvidia/cublas/lib/libcublas.so.12"))
+
+	win := loadspec.Env{GOOS: "windows", GOARCH: "amd64", Getenv: func(string) string { return "" }, Glob: winFS(fs).glob}
+	assert.Equal(t, []string{`C:\W\bin\cublasLt64_13.dll`}, loadspec.NeedsOf(&loadspec.CUBLAS, win, `C:\W\bin\cublas64_13.dll`))
+}
