@@ -26,17 +26,7 @@ func TestCUBLASGolden(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "bound 12/13 cublas_api.h functions (6 under a _v2 export; left out: cublasXerbla) and 4/4 cublasLt.h functions (0 under a _v2 export; left out: none) of cuBLAS 99.2.1.7; 7 structs; 1 C++-only blocks of half-type declarations read as C; most arguments: 23 (cublasGemmStridedBatchedEx)", summary)
 	assert.Len(t, files, 4)
-	for name, src := range files {
-		assert.True(t, strings.HasPrefix(name, "internal/cublasraw/z"), name)
-		golden := filepath.Join("testdata", "golden", strings.ReplaceAll(name, "/", "_")+".txt")
-		if *update {
-			require.NoError(t, os.WriteFile(golden, src, 0o644))
-			continue
-		}
-		want, err := os.ReadFile(golden)
-		require.NoError(t, err, "run go test ./internal/gen -update")
-		assert.Equal(t, string(want), string(src), name)
-	}
+	checkGolden(t, files, "internal/cublasraw/z")
 }
 
 func TestCUBLASGeneratedShape(t *testing.T) {

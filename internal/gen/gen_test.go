@@ -59,7 +59,15 @@ func TestGolden(t *testing.T) {
 	files, summary, err := generate(tinyHeaders(t))
 	require.NoError(t, err)
 	assert.Equal(t, "bound 9/9 driver functions (10 entry points with older ABIs; 1 graphics-interop functions left out), 2/2 nvrtc functions, 5 structs and unions", summary)
+	checkGolden(t, files, "") // internal/cu, internal/rtc and driver/zconst.go
+}
+
+// checkGolden compares each generated file (each under prefix) with its
+// copy in testdata/golden, or rewrites those with -update.
+func checkGolden(t *testing.T, files map[string][]byte, prefix string) {
+	t.Helper()
 	for name, src := range files {
+		assert.True(t, strings.HasPrefix(name, prefix), name)
 		golden := filepath.Join("testdata", "golden", strings.ReplaceAll(name, "/", "_")+".txt")
 		if *update {
 			require.NoError(t, os.MkdirAll(filepath.Dir(golden), 0o755))

@@ -26,17 +26,7 @@ func TestNCCLGolden(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "bound 6/8 NCCL 2.99.1 functions (left out: ncclResetDebugInit, ncclTwelve; 2 profiler copies pnccl* passed over), 3 structs", summary)
 	assert.Len(t, files, 3)
-	for name, src := range files {
-		assert.True(t, strings.HasPrefix(name, "internal/ncclraw/z"), name)
-		golden := filepath.Join("testdata", "golden", strings.ReplaceAll(name, "/", "_")+".txt")
-		if *update {
-			require.NoError(t, os.WriteFile(golden, src, 0o644))
-			continue
-		}
-		want, err := os.ReadFile(golden)
-		require.NoError(t, err, "run go test ./internal/gen -update")
-		assert.Equal(t, string(want), string(src), name)
-	}
+	checkGolden(t, files, "internal/ncclraw/z")
 }
 
 func TestNCCLGeneratedShape(t *testing.T) {
