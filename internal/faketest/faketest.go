@@ -55,23 +55,33 @@ var gccFlags = []string{"-O2", "-shared", "-fPIC"}
 // without gcc; the error says why, for a skip.
 var Build = sync.OnceValues(func() (string, error) { return buildLib("fakecuda", source) })
 
-// buildLib compiles the C file src (relative to the module root) into a
-// shared library named for name and a hash of the source, unless the cache
-// has it already, and returns its path.
-func buildLib(name, src string) (string, error) {
+// buildLib compiles the C files srcs (relative to the module root; the
+// .c ones are compiled, the others, headers they include, only hashed)
+// into one shared library named for name and a hash of the sources,
+// unless the cache has it already, and returns its path.
+func buildLib(name string, srcs ...string) (string, error) {
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
 		return "", fmt.Errorf("gcc not found: %s cannot be built", name)
 	}
-	path, err := findSource(src)
-	if err != nil {
-		return "", err
+	h := sha256.New()
+	h.Write([]byte(strings.Join(gccFlags, " ") + "\n"))
+	var compile []string
+	for _, src := range srcs {
+		path, err := findSource(src)
+		if err != nil {
+			return "", err
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			return "", err
+		}
+		h.Write(text)
+		if strings.HasSuffix(path, ".c") {
+			compile = append(compile, path)
+		}
 	}
-	text, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(append([]byte(strings.Join(gccFlags, " ")+"\n"), text...))
+	sum := h.Sum(nil)
 	dir, err := cacheDir()
 	if err != nil {
 		return "", err
@@ -88,7 +98,8 @@ func buildLib(name, src string) (string, error) {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	args := append(append([]string(nil), gccFlags...), "-o", tmp.Name(), path, "-lpthread")
+	args := append(append(append([]string(nil), gccFlags...), "-o", tmp.Name()), compile...)
+	args = append(args, "-lpthread", "-lm")
 	if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s failed: %v\n%s", name, err, out)
 	}

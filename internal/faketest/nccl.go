@@ -97,16 +97,24 @@ func NCCLLastBad(tb testing.TB) string {
 // fakenccl at path and env added.
 func runNCCLChild(t *testing.T, path string, env []string) bool {
 	t.Helper()
+	return runChild(t, "fakenccl", append([]string{ncclChildEnv + "=" + t.Name(), ncclEnv + "=" + path}, env...))
+}
+
+// runChild runs t alone in a child process of the test binary with env
+// added to its environment, and reports the child's result and output,
+// under label, as t's. It returns false.
+func runChild(t *testing.T, label string, env []string) bool {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v", "-test.timeout=60s")
-	cmd.Env = append(append(os.Environ(), ncclChildEnv+"="+t.Name(), ncclEnv+"="+path), env...)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	switch {
 	case err != nil:
-		t.Errorf("under fakenccl: %v\n%s", err, out)
+		t.Errorf("under %s: %v\n%s", label, err, out)
 	case !containsPass(out, t.Name()):
-		t.Errorf("under fakenccl, the test did not run:\n%s", out)
+		t.Errorf("under %s, the test did not run:\n%s", label, out)
 	default:
-		t.Logf("under fakenccl:\n%s", out)
+		t.Logf("under %s:\n%s", label, out)
 	}
 	return false
 }

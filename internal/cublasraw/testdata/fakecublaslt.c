@@ -1,0 +1,271 @@
+/* fakecublaslt.c: fakecublas's cuBLASLt part (see fakecublas.c and
+ * MODEL.md): handles, matmul descriptors, matrix layouts (column order),
+ * preferences, a heuristic that offers one algorithm, and cublasLtMatmul
+ * computing D = alpha op(A) op(B) + beta C exactly (strided batches too),
+ * queued on its stream like the cuBLAS routines. Objects are kept when
+ * destroyed, so that a later use counts as a bad use. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakecublas.h"
+
+enum { LT_HANDLE = 1, LT_DESC, LT_LAYOUT, LT_PREF };
+#define LT_MAGIC 0x17AB
+#define ALGO_MAGIC 0xFA4EA160ULL
+
+struct ltobj {
+	int magic, kind, alive;
+	int compute, scale, pmode, transa, transb, epilogue; /* desc */
+	int type, order, batch;                              /* layout */
+	uint64_t rows, cols;
+	int64_t ld, stride;
+	uint64_t maxws; /* pref */
+};
+
+static long live_handles, live_descs;
+
+/* Lt operations use no handle state: their tasks name this one, always
+   alive (a handle destroyed with matmuls queued is no bad use). */
+static struct cublasContext lt_any = {0xB1A5, 1, NULL, NULL, 0, 0, 0, 0, 0};
+
+static cublasStatus_t make(void **out, int kind) {
+	if (!out) return ST_INVALID_VALUE;
+	struct ltobj *o = calloc(1, sizeof *o);
+	o->magic = LT_MAGIC, o->kind = kind, o->alive = 1;
+	o->epilogue = 1, o->batch = 1;
+	pthread_mutex_lock(&fcb_mu);
+	if (kind == LT_HANDLE) live_handles++;
+	else live_descs++;
+	pthread_mutex_unlock(&fcb_mu);
+	*out = o;
+	return ST_OK;
+}
+
+/* get checks an object of kind for fn: NULL is nullst; a destroyed or
+   unknown one a bad use (CUBLAS_STATUS_INVALID_VALUE). */
+static cublasStatus_t get(const char *fn, void *p, int kind, cublasStatus_t nullst) {
+	struct ltobj *o = p;
+	if (!o) return nullst;
+	pthread_mutex_lock(&fcb_mu);
+	int ok = o->magic == LT_MAGIC && o->kind == kind && o->alive;
+	pthread_mutex_unlock(&fcb_mu);
+	if (ok) return ST_OK;
+	fcb_bad(fn, "destroyed or unknown cuBLASLt object %p", p);
+	return ST_INVALID_VALUE;
+}
+
+static cublasStatus_t destroy(const char *fn, void *p, int kind) {
+	cublasStatus_t r = get(fn, p, kind, kind == LT_HANDLE ? ST_NOT_INITIALIZED : ST_OK);
+	if (r || !p) return r;
+	pthread_mutex_lock(&fcb_mu);
+	((struct ltobj *)p)->alive = 0;
+	if (kind == LT_HANDLE) live_handles--;
+	else live_descs--;
+	pthread_mutex_unlock(&fcb_mu);
+	return ST_OK;
+}
+
+#define FAILLT(name)                                  \
+	do {                                              \
+		cublasStatus_t f_;                            \
+		if (fcb_failed(name, &f_)) return f_;         \
+	} while (0)
+
+size_t cublasLtGetVersion(void) { return 130100; }
+cublasStatus_t cublasLtCreate(void **h) {
+	FAILLT("cublasLtCreate");
+	return make(h, LT_HANDLE);
+}
+cublasStatus_t cublasLtDestroy(void *h) {
+	FAILLT("cublasLtDestroy");
+	return destroy("cublasLtDestroy", h, LT_HANDLE);
+}
+cublasStatus_t cublasLtMatmulDescCreate(void **d, int compute, int scale) {
+	FAILLT("cublasLtMatmulDescCreate");
+	cublasStatus_t r = make(d, LT_DESC);
+	if (!r) ((struct ltobj *)*d)->compute = compute, ((struct ltobj *)*d)->scale = scale;
+	return r;
+}
+cublasStatus_t cublasLtMatmulDescDestroy(void *d) {
+	FAILLT("cublasLtMatmulDescDestroy");
+	return destroy("cublasLtMatmulDescDestroy", d, LT_DESC);
+}
+cublasStatus_t cublasLtMatrixLayoutCreate(void **l, int type, uint64_t rows, uint64_t cols, int64_t ld) {
+	FAILLT("cublasLtMatrixLayoutCreate");
+	cublasStatus_t r = make(l, LT_LAYOUT);
+	if (!r) {
+		struct ltobj *o = *l;
+		o->type = type, o->rows = rows, o->cols = cols, o->ld = ld;
+	}
+	return r;
+}
+cublasStatus_t cublasLtMatrixLayoutDestroy(void *l) {
+	FAILLT("cublasLtMatrixLayoutDestroy");
+	return destroy("cublasLtMatrixLayoutDestroy", l, LT_LAYOUT);
+}
+cublasStatus_t cublasLtMatmulPreferenceCreate(void **p) {
+	FAILLT("cublasLtMatmulPreferenceCreate");
+	return make(p, LT_PREF);
+}
+cublasStatus_t cublasLtMatmulPreferenceDestroy(void *p) {
+	FAILLT("cublasLtMatmulPreferenceDestroy");
+	return destroy("cublasLtMatmulPreferenceDestroy", p, LT_PREF);
+}
+
+/* set stores an attribute of size want from buf into field (of size want). */
+static cublasStatus_t set(void *field, size_t want, const void *buf, size_t size) {
+	if (!buf || size != want) return ST_INVALID_VALUE;
+	memcpy(field, buf, want);
+	return ST_OK;
+}
+
+/* The descriptor attributes modelled: COMPUTE_TYPE, SCALE_TYPE,
+   POINTER_MODE, TRANSA, TRANSB, EPILOGUE; others NOT_SUPPORTED. */
+cublasStatus_t cublasLtMatmulDescSetAttribute(void *d, int attr, const void *buf, size_t size) {
+	FAILLT("cublasLtMatmulDescSetAttribute");
+	cublasStatus_t r = get("cublasLtMatmulDescSetAttribute", d, LT_DESC, ST_INVALID_VALUE);
+	if (r) return r;
+	struct ltobj *o = d;
+	switch (attr) {
+	case 0: return set(&o->compute, 4, buf, size);
+	case 1: return set(&o->scale, 4, buf, size);
+	case 2: return set(&o->pmode, 4, buf, size);
+	case 3: return set(&o->transa, 4, buf, size);
+	case 4: return set(&o->transb, 4, buf, size);
+	case 7: return set(&o->epilogue, 4, buf, size);
+	}
+	return ST_NOT_SUPPORTED;
+}
+
+/* Layout attributes: TYPE, ORDER, ROWS, COLS, LD, BATCH_COUNT,
+   STRIDED_BATCH_OFFSET; others NOT_SUPPORTED. */
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(void *l, int attr, const void *buf, size_t size) {
+	FAILLT("cublasLtMatrixLayoutSetAttribute");
+	cublasStatus_t r = get("cublasLtMatrixLayoutSetAttribute", l, LT_LAYOUT, ST_INVALID_VALUE);
+	if (r) return r;
+	struct ltobj *o = l;
+	switch (attr) {
+	case 0: return set(&o->type, 4, buf, size);
+	case 1: return set(&o->order, 4, buf, size);
+	case 2: return set(&o->rows, 8, buf, size);
+	case 3: return set(&o->cols, 8, buf, size);
+	case 4: return set(&o->ld, 8, buf, size);
+	case 5: return set(&o->batch, 4, buf, size);
+	case 6: return set(&o->stride, 8, buf, size);
+	}
+	return ST_NOT_SUPPORTED;
+}
+
+/* Preference attributes: SEARCH_MODE (ignored), MAX_WORKSPACE_BYTES. */
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(void *p, int attr, const void *buf, size_t size) {
+	FAILLT("cublasLtMatmulPreferenceSetAttribute");
+	cublasStatus_t r = get("cublasLtMatmulPreferenceSetAttribute", p, LT_PREF, ST_INVALID_VALUE);
+	if (r) return r;
+	uint32_t mode;
+	if (attr == 0) return set(&mode, 4, buf, size);
+	if (attr == 1) return set(&((struct ltobj *)p)->maxws, 8, buf, size);
+	return ST_NOT_SUPPORTED;
+}
+
+/* shape checks a matmul's descriptor and layouts: the element type, or
+   -ST_NOT_SUPPORTED / -ST_INVALID_VALUE. */
+static int shape(const char *fn, void *h, void *d, void *a, void *b, void *c, void *dd) {
+	cublasStatus_t r;
+	if ((r = get(fn, h, LT_HANDLE, ST_NOT_INITIALIZED))) return -(int)r;
+	void *objs[] = {d, a, b, c, dd};
+	for (int i = 0; i < 5; i++)
+		if ((r = get(fn, objs[i], i ? LT_LAYOUT : LT_DESC, ST_INVALID_VALUE))) return -(int)r;
+	struct ltobj *D = d, *A = a, *B = b, *C = c, *Dd = dd;
+	int T = A->type;
+	int okc = ((T == T_S || T == T_C) && (D->compute == 68 || D->compute == 69 || D->compute == 74 || D->compute == 75 || D->compute == 77)) ||
+	          ((T == T_D || T == T_Z) && (D->compute == 70 || D->compute == 71));
+	if (B->type != T || C->type != T || Dd->type != T || !okc || D->scale != T || D->epilogue != 1 ||
+	    (D->pmode != 0 && D->pmode != 1) || A->order || B->order || C->order || Dd->order)
+		return -ST_NOT_SUPPORTED;
+	if (D->transa < 0 || D->transa > 2 || D->transb < 0 || D->transb > 2) return -ST_INVALID_VALUE;
+	uint64_t m = D->transa ? A->cols : A->rows, k = D->transa ? A->rows : A->cols;
+	uint64_t kb = D->transb ? B->cols : B->rows, n = D->transb ? B->rows : B->cols;
+	struct ltobj *ls[] = {A, B, C, Dd};
+	for (int i = 0; i < 4; i++)
+		if (ls[i]->ld < (int64_t)(ls[i]->rows > 1 ? ls[i]->rows : 1) || ls[i]->batch < 1 || ls[i]->batch != Dd->batch)
+			return -ST_INVALID_VALUE;
+	if (k != kb || C->rows != m || C->cols != n || Dd->rows != m || Dd->cols != n) return -ST_INVALID_VALUE;
+	return T;
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(void *h, void *d, void *a, void *b, void *c, void *dd, void *pref,
+                                              int requested, void *results, int *count) {
+	FAILLT("cublasLtMatmulAlgoGetHeuristic");
+	if (count) *count = 0;
+	int T = shape("cublasLtMatmulAlgoGetHeuristic", h, d, a, b, c, dd);
+	if (T < 0) return (cublasStatus_t)-T;
+	cublasStatus_t r = get("cublasLtMatmulAlgoGetHeuristic", pref, LT_PREF, ST_INVALID_VALUE);
+	if (r) return r;
+	if (requested <= 0 || !results || !count) return ST_INVALID_VALUE;
+	/* cublasLtMatmulHeuristicResult_t: algo (64 bytes), workspaceSize,
+	   state, wavesCount, reserved[4]: 96 bytes. */
+	unsigned char *res = results;
+	memset(res, 0, 96);
+	uint64_t magic = ALGO_MAGIC;
+	float waves = 1;
+	memcpy(res, &magic, 8);
+	memcpy(res + 76, &waves, 4);
+	*count = 1;
+	return ST_OK;
+}
+
+static void matmul_exec(struct task *t) {
+	long long es = (long long)fcb_size(t->t);
+	cplx al = fcb_alpha(t), be = fcb_beta(t);
+	for (long i = 0; i < t->batch; i++)
+		fcb_gemm_one(t, t->a + i * t->sa * es, t->b + i * t->sb * es, t->c + i * t->sc * es, t->d + i * t->sd * es, t->t, al, be);
+}
+
+static void lrange(struct task *t, uintptr_t p, struct ltobj *l) {
+	size_t one = fcb_mat(t->t, (long)l->rows, (long)l->cols, (long)l->ld);
+	if (!one) return;
+	long long last = (l->batch - 1) * l->stride * (long long)fcb_size(t->t);
+	long long lo = last < 0 ? last : 0, hi = (last > 0 ? last : 0) + (long long)one;
+	fcb_range(t, p + lo, (size_t)(hi - lo));
+}
+
+cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A, void *a, const void *B, void *b,
+                              const void *beta, const void *C, void *c, void *D, void *dd, const void *algo,
+                              void *ws, size_t wssize, void *stream) {
+	FAILLT("cublasLtMatmul");
+	const char *fn = "cublasLtMatmul";
+	if (!fcb_cuda()) return ST_NOT_INITIALIZED;
+	int T = shape(fn, h, d, a, b, c, dd);
+	if (T < 0) return (cublasStatus_t)-T;
+	if (algo && *(const uint64_t *)algo != ALGO_MAGIC) return ST_INVALID_VALUE;
+	if (!ws && wssize) return ST_INVALID_VALUE;
+	struct ltobj *Dsc = d, *Al = a, *Bl = b, *Cl = c, *Dl = dd;
+	struct task *t = fcb_task(fn, &lt_any, T);
+	t->pmode = Dsc->pmode;
+	t->ws = (uintptr_t)ws, t->wssize = wssize;
+	cublasStatus_t r = fcb_scalars(t, alpha, beta, 1, T);
+	if (r) {
+		free(t);
+		return r;
+	}
+	t->exec = matmul_exec;
+	t->opa = Dsc->transa, t->opb = Dsc->transb;
+	t->m = (long)Dl->rows, t->n = (long)Dl->cols, t->k = (long)(Dsc->transa ? Al->rows : Al->cols);
+	t->lda = (long)Al->ld, t->ldb = (long)Bl->ld, t->ldc = (long)Cl->ld, t->ldd = (long)Dl->ld;
+	t->sa = Al->stride, t->sb = Bl->stride, t->sc = Cl->stride, t->sd = Dl->stride, t->batch = Dl->batch;
+	t->a = (uintptr_t)A, t->b = (uintptr_t)B, t->c = (uintptr_t)C, t->d = (uintptr_t)D;
+	if (t->m == 0 || t->n == 0) {
+		free(t);
+		return ST_OK;
+	}
+	lrange(t, t->a, Al);
+	lrange(t, t->b, Bl);
+	lrange(t, t->c, Cl);
+	lrange(t, t->d, Dl);
+	return fcb_submit(t, stream, 0);
+}
+
+long fake_cublaslt_live_handles(void) { pthread_mutex_lock(&fcb_mu); long n = live_handles; pthread_mutex_unlock(&fcb_mu); return n; }
+/* fake_cublaslt_live_descs counts live matmul descriptors, matrix layouts
+   and preferences. */
+long fake_cublaslt_live_descs(void) { pthread_mutex_lock(&fcb_mu); long n = live_descs; pthread_mutex_unlock(&fcb_mu); return n; }
