@@ -1,0 +1,85 @@
+//go:build linux
+
+package cublasraw_test
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/internal/cublasraw"
+	"github.com/purecuda/cuda/internal/faketest"
+)
+
+// TestFakeLtMatmul: fakecublas's cuBLASLt: descriptors and layouts, the
+// heuristic's one algorithm, a strided-batch matmul with A transposed
+// into D (C kept), a destroyed layout is a bad use, nothing left live.
+func TestFakeLtMatmul(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	e := newEnv(t)
+	var lt cublasraw.LtHandle
+	require.NoError(t, cublasraw.LtCreate(&lt))
+	var desc cublasraw.LtMatmulDesc
+	require.NoError(t, cublasraw.LtMatmulDescCreate(&desc, cublasraw.CUBLAS_COMPUTE_32F, cublasraw.CUDA_R_32F))
+	_, ta := host(int32(cublasraw.CUBLAS_OP_T))
+	require.NoError(t, cublasraw.LtMatmulDescSetAttribute(desc, cublasraw.CUBLASLT_MATMUL_DESC_TRANSA, ta, 4))
+	assert.ErrorIs(t, cublasraw.LtMatmulDescSetAttribute(desc, cublasraw.CUBLASLT_MATMUL_DESC_TRANSA, ta, 8), cublasraw.CUBLAS_STATUS_INVALID_VALUE)
+	const batch, stride = 2, 4
+	layout := func() cublasraw.LtMatrixLayout {
+		var l cublasraw.LtMatrixLayout
+		require.NoError(t, cublasraw.LtMatrixLayoutCreate(&l, cublasraw.CUDA_R_32F, 2, 2, 2))
+		_, b := host(int32(batch))
+		require.NoError(t, cublasraw.LtMatrixLayoutSetAttribute(l, cublasraw.CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, b, 4))
+		_, s := host(int64(stride))
+		require.NoError(t, cublasraw.LtMatrixLayoutSetAttribute(l, cublasraw.CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, s, 8))
+		return l
+	}
+	la, lb, lc, ld := layout(), layout(), layout(), layout()
+	var pref cublasraw.LtMatmulPreference
+	require.NoError(t, cublasraw.LtMatmulPreferenceCreate(&pref))
+	_, wsb := host(uint64(1 << 20))
+	require.NoError(t, cublasraw.LtMatmulPreferenceSetAttribute(pref, cublasraw.CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, wsb, 8))
+	var res [2]cublasraw.LtMatmulHeuristicResult
+	var n int32
+	require.NoError(t, cublasraw.LtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, ld, pref, 2, &res[0], &n))
+	require.Equal(t, int32(1), n)
+	assert.Equal(t, cublasraw.CUBLAS_STATUS_SUCCESS, res[0].State)
+
+	a, b, c := ints(batch*stride, 2), ints(batch*stride, 3), ints(batch*stride, 5)
+	da, db, dc, dd := upload(t, f32(a)), upload(t, f32(b)), upload(t, f32(c)), upload(t, make([]float32, batch*stride))
+	_, alpha := host(float32(2))
+	_, beta := host(float32(1))
+	require.NoError(t, cublasraw.LtMatmul(lt, desc, alpha, da, la, db, lb, beta, dc, lc, dd, ld, &res[0].Algo, 0, 0, cublasraw.Stream(e.s)))
+	e.sync(t)
+	var want []float64
+	for i := 0; i < batch; i++ {
+		want = append(want, refGemm(true, false, 2, 2, 2, 2, a[i*stride:], 2, b[i*stride:], 2, 1, c[i*stride:i*stride+4], 2)...)
+	}
+	assert.Equal(t, f32(want), download[float32](t, dd, batch*stride))
+	assert.Equal(t, f32(c), download[float32](t, dc, batch*stride), "C is only read")
+
+	var bad cublasraw.LtMatmulAlgo
+	assert.ErrorIs(t, cublasraw.LtMatmul(lt, desc, alpha, da, la, db, lb, beta, dc, lc, dd, ld, &bad, 0, 0, cublasraw.Stream(e.s)),
+		cublasraw.CUBLAS_STATUS_INVALID_VALUE, "an algorithm the heuristic did not give")
+	var l3 cublasraw.LtMatrixLayout
+	require.NoError(t, cublasraw.LtMatrixLayoutCreate(&l3, cublasraw.CUDA_R_32F, 3, 2, 3))
+	assert.ErrorIs(t, cublasraw.LtMatmul(lt, desc, alpha, da, la, db, lb, beta, dc, lc, dd, l3, nil, 0, 0, cublasraw.Stream(e.s)),
+		cublasraw.CUBLAS_STATUS_INVALID_VALUE, "D's shape is not op(A) op(B)'s")
+
+	for _, l := range []cublasraw.LtMatrixLayout{la, lb, lc, ld, l3} {
+		require.NoError(t, cublasraw.LtMatrixLayoutDestroy(l))
+	}
+	assert.ErrorIs(t, cublasraw.LtMatmul(lt, desc, alpha, da, la, db, lb, beta, dc, lc, dd, ld, nil, 0, 0, cublasraw.Stream(e.s)),
+		cublasraw.CUBLAS_STATUS_INVALID_VALUE)
+	expectBad(t, 1, "cublasLtMatmul: destroyed or unknown cuBLASLt object")
+	require.NoError(t, cublasraw.LtMatmulPreferenceDestroy(pref))
+	require.NoError(t, cublasraw.LtMatmulDescDestroy(desc))
+	require.NoError(t, cublasraw.LtDestroy(lt))
+	assert.Zero(t, faketest.CUBLAS(t, "fake_cublaslt_live_handles"))
+	assert.Zero(t, faketest.CUBLAS(t, "fake_cublaslt_live_descs"))
+	assert.Equal(t, uintptr(96), unsafe.Sizeof(res[0]))
+}
