@@ -158,7 +158,6 @@ func refGemm(ta, tb bool, m, n, k int, alpha float64, a []float64, lda int, b []
 	return out
 }
 
-
 // host1 is the address of a heap copy of v, for a host-to-device copy.
 func host1[T any](v T) unsafe.Pointer {
 	p, _ := host(v)
