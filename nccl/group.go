@@ -170,9 +170,14 @@ func endGroup(outer bool) error {
 	case outer && calls.current:
 		// An operation's context is current (see call), on the group's
 		// locked thread: make h current in its place, then leave the
-		// thread without one, as after any call.
-		if err = cu.CtxSetCurrent(h); err == nil {
-			err = ncclraw.GroupEnd()
+		// thread without one, as after any call. ncclGroupEnd runs even
+		// when h cannot be made current (the operation's stays): skipped,
+		// NCCL's group would stay open on the thread, its operations never
+		// launched while what they name is released.
+		serr := cu.CtxSetCurrent(h)
+		err = ncclraw.GroupEnd()
+		if err == nil {
+			err = serr
 		}
 		if e := cu.CtxSetCurrent(0); err == nil {
 			err = e

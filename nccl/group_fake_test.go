@@ -302,3 +302,48 @@ func TestGroupLeavesNoContextCurrentFromFake(t *testing.T) {
 	require.NoError(t, rs[1].s.Synchronize())
 	assert.Equal(t, []int32{6}, download(t, rs[0].s, b0), "both groups ran: 1+2, then 3+3")
 }
+
+// TestGroupEndsNCCLsGroupWhenItsContextCannotBeSetFromFake: at the end of
+// a group, making the launching context current fails (cuCtxSetCurrent).
+// ncclGroupEnd runs all the same: skipped, NCCL's group would stay open
+// on the thread, the operations would never be launched while what they
+// name is released, and later NCCL calls on that thread would join the
+// stale group. The thread is left without a current context.
+func TestGroupEndsNCCLsGroupWhenItsContextCannotBeSetFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 2, nil)
+	b0, b1 := upload(t, rs[0].s, []int32{1}), upload(t, rs[1].s, []int32{2})
+	require.NoError(t, rs[0].s.Synchronize())
+	require.NoError(t, rs[1].s.Synchronize())
+	lifetime.Flush()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	err := nccl.Group(func() error {
+		if err := nccl.AllReduce(rs[0].c, rs[0].s, b0, b0, nccl.Sum); err != nil {
+			return err
+		}
+		if err := nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum); err != nil {
+			return err
+		}
+		faketest.FailNext(t, "cuCtxSetCurrent", 201) // the group end's (CUDA_ERROR_INVALID_CONTEXT)
+		return nil
+	})
+	assert.Error(t, err, "the failed context switch is reported")
+	var h cu.CUcontext
+	require.NoError(t, cu.CtxGetCurrent(&h))
+	assert.Zero(t, h, "no context is left current")
+	done := make(chan error, 1)
+	go func() {
+		err := rs[0].s.Synchronize()
+		if err == nil {
+			err = rs[1].s.Synchronize()
+		}
+		done <- err
+	}()
+	untilDone(t, done, "the group's all-reduces", 2)
+	assert.Equal(t, []int32{3}, download(t, rs[0].s, b0), "the group's all-reduces ran")
+	assert.Equal(t, []int32{3}, download(t, rs[1].s, b1))
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+}
