@@ -27,7 +27,7 @@ var calls struct {
 	depth   int          // Group nesting on that thread
 	pending []pendingOp  // the group's operations, launched by ncclGroupEnd
 	held    []int        // the devices whose call locks the group holds
-	current bool         // an operation left its context current on the group's thread
+	current bool         // an operation pushed its context on the group's thread, current until the group ends
 }
 
 // spare is the storage of an ended group's pending operations, handed to
@@ -168,13 +168,17 @@ func endGroup(outer bool) error {
 	var err error
 	switch {
 	case outer && calls.current:
-		// An operation's context is current (see call), on the group's
-		// locked thread: make h current in its place, then leave the
-		// thread without one, as after any call. ncclGroupEnd runs even
-		// when h cannot be made current (the operation's stays): skipped,
+		// An operation's context is current (see call), pushed on the
+		// group's locked thread: make h current in its place, then pop it,
+		// leaving the thread's stack as the group found it. ncclGroupEnd
+		// runs even when h cannot be made current (the operation's stays,
+		// as it does when NCCL refused every operation, h == 0): skipped,
 		// NCCL's group would stay open on the thread, its operations never
 		// launched while what they name is released.
-		serr := cu.CtxSetCurrent(h)
+		var serr error
+		if h != 0 {
+			serr = cu.CtxSetCurrent(h)
+		}
 		err = ncclraw.GroupEnd()
 		if err == nil {
 			err = serr

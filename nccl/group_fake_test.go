@@ -347,3 +347,45 @@ func TestGroupEndsNCCLsGroupWhenItsContextCannotBeSetFromFake(t *testing.T) {
 	assert.Equal(t, []int32{3}, download(t, rs[1].s, b1))
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
 }
+
+// TestGroupGivesBackTheCallersContextFromFake: Group called with a
+// context current (inside Context.Raw, whose function must leave the
+// thread's context stack as it found it) leaves that context current when
+// it returns, as every other call does; also when NCCL refused the
+// group's only operation.
+func TestGroupGivesBackTheCallersContextFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	ctx, rs := fakeRanks(t, 2, nil)
+	b0, b1 := upload(t, rs[0].s, []int32{1}), upload(t, rs[1].s, []int32{2})
+	for _, refused := range []bool{false, true} {
+		var mine, after cu.CUcontext
+		require.NoError(t, ctx.Raw(func(h uintptr) error {
+			mine = cu.CUcontext(h)
+			gerr := nccl.Group(func() error {
+				if refused {
+					faketest.NCCL(t, "fake_nccl_fail_rank", 1, uintptr(nccl.ErrRemote))
+					assert.Error(t, nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum))
+					return nil
+				}
+				if err := nccl.AllReduce(rs[0].c, rs[0].s, b0, b0, nccl.Sum); err != nil {
+					return err
+				}
+				return nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum)
+			})
+			if err := cu.CtxGetCurrent(&after); gerr == nil {
+				gerr = err
+			}
+			return gerr
+		}))
+		assert.Equal(t, mine, after, "the caller's context is current again (refused: %v)", refused)
+		if !refused {
+			require.NoError(t, rs[0].s.Synchronize())
+			require.NoError(t, rs[1].s.Synchronize())
+			assert.Equal(t, []int32{3}, download(t, rs[0].s, b0))
+		}
+	}
+	assert.ErrorIs(t, rs[1].c.Err(), nccl.ErrRemote) // aborted: its Close is clean
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+}
