@@ -173,6 +173,13 @@ func (d *lateDestroy) run() error {
 	}
 	err := e.ctx.Raw(func(uintptr) error { return cu.GraphExecDestroy(e.h) })
 	f.mu.Unlock()
+	if err != nil {
+		// Close returned long ago, and whoever releases d (the release
+		// queue, a stream's wait, a capture's end) drops the error: it is
+		// counted and kept for lifetime.Errors here, once.
+		release.NoteError(err)
+		err = lifetime.Counted(err)
+	}
 	for _, o := range d.rest {
 		if rerr := o.Release(); err == nil {
 			err = rerr

@@ -13,6 +13,7 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
 	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/faketest"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -107,4 +108,40 @@ func TestMultiGraphExecDestroyedAfterItsWork(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, seqFrom(5), got)
 	assert.Zero(t, fcall(t, "fake_bad_handle_uses"), lastBad(t))
+}
+
+// TestMultiGraphExecDestroyFailureReported: the destroy of an executable
+// whose nodes run in two contexts comes after Close returned nil (after
+// its launched work, or at once when it was never launched); a failure of
+// that destroy is counted and reported through lifetime.Errors, as
+// Exec.Close documents, once.
+func TestMultiGraphExecDestroyFailureReported(t *testing.T) {
+	f := setup(t)
+	a, b := newMultiSide(t, f.ctx.Device()), newMultiSide(t, f.ctx.Device())
+	o := out(t, a)
+	g := buildMulti(t, a, b, o, 3)
+	defer g.Close()
+	for _, launched := range []bool{false, true} {
+		e, err := g.Instantiate()
+		require.NoError(t, err)
+		if launched {
+			require.NoError(t, e.Launch(a.s))
+		}
+		lifetime.Flush()
+		_ = lifetime.Errors()
+		before := lifetime.ReadStats().ReleaseErrors
+		faketest.FailNext(t, "cuGraphExecDestroy", 1) // CUDA_ERROR_INVALID_VALUE
+		require.NoError(t, e.Close(), "the destroy comes later")
+		require.NoError(t, a.s.Synchronize())
+		assert.Eventually(t, func() bool {
+			lifetime.Flush()
+			return lifetime.ReadStats().ReleaseErrors != before
+		}, 10*time.Second, time.Millisecond, "the failed destroy is counted (launched: %v)", launched)
+		assert.Equal(t, int64(1), lifetime.ReadStats().ReleaseErrors-before, "counted once (launched: %v)", launched)
+		errs := lifetime.Errors()
+		if assert.Len(t, errs, 1, "reported once (launched: %v)", launched) {
+			assert.ErrorIs(t, errs[0], driver.ErrInvalidValue)
+		}
+		fcall(t, "fake_fail_clear")
+	}
 }
