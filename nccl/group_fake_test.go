@@ -389,3 +389,54 @@ func TestGroupGivesBackTheCallersContextFromFake(t *testing.T) {
 	assert.ErrorIs(t, rs[1].c.Err(), nccl.ErrRemote) // aborted: its Close is clean
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
 }
+
+// TestGroupEndsOnGoexitFromFake: f calls runtime.Goexit after queuing an
+// operation. The group still ends (its operation runs), the goroutine's
+// thread is left without a current context, and the group is no longer
+// marked open: goroutines started afterwards (which may reuse the exited
+// goroutine's runtime descriptor) queue their operations at once, and
+// another Group runs.
+func TestGroupEndsOnGoexitFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 1, nil)
+	c, s := rs[0].c, rs[0].s
+	b := upload(t, s, []int32{1})
+	require.NoError(t, s.Synchronize())
+	before := faketest.NCCL(t, "fake_nccl_ops_run")
+	var cur cu.CUcontext
+	var curErr error
+	exited := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // the checks below run on the group's thread
+		defer close(exited)
+		defer func() { curErr = cu.CtxGetCurrent(&cur) }()
+		_ = nccl.Group(func() error {
+			if err := nccl.AllReduce(c, s, b, b, nccl.Sum); err != nil {
+				return err
+			}
+			runtime.Goexit()
+			return nil
+		})
+	}()
+	<-exited
+	require.NoError(t, curErr)
+	assert.Zero(t, cur, "no context left current on the thread")
+	done := make(chan error, 1)
+	go func() {
+		for range 100 { // goroutines that may reuse the exited one's descriptor
+			errs := make(chan error, 1)
+			go func() { errs <- nccl.AllReduce(c, s, b, b, nccl.Sum) }()
+			if err := <-errs; err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nccl.Group(func() error { return nccl.AllReduce(c, s, b, b, nccl.Sum) })
+	}()
+	untilDone(t, done, "operations after the Goexit", 1)
+	require.NoError(t, s.Synchronize())
+	assert.EqualValues(t, before+102, faketest.NCCL(t, "fake_nccl_ops_run"), "the group's operation and the later ones ran")
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+}
