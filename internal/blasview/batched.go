@@ -68,7 +68,7 @@ func batchAliases(fn string, items []batchItem) *Error {
 				continue
 			}
 			c, o := x, y
-			if c.name != 'C' || (o.name == 'C' && o.batch < c.batch) {
+			if c.name != 'C' || (o.name == 'C' && o.batch > c.batch) {
 				c, o = o, c
 			}
 			return refuse(ErrAlias, fn, indexed("C", c.batch), "overlaps %s in memory", indexed(string(o.name), o.batch))
