@@ -19,13 +19,6 @@ type GemmArgs struct {
 	Needs64          bool  // a size or leading dimension exceeds 2^31-1: call the _64 API
 }
 
-// operand is a matrix operand as cuBLAS will see it.
-type operand struct {
-	v  view
-	op Op
-	ld int64
-}
-
 // opDims is the shape of op(m): rows × cols.
 func opDims(m Matrix) (rows, cols int64) {
 	if m.Op == NoTrans {

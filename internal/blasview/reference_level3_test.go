@@ -149,9 +149,9 @@ func TestTrmmTrsmMappingMatchesRowMajorMath(t *testing.T) {
 		a.Op = g.op()
 		g.nonsingular(a, ad)
 		b, bd := g.matrix(1, m, n)
-		c, cd := g.matrix(2, m, n)
+		c, _ := g.matrix(2, m, n)
 		c.Layout, c.LD, c.Buf.Len = b.Layout, b.LD, b.Buf.Len // Trmm: B and C share a layout
-		cd = g.data(c.Buf.Len)
+		cd := g.data(c.Buf.Len)
 		c.Offset = b.Offset
 
 		tv := triangle(dense(bv.Matrix{Buf: a.Buf, Offset: a.Offset, Rows: k, Cols: k, LD: a.LD, Layout: a.Layout}, ad), k, uplo == bv.Lower, diag == bv.Unit, false)
@@ -186,7 +186,7 @@ func TestTrmmTrsmMappingMatchesRowMajorMath(t *testing.T) {
 		args, err = bv.Trsm(side, uplo, diag, a, b)
 		require.NoError(t, err)
 		want, got = slices.Clone(bd), slices.Clone(bd)
-		X := zeros(m, n)
+		var X mat
 		if side == bv.Left {
 			X = transpose(solveCols(tv, transpose(B, m, n), n), n, m)
 		} else {
@@ -223,7 +223,7 @@ func TestSymmSyrkTrsvMappingMatchesRowMajorMath(t *testing.T) {
 			k = n
 		}
 		a, ad := g.matrix(0, k, k)
-		b, bd := g.matrix(1, m, n)
+		b, _ := g.matrix(1, m, n)
 		c, cd := g.matrix(2, m, n)
 		b.Layout = c.Layout
 		sb, sc := b.Stored()
@@ -232,7 +232,7 @@ func TestSymmSyrkTrsvMappingMatchesRowMajorMath(t *testing.T) {
 		if sb == 0 || sc == 0 {
 			b.Buf.Len = b.Offset
 		}
-		bd = g.data(b.Buf.Len)
+		bd := g.data(b.Buf.Len)
 
 		// Symm: C = S·B + C or B·S + C.
 		args, err := bv.Symm(side, uplo, a, b, c)
