@@ -20,7 +20,7 @@ type GemmArgs struct {
 }
 
 // opDims is the shape of op(m): rows × cols.
-func opDims(m Matrix) (rows, cols int64) {
+func opDims(m *Matrix) (rows, cols int64) {
 	if m.Op == NoTrans {
 		return m.Rows, m.Cols
 	}
@@ -32,7 +32,7 @@ func opDims(m Matrix) (rows, cols int64) {
 // when m's layout is want's, else by the transpose identity the
 // transposed operation. A conjugate transpose across layouts would need a
 // conjugate without transpose, which cuBLAS lacks: refused (ErrShape).
-func mapOp(fn, name string, m Matrix, want Layout) (Op, *Error) {
+func mapOp(fn, name string, m *Matrix, want Layout) (Op, *Error) {
 	if m.Layout == want {
 		return m.Op, nil
 	}
@@ -53,7 +53,7 @@ func layoutName(l Layout) string {
 
 // gemmShape checks a, b, c as operands of C = op(A)·op(B) and returns m,
 // n, k and the checked views.
-func gemmShape(fn string, a, b, c Matrix) (m, n, k int64, va, vb, vc view, err *Error) {
+func gemmShape(fn string, a, b, c *Matrix) (m, n, k int64, va, vb, vc view, err *Error) {
 	if va, err = checkMatrix(fn, "A", a); err != nil {
 		return
 	}
@@ -86,7 +86,7 @@ func gemmShape(fn string, a, b, c Matrix) (m, n, k int64, va, vb, vc view, err *
 }
 
 // gemmArgs maps checked operands to the column-major call.
-func gemmArgs(fn string, a, b, c Matrix, m, n, k int64, va, vb, vc view) (GemmArgs, *Error) {
+func gemmArgs(fn string, a, b, c *Matrix, m, n, k int64, va, vb, vc view) (GemmArgs, *Error) {
 	opA, err := mapOp(fn, "A", a, c.Layout)
 	if err != nil {
 		return GemmArgs{}, err
@@ -130,7 +130,7 @@ func gemmArgs(fn string, a, b, c Matrix, m, n, k int64, va, vb, vc view) (GemmAr
 // Zero-sized operands are allowed; with k = 0 cuBLAS only scales C.
 func Gemm(a, b, c Matrix) (GemmArgs, error) {
 	const fn = "Gemm"
-	m, n, k, va, vb, vc, err := gemmShape(fn, a, b, c)
+	m, n, k, va, vb, vc, err := gemmShape(fn, &a, &b, &c)
 	if err != nil {
 		return GemmArgs{}, err
 	}
@@ -140,7 +140,7 @@ func Gemm(a, b, c Matrix) (GemmArgs, error) {
 	if overlaps(vc.sp, vb.sp) {
 		return GemmArgs{}, refuse(ErrAlias, fn, "C", "C overlaps B in memory")
 	}
-	g, err := gemmArgs(fn, a, b, c, m, n, k, va, vb, vc)
+	g, err := gemmArgs(fn, &a, &b, &c, m, n, k, va, vb, vc)
 	if err != nil {
 		return GemmArgs{}, err
 	}
@@ -176,7 +176,7 @@ func GemmStridedBatched(a, b, c Matrix, strideA, strideB, strideC, count int64) 
 	if count < 0 {
 		return StridedArgs{}, refuse(ErrShape, fn, "", "batch count %d is negative", count)
 	}
-	m, n, k, va, vb, vc, err := gemmShape(fn, a, b, c)
+	m, n, k, va, vb, vc, err := gemmShape(fn, &a, &b, &c)
 	if err != nil {
 		return StridedArgs{}, err
 	}
@@ -205,7 +205,7 @@ func GemmStridedBatched(a, b, c Matrix, strideA, strideB, strideC, count int64) 
 	if overlaps(sc, sb) {
 		return StridedArgs{}, refuse(ErrAlias, fn, "C", "the batches of C overlap those of B in memory")
 	}
-	g, err := gemmArgs(fn, a, b, c, m, n, k, va, vb, vc)
+	g, err := gemmArgs(fn, &a, &b, &c, m, n, k, va, vb, vc)
 	if err != nil {
 		return StridedArgs{}, err
 	}
@@ -269,12 +269,12 @@ func GemmBatched(as, bs, cs []Matrix) (BatchedArgs, error) {
 	}
 	spans := make([]batchItem, 0, 3*count)
 	for i := range as {
-		m, n, k, va, vb, vc, err := gemmShape(fn, as[i], bs[i], cs[i])
+		m, n, k, va, vb, vc, err := gemmShape(fn, &as[i], &bs[i], &cs[i])
 		if err != nil {
 			err.Operand = indexed(err.Operand, i)
 			return BatchedArgs{}, err
 		}
-		g, err := gemmArgs(fn, as[i], bs[i], cs[i], m, n, k, va, vb, vc)
+		g, err := gemmArgs(fn, &as[i], &bs[i], &cs[i], m, n, k, va, vb, vc)
 		if err != nil {
 			err.Operand = indexed(err.Operand, i)
 			return BatchedArgs{}, err

@@ -88,7 +88,7 @@ type GemvArgs struct {
 // (ErrAlias).
 func Gemv(a Matrix, x, y Vector) (GemvArgs, error) {
 	const fn = "Gemv"
-	va, err := checkMatrix(fn, "A", a)
+	va, err := checkMatrix(fn, "A", &a)
 	if err != nil {
 		return GemvArgs{}, err
 	}
@@ -100,7 +100,7 @@ func Gemv(a Matrix, x, y Vector) (GemvArgs, error) {
 	if err != nil {
 		return GemvArgs{}, err
 	}
-	rows, cols := opDims(a)
+	rows, cols := opDims(&a)
 	if x.N != cols {
 		return GemvArgs{}, refuse(ErrShape, fn, "x", "length %d, but op(A) has %d columns", x.N, cols)
 	}
@@ -113,7 +113,7 @@ func Gemv(a Matrix, x, y Vector) (GemvArgs, error) {
 	if overlaps(vy.sp, vx.sp) {
 		return GemvArgs{}, refuse(ErrAlias, fn, "y", "y overlaps x in memory")
 	}
-	op, err := mapOp(fn, "A", a, ColMajor)
+	op, err := mapOp(fn, "A", &a, ColMajor)
 	if err != nil {
 		return GemvArgs{}, err
 	}
@@ -144,7 +144,7 @@ type GerArgs struct {
 // must not overlap x or y (ErrAlias).
 func Ger(a Matrix, x, y Vector, conj bool) (GerArgs, error) {
 	const fn = "Ger"
-	va, err := checkMatrix(fn, "A", a)
+	va, err := checkMatrix(fn, "A", &a)
 	if err != nil {
 		return GerArgs{}, err
 	}
@@ -208,7 +208,7 @@ func Trsv(a Matrix, uplo Uplo, diag Diag, x Vector) (TrsvArgs, error) {
 	if err := checkEnums(fn, uplo, Left, diag); err != nil {
 		return TrsvArgs{}, err
 	}
-	va, err := checkMatrix(fn, "A", a)
+	va, err := checkMatrix(fn, "A", &a)
 	if err != nil {
 		return TrsvArgs{}, err
 	}
@@ -225,7 +225,7 @@ func Trsv(a Matrix, uplo Uplo, diag Diag, x Vector) (TrsvArgs, error) {
 	if overlaps(vx.sp, va.sp) {
 		return TrsvArgs{}, refuse(ErrAlias, fn, "x", "x overlaps A in memory")
 	}
-	op, err := mapOp(fn, "A", a, ColMajor)
+	op, err := mapOp(fn, "A", &a, ColMajor)
 	if err != nil {
 		return TrsvArgs{}, err
 	}

@@ -42,11 +42,11 @@ func triangular(fn string, side Side, uplo Uplo, diag Diag, a, r Matrix, rname s
 	if err := checkEnums(fn, uplo, side, diag); err != nil {
 		return TriArgs{}, view{}, view{}, err
 	}
-	va, err := checkMatrix(fn, "A", a)
+	va, err := checkMatrix(fn, "A", &a)
 	if err != nil {
 		return TriArgs{}, view{}, view{}, err
 	}
-	vr, err := checkMatrix(fn, rname, r)
+	vr, err := checkMatrix(fn, rname, &r)
 	if err != nil {
 		return TriArgs{}, view{}, view{}, err
 	}
@@ -56,7 +56,7 @@ func triangular(fn string, side Side, uplo Uplo, diag Diag, a, r Matrix, rname s
 	if err := squareFor(fn, a, r, rname, side); err != nil {
 		return TriArgs{}, view{}, view{}, err
 	}
-	op, err := mapOp(fn, "A", a, r.Layout)
+	op, err := mapOp(fn, "A", &a, r.Layout)
 	if err != nil {
 		return TriArgs{}, view{}, view{}, err
 	}
@@ -99,7 +99,7 @@ func Trmm(side Side, uplo Uplo, diag Diag, a, b, c Matrix) (TriArgs, error) {
 	if err != nil {
 		return TriArgs{}, err
 	}
-	vb, err := checkMatrix(fn, "B", b)
+	vb, err := checkMatrix(fn, "B", &b)
 	if err != nil {
 		return TriArgs{}, err
 	}
@@ -157,15 +157,15 @@ func Symm(side Side, uplo Uplo, a, b, c Matrix) (SymmArgs, error) {
 	if err := checkEnums(fn, uplo, side, NonUnit); err != nil {
 		return SymmArgs{}, err
 	}
-	va, err := checkMatrix(fn, "A", a)
+	va, err := checkMatrix(fn, "A", &a)
 	if err != nil {
 		return SymmArgs{}, err
 	}
-	vb, err := checkMatrix(fn, "B", b)
+	vb, err := checkMatrix(fn, "B", &b)
 	if err != nil {
 		return SymmArgs{}, err
 	}
-	vc, err := checkMatrix(fn, "C", c)
+	vc, err := checkMatrix(fn, "C", &c)
 	if err != nil {
 		return SymmArgs{}, err
 	}
@@ -216,11 +216,11 @@ func Syrk(uplo Uplo, a, c Matrix) (SyrkArgs, error) {
 	if err := checkEnums(fn, uplo, Left, NonUnit); err != nil {
 		return SyrkArgs{}, err
 	}
-	va, err := checkMatrix(fn, "A", a)
+	va, err := checkMatrix(fn, "A", &a)
 	if err != nil {
 		return SyrkArgs{}, err
 	}
-	vc, err := checkMatrix(fn, "C", c)
+	vc, err := checkMatrix(fn, "C", &c)
 	if err != nil {
 		return SyrkArgs{}, err
 	}
@@ -232,14 +232,14 @@ func Syrk(uplo Uplo, a, c Matrix) (SyrkArgs, error) {
 	case c.Rows != c.Cols:
 		return SyrkArgs{}, refuse(ErrShape, fn, "C", "%d×%d is not square", c.Rows, c.Cols)
 	}
-	n, k := opDims(a)
+	n, k := opDims(&a)
 	if n != c.Rows {
 		return SyrkArgs{}, refuse(ErrShape, fn, "A", "op(A) has %d rows, but C is %d×%d (n)", n, c.Rows, c.Cols)
 	}
 	if overlaps(vc.sp, va.sp) {
 		return SyrkArgs{}, refuse(ErrAlias, fn, "C", "C overlaps A in memory")
 	}
-	op, err := mapOp(fn, "A", a, ColMajor)
+	op, err := mapOp(fn, "A", &a, ColMajor)
 	if err != nil {
 		return SyrkArgs{}, err
 	}

@@ -29,8 +29,8 @@ func (s span) end() int64 { return s.base + (s.count-1)*s.stride + s.seg }
 // first byte to its last, and may report views that interleave without
 // touching (a matrix and a vector with other strides, say) as overlapping.
 func overlaps(a, b span) bool {
-	if a.empty() || b.empty() {
-		return false
+	if a.empty() || b.empty() || a.base >= b.end() || b.base >= a.end() {
+		return false // apart: the common case, decided without a division
 	}
 	la, lb := a.stride, b.stride
 	if a.count == 1 {
@@ -40,7 +40,7 @@ func overlaps(a, b span) bool {
 		lb = la
 	}
 	if la != lb {
-		return a.base < b.end() && b.base < a.end()
+		return true // the intervals meet
 	}
 	l := max(la, 1) // both single segments: only d = 0 counts, any l works
 	lo := floorDiv(a.base-(b.base+b.seg), l) + 1

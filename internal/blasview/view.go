@@ -2,6 +2,7 @@ package blasview
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/purecuda/cuda/internal/cublasraw"
 )
@@ -152,15 +153,14 @@ func (m Matrix) At(i, j int64) int64 {
 	return m.Offset + i + j*m.LD
 }
 
-// mulOK is a*b for a, b >= 0, and whether it fits in int64.
+// mulOK is a*b for a, b >= 0, and whether it fits in int64 (a full
+// 128-bit product: no division on the path every call takes).
 func mulOK(a, b int64) (int64, bool) {
-	if a == 0 || b == 0 {
-		return 0, true
-	}
-	if a > math.MaxInt64/b {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi != 0 || lo > math.MaxInt64 {
 		return 0, false
 	}
-	return a * b, true
+	return int64(lo), true
 }
 
 // addOK is a+b for a, b >= 0, and whether it fits in int64.
@@ -211,7 +211,9 @@ type view struct {
 	sp    span
 }
 
-func checkMatrix(fn, name string, m Matrix) (view, *Error) {
+// checkMatrix checks a matrix operand by the rules Matrix lists, naming
+// it in a refusal, and returns the view cuBLAS will address.
+func checkMatrix(fn, name string, m *Matrix) (view, *Error) {
 	if m.Layout > RowMajor {
 		return view{}, refuse(ErrShape, fn, name, "unknown layout %d", m.Layout)
 	}
@@ -274,7 +276,8 @@ func checkMatrix(fn, name string, m Matrix) (view, *Error) {
 	return v, nil
 }
 
-// checkVector validates v; positive says whether the call needs Inc > 0.
+// checkVector checks a vector operand by the rules Vector lists (positive:
+// the call needs Inc > 0), as checkMatrix does a matrix.
 func checkVector(fn, name string, v Vector, positive bool) (view, *Error) {
 	if v.Inc == 0 {
 		return view{}, refuse(ErrShape, fn, name, "increment is 0")
