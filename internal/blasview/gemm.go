@@ -51,66 +51,68 @@ func layoutName(l Layout) string {
 	return "column-major"
 }
 
-// gemmShape checks a, b, c as operands of C = op(A)·op(B) and returns m,
-// n, k and the checked views.
-func gemmShape(fn string, a, b, c *Matrix) (m, n, k int64, va, vb, vc view, err *Error) {
-	if va, err = checkMatrix(fn, "A", a); err != nil {
-		return
-	}
-	if vb, err = checkMatrix(fn, "B", b); err != nil {
-		return
-	}
-	if vc, err = checkMatrix(fn, "C", c); err != nil {
-		return
-	}
-	if c.Op != NoTrans {
-		err = refuse(ErrShape, fn, "C", "the result takes no operation (have %d)", c.Op)
-		return
-	}
-	m, k = opDims(a)
-	kb, nb := opDims(b)
-	if kb != k {
-		err = refuse(ErrShape, fn, "B", "op(B) has %d rows but op(A) has %d columns (k)", kb, k)
-		return
-	}
-	if c.Rows != m {
-		err = refuse(ErrShape, fn, "C", "C has %d rows but op(A) has %d (m)", c.Rows, m)
-		return
-	}
-	if c.Cols != nb {
-		err = refuse(ErrShape, fn, "C", "C has %d columns but op(B) has %d (n)", c.Cols, nb)
-		return
-	}
-	n = nb
-	return
+// gemmOperands are the checked operands of a product and its m, n, k.
+type gemmOperands struct {
+	m, n, k    int64
+	va, vb, vc view
 }
 
-// gemmArgs maps checked operands to the column-major call.
-func gemmArgs(fn string, a, b, c *Matrix, m, n, k int64, va, vb, vc view) (GemmArgs, *Error) {
+// gemmShape checks a, b, c as operands of C = op(A)·op(B) into o.
+func gemmShape(fn string, a, b, c *Matrix, o *gemmOperands) *Error {
+	var err *Error
+	if o.va, err = checkMatrix(fn, "A", a); err != nil {
+		return err
+	}
+	if o.vb, err = checkMatrix(fn, "B", b); err != nil {
+		return err
+	}
+	if o.vc, err = checkMatrix(fn, "C", c); err != nil {
+		return err
+	}
+	if c.Op != NoTrans {
+		return refuse(ErrShape, fn, "C", "the result takes no operation (have %d)", c.Op)
+	}
+	m, k := opDims(a)
+	kb, n := opDims(b)
+	if kb != k {
+		return refuse(ErrShape, fn, "B", "op(B) has %d rows but op(A) has %d columns (k)", kb, k)
+	}
+	if c.Rows != m {
+		return refuse(ErrShape, fn, "C", "C has %d rows but op(A) has %d (m)", c.Rows, m)
+	}
+	if c.Cols != n {
+		return refuse(ErrShape, fn, "C", "C has %d columns but op(B) has %d (n)", c.Cols, n)
+	}
+	o.m, o.n, o.k = m, n, k
+	return nil
+}
+
+// gemmArgs maps checked operands to the column-major call, into g.
+func gemmArgs(fn string, a, b, c *Matrix, o *gemmOperands, g *GemmArgs) *Error {
 	opA, err := mapOp(fn, "A", a, c.Layout)
 	if err != nil {
-		return GemmArgs{}, err
+		return err
 	}
 	opB, err := mapOp(fn, "B", b, c.Layout)
 	if err != nil {
-		return GemmArgs{}, err
+		return err
 	}
-	g := GemmArgs{LDC: c.LD, OffC: vc.off, Needs64: va.big || vb.big || vc.big}
+	*g = GemmArgs{LDC: c.LD, OffC: o.vc.off, K: o.k,
+		Needs64: o.va.big || o.vb.big || o.vc.big || over32(o.m, o.n, o.k)}
 	if c.Layout == ColMajor {
 		g.TransA, g.TransB = opA.raw(), opB.raw()
-		g.M, g.N, g.K = m, n, k
+		g.M, g.N = o.m, o.n
 		g.LDA, g.LDB = a.LD, b.LD
-		g.OffA, g.OffB = va.off, vb.off
+		g.OffA, g.OffB = o.va.off, o.vb.off
 	} else {
 		// Cᵀ (n×m, column-major: C's storage) = op(B)ᵀ·op(A)ᵀ.
 		g.Swapped = true
 		g.TransA, g.TransB = opB.raw(), opA.raw()
-		g.M, g.N, g.K = n, m, k
+		g.M, g.N = o.n, o.m
 		g.LDA, g.LDB = b.LD, a.LD
-		g.OffA, g.OffB = vb.off, va.off
+		g.OffA, g.OffB = o.vb.off, o.va.off
 	}
-	g.Needs64 = g.Needs64 || over32(m, n, k)
-	return g, nil
+	return nil
 }
 
 // Gemm checks C(m×n) = alpha·op(A)(m×k)·op(B)(k×n) + beta·C and maps it to
@@ -130,18 +132,18 @@ func gemmArgs(fn string, a, b, c *Matrix, m, n, k int64, va, vb, vc view) (GemmA
 // Zero-sized operands are allowed; with k = 0 cuBLAS only scales C.
 func Gemm(a, b, c Matrix) (GemmArgs, error) {
 	const fn = "Gemm"
-	m, n, k, va, vb, vc, err := gemmShape(fn, &a, &b, &c)
-	if err != nil {
+	var o gemmOperands
+	if err := gemmShape(fn, &a, &b, &c, &o); err != nil {
 		return GemmArgs{}, err
 	}
-	if overlaps(vc.sp, va.sp) {
+	if overlaps(o.vc.sp, o.va.sp) {
 		return GemmArgs{}, refuse(ErrAlias, fn, "C", "C overlaps A in memory")
 	}
-	if overlaps(vc.sp, vb.sp) {
+	if overlaps(o.vc.sp, o.vb.sp) {
 		return GemmArgs{}, refuse(ErrAlias, fn, "C", "C overlaps B in memory")
 	}
-	g, err := gemmArgs(fn, &a, &b, &c, m, n, k, va, vb, vc)
-	if err != nil {
+	var g GemmArgs
+	if err := gemmArgs(fn, &a, &b, &c, &o, &g); err != nil {
 		return GemmArgs{}, err
 	}
 	return g, nil
@@ -176,10 +178,11 @@ func GemmStridedBatched(a, b, c Matrix, strideA, strideB, strideC, count int64) 
 	if count < 0 {
 		return StridedArgs{}, refuse(ErrShape, fn, "", "batch count %d is negative", count)
 	}
-	m, n, k, va, vb, vc, err := gemmShape(fn, &a, &b, &c)
-	if err != nil {
+	var o gemmOperands
+	if err := gemmShape(fn, &a, &b, &c, &o); err != nil {
 		return StridedArgs{}, err
 	}
+	va, vb, vc := o.va, o.vb, o.vc
 	sa, err := batchSpan(fn, "A", a, va, strideA, count)
 	if err != nil {
 		return StridedArgs{}, err
@@ -205,8 +208,8 @@ func GemmStridedBatched(a, b, c Matrix, strideA, strideB, strideC, count int64) 
 	if overlaps(sc, sb) {
 		return StridedArgs{}, refuse(ErrAlias, fn, "C", "the batches of C overlap those of B in memory")
 	}
-	g, err := gemmArgs(fn, &a, &b, &c, m, n, k, va, vb, vc)
-	if err != nil {
+	var g GemmArgs
+	if err := gemmArgs(fn, &a, &b, &c, &o, &g); err != nil {
 		return StridedArgs{}, err
 	}
 	out := StridedArgs{GemmArgs: g, StrideA: strideA, StrideB: strideB, StrideC: strideC, Count: count}
@@ -269,12 +272,12 @@ func GemmBatched(as, bs, cs []Matrix) (BatchedArgs, error) {
 	}
 	spans := make([]batchItem, 0, 3*count)
 	for i := range as {
-		m, n, k, va, vb, vc, err := gemmShape(fn, &as[i], &bs[i], &cs[i])
-		if err != nil {
-			err.Operand = indexed(err.Operand, i)
-			return BatchedArgs{}, err
+		var o gemmOperands
+		var g GemmArgs
+		err := gemmShape(fn, &as[i], &bs[i], &cs[i], &o)
+		if err == nil {
+			err = gemmArgs(fn, &as[i], &bs[i], &cs[i], &o, &g)
 		}
-		g, err := gemmArgs(fn, &as[i], &bs[i], &cs[i], m, n, k, va, vb, vc)
 		if err != nil {
 			err.Operand = indexed(err.Operand, i)
 			return BatchedArgs{}, err
@@ -285,7 +288,7 @@ func GemmBatched(as, bs, cs []Matrix) (BatchedArgs, error) {
 			return BatchedArgs{}, err
 		}
 		out.OffA[i], out.OffB[i], out.OffC[i] = g.OffA, g.OffB, g.OffC
-		spans = append(spans, batchItem{va.sp, 'A', i}, batchItem{vb.sp, 'B', i}, batchItem{vc.sp, 'C', i})
+		spans = append(spans, batchItem{o.va.sp, 'A', i}, batchItem{o.vb.sp, 'B', i}, batchItem{o.vc.sp, 'C', i})
 	}
 	if err := batchAliases(fn, spans); err != nil {
 		return BatchedArgs{}, err
