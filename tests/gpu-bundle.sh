@@ -85,6 +85,13 @@ for e in "${entries[@]}"; do
   echo "   $p passed, $f failed, $k skipped (exit $s)"
   grep -E -A3 -- '^\s*--- (FAIL|SKIP)' "$logs/$name.log" | head -40
   if [ "$s" != 0 ]; then bad+=("$name"); [ "$f" = 0 ] && failed=$((failed+1)) && tail -30 "$logs/$name.log"; fi
+  # A crash: the test that was running and the start of the dump (the
+  # goroutine in C and those in CUDA calls), which tail misses.
+  if grep -qE '^(SIGSEGV|SIGABRT|SIGBUS|fatal error|panic:)' "$logs/$name.log"; then
+    grep -E '^=== RUN' "$logs/$name.log" | tail -3
+    grep -m1 -A40 -E '^(SIGSEGV|SIGABRT|SIGBUS|fatal error|panic:)' "$logs/$name.log"
+    grep -B1 -A12 -E '^goroutine .*\[syscall' "$logs/$name.log" | grep -E '^goroutine|internal/cu\.|graph_ops|_test\.go' | head -40
+  fi
 done
 if [ -n "${PURECUDA_BENCH:-}" ]; then
   for e in "${entries[@]}"; do
