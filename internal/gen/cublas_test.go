@@ -126,17 +126,7 @@ func TestCUBLASNames(t *testing.T) {
 // where it looked, without them.
 func realCUBLASHeaders(t *testing.T) string {
 	t.Helper()
-	if dir := os.Getenv("PURECUDA_CUBLAS_INCLUDE"); dir != "" {
-		_, err := os.Stat(filepath.Join(dir, "cublas_api.h"))
-		require.NoError(t, err, "PURECUDA_CUBLAS_INCLUDE=%s holds no cublas_api.h", dir)
-		return dir
-	}
-	dir := filepath.Join("..", "..", cublasDefaultInclude)
-	if _, err := os.Stat(filepath.Join(dir, "cublas_api.h")); err != nil {
-		abs, _ := filepath.Abs(dir)
-		t.Skipf("cublas_api.h not found: PURECUDA_CUBLAS_INCLUDE is unset and %s has none; set PURECUDA_CUBLAS_INCLUDE to cuBLAS 13.1's include directory to run this test", abs)
-	}
-	return dir
+	return realHeaderDir(t, "PURECUDA_CUBLAS_INCLUDE", "cublas_api.h", cublasDefaultInclude, "cuBLAS 13.1's include directory")
 }
 
 // TestCUBLASFilesCurrent regenerates the cuBLAS table from the real
@@ -154,11 +144,7 @@ func TestCUBLASFilesCurrent(t *testing.T) {
 	require.NoError(t, err)
 	t.Log(summary)
 	assert.Contains(t, summary, "(314 under a _v2 export; left out: cublasXerbla) and 55/55 cublasLt.h functions", "nothing else is left out")
-	for name, src := range files {
-		old, err := os.ReadFile(filepath.Join("..", "..", name))
-		require.NoError(t, err)
-		assert.True(t, string(old) == string(src), "%s is not current: run go generate ./...", name)
-	}
+	checkCurrent(t, files)
 	fn := string(files["internal/cublasraw/zfuncs.go"])
 	for _, want := range []string{"func GemmEx(", "func GemmStridedBatchedEx(", "func Hgemm(", "func Sgemm(", "func Sgemm_64(", "func SetWorkspace("} {
 		assert.Contains(t, fn, want)

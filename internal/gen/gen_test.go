@@ -145,25 +145,43 @@ func TestGeneratedShape(t *testing.T) {
 	assert.Contains(t, string(files["internal/rtc/ztypes.go"]), "type Program uintptr")
 }
 
-// realHeaders is the directory of NVIDIA's CUDA 13.0 headers, the ones the
-// checked-in tables were generated from: $PURECUDA_CUDA_INCLUDE, else
-// ../shared/cuda-include/13.0 beside the checkout. The test skips, saying
-// where it looked, when they are not there (a fresh clone, GitHub without the
-// header packages); a PURECUDA_CUDA_INCLUDE that names no headers is a failure,
-// since someone asked for them.
-func realHeaders(t *testing.T) string {
+// realHeaderDir is the directory of the real headers a checked-in table
+// was generated from: $env, else def (a path relative to the module's
+// root, e.g. ../shared/cuda-include/13.0). It must hold header. The test
+// skips, saying where it looked and what to set, when def does not (a
+// fresh clone, GitHub without the header packages); an env that names no
+// such header is a failure, since someone asked for it.
+func realHeaderDir(t *testing.T, env, header, def, what string) string {
 	t.Helper()
-	if dir := os.Getenv("PURECUDA_CUDA_INCLUDE"); dir != "" {
-		_, err := os.Stat(filepath.Join(dir, "cudaTypedefs.h"))
-		require.NoError(t, err, "PURECUDA_CUDA_INCLUDE=%s holds no CUDA headers", dir)
+	if dir := os.Getenv(env); dir != "" {
+		_, err := os.Stat(filepath.Join(dir, header))
+		require.NoError(t, err, "%s=%s holds no %s", env, dir, header)
 		return dir
 	}
-	dir := filepath.Join("..", "..", "..", "shared", "cuda-include", "13.0")
-	if _, err := os.Stat(filepath.Join(dir, "cudaTypedefs.h")); err != nil {
+	dir := filepath.Join("..", "..", def)
+	if _, err := os.Stat(filepath.Join(dir, header)); err != nil {
 		abs, _ := filepath.Abs(dir)
-		t.Skipf("CUDA 13.0 headers not found: PURECUDA_CUDA_INCLUDE is unset and %s has none; set PURECUDA_CUDA_INCLUDE to a CUDA 13.0 include directory to run this test", abs)
+		t.Skipf("%s not found: %s is unset and %s has none; set %s to %s to run this test", header, env, abs, env, what)
 	}
 	return dir
+}
+
+// realHeaders is the directory of NVIDIA's CUDA 13.0 headers (see
+// realHeaderDir).
+func realHeaders(t *testing.T) string {
+	t.Helper()
+	return realHeaderDir(t, "PURECUDA_CUDA_INCLUDE", "cudaTypedefs.h", filepath.Join("..", "shared", "cuda-include", "13.0"), "a CUDA 13.0 include directory")
+}
+
+// checkCurrent fails t for every generated file that differs from its
+// checked-in copy.
+func checkCurrent(t *testing.T, files map[string][]byte) {
+	t.Helper()
+	for name, src := range files {
+		old, err := os.ReadFile(filepath.Join("..", "..", name))
+		require.NoError(t, err)
+		assert.True(t, string(old) == string(src), "%s is not current: run go generate ./...", name)
+	}
 }
 
 // TestGeneratedFilesCurrent regenerates from the real headers, where they can
@@ -175,11 +193,7 @@ func TestGeneratedFilesCurrent(t *testing.T) {
 	require.NoError(t, err)
 	t.Log(summary)
 	assert.Contains(t, summary, "bound 440/440 driver functions")
-	for name, src := range files {
-		old, err := os.ReadFile(filepath.Join("..", "..", name))
-		require.NoError(t, err)
-		assert.True(t, string(old) == string(src), "%s is not current: run go generate ./...", name)
-	}
+	checkCurrent(t, files)
 }
 
 func TestIncludeDirError(t *testing.T) {

@@ -95,17 +95,7 @@ func TestNCCLNames(t *testing.T) {
 // beside the checkout; the test skips, saying where it looked, without it.
 func realNCCLHeader(t *testing.T) string {
 	t.Helper()
-	if dir := os.Getenv("PURECUDA_NCCL_INCLUDE"); dir != "" {
-		_, err := os.Stat(filepath.Join(dir, "nccl.h"))
-		require.NoError(t, err, "PURECUDA_NCCL_INCLUDE=%s holds no nccl.h", dir)
-		return dir
-	}
-	dir := filepath.Join("..", "..", ncclDefaultInclude)
-	if _, err := os.Stat(filepath.Join(dir, "nccl.h")); err != nil {
-		abs, _ := filepath.Abs(dir)
-		t.Skipf("nccl.h not found: PURECUDA_NCCL_INCLUDE is unset and %s has none; set PURECUDA_NCCL_INCLUDE to NCCL 2.28's include directory to run this test", abs)
-	}
-	return dir
+	return realHeaderDir(t, "PURECUDA_NCCL_INCLUDE", "nccl.h", ncclDefaultInclude, "NCCL 2.28's include directory")
 }
 
 // TestNCCLFilesCurrent regenerates NCCL's table from the real nccl.h,
@@ -123,11 +113,7 @@ func TestNCCLFilesCurrent(t *testing.T) {
 	require.NoError(t, err)
 	t.Log(summary)
 	assert.Contains(t, summary, "left out: ncclResetDebugInit;", "nothing else is left out")
-	for name, src := range files {
-		old, err := os.ReadFile(filepath.Join("..", "..", name))
-		require.NoError(t, err)
-		assert.True(t, string(old) == string(src), "%s is not current: run go generate ./...", name)
-	}
+	checkCurrent(t, files)
 	fn := string(files["internal/ncclraw/zfuncs.go"])
 	assert.Contains(t, fn, "cf.CallStruct(3, 2, unsafe.Pointer(&commId), 128)", "ncclCommInitRank")
 	assert.Contains(t, fn, "cf.CallStruct(4, 2, unsafe.Pointer(&commId), 128)", "ncclCommInitRankConfig")
