@@ -24,17 +24,8 @@ var cublasDefaultInclude = filepath.Join("..", "shared", "cuda-include", "13.0")
 // cublas_v2.h and library_types.h: the flag, then
 // $PURECUDA_CUBLAS_INCLUDE, then cublasDefaultInclude under root.
 func cublasIncludeDir(flagValue, root string) (string, error) {
-	var tried []string
-	for _, c := range []string{flagValue, os.Getenv("PURECUDA_CUBLAS_INCLUDE"), filepath.Join(root, cublasDefaultInclude)} {
-		if c == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(c, "cublas_api.h")); err == nil {
-			return c, nil
-		}
-		tried = append(tried, c)
-	}
-	return "", fmt.Errorf("no cublas_api.h found (tried %s); pass -cublas-include, or -only cuda or -only nccl to leave the cuBLAS table alone", strings.Join(tried, ", "))
+	return firstDirWith("cublas_api.h", []string{flagValue, os.Getenv("PURECUDA_CUBLAS_INCLUDE"), filepath.Join(root, cublasDefaultInclude)},
+		"no cublas_api.h found (tried %s); pass -cublas-include, or -only cuda or -only nccl to leave the cuBLAS table alone")
 }
 
 // cublasLeftOut are the functions of cublas_api.h and cublasLt.h not

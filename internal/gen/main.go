@@ -51,17 +51,23 @@ func includeDir(flagValue string) (string, error) {
 		cands = append(cands, filepath.Join(p, "include"))
 	}
 	cands = append(cands, "/usr/local/cuda/include")
+	return firstDirWith("cudaTypedefs.h", cands, "no CUDA headers found (tried %s); pass -include, or -only nccl to leave the CUDA tables alone")
+}
+
+// firstDirWith is the first of cands (empty ones passed over) that holds
+// header, or an error made from failure with the places tried.
+func firstDirWith(header string, cands []string, failure string) (string, error) {
 	var tried []string
 	for _, c := range cands {
 		if c == "" {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(c, "cudaTypedefs.h")); err == nil {
+		if _, err := os.Stat(filepath.Join(c, header)); err == nil {
 			return c, nil
 		}
 		tried = append(tried, c)
 	}
-	return "", fmt.Errorf("no CUDA headers found (tried %s); pass -include, or -only nccl to leave the CUDA tables alone", strings.Join(tried, ", "))
+	return "", fmt.Errorf(failure, strings.Join(tried, ", "))
 }
 
 // options are the command's flags.

@@ -21,17 +21,8 @@ var ncclDefaultInclude = filepath.Join("..", "shared", "nccl-include", "2.28")
 // ncclIncludeDir picks nccl.h's directory: the flag, then
 // $PURECUDA_NCCL_INCLUDE, then ncclDefaultInclude under root.
 func ncclIncludeDir(flagValue, root string) (string, error) {
-	var tried []string
-	for _, c := range []string{flagValue, os.Getenv("PURECUDA_NCCL_INCLUDE"), filepath.Join(root, ncclDefaultInclude)} {
-		if c == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(c, "nccl.h")); err == nil {
-			return c, nil
-		}
-		tried = append(tried, c)
-	}
-	return "", fmt.Errorf("no nccl.h found (tried %s); pass -nccl-include, or -only cuda to leave the NCCL table alone", strings.Join(tried, ", "))
+	return firstDirWith("nccl.h", []string{flagValue, os.Getenv("PURECUDA_NCCL_INCLUDE"), filepath.Join(root, ncclDefaultInclude)},
+		"no nccl.h found (tried %s); pass -nccl-include, or -only cuda to leave the NCCL table alone")
 }
 
 // ncclLeftOut are the functions of nccl.h not bound, and why.
