@@ -14,6 +14,7 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/gputest"
 	"github.com/purecuda/cuda/internal/ncclraw"
 	"github.com/purecuda/cuda/internal/seam"
@@ -41,8 +42,10 @@ int nccl_open(const char *path) {
 }
 
 /* n grouped float32 sum all-reduces in place of count elements, one per
-   rank; with wait, each is waited for on every stream. */
-int loop_allreduce(long n, int nd, CUcontext *ctx, void **comm, CUdeviceptr *buf, CUstream *st, size_t count, int wait) {
+   rank; with wait, each is waited for on every stream; with clear, the
+   thread is left with no current context after each group (as Group
+   leaves it). */
+int loop_allreduce(long n, int nd, CUcontext *ctx, void **comm, CUdeviceptr *buf, CUstream *st, size_t count, int wait, int clear) {
 	for (long i = 0; i < n; i++) {
 		int r = gs();
 		if (r) return 1000 + r;
@@ -54,6 +57,7 @@ int loop_allreduce(long n, int nd, CUcontext *ctx, void **comm, CUdeviceptr *buf
 		}
 		r = ge();
 		if (r) return 1000 + r;
+		if (clear) cuCtxSetCurrent(NULL);
 		for (int d = 0; wait && d < nd; d++) {
 			CUresult c = cuStreamSynchronize(st[d]);
 			if (c) return c;
@@ -79,8 +83,12 @@ int loop_allreduce(long n, int nd, CUcontext *ctx, void **comm, CUdeviceptr *buf
 //     bandwidth ("-busGB/s", as nccl-tests computes it).
 //
 // Per variant it reports the median ns per all-reduce and ("-xC") the
-// median over rounds of its time over C's. "GoLocked" is Go with the
-// goroutine locked to one thread for the whole loop, as C's runs on one. It needs a GPU, libnccl, gcc
+// median over rounds of its time over C's. To tell where a gap comes
+// from: "GoLocked" is Go with the goroutine locked to one thread for the
+// whole loop, as C's runs on one; "CClear" is the C loop leaving the thread
+// with no current context after each group, as Group does; "GoRaw" is the
+// C loop's calls made from Go (the generated calls, no checks, no holds),
+// on one locked thread. It needs a GPU, libnccl, gcc
 // and the CUDA headers; run it with -test.benchtime=1x
 // (PURECUDA_VERSUS_ROUNDS sets the rounds, 101 by default).
 func BenchmarkAllReduceVersusC(b *testing.B) {
@@ -186,17 +194,46 @@ func BenchmarkAllReduceVersusC(b *testing.B) {
 				}
 			}
 		}
-		cRun := func(n int) {
+		cLoop := func(n int, clear uintptr) {
 			wait := uintptr(0)
 			if size.wait {
 				wait = 1
 			}
 			r, _, _ := purego.SyscallN(c["loop_allreduce"], uintptr(n), uintptr(nd),
 				uintptr(unsafe.Pointer(&cctx[0])), uintptr(unsafe.Pointer(&ccomm[0])),
-				uintptr(unsafe.Pointer(&cbuf[0])), uintptr(unsafe.Pointer(&cst[0])), uintptr(count), wait)
+				uintptr(unsafe.Pointer(&cbuf[0])), uintptr(unsafe.Pointer(&cst[0])), uintptr(count), wait, clear)
 			if r != 0 {
 				b.Fatalf("C loop: %d", int32(r))
 			}
+		}
+		cRun := func(n int) { cLoop(n, 0) }
+		cClear := func(n int) { cLoop(n, 1) }
+		goRaw := func(n int) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for range n {
+				if err := ncclraw.GroupStart(); err != nil {
+					b.Fatal(err)
+				}
+				for d := range nd {
+					if err := cu.CtxSetCurrent(cu.CUcontext(cctx[d])); err != nil {
+						b.Fatal(err)
+					}
+					if err := ncclraw.AllReduce(cbuf[d], cbuf[d], uintptr(count), ncclraw.Float32, ncclraw.Sum,
+						ncclraw.Comm(ccomm[d]), ncclraw.Stream(cst[d])); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := ncclraw.GroupEnd(); err != nil {
+					b.Fatal(err)
+				}
+				for d := 0; size.wait && d < nd; d++ {
+					if err := cu.StreamSynchronize(cu.CUstream(cst[d])); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			_ = cu.CtxSetCurrent(0)
 		}
 		// GoLocked is Go with the goroutine locked to one OS thread for
 		// the whole loop, as the C loop runs on one: whether moving between
@@ -206,8 +243,8 @@ func BenchmarkAllReduceVersusC(b *testing.B) {
 			defer runtime.UnlockOSThread()
 			goRun(n)
 		}
-		names := []string{"C", "Go", "GoLocked"}
-		run := []func(int){cRun, goRun, goLocked}
+		names := []string{"C", "Go", "GoLocked", "CClear", "GoRaw"}
+		run := []func(int){cRun, goRun, goLocked, cClear, goRaw}
 		goRun(5)
 		cRun(5)
 		syncAll()
