@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/ctxcall"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/ncclraw"
 	"github.com/purecuda/cuda/internal/release"
@@ -165,19 +166,7 @@ func (st *commState) call(f func() error) error { return bound(st.cuctx, f) }
 // bound runs f with h current on the calling OS thread, locked for the
 // call, and leaves the thread without a current context, as package driver
 // does.
-func bound(h cu.CUcontext, f func() error) (err error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := cu.CtxPushCurrent(h); err != nil {
-		return err
-	}
-	defer func() {
-		if e := cu.CtxSetCurrent(0); err == nil {
-			err = e
-		}
-	}()
-	return f()
-}
+func bound(h cu.CUcontext, f func() error) error { return ctxcall.Bound(h, f) }
 
 // Rank is this communicator's rank, from 0 to Size-1 (-1 for a nil Comm).
 func (c *Comm) Rank() int {
