@@ -22,6 +22,15 @@
 // mode 1: with A current (the fix); mode 2: like 0, but the stream is
 // synchronized before the executable is destroyed.
 //
+// Part 3 (MODE 3): the graph suite crashed here only after
+// TestGPUManyGraphsLeaveNothing (tens of thousands of graphs with a kernel
+// and a host node, instantiated, launched and destroyed): first CHURN (env,
+// 20000) such graphs on THREADS threads (all kept until the end unless
+// HOLD=0), then for SECONDS, THREADS threads
+// share one growing graph of A: each round adds a memset node in B, or a
+// copy B→A, or instantiates it and launches it with A current, then
+// destroys the executable (as the stress's Graph.On operation does).
+//
 //   gcc -O1 -I/usr/local/cuda/include multi_ctx_launch.c -o mcl -L/usr/local/nvidia/lib64 -lcuda -lpthread
 //   ./mcl MODE [SECONDS=20] [THREADS=16] [DEV_B=0]
 // Run each mode several times; a crash is a SIGSEGV. The probe may itself
@@ -143,6 +152,112 @@ static void *churn(void *p) {
   return NULL;
 }
 
+static void CUDA_CB hostNop(void *p) { (void)p; }
+
+static void *many(void *p) {
+  long n = (long)p;
+  CUcontext top;
+  CK(cuCtxPushCurrent(A));
+  CUstream s;
+  CUdeviceptr pa;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CK(cuMemAlloc(&pa, 1024));
+  int hold = !getenv("HOLD") || atoi(getenv("HOLD"));
+  CUgraphExec *xs = calloc(n, sizeof *xs);
+  CUgraph *gs = calloc(n, sizeof *gs);
+  for (long i = 0; i < n; i++) {
+    CUgraph g;
+    CUgraphNode ms, hn;
+    CK(cuGraphCreate(&g, 0));
+    CUDA_MEMSET_NODE_PARAMS m = {0};
+    m.dst = pa; m.elementSize = 4; m.width = 256; m.height = 1; m.value = (unsigned)i;
+    CK(cuGraphAddMemsetNode(&ms, g, NULL, 0, &m, A));
+    CUDA_HOST_NODE_PARAMS h = {hostNop, NULL};
+    CK(cuGraphAddHostNode(&hn, g, &ms, 1, &h));
+    CUgraphExec x;
+    CK(cuGraphInstantiateWithFlags(&x, g, 0));
+    CK(cuGraphLaunch(x, s));
+    CK(cuStreamSynchronize(s));
+    if (hold) { xs[i] = x; gs[i] = g; continue; }
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+  }
+  for (long i = 0; hold && i < n; i++) { CK(cuGraphExecDestroy(xs[i])); CK(cuGraphDestroy(gs[i])); }
+  free(xs); free(gs);
+  CK(cuMemFree(pa));
+  CK(cuStreamDestroy(s));
+  CK(cuCtxPopCurrent(&top));
+  return NULL;
+}
+
+static pthread_mutex_t gmu = PTHREAD_MUTEX_INITIALIZER;
+static CUgraph shared;
+static CUcontext B;
+static CUdeviceptr sharedA, sharedB;
+
+static void *grow(void *p) {
+  unsigned seed = (unsigned)(long)p;
+  time_t end = time(NULL) + seconds;
+  CUcontext top;
+  CK(cuCtxPushCurrent(A));
+  CUstream s;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CK(cuCtxPopCurrent(&top));
+  while (time(NULL) < end) {
+    int r = rand_r(&seed) % 4;
+    CK(cuCtxPushCurrent(A));
+    pthread_mutex_lock(&gmu);
+    if (r == 0) {
+      CUgraphNode n;
+      CUDA_MEMSET_NODE_PARAMS m = {0};
+      m.dst = sharedB; m.elementSize = 4; m.width = 1; m.height = 1; m.value = 7;
+      CK(cuGraphAddMemsetNode(&n, shared, NULL, 0, &m, B));
+      pthread_mutex_unlock(&gmu);
+    } else if (r == 1) {
+      CUgraphNode n;
+      CUDA_MEMCPY3D c = {0};
+      c.srcMemoryType = CU_MEMORYTYPE_DEVICE; c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      c.WidthInBytes = 4; c.Height = 1; c.Depth = 1; c.srcDevice = sharedB; c.dstDevice = sharedA;
+      CK(cuGraphAddMemcpyNode(&n, shared, NULL, 0, &c, B));
+      pthread_mutex_unlock(&gmu);
+    } else {
+      CUgraphExec x;
+      CK(cuGraphInstantiateWithFlags(&x, shared, 0));
+      pthread_mutex_unlock(&gmu);
+      CK(cuGraphLaunch(x, s));
+      CK(cuGraphExecDestroy(x));
+    }
+    CK(cuCtxPopCurrent(&top));
+    __atomic_add_fetch(&rounds, 1, __ATOMIC_RELAXED);
+  }
+  CK(cuCtxPushCurrent(A));
+  CK(cuStreamSynchronize(s));
+  CK(cuStreamDestroy(s));
+  CK(cuCtxPopCurrent(&top));
+  return NULL;
+}
+
+static int growMain(void) {
+  long churn = getenv("CHURN") ? atol(getenv("CHURN")) : 20000;
+  pthread_t t[256];
+  for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, many, (void *)(churn / threads));
+  for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+  printf("mode 3: %ld graphs churned\n", churn);
+  fflush(stdout);
+  CUcontext top;
+  CK(cuCtxCreate(&B, NULL, 0, devB));
+  CK(cuMemAlloc(&sharedB, 256));
+  CK(cuCtxPopCurrent(&top));
+  CK(cuCtxPushCurrent(A));
+  CK(cuMemAlloc(&sharedA, 256));
+  CK(cuGraphCreate(&shared, 0));
+  CK(cuCtxPopCurrent(&top));
+  for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, grow, (void *)(long)(i + 1));
+  for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+  printf("mode 3: %ld rounds, no crash\n", rounds);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) { fprintf(stderr, "usage: %s MODE [SECONDS] [THREADS] [DEV_B]\n", argv[0]); return 2; }
   mode = atoi(argv[1]);
@@ -152,9 +267,10 @@ int main(int argc, char **argv) {
   CK(cuDeviceGet(&devA, 0));
   CK(cuDeviceGet(&devB, argc > 4 ? atoi(argv[4]) : 0));
   CK(cuDevicePrimaryCtxRetain(&A, devA));
-  if (mode < 0) { probe(); return 0; }
-  pthread_t t[256];
   if (threads > 256) threads = 256;
+  if (mode < 0) { probe(); return 0; }
+  if (mode == 3) return growMain();
+  pthread_t t[256];
   for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, churn, NULL);
   for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
   printf("mode %d: %ld rounds, no crash\n", mode, rounds);
