@@ -1,0 +1,168 @@
+package cublas
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/blasview"
+	"github.com/purecuda/cuda/internal/capture"
+	"github.com/purecuda/cuda/internal/ctxcall"
+	"github.com/purecuda/cuda/internal/cublasraw"
+	"github.com/purecuda/cuda/internal/release"
+	"github.com/purecuda/cuda/internal/seam"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// What every routine promises:
+//
+//   - it is queued on the handle's stream, in its order: it reads its
+//     inputs once the work queued on the stream before it has run, and the
+//     work queued after it sees its outputs written. Order work on other
+//     streams with events, as for a kernel. A routine whose result goes to
+//     the host (Dot, Nrm2, Asum, Iamax) waits for its work and returns the
+//     value;
+//   - alpha and beta are read when the routine is called (captured into a
+//     graph: their values at the capture);
+//   - every buffer is memory of the handle's context, and every view is
+//     checked against its buffer first: a refused call queues nothing;
+//   - the buffers, the workspace and the handle stay allocated until the
+//     stream has passed the routine, whatever is closed meanwhile; inside a
+//     capture (graph.Capture), the graph holds them, as it holds a
+//     kernel's buffers.
+
+// call is a routine being made: the handle held, its operands' buffers
+// held (refs), until run or done.
+type call struct {
+	h    *Handle
+	st   *handleState
+	op   string
+	refs [4]lifetime.Ref
+	n    int
+}
+
+// begin holds h for the routine op.
+func (h *Handle) begin(op string) (call, error) {
+	if h == nil || h.st == nil {
+		return call{}, invalid(op, "nil or zero Handle")
+	}
+	if !h.obj.Acquire() {
+		return call{}, fmt.Errorf("cublas: %s: the handle is closed: %w", op, driver.ErrClosed)
+	}
+	return call{h: h, st: h.st, op: op}, nil
+}
+
+// done releases what the call holds.
+func (c *call) done() {
+	for i := range c.n {
+		_ = c.refs[i].Release()
+		c.refs[i] = lifetime.Ref{}
+	}
+	c.n = 0
+	_ = c.h.obj.Release()
+}
+
+// fail releases what the call holds and returns err.
+func (c *call) fail(err error) error {
+	c.done()
+	return err
+}
+
+// use holds b's memory for the routine (the operand name), which must be
+// the handle's context's, and returns it for the checks and its address.
+func use[T Element](c *call, name string, b *driver.Buffer[T]) (blasview.Buffer, uintptr, error) {
+	if b == nil {
+		return blasview.Buffer{}, 0, invalid(c.op, "%s: nil buffer", name)
+	}
+	ptr, bytes, ref, err := seam.UseOn(c.op, b, c.st.s)
+	if err != nil {
+		return blasview.Buffer{}, 0, fmt.Errorf("cublas: %s: %s: %w", c.op, name, err)
+	}
+	c.refs[c.n] = ref
+	c.n++
+	esz := sizeOf[T]()
+	return blasview.Buffer{Len: int64(bytes / esz), Addr: uint64(ptr), Elem: int64(esz)}, ptr, nil
+}
+
+// matrix holds m's buffer and returns its view and base address.
+func matrix[T Element](c *call, name string, m Matrix[T]) (blasview.Matrix, uintptr, error) {
+	buf, ptr, err := use(c, name, m.Buf)
+	if err != nil {
+		return blasview.Matrix{}, 0, err
+	}
+	return m.view(buf), ptr, nil
+}
+
+// vector holds v's buffer and returns its view and base address.
+func vector[T Element](c *call, name string, v Vector[T]) (blasview.Vector, uintptr, error) {
+	buf, ptr, err := use(c, name, v.Buf)
+	if err != nil {
+		return blasview.Vector{}, 0, err
+	}
+	return v.view(buf), ptr, nil
+}
+
+// at is the address of element off of a buffer at base.
+func at[T Element](base uintptr, off int64) uintptr { return base + uintptr(off)*sizeOf[T]() }
+
+// The kinds of routine, for run.
+const (
+	queued     = iota // queues work on the stream
+	hostResult        // and waits for it to write a result to the host: not capturable
+	noWork            // queues nothing
+)
+
+// run makes the routine: with the handle's lock held and its context
+// current, f calls cuBLAS. Queued work inside a capture hands what it
+// holds, the workspace and the handle to the capture's graph; otherwise
+// the references are released when f returns (a buffer's free waits for
+// the work queued on its context's streams). It releases the call.
+func (c *call) run(kind int, f func(h cublasraw.Handle) error) error {
+	st := c.st
+	st.mu.Lock()
+	sink := capture.Enter(st.s)
+	var err error
+	if sink != nil && kind == hostResult {
+		err = fmt.Errorf("cublas: %s: the result goes to the host, which waits for the stream: it cannot be captured: %w", c.op, driver.ErrStreamCaptureUnsupported)
+	} else {
+		err = wrap(c.op, ctxcall.Bound(st.cuctx, func() error { return f(st.h) }))
+		if sink != nil && kind == queued {
+			// Kept even when cuBLAS failed: it may have queued part of
+			// the routine into the capture.
+			c.keep(sink)
+		}
+	}
+	capture.Leave(st.s, sink)
+	st.mu.Unlock()
+	c.done()
+	return err
+}
+
+// keep hands the capture's sink the operands' references, one on the
+// workspace and one on the handle.
+func (c *call) keep(sink capture.Sink) {
+	owners := make([]release.Owner, 0, c.n+2)
+	for i := range c.n {
+		owners = append(owners, c.refs[i])
+		c.refs[i] = lifetime.Ref{}
+	}
+	c.n = 0
+	if r, ok := c.st.wsRef.Clone(); ok {
+		owners = append(owners, r)
+	}
+	if c.h.obj.Retain() {
+		owners = append(owners, lifetime.RefOf(&c.h.obj))
+	}
+	sink.Keep(owners)
+}
+
+// scalars stores alpha and beta where cuBLAS reads them (host pointer
+// mode) and returns their addresses. The handle's lock is held.
+func scalars[T any](st *handleState, alpha, beta T) (uintptr, uintptr) {
+	*(*T)(unsafe.Pointer(&st.scal[0])) = alpha
+	*(*T)(unsafe.Pointer(&st.scal[1])) = beta
+	return uintptr(unsafe.Pointer(&st.scal[0])), uintptr(unsafe.Pointer(&st.scal[1]))
+}
+
+// i32 narrows a size checked by the views (Needs64 false) to C's int.
+func i32(v int64) int32 { return int32(v) }

@@ -1,0 +1,60 @@
+// Package cublas binds NVIDIA's cuBLAS, found at run time like the driver
+// (libcublas.so.13 or .so.12 with its libcublasLt, from
+// PURECUDA_LIBCUBLAS, the CUDA toolkit, the system's search or the
+// nvidia-cublas Python wheel), with a typed API that cannot read or write
+// past a buffer.
+//
+// # Handles
+//
+// A Handle is bound, when it is made, to one stream (and so one context),
+// a math mode, an atomics mode and a workspace of its own: every routine
+// called on it is queued on that stream, with those settings, whichever
+// goroutine calls it. See Handle for concurrency and lifetime.
+//
+// # Views
+//
+// Routines take matrices and vectors as views over *driver.Buffer values
+// (Matrix, Vector): a shape, an offset, a leading dimension or increment,
+// a layout (ColMajor as cuBLAS, or RowMajor, as Go programs usually store
+// matrices, with no copy: see Layout) and an operation. Every view is
+// checked against its buffer before cuBLAS is called: a dimension,
+// leading dimension, stride, batch count or offset that would reach past
+// the buffer, shapes that do not agree, an output overlapping an input,
+// a buffer of another context or a closed one are refused with an error
+// that names the routine and the operand, and nothing is queued.
+//
+//	a := cublas.RowMajorMatrix(bufA, m, k) // []float32 of m*k, row by row
+//	b := cublas.RowMajorMatrix(bufB, k, n)
+//	c := cublas.RowMajorMatrix(bufC, m, n)
+//	err := cublas.Gemm(h, 1, a, b, 0, c) // C = A·B
+//
+// # Routines
+//
+// Level 3: Gemm, GemmStridedBatched, Syrk, Symm, Trsm, Trmm for float32,
+// float64, complex64 and complex128; GemmEx and GemmStridedBatchedEx with
+// mixed types (Half, BFloat16, int8 inputs) and a compute type. Level 2:
+// Gemv, Ger, Gerc, Trsv. Level 1: Axpy, Scal, Copy, Swap, and the
+// reductions Dot, Dotc, Nrm2, Asum, Iamax, whose result comes back to the
+// caller (waiting for the stream) or, in their To forms, goes to device
+// memory in stream order.
+//
+// # Streams, lifetimes and graphs
+//
+// Routines are stream-ordered like kernels: they read their inputs after
+// the work queued before them on the handle's stream and their outputs
+// are ready for the work queued after. The buffers they name, the
+// handle's workspace and the handle stay allocated until the stream has
+// passed the routine, whatever is closed meanwhile. Called inside a
+// capture (graph.Capture on the handle's stream), a routine is recorded
+// into the graph, which holds its buffers, the workspace and the handle
+// until the graph and its executables are gone; alpha and beta are read
+// at the call. The reductions that return their result to the host wait
+// for the stream and so cannot be captured: use their To forms.
+//
+// # Errors
+//
+// Refused views match ErrShape, ErrOutOfBounds or ErrAlias (and
+// driver.ErrInvalidArgument); cuBLAS's own failures are *Error values
+// matching their Status; a missing cuBLAS or function matches
+// ErrNotSupported.
+package cublas
