@@ -37,7 +37,7 @@ func TestSymbolError(t *testing.T) {
 func TestTables(t *testing.T) {
 	n, lt := cublasraw.Counts()
 	assert.Equal(t, 538, n)
-	assert.Equal(t, 55, lt)
+	assert.Equal(t, 50, lt) // cublasLt.h's five static inline Init wrappers are not exported
 }
 
 // TestWithoutCUBLAS: with no libcublas, every call returns the loader's

@@ -256,26 +256,6 @@ func LtMatrixLayoutInit_internal(matLayout LtMatrixLayout, size uintptr, type_ C
 	return procLtMatrixLayoutInit_internal.check(r1)
 }
 
-var procLtMatrixLayoutInit = proc{name: "cublasLtMatrixLayoutInit", abi: 0, export: "cublasLtMatrixLayoutInit", lt: true}
-
-// LtMatrixLayoutInit calls the C function cublasLtMatrixLayoutInit.
-// A status other than success is returned as *Error.
-func LtMatrixLayoutInit(matLayout LtMatrixLayout, type_ CudaDataType, rows uint64, cols uint64, ld int64) error {
-	fn, err := procLtMatrixLayoutInit.find()
-	if err != nil {
-		return err
-	}
-	cf := ccall.Get(fn)
-	cf.Args[0] = uintptr(matLayout)
-	cf.Args[1] = uintptr(type_)
-	cf.Args[2] = uintptr(rows)
-	cf.Args[3] = uintptr(cols)
-	cf.Args[4] = uintptr(ld)
-	r1 := cf.Call(5)
-	ccall.Put(cf)
-	return procLtMatrixLayoutInit.check(r1)
-}
-
 var procLtMatrixLayoutCreate = proc{name: "cublasLtMatrixLayoutCreate", abi: 0, export: "cublasLtMatrixLayoutCreate", lt: true}
 
 // LtMatrixLayoutCreate calls the C function cublasLtMatrixLayoutCreate.
@@ -374,24 +354,6 @@ func LtMatmulDescInit_internal(matmulDesc LtMatmulDesc, size uintptr, computeTyp
 	return procLtMatmulDescInit_internal.check(r1)
 }
 
-var procLtMatmulDescInit = proc{name: "cublasLtMatmulDescInit", abi: 0, export: "cublasLtMatmulDescInit", lt: true}
-
-// LtMatmulDescInit calls the C function cublasLtMatmulDescInit.
-// A status other than success is returned as *Error.
-func LtMatmulDescInit(matmulDesc LtMatmulDesc, computeType ComputeType, scaleType CudaDataType) error {
-	fn, err := procLtMatmulDescInit.find()
-	if err != nil {
-		return err
-	}
-	cf := ccall.Get(fn)
-	cf.Args[0] = uintptr(matmulDesc)
-	cf.Args[1] = uintptr(computeType)
-	cf.Args[2] = uintptr(scaleType)
-	r1 := cf.Call(3)
-	ccall.Put(cf)
-	return procLtMatmulDescInit.check(r1)
-}
-
 var procLtMatmulDescCreate = proc{name: "cublasLtMatmulDescCreate", abi: 0, export: "cublasLtMatmulDescCreate", lt: true}
 
 // LtMatmulDescCreate calls the C function cublasLtMatmulDescCreate.
@@ -487,23 +449,6 @@ func LtMatrixTransformDescInit_internal(transformDesc LtMatrixTransformDesc, siz
 	return procLtMatrixTransformDescInit_internal.check(r1)
 }
 
-var procLtMatrixTransformDescInit = proc{name: "cublasLtMatrixTransformDescInit", abi: 0, export: "cublasLtMatrixTransformDescInit", lt: true}
-
-// LtMatrixTransformDescInit calls the C function cublasLtMatrixTransformDescInit.
-// A status other than success is returned as *Error.
-func LtMatrixTransformDescInit(transformDesc LtMatrixTransformDesc, scaleType CudaDataType) error {
-	fn, err := procLtMatrixTransformDescInit.find()
-	if err != nil {
-		return err
-	}
-	cf := ccall.Get(fn)
-	cf.Args[0] = uintptr(transformDesc)
-	cf.Args[1] = uintptr(scaleType)
-	r1 := cf.Call(2)
-	ccall.Put(cf)
-	return procLtMatrixTransformDescInit.check(r1)
-}
-
 var procLtMatrixTransformDescCreate = proc{name: "cublasLtMatrixTransformDescCreate", abi: 0, export: "cublasLtMatrixTransformDescCreate", lt: true}
 
 // LtMatrixTransformDescCreate calls the C function cublasLtMatrixTransformDescCreate.
@@ -597,22 +542,6 @@ func LtEmulationDescInit_internal(emulationDesc LtEmulationDesc, size uintptr) e
 	return procLtEmulationDescInit_internal.check(r1)
 }
 
-var procLtEmulationDescInit = proc{name: "cublasLtEmulationDescInit", abi: 0, export: "cublasLtEmulationDescInit", lt: true}
-
-// LtEmulationDescInit calls the C function cublasLtEmulationDescInit.
-// A status other than success is returned as *Error.
-func LtEmulationDescInit(emulationDesc LtEmulationDesc) error {
-	fn, err := procLtEmulationDescInit.find()
-	if err != nil {
-		return err
-	}
-	cf := ccall.Get(fn)
-	cf.Args[0] = uintptr(emulationDesc)
-	r1 := cf.Call(1)
-	ccall.Put(cf)
-	return procLtEmulationDescInit.check(r1)
-}
-
 var procLtEmulationDescCreate = proc{name: "cublasLtEmulationDescCreate", abi: 0, export: "cublasLtEmulationDescCreate", lt: true}
 
 // LtEmulationDescCreate calls the C function cublasLtEmulationDescCreate.
@@ -703,22 +632,6 @@ func LtMatmulPreferenceInit_internal(pref LtMatmulPreference, size uintptr) erro
 	r1 := cf.Call(2)
 	ccall.Put(cf)
 	return procLtMatmulPreferenceInit_internal.check(r1)
-}
-
-var procLtMatmulPreferenceInit = proc{name: "cublasLtMatmulPreferenceInit", abi: 0, export: "cublasLtMatmulPreferenceInit", lt: true}
-
-// LtMatmulPreferenceInit calls the C function cublasLtMatmulPreferenceInit.
-// A status other than success is returned as *Error.
-func LtMatmulPreferenceInit(pref LtMatmulPreference) error {
-	fn, err := procLtMatmulPreferenceInit.find()
-	if err != nil {
-		return err
-	}
-	cf := ccall.Get(fn)
-	cf.Args[0] = uintptr(pref)
-	r1 := cf.Call(1)
-	ccall.Put(cf)
-	return procLtMatmulPreferenceInit.check(r1)
 }
 
 var procLtMatmulPreferenceCreate = proc{name: "cublasLtMatmulPreferenceCreate", abi: 0, export: "cublasLtMatmulPreferenceCreate", lt: true}
@@ -1073,7 +986,11 @@ func LtLoggerForceDisable() error {
 
 // Functions of cublasLt.h not bound, and why:
 //
-//   - none
+//   - cublasLtMatrixLayoutInit: static inline in the header: compiled into its callers, not exported (its _internal function is bound)
+//   - cublasLtMatmulDescInit: static inline in the header: compiled into its callers, not exported (its _internal function is bound)
+//   - cublasLtMatrixTransformDescInit: static inline in the header: compiled into its callers, not exported (its _internal function is bound)
+//   - cublasLtEmulationDescInit: static inline in the header: compiled into its callers, not exported (its _internal function is bound)
+//   - cublasLtMatmulPreferenceInit: static inline in the header: compiled into its callers, not exported (its _internal function is bound)
 
 // ltProcs lists every bound entry point, for resolution checks.
 var ltProcs = []*proc{
@@ -1090,31 +1007,26 @@ var ltProcs = []*proc{
 	&procLtMatmul,
 	&procLtMatrixTransform,
 	&procLtMatrixLayoutInit_internal,
-	&procLtMatrixLayoutInit,
 	&procLtMatrixLayoutCreate,
 	&procLtMatrixLayoutDestroy,
 	&procLtMatrixLayoutSetAttribute,
 	&procLtMatrixLayoutGetAttribute,
 	&procLtMatmulDescInit_internal,
-	&procLtMatmulDescInit,
 	&procLtMatmulDescCreate,
 	&procLtMatmulDescDestroy,
 	&procLtMatmulDescSetAttribute,
 	&procLtMatmulDescGetAttribute,
 	&procLtMatrixTransformDescInit_internal,
-	&procLtMatrixTransformDescInit,
 	&procLtMatrixTransformDescCreate,
 	&procLtMatrixTransformDescDestroy,
 	&procLtMatrixTransformDescSetAttribute,
 	&procLtMatrixTransformDescGetAttribute,
 	&procLtEmulationDescInit_internal,
-	&procLtEmulationDescInit,
 	&procLtEmulationDescCreate,
 	&procLtEmulationDescDestroy,
 	&procLtEmulationDescSetAttribute,
 	&procLtEmulationDescGetAttribute,
 	&procLtMatmulPreferenceInit_internal,
-	&procLtMatmulPreferenceInit,
 	&procLtMatmulPreferenceCreate,
 	&procLtMatmulPreferenceDestroy,
 	&procLtMatmulPreferenceSetAttribute,

@@ -114,6 +114,8 @@ func cublasBindings(fns []*cheader.Func, callName map[string]string) (bs []bindi
 		switch {
 		case cublasLeftOut[fn.Name] != "":
 			out = append(out, leftOut{fn.Name, cublasLeftOut[fn.Name]})
+		case fn.Static:
+			out = append(out, leftOut{fn.Name, "static inline in the header: compiled into its callers, not exported (its _internal function is bound)"})
 		case strings.HasPrefix(fn.Name, "cublas"):
 			if _, ok := callName[fn.Name]; ok {
 				v2++

@@ -274,3 +274,18 @@ func TestTruncatedInputEnds(t *testing.T) {
 		assert.Error(t, parseErr(src), src)
 	}
 }
+
+// TestStaticFunctions: a static (inline) function is marked Static, with
+// or without a body; the declarations beside it are not.
+func TestStaticFunctions(t *testing.T) {
+	f := parse(t, `
+int exported(int x);
+static inline int wrapper(int x) { return exported(x); }
+static int helper(void);
+extern int other(void);
+`)
+	require.Len(t, f.Funcs, 4)
+	for _, fn := range f.Funcs {
+		assert.Equal(t, fn.Name == "wrapper" || fn.Name == "helper", fn.Static, fn.Name)
+	}
+}

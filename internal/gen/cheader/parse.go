@@ -43,9 +43,10 @@ var builtinTypedefs = map[string]*Type{
 }
 
 type parser struct {
-	f    *File
-	toks []Token
-	i    int
+	f      *File
+	toks   []Token
+	i      int
+	static bool // the declaration specifiers parsed last had "static"
 }
 
 // Parse parses preprocessed tokens into f.
@@ -158,7 +159,9 @@ func (p *parser) topLevel() {
 	}
 	isTypedef := p.accept("typedef")
 	pos := p.pos()
+	p.static = false
 	base, _ := p.declSpecs()
+	static := p.static
 	if p.accept(";") {
 		return
 	}
@@ -174,6 +177,7 @@ func (p *parser) topLevel() {
 		} else if t.Kind == FuncType && name != "" {
 			t.Fn.Name = name
 			t.Fn.Pos = pos
+			t.Fn.Static = static
 			p.f.Funcs = append(p.f.Funcs, t.Fn)
 		}
 		if p.peek() == "{" { // function body
@@ -226,7 +230,10 @@ func (p *parser) declSpecs() (*Type, int64) {
 		case "const":
 			isConst = true
 			p.i++
-		case "volatile", "static", "extern", "inline", "__inline__", "__inline", "register", "restrict", "__restrict":
+		case "static":
+			p.static = true
+			p.i++
+		case "volatile", "extern", "inline", "__inline__", "__inline", "register", "restrict", "__restrict":
 			p.i++
 		case "__attribute__", "__declspec":
 			p.attributes()

@@ -72,6 +72,7 @@ type Func struct {
 	Result *Type
 	Params []Param
 	Pos    string
+	Static bool // declared static (a static inline function): compiled into its callers, not exported
 }
 
 // Param is a function parameter; Name may be empty.
