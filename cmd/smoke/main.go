@@ -16,9 +16,11 @@
 //	lifetime  check that a graph keeps what it names alive after Close
 //	peer      with several GPUs: the peer access matrix and a checked copy to another GPU and back
 //	nccl      where libnccl is found: an all-reduce over every GPU from this process, checked
+//	cublas    where libcublas is found: its version and a checked SGEMM on row-major matrices
 //
-// The peer and nccl steps are skipped, with the reason, on a machine with
-// one GPU or without NCCL; a skip does not fail the run.
+// The peer, nccl and cublas steps are skipped, with the reason, on a
+// machine with one GPU, without NCCL or without cuBLAS; a skip does not
+// fail the run.
 // and ends with PASS or FAIL and the counts. The driver and NVRTC are both
 // reported even when one of them is missing.
 //

@@ -125,7 +125,7 @@ func TestNoDriverText(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	last := lines[len(lines)-1]
 	assert.Contains(t, out, "skip  graph")
-	assert.True(t, strings.HasPrefix(last, "FAIL  0 passed, 2 failed, 7 skipped"), last)
+	assert.True(t, strings.HasPrefix(last, "FAIL  0 passed, 2 failed, 8 skipped"), last)
 	assert.Contains(t, last, "no usable GPU: no CUDA driver library found (exit 2)")
 }
 
@@ -158,7 +158,7 @@ func TestNoDriverJSON(t *testing.T) {
 	assert.Equal(t, "FAIL", rep.Result)
 	assert.Equal(t, exitNoGPU, rep.ExitCode)
 	assert.Equal(t, "no usable GPU: no CUDA driver library found", rep.Reason)
-	assert.Equal(t, [3]int{0, 2, 7}, [3]int{rep.Passed, rep.Failed, rep.Skipped})
+	assert.Equal(t, [3]int{0, 2, 8}, [3]int{rep.Passed, rep.Failed, rep.Skipped})
 	assert.Equal(t, runtime.GOOS+"/"+runtime.GOARCH, rep.Platform)
 	assert.Equal(t, runtime.Version(), rep.Go)
 
@@ -177,8 +177,8 @@ func TestNoDriverJSON(t *testing.T) {
 	for _, s := range rep.Steps {
 		names, statuses = append(names, s.Name), append(statuses, s.Status)
 	}
-	assert.Equal(t, []string{"driver", "nvrtc", "devices", "compile", "launch", "graph", "lifetime", "peer", "nccl"}, names)
-	assert.Equal(t, []string{"fail", "fail", "skip", "skip", "skip", "skip", "skip", "skip", "skip"}, statuses)
+	assert.Equal(t, []string{"driver", "nvrtc", "devices", "compile", "launch", "graph", "lifetime", "peer", "nccl", "cublas"}, names)
+	assert.Equal(t, []string{"fail", "fail", "skip", "skip", "skip", "skip", "skip", "skip", "skip", "skip"}, statuses)
 	st := stepStatus(rep)
 	assert.Equal(t, "no CUDA driver library found", st["driver"].NoGPU)
 	assert.Empty(t, st["nvrtc"].NoGPU, "NVRTC missing alone is a failure, not 'no GPU'")
@@ -323,6 +323,8 @@ func TestOnThisMachine(t *testing.T) {
 			assert.Equal(t, statusSkip, st.Status, "one GPU: peer is skipped")
 		case st.Name == "nccl" && st.Status == statusSkip && strings.Contains(st.Summary, "no libnccl"):
 			t.Logf("nccl skipped: %s", st.Summary)
+		case st.Name == "cublas" && st.Status == statusSkip && strings.Contains(st.Summary, "no libcublas"):
+			t.Logf("cublas skipped: %s", st.Summary)
 		default:
 			assert.Equal(t, statusPass, st.Status, "step %s: %s", st.Name, st.Summary)
 		}

@@ -30,6 +30,7 @@ var steps = []step{
 
 	{name: "peer", needs: []string{"launch"}, run: stepPeer},
 	{name: "nccl", needs: []string{"launch"}, run: stepNCCL},
+	{name: "cublas", needs: []string{"launch"}, run: stepCUBLAS},
 }
 
 // gpu is what the steps hand on to later ones; state embeds it and closes
