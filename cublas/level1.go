@@ -8,16 +8,16 @@ import (
 )
 
 type (
-	vec32 = func(hnd, int32, uintptr, int32, uintptr, int32) error                   // copy, swap
-	vec64 = func(hnd, int64, uintptr, int64, uintptr, int64) error                   // their _64
-	ax32  = func(hnd, int32, uintptr, uintptr, int32, uintptr, int32) error          // axpy
-	ax64  = func(hnd, int64, uintptr, uintptr, int64, uintptr, int64) error          // its _64
-	red32 = func(hnd, int32, uintptr, int32, uintptr) error                          // nrm2, asum, iamax
-	red64 = func(hnd, int64, uintptr, int64, uintptr) error                          // their _64
-	dot32 = func(hnd, int32, uintptr, int32, uintptr, int32, uintptr) error          // dot
-	dot64 = func(hnd, int64, uintptr, int64, uintptr, int64, uintptr) error          // its _64
-	sc32  = func(hnd, int32, uintptr, uintptr, int32) error                          // scal
-	sc64  = func(hnd, int64, uintptr, uintptr, int64) error                          // its _64
+	vec32 = func(hnd, int32, uintptr, int32, uintptr, int32) error          // copy, swap
+	vec64 = func(hnd, int64, uintptr, int64, uintptr, int64) error          // their _64
+	ax32  = func(hnd, int32, uintptr, uintptr, int32, uintptr, int32) error // axpy
+	ax64  = func(hnd, int64, uintptr, uintptr, int64, uintptr, int64) error // its _64
+	red32 = func(hnd, int32, uintptr, int32, uintptr) error                 // nrm2, asum, iamax
+	red64 = func(hnd, int64, uintptr, int64, uintptr) error                 // their _64
+	dot32 = func(hnd, int32, uintptr, int32, uintptr, int32, uintptr) error // dot
+	dot64 = func(hnd, int64, uintptr, int64, uintptr, int64, uintptr) error // its _64
+	sc32  = func(hnd, int32, uintptr, uintptr, int32) error                 // scal
+	sc64  = func(hnd, int64, uintptr, uintptr, int64) error                 // its _64
 )
 
 var (
