@@ -31,6 +31,15 @@
 // copy B→A, or instantiates it and launches it with A current, then
 // destroys the executable (as the stress's Graph.On operation does).
 //
+// Part 4 (MODE 4): the crash's dump showed another thread in cuGraphLaunch
+// of a single-context executable on the same stream at the same time.
+// For SECONDS, THREADS threads share one stream of A: odd threads
+// instantiate a fixed graph of A with a memset node in B (as above),
+// launch it with A current and destroy it; even threads launch, over and
+// over, an executable of A alone (KIND=graph), or queue a memset
+// (KIND=memset), or use a stream of their own (KIND=own, the control).
+// CHURN (env, 0) graphs are churned first, as in mode 3.
+//
 //   gcc -O1 -I/usr/local/cuda/include multi_ctx_launch.c -o mcl -L/usr/local/nvidia/lib64 -lcuda -lpthread
 //   ./mcl MODE [SECONDS=20] [THREADS=16] [DEV_B=0]
 // Run each mode several times; a crash is a SIGSEGV. The probe may itself
@@ -39,6 +48,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define CK(x) do { CUresult r_ = (x); if (r_) { fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, r_); exit(1); } } while (0)
@@ -237,6 +247,64 @@ static void *grow(void *p) {
   return NULL;
 }
 
+static CUstream sharedS;
+static CUgraphExec single;
+
+static void *race(void *p) {
+  long id = (long)p;
+  const char *kindEnv = getenv("KIND");
+  int kind = !kindEnv || !strcmp(kindEnv, "graph") ? 0 : !strcmp(kindEnv, "memset") ? 1 : 2;
+  time_t end = time(NULL) + seconds;
+  CUcontext top;
+  CK(cuCtxPushCurrent(A));
+  CUstream s = sharedS;
+  if (kind == 2) CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  while (time(NULL) < end) {
+    if (id % 2) {
+      CUgraph g;
+      CUgraphExec x = multiExec(B, sharedB, sharedA, &g);
+      CK(cuGraphLaunch(x, s));
+      CK(cuGraphExecDestroy(x));
+      CK(cuGraphDestroy(g));
+    } else if (kind == 1) {
+      CK(cuMemsetD32Async(sharedA, 1, 64, s));
+    } else {
+      CK(cuGraphLaunch(single, s));
+    }
+    __atomic_add_fetch(&rounds, 1, __ATOMIC_RELAXED);
+  }
+  CK(cuStreamSynchronize(s));
+  if (kind == 2) CK(cuStreamDestroy(s));
+  CK(cuCtxPopCurrent(&top));
+  return NULL;
+}
+
+static int raceMain(void) {
+  long churn = getenv("CHURN") ? atol(getenv("CHURN")) : 0;
+  pthread_t t[256];
+  for (int i = 0; churn && i < threads; i++) pthread_create(&t[i], NULL, many, (void *)(churn / threads));
+  for (int i = 0; churn && i < threads; i++) pthread_join(t[i], NULL);
+  CUcontext top;
+  CK(cuCtxCreate(&B, NULL, 0, devB));
+  CK(cuMemAlloc(&sharedB, 256));
+  CK(cuCtxPopCurrent(&top));
+  CK(cuCtxPushCurrent(A));
+  CK(cuMemAlloc(&sharedA, 256));
+  CK(cuStreamCreate(&sharedS, CU_STREAM_NON_BLOCKING));
+  CUgraph g;
+  CUgraphNode n;
+  CUDA_MEMSET_NODE_PARAMS m = {0};
+  m.dst = sharedA; m.elementSize = 4; m.width = 64; m.height = 1; m.value = 3;
+  CK(cuGraphCreate(&g, 0));
+  CK(cuGraphAddMemsetNode(&n, g, NULL, 0, &m, A));
+  CK(cuGraphInstantiateWithFlags(&single, g, 0));
+  CK(cuCtxPopCurrent(&top));
+  for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, race, (void *)(long)i);
+  for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+  printf("mode 4 (%s): %ld rounds, no crash\n", getenv("KIND") ? getenv("KIND") : "graph", rounds);
+  return 0;
+}
+
 static int growMain(void) {
   long churn = getenv("CHURN") ? atol(getenv("CHURN")) : 20000;
   pthread_t t[256];
@@ -270,6 +338,7 @@ int main(int argc, char **argv) {
   if (threads > 256) threads = 256;
   if (mode < 0) { probe(); return 0; }
   if (mode == 3) return growMain();
+  if (mode == 4) return raceMain();
   pthread_t t[256];
   for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, churn, NULL);
   for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
