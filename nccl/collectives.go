@@ -94,7 +94,8 @@ func Reduce[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T], op O
 
 // AllGather leaves in every rank's recv the send buffers of all ranks, in
 // rank order: rank r's at elements [r*n, (r+1)*n), n = send.Len()
-// (ncclAllGather). recv has Size()*n elements.
+// (ncclAllGather). recv has c.Size()*n elements (the communicator's
+// rank count times send's length).
 func AllGather[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T]) error {
 	const name = "AllGather"
 	o := operation{name: name, kind: opAllGather}
@@ -113,7 +114,8 @@ func AllGather[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T]) e
 
 // ReduceScatter reduces every rank's send and leaves block r of the
 // result in rank r's recv: elements [r*n, (r+1)*n), n = recv.Len()
-// (ncclReduceScatter). send has Size()*n elements.
+// (ncclReduceScatter). send has c.Size()*n elements (the communicator's
+// rank count times recv's length).
 func ReduceScatter[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T], op Op) error {
 	const name = "ReduceScatter"
 	o := operation{name: name, kind: opReduceScatter}

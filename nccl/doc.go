@@ -50,9 +50,10 @@
 //     passed the operation, whatever is closed meanwhile; inside a capture
 //     (package graph), the graph holds them, as it holds a kernel's
 //     buffers;
-//   - a refused call (a nil, closed or mismatched argument, a wrong count)
-//     queues nothing and returns an error matching ErrInvalidArgument (or
-//     driver.ErrNilStream, driver.ErrClosed).
+//   - a refused call queues nothing: a mismatched argument or a wrong count
+//     returns an error matching ErrInvalidArgument (and
+//     driver.ErrInvalidArgument), a nil stream driver.ErrNilStream, a closed
+//     communicator, stream or buffer driver.ErrClosed.
 //
 // # Graphs
 //
@@ -61,8 +62,15 @@
 // all-reduces and then runs a kernel replays both at every launch. NCCL
 // requires every rank to capture the same operations (each rank launches
 // its own graph, and the graphs' collectives meet), and recommends one GPU
-// per process when capturing. A graph must not be launched after its
-// communicator failed or was aborted.
+// per process when capturing. One process driving several GPUs captures
+// each rank's stream with graph.BeginCapture (not graph.Capture, which
+// captures one stream), queues the ranks' operations inside Group, ends
+// every capture, and then launches every rank's executable in turn each
+// round (rank 0's, rank 1's, …): a rank's collective waits on the GPU for
+// the others', and a stream queues only so much work before a launch
+// blocks the host, so a long run of one rank's launches could wait for
+// launches not yet made. A graph must not
+// be launched after its communicator failed or was aborted.
 //
 // # Failure
 //

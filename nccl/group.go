@@ -121,7 +121,9 @@ func notInGroup(op string) error {
 // Other goroutines' operations on the devices the group queued for wait
 // until it ends, and so does another goroutine's Group.
 // Communicators are made before or after Group: inside f, InitRank,
-// InitAll and Split refuse. Groups nest; the outermost launches.
+// InitAll and Split refuse. Groups nest; the outermost launches. A group
+// may mix collectives and point-to-point operations (a Send and its Recv
+// between two GPUs of the process must be in one group).
 //
 // The error is f's, joined with ncclGroupEnd's.
 func Group(f func() error) (err error) {

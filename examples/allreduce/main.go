@@ -168,7 +168,9 @@ func oneRank(w io.Writer, o options) error {
 		return err
 	}
 	defer closeAll(buf, s, dctx)
-	comm, err := nccl.InitRank(ctx, dctx, id, o.world, o.rank, nil)
+	// Non-blocking, so that ctx (the -timeout) bounds the join: a blocking
+	// communicator's InitRank waits for every rank, however long.
+	comm, err := nccl.InitRank(ctx, dctx, id, o.world, o.rank, &nccl.Config{NonBlocking: true})
 	if err != nil {
 		return err
 	}
