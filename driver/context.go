@@ -325,6 +325,11 @@ func (c *Context) SetLimit(l Limit, v int) error {
 // (cuCtxEnablePeerAccess). Buffers of peer may then be passed to kernels
 // launched in c, except memory allocated in stream order or imported from
 // another process, which peer access does not reach (see MemPool.SetAccess).
+// A kernel given a peer's buffer without peer access is not refused (CUDA
+// offers no query of the access in force: NCCL, for one, enables it on its
+// own): its accesses fault, an unrecoverable error of the context
+// (ErrSticky). Enabling it again fails with an error matching
+// ErrPeerAccessAlreadyEnabled, which callers may ignore.
 func (c *Context) EnablePeerAccess(peer *Context) error {
 	return c.peerAccess("Context.EnablePeerAccess", peer, true)
 }
