@@ -39,6 +39,8 @@ type call struct {
 	op   string
 	refs [4]lifetime.Ref
 	n    int
+	more []lifetime.Ref  // a batched call's operands past refs
+	late []release.Owner // released once the stream has passed the routine (GemmBatched's pointer arrays)
 }
 
 // begin holds h for the routine op.
@@ -59,6 +61,14 @@ func (c *call) done() {
 		c.refs[i] = lifetime.Ref{}
 	}
 	c.n = 0
+	for _, r := range c.more {
+		_ = r.Release()
+	}
+	c.more = nil
+	for _, o := range c.late {
+		_ = o.Release()
+	}
+	c.late = nil
 	_ = c.h.obj.Release()
 }
 
@@ -78,8 +88,12 @@ func use[T Element](c *call, name string, b *driver.Buffer[T]) (blasview.Buffer,
 	if err != nil {
 		return blasview.Buffer{}, 0, fmt.Errorf("cublas: %s: %s: %w", c.op, name, err)
 	}
-	c.refs[c.n] = ref
-	c.n++
+	if c.n < len(c.refs) {
+		c.refs[c.n] = ref
+		c.n++
+	} else {
+		c.more = append(c.more, ref)
+	}
 	esz := sizeOf[T]()
 	return blasview.Buffer{Len: int64(bytes / esz), Addr: uint64(ptr), Elem: int64(esz)}, ptr, nil
 }
@@ -130,6 +144,11 @@ func (c *call) run(kind int, f func(h cublasraw.Handle) error) error {
 			// Kept even when cuBLAS failed: it may have queued part of
 			// the routine into the capture.
 			c.keep(sink)
+		} else {
+			for _, o := range c.late {
+				capture.AfterWork(st.s, o)
+			}
+			c.late = nil
 		}
 	}
 	capture.Leave(st.s, sink)
@@ -141,12 +160,18 @@ func (c *call) run(kind int, f func(h cublasraw.Handle) error) error {
 // keep hands the capture's sink the operands' references, one on the
 // workspace and one on the handle.
 func (c *call) keep(sink capture.Sink) {
-	owners := make([]release.Owner, 0, c.n+2)
+	owners := make([]release.Owner, 0, c.n+len(c.more)+len(c.late)+2)
 	for i := range c.n {
 		owners = append(owners, c.refs[i])
 		c.refs[i] = lifetime.Ref{}
 	}
 	c.n = 0
+	for _, r := range c.more {
+		owners = append(owners, r)
+	}
+	c.more = nil
+	owners = append(owners, c.late...)
+	c.late = nil
 	if r, ok := c.st.wsRef.Clone(); ok {
 		owners = append(owners, r)
 	}
