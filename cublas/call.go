@@ -37,7 +37,7 @@ type call struct {
 	h    *Handle
 	st   *handleState
 	op   string
-	refs [4]lifetime.Ref
+	refs [6]lifetime.Ref
 	n    int
 	more []lifetime.Ref  // a batched call's operands past refs
 	late []release.Owner // released once the stream has passed the routine (GemmBatched's pointer arrays)

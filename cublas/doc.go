@@ -39,6 +39,13 @@
 // caller (waiting for the stream) or, in their To forms, goes to device
 // memory in stream order.
 //
+// # cuBLASLt
+//
+// A MatmulPlan is a cuBLASLt matmul with an epilogue (ReLU, GELU, a bias,
+// or both) whose descriptors and algorithm are chosen once, optionally by
+// timing the heuristic's candidates (MatmulOptions.Autotune), and reused by
+// every Run on the handle's stream, with the handle's workspace.
+//
 // # Streams, lifetimes and graphs
 //
 // Routines are stream-ordered like kernels: they read their inputs after

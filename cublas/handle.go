@@ -96,6 +96,7 @@ type handleState struct {
 	sref    lifetime.Ref
 	ws      *driver.Buffer[byte]
 	wsRef   lifetime.Ref
+	wsPtr   uintptr
 	wsBytes int
 	opts    Options
 
@@ -162,6 +163,7 @@ func NewHandle(s *driver.Stream, o *Options) (*Handle, error) {
 		st.releaseRefs()
 		return nil, fmt.Errorf("cublas: %s: the workspace: %w", op, err)
 	}
+	st.wsPtr = wsPtr
 	created := false
 	err = ctxcall.Bound(st.cuctx, func() error {
 		if err := cublasraw.Create(&st.h); err != nil {

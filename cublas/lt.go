@@ -1,0 +1,542 @@
+package cublas
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/blasview"
+	"github.com/purecuda/cuda/internal/capture"
+	"github.com/purecuda/cuda/internal/ctxcall"
+	"github.com/purecuda/cuda/internal/cublasraw"
+	"github.com/purecuda/cuda/internal/release"
+	"github.com/purecuda/cuda/internal/seam"
+	"github.com/purecuda/cuda/lifetime"
+)
+
+// Epilogue is what a cuBLASLt matmul applies to its result before storing
+// it (cublasLtEpilogue_t).
+type Epilogue int32
+
+// The epilogues offered. Bias adds a vector: one element per row of D for
+// a column-major D, per column of D for a row-major one (per output
+// feature either way, when D holds one sample per column or per row).
+// GELU is the tanh approximation cuBLASLt computes.
+const (
+	EpilogueNone     Epilogue = 1
+	EpilogueReLU     Epilogue = 2
+	EpilogueBias     Epilogue = 4
+	EpilogueReLUBias Epilogue = 6
+	EpilogueGELU     Epilogue = 32
+	EpilogueGELUBias Epilogue = 36
+)
+
+func (e Epilogue) hasBias() bool {
+	return e == EpilogueBias || e == EpilogueReLUBias || e == EpilogueGELUBias
+}
+
+// MatmulOptions configure a MatmulPlan; the zero value (or nil) is a
+// float32-accumulating matmul with no epilogue and cuBLASLt's first
+// heuristic choice.
+type MatmulOptions struct {
+	// Compute is the compute type (0: Compute32F).
+	Compute ComputeType
+	// Epilogue (0: EpilogueNone).
+	Epilogue Epilogue
+	// Autotune, when above 1, times up to that many of the heuristic's
+	// candidates when the plan is made (on scratch buffers of the plan's
+	// shapes, on the handle's stream) and keeps the fastest. 0 or 1 takes
+	// the heuristic's first.
+	Autotune int
+}
+
+// MatmulPlan is a cuBLASLt matmul D = epilogue(alpha·op(A)·op(B) + beta·C)
+// for fixed shapes, layouts, leading dimensions, element types, compute
+// type and epilogue: its descriptors and its algorithm are chosen once, by
+// NewMatmulPlan, and reused by every Run (cuBLASLt's heuristic costs far
+// more than a small matmul). It runs on its Handle's stream, with the
+// handle's workspace, and holds the handle until it is closed.
+//
+// A MatmulPlan is safe for concurrent use; its Runs are queued one at a
+// time, like the handle's routines. Close releases it; a plan dropped
+// without Close is released by a cleanup. Work a Run queued keeps its
+// buffers, the workspace and the handle until the stream has passed it
+// (or, captured, until the graph is gone), as the handle's routines do.
+type MatmulPlan[TA, TB, TC Element] struct {
+	obj     lifetime.Object
+	st      *planState
+	cleanup runtime.Cleanup
+}
+
+// planState is what Run, the destroy and the cleanup need.
+type planState struct {
+	hd      *Handle
+	href    lifetime.Ref
+	g       blasview.GemmArgs // the shapes, as the template views map them
+	epi     Epilogue
+	sk      int // the scalars' kind (ComputeType.scalarKind)
+	lt      cublasraw.LtHandle
+	desc    cublasraw.LtMatmulDesc
+	la, lb  cublasraw.LtMatrixLayout
+	lc      cublasraw.LtMatrixLayout // C and D share it
+	pref    cublasraw.LtMatmulPreference
+	algo    cublasraw.LtMatmulAlgo
+	wsBytes uintptr // the algorithm's workspace need (at most the handle's)
+	tuned   []time.Duration
+
+	candidates []cublasraw.LtMatmulHeuristicResult // the heuristic's, while the plan is made
+}
+
+// template maps template views of A, B and D: their buffers are not read
+// (they may be nil), only their shapes, layouts, leading dimensions and
+// operations.
+func template(a, b, d blasview.Matrix) (blasview.GemmArgs, error) {
+	const far = 1 << 40
+	a.Buf = blasview.Buffer{Len: 1 << 32, Addr: 0, Elem: a.Buf.Elem}
+	b.Buf = blasview.Buffer{Len: 1 << 32, Addr: far, Elem: b.Buf.Elem}
+	d.Buf = blasview.Buffer{Len: 1 << 32, Addr: 2 * far, Elem: d.Buf.Elem}
+	a.Offset, b.Offset, d.Offset = 0, 0, 0
+	return blasview.Gemm(a, b, d)
+}
+
+// tview is m as a template view (its buffer ignored).
+func tview[T Element](m Matrix[T]) blasview.Matrix {
+	return m.view(blasview.Buffer{Elem: int64(sizeOf[T]())})
+}
+
+// NewMatmulPlan makes a plan for D = epilogue(alpha·op(A)·op(B) + beta·C)
+// with A, B and D shaped like the views a, b and d (their buffers are not
+// used: nil is fine), C shaped like D, on h's stream. Layouts work as for
+// Gemm (a row-major D computes the transposed problem). It chooses the
+// algorithm (see MatmulOptions.Autotune); a combination cuBLASLt cannot do
+// fails with an error matching ErrNotSupported.
+func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d Matrix[TC], o *MatmulOptions) (*MatmulPlan[TA, TB, TC], error) {
+	const op = "NewMatmulPlan"
+	var opts MatmulOptions
+	if o != nil {
+		opts = *o
+	}
+	if opts.Compute == 0 {
+		opts.Compute = Compute32F
+	}
+	if opts.Epilogue == 0 {
+		opts.Epilogue = EpilogueNone
+	}
+	sk := opts.Compute.scalarKind()
+	if sk < 0 {
+		return nil, invalid(op, "unknown compute type %d", opts.Compute)
+	}
+	switch opts.Epilogue {
+	case EpilogueNone, EpilogueReLU, EpilogueBias, EpilogueReLUBias, EpilogueGELU, EpilogueGELUBias:
+	default:
+		return nil, invalid(op, "unknown epilogue %d", opts.Epilogue)
+	}
+	if opts.Autotune < 0 {
+		return nil, invalid(op, "negative Autotune %d", opts.Autotune)
+	}
+	if isComplex[TA]() || isComplex[TB]() || isComplex[TC]() {
+		return nil, invalid(op, "complex element types: use Gemm")
+	}
+	g, err := template(tview(a), tview(b), tview(d))
+	if err != nil {
+		return nil, refused(op, err)
+	}
+	if g.Needs64 {
+		return nil, invalid(op, "a size or leading dimension beyond 2^31-1")
+	}
+	if _, err := cublasraw.LoadLt(); err != nil {
+		return nil, wrap(op, err)
+	}
+	cl, err := h.begin(op)
+	if err != nil {
+		return nil, err
+	}
+	st := &planState{hd: h, g: g, epi: opts.Epilogue, sk: sk}
+	if h.obj.Retain() {
+		st.href = lifetime.RefOf(&h.obj)
+	}
+	ta, tb, tc := dataType[TA](), dataType[TB](), dataType[TC]()
+	if g.Swapped {
+		ta, tb = tb, ta
+	}
+	err = cl.run(noWork, func(cublasraw.Handle) error { return st.build(ta, tb, tc, opts) })
+	if err == nil && len(st.candidates) > 1 {
+		err = autotune[TA, TB, TC](st)
+	}
+	st.candidates = nil
+	if err != nil {
+		_ = st.destroy()
+		return nil, err
+	}
+	p := &MatmulPlan[TA, TB, TC]{st: st}
+	p.obj.Init(func() error {
+		p.cleanup.Stop()
+		return st.destroy()
+	})
+	p.cleanup = runtime.AddCleanup(p, func(st *planState) { release.Defer(droppedPlan{st}) }, st)
+	return p, nil
+}
+
+// scaleType is the type of alpha and beta for a scalar kind.
+func scaleType(sk int) cublasraw.CudaDataType {
+	switch sk {
+	case 0:
+		return cublasraw.CUDA_R_16F
+	case 2:
+		return cublasraw.CUDA_R_64F
+	case 3:
+		return cublasraw.CUDA_R_32I
+	}
+	return cublasraw.CUDA_R_32F
+}
+
+// build makes the descriptors and asks the heuristic; the handle's lock is
+// held and its context current.
+func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions) error {
+	g := st.g
+	if err := cublasraw.LtCreate(&st.lt); err != nil {
+		return err
+	}
+	if err := cublasraw.LtMatmulDescCreate(&st.desc, cublasraw.ComputeType(opts.Compute), scaleType(st.sk)); err != nil {
+		return err
+	}
+	set := func(attr cublasraw.LtMatmulDescAttributes, v int32) error {
+		return cublasraw.LtMatmulDescSetAttribute(st.desc, attr, uintptr(unsafe.Pointer(&v)), 4)
+	}
+	if err := set(cublasraw.CUBLASLT_MATMUL_DESC_TRANSA, int32(g.TransA)); err != nil {
+		return err
+	}
+	if err := set(cublasraw.CUBLASLT_MATMUL_DESC_TRANSB, int32(g.TransB)); err != nil {
+		return err
+	}
+	if err := set(cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE, int32(st.epi)); err != nil {
+		return err
+	}
+	ar, ac := g.M, g.K
+	if g.TransA != cublasraw.CUBLAS_OP_N {
+		ar, ac = ac, ar
+	}
+	br, bc := g.K, g.N
+	if g.TransB != cublasraw.CUBLAS_OP_N {
+		br, bc = bc, br
+	}
+	if err := cublasraw.LtMatrixLayoutCreate(&st.la, ta, uint64(ar), uint64(ac), g.LDA); err != nil {
+		return err
+	}
+	if err := cublasraw.LtMatrixLayoutCreate(&st.lb, tb, uint64(br), uint64(bc), g.LDB); err != nil {
+		return err
+	}
+	if err := cublasraw.LtMatrixLayoutCreate(&st.lc, tc, uint64(g.M), uint64(g.N), g.LDC); err != nil {
+		return err
+	}
+	if err := cublasraw.LtMatmulPreferenceCreate(&st.pref); err != nil {
+		return err
+	}
+	ws := uint64(st.hd.st.wsBytes)
+	if err := cublasraw.LtMatmulPreferenceSetAttribute(st.pref, cublasraw.CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uintptr(unsafe.Pointer(&ws)), 8); err != nil {
+		return err
+	}
+	want := max(1, min(opts.Autotune, 16))
+	res := make([]cublasraw.LtMatmulHeuristicResult, want)
+	var got int32
+	if err := cublasraw.LtMatmulAlgoGetHeuristic(st.lt, st.desc, st.la, st.lb, st.lc, st.lc, st.pref, int32(want), &res[0], &got); err != nil {
+		return err
+	}
+	if got < 1 {
+		return &cublasraw.Error{Func: "cublasLtMatmulAlgoGetHeuristic", Code: cublasraw.CUBLAS_STATUS_NOT_SUPPORTED}
+	}
+	st.candidates = res[:got]
+	st.algo, st.wsBytes = res[0].Algo, res[0].WorkspaceSize
+	return nil
+}
+
+// destroy frees the descriptors and lets the handle go.
+func (st *planState) destroy() error {
+	var err error
+	if st.lt != 0 {
+		err = ctxcall.Bound(st.hd.st.cuctx, func() error {
+			keep := func(e error) {
+				if err == nil {
+					err = e
+				}
+			}
+			if st.pref != 0 {
+				keep(cublasraw.LtMatmulPreferenceDestroy(st.pref))
+			}
+			for _, l := range []cublasraw.LtMatrixLayout{st.la, st.lb, st.lc} {
+				if l != 0 {
+					keep(cublasraw.LtMatrixLayoutDestroy(l))
+				}
+			}
+			if st.desc != 0 {
+				keep(cublasraw.LtMatmulDescDestroy(st.desc))
+			}
+			keep(cublasraw.LtDestroy(st.lt))
+			return err
+		})
+		st.lt = 0
+	}
+	if st.href.Valid() {
+		if rerr := st.href.Release(); err == nil {
+			err = rerr
+		}
+		st.href = lifetime.Ref{}
+	}
+	return wrap("MatmulPlan.Close", err)
+}
+
+// droppedPlan releases the plan of a MatmulPlan dropped without Close.
+type droppedPlan struct{ st *planState }
+
+func (d droppedPlan) Release() error {
+	release.Counters.Objects.Add(-1) // the plan's lifetime Object, never released
+	return lifetime.OwnerFunc(d.st.destroy).Release()
+}
+
+// Close releases the plan (see MatmulPlan). A second Close returns the
+// first's result.
+func (p *MatmulPlan[TA, TB, TC]) Close() error {
+	if p == nil || p.st == nil {
+		return invalid("MatmulPlan.Close", "nil or zero MatmulPlan")
+	}
+	return p.obj.Close()
+}
+
+// Tuned returns the time each candidate algorithm took when the plan was
+// autotuned (in the heuristic's order; the fastest was kept), or nil.
+func (p *MatmulPlan[TA, TB, TC]) Tuned() []time.Duration {
+	if p == nil || p.st == nil {
+		return nil
+	}
+	return append([]time.Duration(nil), p.st.tuned...)
+}
+
+// Run queues D = epilogue(alpha·op(A)·op(B) + beta·C) on the handle's
+// stream. a, b, c and d must have the plan's shapes, layouts, leading
+// dimensions and operations (ErrShape otherwise); C is D itself (in place)
+// or apart from it; D must not overlap A or B. bias is the epilogue's
+// vector (nil for epilogues without one): one element per row of a
+// column-major D, per column of a row-major one. Views are checked against
+// their buffers as for Gemm; alpha and beta are converted to the compute
+// type's scalar type.
+func (p *MatmulPlan[TA, TB, TC]) Run(alpha float64, a Matrix[TA], b Matrix[TB], beta float64, c, d Matrix[TC], bias *driver.Buffer[TC]) error {
+	const op = "MatmulPlan.Run"
+	if p == nil || p.st == nil {
+		return invalid(op, "nil or zero MatmulPlan")
+	}
+	if !p.obj.Acquire() {
+		return fmt.Errorf("cublas: %s: the plan is closed: %w", op, driver.ErrClosed)
+	}
+	defer func() { _ = p.obj.Release() }()
+	st := p.st
+	if st.epi.hasBias() != (bias != nil) {
+		return invalid(op, "the epilogue %d takes a bias exactly when it adds one (bias nil: %v)", st.epi, bias == nil)
+	}
+	cl, err := st.hd.begin(op)
+	if err != nil {
+		return err
+	}
+	va, pa, err := matrix(&cl, "A", a)
+	if err != nil {
+		return cl.fail(err)
+	}
+	vb, pb, err := matrix(&cl, "B", b)
+	if err != nil {
+		return cl.fail(err)
+	}
+	vc, pc, err := matrix(&cl, "C", c)
+	if err != nil {
+		return cl.fail(err)
+	}
+	vd, pd, err := matrix(&cl, "D", d)
+	if err != nil {
+		return cl.fail(err)
+	}
+	gd, err := blasview.Gemm(va, vb, vd)
+	if err != nil {
+		return cl.fail(refused(op, err))
+	}
+	if err := st.same(op, "D", gd); err != nil {
+		return cl.fail(err)
+	}
+	gc, err := blasview.Gemm(va, vb, vc)
+	if err != nil {
+		return cl.fail(refused(op, err))
+	}
+	if err := st.same(op, "C", gc); err != nil {
+		return cl.fail(err)
+	}
+	C, D := at[TC](pc, gc.OffC), at[TC](pd, gd.OffC)
+	if c0, c1 := span(C, st.g.M, st.g.N, st.g.LDC, sizeOf[TC]()); C != D && overlaps(c0, c1, D, st.g, sizeOf[TC]()) {
+		return cl.fail(&blasview.Error{Func: op, Operand: "C", Kind: ErrAlias, Detail: "C overlaps D in memory without being D"})
+	}
+	var B0 uintptr
+	if bias != nil {
+		vbias, pbias, err := vector(&cl, "bias", Vector[TC]{Buf: bias, N: int(st.g.M), Inc: 1})
+		if err != nil {
+			return cl.fail(err)
+		}
+		if _, err := blasview.Scal(vbias); err != nil {
+			return cl.fail(refused(op, err))
+		}
+		B0 = pbias
+		if b0, b1 := span(B0, st.g.M, 1, st.g.M, sizeOf[TC]()); overlaps(b0, b1, D, st.g, sizeOf[TC]()) {
+			return cl.fail(&blasview.Error{Func: op, Operand: "bias", Kind: ErrAlias, Detail: "the bias overlaps D in memory"})
+		}
+	}
+	if gd.Swapped {
+		pa, pb = pb, pa
+	}
+	A := uintptr(0)
+	Bp := uintptr(0)
+	if gd.Swapped {
+		A, Bp = at[TB](pa, gd.OffA), at[TA](pb, gd.OffB)
+	} else {
+		A, Bp = at[TA](pa, gd.OffA), at[TB](pb, gd.OffB)
+	}
+	return cl.run(queued, func(hh cublasraw.Handle) error {
+		bp := uint64(B0)
+		if err := cublasraw.LtMatmulDescSetAttribute(st.desc, cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, uintptr(unsafe.Pointer(&bp)), 8); err != nil {
+			return err
+		}
+		al, be := exScalars(cl.st, st.sk, alpha, beta)
+		return cublasraw.LtMatmul(st.lt, st.desc, al, A, st.la, Bp, st.lb, be, C, st.lc, D, st.lc, &st.algo, cl.st.wsPtr, st.wsBytes, cublasraw.Stream(seam.Stream(cl.st.s)))
+	})
+}
+
+// same refuses a Run view whose mapping differs from the plan's.
+func (st *planState) same(op, name string, g blasview.GemmArgs) error {
+	p := st.g
+	if g.TransA != p.TransA || g.TransB != p.TransB || g.M != p.M || g.N != p.N || g.K != p.K ||
+		g.LDA != p.LDA || g.LDB != p.LDB || g.LDC != p.LDC || g.Swapped != p.Swapped {
+		return &blasview.Error{Func: op, Operand: name, Kind: ErrShape,
+			Detail: fmt.Sprintf("the operands map to a %d×%d×%d product (lds %d, %d, %d), but the plan was made for %d×%d×%d (lds %d, %d, %d) with the same layouts and operations",
+				g.M, g.N, g.K, g.LDA, g.LDB, g.LDC, p.M, p.N, p.K, p.LDA, p.LDB, p.LDC)}
+	}
+	return nil
+}
+
+// span is the byte interval [first, last+1) of the column-major rows×cols
+// matrix with leading dimension ld at p (empty for an empty matrix).
+func span(p uintptr, rows, cols, ld int64, esz uintptr) (uintptr, uintptr) {
+	if rows == 0 || cols == 0 {
+		return p, p
+	}
+	return p, p + uintptr((cols-1)*ld+rows)*esz
+}
+
+// overlaps reports whether [x0, x1) meets the span of D (the plan's
+// column-major M×N result at d), conservatively: first to last element.
+func overlaps(x0, x1, d uintptr, g blasview.GemmArgs, esz uintptr) bool {
+	d0, d1 := span(d, g.M, g.N, g.LDC, esz)
+	return x0 < d1 && d0 < x1
+}
+
+// autotune times each candidate the heuristic gave (st.candidates) on
+// scratch buffers of the plan's shapes, on the handle's stream, and keeps
+// the fastest.
+func autotune[TA, TB, TC Element](st *planState) error {
+	const op = "NewMatmulPlan"
+	hs := st.hd.st
+	if capture.Installed(hs.s) != nil {
+		return fmt.Errorf("cublas: %s: Autotune times matmuls on the handle's stream, which is being captured: %w", op, driver.ErrStreamCaptureUnsupported)
+	}
+	g := st.g
+	ac, bc := g.K, g.N
+	if g.TransA != cublasraw.CUBLAS_OP_N {
+		ac = g.M
+	}
+	if g.TransB != cublasraw.CUBLAS_OP_N {
+		bc = g.K
+	}
+	sa, sb := sizeOf[TA](), sizeOf[TB]()
+	if g.Swapped {
+		sa, sb = sb, sa
+	}
+	scratch := func(bytes int64) (*driver.Buffer[byte], error) {
+		return driver.AllocZeroed[byte](hs.s, int(max(bytes, 256)))
+	}
+	var bufs []*driver.Buffer[byte]
+	defer func() {
+		for _, b := range bufs {
+			_ = b.Close()
+		}
+	}()
+	var ptrs [4]uintptr
+	for i, bytes := range []int64{g.LDA * ac * int64(sa), g.LDB * bc * int64(sb), g.LDC * g.N * int64(sizeOf[TC]()), g.M * int64(sizeOf[TC]())} {
+		b, err := scratch(bytes)
+		if err != nil {
+			return fmt.Errorf("cublas: %s: autotune's scratch: %w", op, err)
+		}
+		bufs = append(bufs, b)
+		ptrs[i] = uintptr(b.Ptr())
+	}
+	ev0, err := hs.ctx.NewEvent(driver.EventDefault)
+	if err != nil {
+		return err
+	}
+	defer ev0.Close()
+	ev1, err := hs.ctx.NewEvent(driver.EventDefault)
+	if err != nil {
+		return err
+	}
+	defer ev1.Close()
+	const reps = 5
+	matmuls := func(algo *cublasraw.LtMatmulAlgo, ws uintptr, n int) error {
+		cl, err := st.hd.begin(op)
+		if err != nil {
+			return err
+		}
+		return cl.run(noWork, func(cublasraw.Handle) error {
+			bp := uint64(0)
+			if st.epi.hasBias() {
+				bp = uint64(ptrs[3])
+			}
+			if err := cublasraw.LtMatmulDescSetAttribute(st.desc, cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, uintptr(unsafe.Pointer(&bp)), 8); err != nil {
+				return err
+			}
+			al, be := exScalars(hs, st.sk, 1, 0)
+			for range n {
+				if err := cublasraw.LtMatmul(st.lt, st.desc, al, ptrs[0], st.la, ptrs[1], st.lb, be, ptrs[2], st.lc, ptrs[2], st.lc,
+					algo, hs.wsPtr, ws, cublasraw.Stream(seam.Stream(hs.s))); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	best := -1
+	for i := range st.candidates {
+		c := &st.candidates[i]
+		elapsed := time.Duration(-1)
+		if err := matmuls(&c.Algo, c.WorkspaceSize, 1); err == nil {
+			if err := ev0.Record(hs.s); err != nil {
+				return err
+			}
+			if err := matmuls(&c.Algo, c.WorkspaceSize, reps); err != nil {
+				return err
+			}
+			if err := ev1.Record(hs.s); err != nil {
+				return err
+			}
+			if err := ev1.Synchronize(); err != nil {
+				return err
+			}
+			if elapsed, err = driver.Elapsed(ev0, ev1); err != nil {
+				return err
+			}
+			elapsed /= reps
+		}
+		st.tuned = append(st.tuned, elapsed) // -1: the candidate failed to run
+		if elapsed >= 0 && (best < 0 || elapsed < st.tuned[best]) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return &Error{Op: op, Func: "cublasLtMatmul", Status: StatusNotSupported}
+	}
+	st.algo, st.wsBytes = st.candidates[best].Algo, st.candidates[best].WorkspaceSize
+	return hs.s.Synchronize()
+}
