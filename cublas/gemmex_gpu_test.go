@@ -14,7 +14,9 @@ import (
 
 // exIn and exOut are the input and output types the GemmEx tests use.
 type (
-	exIn  interface{ cublas.Half | cublas.BFloat16 | int8 }
+	exIn interface {
+		cublas.Half | cublas.BFloat16 | int8
+	}
 	exOut interface{ float32 | int32 }
 )
 
