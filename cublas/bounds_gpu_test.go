@@ -67,7 +67,9 @@ func TestGPUOutOfBoundsRefused(t *testing.T) {
 				return cublas.Gemm(g.h, 1, col(a, m, k+1), col(buf((k+1)*n), k+1, n), 0, col(c, m, n))
 			}},
 		{name: "C one element short", op: "Gemm", operand: "C", kind: cublas.ErrOutOfBounds, outLen: m*n - 1,
-			call: func(c *driver.Buffer[float32], _ *driver.Buffer[int32]) error { return cublas.Gemm(g.h, 1, A, B, 0, col(c, m, n)) }},
+			call: func(c *driver.Buffer[float32], _ *driver.Buffer[int32]) error {
+				return cublas.Gemm(g.h, 1, A, B, 0, col(c, m, n))
+			}},
 		{name: "A's leading dimension past the end", op: "Gemm", operand: "A", kind: cublas.ErrOutOfBounds, outLen: m * n,
 			call: func(c *driver.Buffer[float32], _ *driver.Buffer[int32]) error {
 				return cublas.Gemm(g.h, 1, withLD(A, m+1), B, 0, col(c, m, n))
@@ -161,7 +163,9 @@ func TestGPUOutOfBoundsRefused(t *testing.T) {
 				return cublas.Copy(g.h, vec(buf(n), n+1, 1), vec(c, n+1, 1))
 			}},
 		{name: "Scal's negative increment", op: "Scal", operand: "x", kind: cublas.ErrShape, outLen: n,
-			call: func(c *driver.Buffer[float32], _ *driver.Buffer[int32]) error { return cublas.Scal(g.h, 2, vec(c, n, -1)) }},
+			call: func(c *driver.Buffer[float32], _ *driver.Buffer[int32]) error {
+				return cublas.Scal(g.h, 2, vec(c, n, -1))
+			}},
 		{name: "DotTo's result offset", op: "DotTo", operand: "result", kind: cublas.ErrOutOfBounds, outLen: 1,
 			call: func(c *driver.Buffer[float32], _ *driver.Buffer[int32]) error {
 				return cublas.DotTo(g.h, vec(buf(n), n, 1), vec(buf(n), n, 1), cublas.Vector[float32]{Buf: c, Offset: 1, N: 1})
