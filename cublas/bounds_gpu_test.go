@@ -45,11 +45,11 @@ func TestGPUOutOfBoundsRefused(t *testing.T) {
 	i8a, i8b := upload(t, g, make([]int8, 8*8)), upload(t, g, make([]int8, 8*8))
 
 	type refusal struct {
-		name          string
-		op, operand   string
-		kind          error
-		out           *driver.Buffer[float32] // the output, which must not change (nil: out32 or none)
-		out32         *driver.Buffer[int32]
+		name        string
+		op, operand string
+		kind        error
+		// call makes the refused call with out (outLen float32s) or
+		// out32 (i32Ln int32s) as its output, which must not change.
 		call          func(out *driver.Buffer[float32], out32 *driver.Buffer[int32]) error
 		outLen, i32Ln int
 	}
