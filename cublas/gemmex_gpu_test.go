@@ -100,8 +100,8 @@ func refGemmEx[TI exIn, TC exOut](alpha float64, a cublas.Matrix[TI], ha []TI, b
 }
 
 // TestGPUGemmEx: Half and BFloat16 inputs with a float32 result
-// (Compute32F), int8 inputs with an int32 result (Compute32I; sizes and
-// offsets multiples of 4), every layout of A, B and C and every operation
+// (Compute32F), int8 inputs with an int32 result (Compute32I; sizes,
+// leading dimensions and offsets multiples of 4, alpha and beta 1), every layout of A, B and C and every operation
 // of A and B, against refGemmEx (exact: small integers, float32 or int32
 // accumulation). For int8, cuBLAS may refuse some layouts
 // (StatusNotSupported, logged); the "TN" form (column-major C = Aᵀ·B) must
@@ -117,6 +117,11 @@ func gemmExCases[TI exIn, TC exOut](t *testing.T, g *gpu, m, n, k int, compute c
 	r := rand.New(rand.NewPCG(31, 32))
 	alpha, beta := 2.0, -1.0
 	_, isInt := any(TC(0)).(int32)
+	if isInt {
+		// cuBLAS has documented its int8 path for alpha and beta of 0
+		// or 1 only.
+		alpha, beta = 1, 1
+	}
 	unsupported := 0
 	ops := []cublas.Op{cublas.NoTrans, cublas.Trans}
 	for _, la := range layouts {
