@@ -2,7 +2,6 @@ package cublas
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/blasview"
@@ -184,9 +183,10 @@ func (c *call) keep(sink capture.Sink) {
 // scalars stores alpha and beta where cuBLAS reads them (host pointer
 // mode) and returns their addresses. The handle's lock is held.
 func scalars[T any](st *handleState, alpha, beta T) (uintptr, uintptr) {
-	*(*T)(unsafe.Pointer(&st.scal[0])) = alpha
-	*(*T)(unsafe.Pointer(&st.scal[1])) = beta
-	return uintptr(unsafe.Pointer(&st.scal[0])), uintptr(unsafe.Pointer(&st.scal[1]))
+	pa, pb := st.slot(slotAlpha), st.slot(slotBeta)
+	*(*T)(pa) = alpha
+	*(*T)(pb) = beta
+	return uintptr(pa), uintptr(pb)
 }
 
 // i32 narrows a size checked by the views (Needs64 false) to C's int.

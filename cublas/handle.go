@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"unsafe"
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/ctxcall"
@@ -100,9 +101,26 @@ type handleState struct {
 	wsBytes int
 	opts    Options
 
-	mu   sync.Mutex    // held by each routine: settings, scalars, results
-	scal [2]complex128 // alpha and beta, read by cuBLAS during the call (host pointer mode)
-	res  complex128    // a host result, written by cuBLAS during the call
+	mu sync.Mutex // held by each routine: settings, scalars, results
+	// scratch holds, 16-byte aligned (see slot), alpha, beta and a host
+	// result: cuBLAS reads and writes them during the call (host pointer
+	// mode) with 16-byte vector instructions for complex128, which fault
+	// on an address Go's 8-byte alignment of complex128 allows.
+	scratch [4*16 + 16]byte
+}
+
+// The slots of handleState.scratch.
+const (
+	slotAlpha = iota
+	slotBeta
+	slotResult
+)
+
+// slot is the address of scratch slot i, 16-byte aligned. The state is
+// on the heap, which does not move.
+func (st *handleState) slot(i int) unsafe.Pointer {
+	base := uintptr(unsafe.Pointer(&st.scratch[0]))
+	return unsafe.Add(unsafe.Pointer(&st.scratch[0]), (16-base%16)%16+uintptr(i)*16)
 }
 
 // defaultWorkspace is the workspace cuBLAS recommends for a device of

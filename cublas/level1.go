@@ -213,11 +213,12 @@ func (c *call) reduction(a blasview.VecArgs, out unsafe.Pointer, size uintptr, d
 	}
 	st := c.st
 	return c.run(hostResult, func(hh cublasraw.Handle) error {
-		st.res = 0
-		if err := f(hh, uintptr(unsafe.Pointer(&st.res))); err != nil {
+		res := st.slot(slotResult)
+		*(*[16]byte)(res) = [16]byte{}
+		if err := f(hh, uintptr(res)); err != nil {
 			return err
 		}
-		copy(unsafe.Slice((*byte)(out), size), unsafe.Slice((*byte)(unsafe.Pointer(&st.res)), size))
+		copy(unsafe.Slice((*byte)(out), size), unsafe.Slice((*byte)(res), size))
 		return nil
 	})
 }
