@@ -72,13 +72,16 @@ func GemmBatched[T Float](hd *Handle, alpha T, as, bs []Matrix[T], beta T, cs []
 	if err != nil {
 		return cl.fail(fmt.Errorf("cublas: %s: the pointer arrays: %w", op, err))
 	}
+	p := arrays.Slice() // taken before Close, which hides it; ref keeps the memory
 	ref, err := seam.Hold(arrays)
 	_ = arrays.Close() // ref holds it, until the stream has passed the routine
 	if err != nil {
 		return cl.fail(fmt.Errorf("cublas: %s: the pointer arrays: %w", op, err))
 	}
 	cl.late = append(cl.late, ref)
-	p := arrays.Slice()
+	if len(p) != 3*n {
+		return cl.fail(fmt.Errorf("cublas: %s: the pointer arrays: %d elements, want %d", op, len(p), 3*n))
+	}
 	esz := sizeOf[T]()
 	for i := range n {
 		p[i] = uint64(pa[i] + uintptr(g.OffA[i])*esz)

@@ -117,7 +117,10 @@ var benchOne, benchZero = float32(1), float32(0)
 // rounds of its time over C's: at most 1.03 for sgemm64, 1.02 for
 // graph100, 1.01 (0.99× C's TFLOPS) for the large ones is the target.
 // "GoRaw" is the C loop's calls made from Go through the generated table
-// (no checks, no holds), on one locked thread: where a gap comes from.
+// (no checks, no holds), on one locked thread with the context current
+// throughout, and "GoRawBound" the same with the context pushed before
+// each call and the thread cleared after it, as purecuda's calls leave
+// threads: where a gap comes from.
 // It needs a GPU, cuBLAS, gcc and the CUDA headers; run it with
 // -test.benchtime=1x (PURECUDA_VERSUS_ROUNDS sets the rounds of the small
 // cases, 101 by default; the large ones run a fifth as many, at least 5;
@@ -206,8 +209,28 @@ func BenchmarkGemmVersusC(b *testing.B) {
 			_ = cu.CtxSetCurrent(0)
 			wait()
 		},
+		func(n int) {
+			// GoRawBound: GoRaw with the context pushed before each call
+			// and the thread cleared after it, as every purecuda call
+			// leaves it.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for range n {
+				if err := cu.CtxPushCurrent(cu.CUcontext(cctx)); err != nil {
+					b.Fatal(err)
+				}
+				if err := cublasraw.Sgemm(cublasraw.Handle(chandle), cublasraw.CUBLAS_OP_N, cublasraw.CUBLAS_OP_N, small, small, small,
+					uintptr(unsafe.Pointer(&benchOne)), ptr(a), small, ptr(bb), small, uintptr(unsafe.Pointer(&benchZero)), ptr(cc), small); err != nil {
+					b.Fatal(err)
+				}
+				if err := cu.CtxSetCurrent(0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			wait()
+		},
 	})
-	report(b, "sgemm64", []string{"C", "Go", "GoRaw"}, times, 0)
+	report(b, "sgemm64", []string{"C", "Go", "GoRaw", "GoRawBound"}, times, 0)
 
 	// graph100: per GEMM of a replayed graph.
 	const count = 100
