@@ -16,20 +16,26 @@ import (
 //go:noescape
 func runtime_cgocall(fn uintptr, arg unsafe.Pointer) int32
 
-// callFrameABI0 is the address of the assembly trampoline callFrame.
-var callFrameABI0 uintptr
+// callFrameABI0 and callFrameLongABI0 are the addresses of the assembly
+// trampolines callFrame and callFrameLong.
+var callFrameABI0, callFrameLongABI0 uintptr
 
-// directArgs is how many arguments the trampoline passes (6 in registers,
-// 6 on the stack); longer calls go through purego.
+// directArgs is how many arguments the short trampoline passes (6 in
+// registers, 6 on the stack); longer calls, up to MaxArgs, take the long
+// one (26 on the stack), which costs a few more copies.
 const directArgs = 12
 
-// Call calls f.Fn with the first n arguments and returns its integer result.
-// Floating-point arguments are not supported (the generated tables bind those
-// functions with purego.RegisterFunc).
+// Call calls f.Fn with the first n arguments (at most MaxArgs) and returns
+// its integer result. Floating-point arguments are not supported (the
+// generated tables bind those functions with purego.RegisterFunc).
 func (f *Frame) Call(n int) uintptr {
 	if n > directArgs {
-		r1, _, _ := purego.SyscallN(f.Fn, f.Args[:n]...)
-		return r1
+		if n > MaxArgs {
+			r1, _, _ := purego.SyscallN(f.Fn, f.Args[:]...) // fails: purego takes at most MaxArgs
+			return r1
+		}
+		runtime_cgocall(callFrameLongABI0, unsafe.Pointer(f))
+		return f.R1
 	}
 	runtime_cgocall(callFrameABI0, unsafe.Pointer(f))
 	return f.R1

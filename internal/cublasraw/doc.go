@@ -48,12 +48,13 @@
 // # Calls
 //
 // Calls are made as internal/cu's are: a pooled frame from internal/ccall,
-// no allocation. Up to 12 arguments go through ccall's direct path on
-// linux/amd64; longer calls (cublasGemmEx has 19 arguments,
-// cublasGemmStridedBatchedEx 23, cublasLtMatmul 16) and every call on other
-// platforms go through purego.SyscallN, which takes up to 32 integer
-// arguments on linux/amd64, linux/arm64 and windows/amd64 (the generator
-// refuses more). No function takes a float or a struct by value.
+// no allocation. On linux/amd64 every call goes through ccall's direct
+// trampolines: up to 12 arguments through the short one, longer calls
+// (cublasSgemm has 14 arguments, cublasGemmEx 19, cublasGemmStridedBatchedEx
+// 23, cublasLtMatmul 16) through the long one, up to 32. On other
+// platforms calls go through purego.SyscallN, which takes up to 32 integer
+// arguments on linux/arm64 and windows/amd64 (the generator refuses more).
+// No function takes a float or a struct by value.
 package cublasraw
 
 // The table is generated together with internal/cu: see its go:generate line.
