@@ -192,7 +192,7 @@ func (emptyImporter) Import(p string) (*types.Package, error) {
 // without importing it, or "".
 func knownPackage(name, mod string) string {
 	switch name {
-	case "driver", "graph", "lifetime", "loader", "nccl", "nvrtc":
+	case "cublas", "driver", "graph", "lifetime", "loader", "nccl", "nvrtc":
 		return mod + "/" + name
 	}
 	return stdPackages[name]
