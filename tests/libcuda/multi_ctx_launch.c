@@ -40,6 +40,15 @@
 // (KIND=memset), or use a stream of their own (KIND=own, the control).
 // CHURN (env, 0) graphs are churned first, as in mode 3.
 //
+// Part 5 (MODE 5): the Go suite crashes after graphs with a *kernel* node
+// (and a host node) were kept alive 10000 at a time and then destroyed
+// (only the C loops of TestGPUManyGraphsLeaveNothing, or only its Go loop
+// that drops everything, suffice; the Go loop that closes each graph at
+// once does not). So: THREADS threads keep CHURN/THREADS such graphs each
+// (a fill kernel from PTX, then a host node), destroy them, and then run
+// mode 4's race (KIND as there) for SECONDS, plus threads launching an
+// executable of A with a kernel node of the same function.
+//
 //   gcc -O1 -I/usr/local/cuda/include multi_ctx_launch.c -o mcl -L/usr/local/nvidia/lib64 -lcuda -lpthread
 //   ./mcl MODE [SECONDS=20] [THREADS=16] [DEV_B=0]
 // Run each mode several times; a crash is a SIGSEGV. The probe may itself
@@ -305,6 +314,108 @@ static int raceMain(void) {
   return 0;
 }
 
+static const char fillPTX[] =
+  ".version 7.0\n.target sm_52\n.address_size 64\n"
+  ".visible .entry fill(.param .u64 p, .param .u32 v, .param .u32 n) {\n"
+  "  .reg .b32 %r<4>;\n  .reg .b64 %rd<4>;\n  .reg .pred %p1;\n"
+  "  ld.param.u64 %rd1, [p];\n  ld.param.u32 %r1, [v];\n  ld.param.u32 %r2, [n];\n"
+  "  mov.u32 %r3, %tid.x;\n  setp.ge.s32 %p1, %r3, %r2;\n  @%p1 bra DONE;\n"
+  "  cvta.to.global.u64 %rd2, %rd1;\n  mul.wide.s32 %rd3, %r3, 4;\n  add.s64 %rd2, %rd2, %rd3;\n"
+  "  st.global.u32 [%rd2], %r1;\nDONE:\n  ret;\n}\n";
+static CUfunction fillFn;
+
+static CUgraph kernelGraph(CUdeviceptr buf, int v, int host) {
+  CUgraph g;
+  CUgraphNode k, h;
+  int n = 256;
+  void *params[3] = {&buf, &v, &n};
+  CUDA_KERNEL_NODE_PARAMS p = {0};
+  p.func = fillFn; p.gridDimX = p.gridDimY = p.gridDimZ = 1; p.blockDimX = 256; p.blockDimY = p.blockDimZ = 1;
+  p.kernelParams = params;
+  CK(cuGraphCreate(&g, 0));
+  CK(cuGraphAddKernelNode(&k, g, NULL, 0, &p));
+  if (host) {
+    CUDA_HOST_NODE_PARAMS hp = {hostNop, NULL};
+    CK(cuGraphAddHostNode(&h, g, &k, 1, &hp));
+  }
+  return g;
+}
+
+static void *keepMany(void *p) {
+  long n = (long)p;
+  CUcontext top;
+  CK(cuCtxPushCurrent(A));
+  CUstream s;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUgraphExec *xs = calloc(n, sizeof *xs);
+  CUgraph *gs = calloc(n, sizeof *gs);
+  CUdeviceptr *bs = calloc(n, sizeof *bs);
+  for (long i = 0; i < n; i++) {
+    CK(cuMemAlloc(&bs[i], 1024));
+    gs[i] = kernelGraph(bs[i], 1, 1);
+    CK(cuGraphInstantiateWithFlags(&xs[i], gs[i], 0));
+    CK(cuGraphLaunch(xs[i], s));
+    CK(cuStreamSynchronize(s));
+  }
+  for (long i = 0; i < n; i++) { CK(cuGraphExecDestroy(xs[i])); CK(cuGraphDestroy(gs[i])); CK(cuMemFree(bs[i])); }
+  free(xs); free(gs); free(bs);
+  CK(cuStreamDestroy(s));
+  CK(cuCtxPopCurrent(&top));
+  return NULL;
+}
+
+static CUgraphExec kernelExec;
+
+static void *kernelLaunches(void *p) {
+  (void)p;
+  time_t end = time(NULL) + seconds;
+  CUcontext top;
+  CK(cuCtxPushCurrent(A));
+  while (time(NULL) < end) {
+    CK(cuGraphLaunch(kernelExec, sharedS));
+    __atomic_add_fetch(&rounds, 1, __ATOMIC_RELAXED);
+  }
+  CK(cuCtxPopCurrent(&top));
+  return NULL;
+}
+
+static int keptMain(void) {
+  long churn = getenv("CHURN") ? atol(getenv("CHURN")) : 10000;
+  CUcontext top;
+  CK(cuCtxPushCurrent(A));
+  CUmodule mod;
+  CK(cuModuleLoadData(&mod, fillPTX));
+  CK(cuModuleGetFunction(&fillFn, mod, "fill"));
+  CK(cuCtxPopCurrent(&top));
+  pthread_t t[256], k[4];
+  for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, keepMany, (void *)(churn / threads));
+  for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+  printf("mode 5: %ld kernel graphs kept, then destroyed\n", churn);
+  fflush(stdout);
+  CK(cuCtxCreate(&B, NULL, 0, devB));
+  CK(cuMemAlloc(&sharedB, 256));
+  CK(cuCtxPopCurrent(&top));
+  CK(cuCtxPushCurrent(A));
+  CK(cuMemAlloc(&sharedA, 1024));
+  CK(cuStreamCreate(&sharedS, CU_STREAM_NON_BLOCKING));
+  CUgraph kg = kernelGraph(sharedA, 2, 0);
+  CK(cuGraphInstantiateWithFlags(&kernelExec, kg, 0));
+  CUgraph g;
+  CUgraphNode n;
+  CUDA_MEMSET_NODE_PARAMS m = {0};
+  m.dst = sharedA; m.elementSize = 4; m.width = 64; m.height = 1; m.value = 3;
+  CK(cuGraphCreate(&g, 0));
+  CK(cuGraphAddMemsetNode(&n, g, NULL, 0, &m, A));
+  CK(cuGraphInstantiateWithFlags(&single, g, 0));
+  CK(cuCtxPopCurrent(&top));
+  for (int i = 0; i < 4; i++) pthread_create(&k[i], NULL, kernelLaunches, NULL);
+  for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, race, (void *)(long)i);
+  for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 4; i++) pthread_join(k[i], NULL);
+  printf("mode 5: %ld rounds, no crash\n", rounds);
+  return 0;
+}
+
 static int growMain(void) {
   long churn = getenv("CHURN") ? atol(getenv("CHURN")) : 20000;
   pthread_t t[256];
@@ -339,6 +450,7 @@ int main(int argc, char **argv) {
   if (mode < 0) { probe(); return 0; }
   if (mode == 3) return growMain();
   if (mode == 4) return raceMain();
+  if (mode == 5) return keptMain();
   pthread_t t[256];
   for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, churn, NULL);
   for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
