@@ -3,6 +3,7 @@
 package cublas_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,12 +87,26 @@ func liveHandles(t *testing.T) int64 {
 // background.
 func waitNoHandles(t *testing.T) {
 	t.Helper()
+	waitFor(t, "fake_cublas_live_handles", 0)
+}
+
+// waitFor waits (20 s at most) until the fakes' counter (fakecublas's
+// fake_cublas_*, else fakecuda's) reads want, flushing the release
+// queue, and checks it does.
+func waitFor(t *testing.T, counter string, want int64) {
+	t.Helper()
+	read := func() int64 {
+		if strings.HasPrefix(counter, "fake_cublas") {
+			return faketest.CUBLAS(t, counter)
+		}
+		return faketest.Call(t, counter)
+	}
 	deadline := time.Now().Add(20 * time.Second)
-	for liveHandles(t) != 0 && time.Now().Before(deadline) {
+	for read() != want && time.Now().Before(deadline) {
 		lifetime.Flush()
 		time.Sleep(time.Millisecond)
 	}
-	assert.Zero(t, liveHandles(t), "cuBLAS handles left")
+	assert.Equal(t, want, read(), counter)
 }
 
 // gate holds s until open is called: work queued behind it waits.
