@@ -280,3 +280,36 @@ func TestCaptureOnAnotherStreamFromFake(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, nodes)
 }
+
+// TestStreamClosedBeforeHandleFromFake: the handle holds its stream and
+// context: closed by the caller first, they stay usable by the handle's
+// routines, and are destroyed once the handle is closed.
+func TestStreamClosedBeforeHandleFromFake(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	dev, err := driver.DeviceByOrdinal(0)
+	require.NoError(t, err)
+	ctx, err := dev.NewContext(0)
+	require.NoError(t, err)
+	streams := faketest.Call(t, "fake_live_streams")
+	s, err := ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	h, err := cublas.NewHandle(s, &cublas.Options{WorkspaceBytes: 1 << 12})
+	require.NoError(t, err)
+	x, err := driver.AllocCopy(s, []float32{1, 2, 3})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, ctx.Close())
+	assert.EqualValues(t, streams+1, faketest.Call(t, "fake_live_streams"), "held by the handle")
+	require.NoError(t, cublas.Scal(h, 2, cublas.VectorOf(x)))
+	got, err := cublas.Asum(h, cublas.VectorOf(x))
+	require.NoError(t, err)
+	assert.Equal(t, 12.0, got)
+	require.NoError(t, x.Close())
+	require.NoError(t, h.Close())
+	waitNoHandles(t)
+	waitFor(t, "fake_live_streams", streams)
+	waitFor(t, "fake_live_contexts", 0)
+	noBadUses(t)
+}
