@@ -111,3 +111,19 @@ func TestDroppedHandleHeldByGraphFromFake(t *testing.T) {
 	assert.EqualValues(t, 1, liveHandles(t), "destroyed once the executable is gone")
 	noBadUses(t)
 }
+
+// TestIamaxToNeeds32BitsFromFake: IamaxTo writes an int32, so x must fit
+// cuBLAS's 32-bit call: a huge increment (even on one element) is refused
+// before cuBLAS, the message naming the increment.
+func TestIamaxToNeeds32BitsFromFake(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	e := newEnv(t)
+	x := cublas.Vector[float32]{Buf: up(t, e.s, []float32{3}), N: 1, Inc: 1 << 40}
+	r := cublas.VectorOf(up(t, e.s, []int32{0}))
+	err := cublas.IamaxTo(e.h, x, r)
+	assert.ErrorIs(t, err, driver.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "cublas: IamaxTo: x: length 1 or increment 1099511627776")
+	assert.Zero(t, opsRun(t))
+}
