@@ -44,17 +44,27 @@ func newKit(t *testing.T) *vkit {
 
 // closed is a closed buffer of n elements.
 func (k *vkit) closed(t *testing.T, n int) *driver.Buffer[float32] {
+	return closedBuf[float32](t, k, n)
+}
+
+// foreign is a buffer of n elements of another context.
+func (k *vkit) foreign(t *testing.T, n int) *driver.Buffer[float32] {
+	return foreignBuf[float32](t, k, n)
+}
+
+// closedBuf is a closed buffer of n Ts.
+func closedBuf[T any](t *testing.T, k *vkit, n int) *driver.Buffer[T] {
 	t.Helper()
-	b, err := driver.Alloc[float32](k.ctx, n)
+	b, err := driver.Alloc[T](k.ctx, n)
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
 	return b
 }
 
-// foreign is a buffer of n elements of another context.
-func (k *vkit) foreign(t *testing.T, n int) *driver.Buffer[float32] {
+// foreignBuf is a buffer of n Ts of another context, closed when t ends.
+func foreignBuf[T any](t *testing.T, k *vkit, n int) *driver.Buffer[T] {
 	t.Helper()
-	b, err := driver.Alloc[float32](k.other, n)
+	b, err := driver.Alloc[T](k.other, n)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
 	return b
@@ -131,6 +141,12 @@ func (k *vkit) matrixCases(t *testing.T, fn, name string, m cublas.Matrix[float3
 // increment.
 func (k *vkit) vectorCases(t *testing.T, fn, name string, v cublas.Vector[float32], positive bool, apply func(cublas.Vector[float32]) error) {
 	t.Helper()
+	vectorCasesOf(t, k, fn, name, v, positive, apply)
+}
+
+// vectorCasesOf is vectorCases for vectors of any element type.
+func vectorCasesOf[T cublas.Element](t *testing.T, k *vkit, fn, name string, v cublas.Vector[T], positive bool, apply func(cublas.Vector[T]) error) {
+	t.Helper()
 	where := "cublas: " + fn + ": " + name + ":"
 	negInc := cublas.ErrOutOfBounds
 	if positive {
@@ -138,22 +154,22 @@ func (k *vkit) vectorCases(t *testing.T, fn, name string, v cublas.Vector[float3
 	}
 	cases := []struct {
 		what string
-		f    func(*cublas.Vector[float32])
+		f    func(*cublas.Vector[T])
 		kind error
 	}{
-		{"negative length", func(v *cublas.Vector[float32]) { v.N = -1 }, cublas.ErrShape},
-		{"negative offset", func(v *cublas.Vector[float32]) { v.Offset = -1 }, cublas.ErrOutOfBounds},
-		{"offset one past", func(v *cublas.Vector[float32]) { v.Offset++ }, cublas.ErrOutOfBounds},
-		{"huge offset", func(v *cublas.Vector[float32]) { v.Offset = math.MaxInt64 }, cublas.ErrOutOfBounds},
-		{"one more element", func(v *cublas.Vector[float32]) { v.N++ }, cublas.ErrOutOfBounds},
-		{"increment 2", func(v *cublas.Vector[float32]) { v.Inc = 2 }, cublas.ErrOutOfBounds},
-		{"increment -2", func(v *cublas.Vector[float32]) { v.Inc = -2 }, negInc},
-		{"huge increment", func(v *cublas.Vector[float32]) { v.Inc = math.MaxInt64 }, cublas.ErrOutOfBounds},
-		{"smallest increment", func(v *cublas.Vector[float32]) { v.Inc = math.MinInt64 }, negInc},
-		{"huge length", func(v *cublas.Vector[float32]) { v.N = math.MaxInt64 }, cublas.ErrOutOfBounds},
-		{"nil buffer", func(v *cublas.Vector[float32]) { v.Buf = nil }, nil},
-		{"closed buffer", func(v *cublas.Vector[float32]) { v.Buf = k.closed(t, v.Buf.Len()) }, driver.ErrClosed},
-		{"buffer of another context", func(v *cublas.Vector[float32]) { v.Buf = k.foreign(t, v.Buf.Len()) }, nil},
+		{"negative length", func(v *cublas.Vector[T]) { v.N = -1 }, cublas.ErrShape},
+		{"negative offset", func(v *cublas.Vector[T]) { v.Offset = -1 }, cublas.ErrOutOfBounds},
+		{"offset one past", func(v *cublas.Vector[T]) { v.Offset++ }, cublas.ErrOutOfBounds},
+		{"huge offset", func(v *cublas.Vector[T]) { v.Offset = math.MaxInt64 }, cublas.ErrOutOfBounds},
+		{"one more element", func(v *cublas.Vector[T]) { v.N++ }, cublas.ErrOutOfBounds},
+		{"increment 2", func(v *cublas.Vector[T]) { v.Inc = 2 }, cublas.ErrOutOfBounds},
+		{"increment -2", func(v *cublas.Vector[T]) { v.Inc = -2 }, negInc},
+		{"huge increment", func(v *cublas.Vector[T]) { v.Inc = math.MaxInt64 }, cublas.ErrOutOfBounds},
+		{"smallest increment", func(v *cublas.Vector[T]) { v.Inc = math.MinInt64 }, negInc},
+		{"huge length", func(v *cublas.Vector[T]) { v.N = math.MaxInt64 }, cublas.ErrOutOfBounds},
+		{"nil buffer", func(v *cublas.Vector[T]) { v.Buf = nil }, nil},
+		{"closed buffer", func(v *cublas.Vector[T]) { v.Buf = closedBuf[T](t, k, v.Buf.Len()) }, driver.ErrClosed},
+		{"buffer of another context", func(v *cublas.Vector[T]) { v.Buf = foreignBuf[T](t, k, v.Buf.Len()) }, nil},
 	}
 	for _, c := range cases {
 		bad := v
@@ -437,6 +453,21 @@ func TestLevel1RefusalsFromFake(t *testing.T) {
 			return g(cublas.Vector[float32]{Buf: x.Buf, Offset: 4, N: 1})
 		})
 	}
+	vectorCasesOf(t, k, "IamaxTo", "result", ri, false, func(v cublas.Vector[int32]) error { return cublas.IamaxTo(h, x, v) })
+	// Wider elements: the bounds are counted in elements of the view's
+	// type.
+	z, zy := cublas.VectorOf(up(t, k.s, data[complex128](4, 1))), cublas.VectorOf(up(t, k.s, data[complex128](4, 2)))
+	vectorCasesOf(t, k, "Axpy", "x", z, false, func(v cublas.Vector[complex128]) error { return cublas.Axpy(h, 1i, v, zy) })
+	vectorCasesOf(t, k, "Scal", "x", z, true, func(v cublas.Vector[complex128]) error { return cublas.Scal(h, 2, v) })
+	c, cy := cublas.VectorOf(up(t, k.s, data[complex64](3, 1))), cublas.VectorOf(up(t, k.s, data[complex64](3, 2)))
+	vectorCasesOf(t, k, "Dotc", "y", cy, false, func(v cublas.Vector[complex64]) error {
+		_, err := cublas.Dotc(h, c, v)
+		return err
+	})
+	d := cublas.VectorOf(up(t, k.s, data[float64](3, 1)))
+	vectorCasesOf(t, k, "Nrm2To", "result", cublas.VectorOf(up(t, k.s, []float64{0})), false, func(v cublas.Vector[float64]) error {
+		return cublas.Nrm2To(h, d, v)
+	})
 	k.refused(t, "IamaxTo: two results", cublas.ErrShape, "cublas: IamaxTo: result:", func() error {
 		return cublas.IamaxTo(h, x, cublas.VectorOf(up(t, k.s, []int32{0, 0})))
 	})
