@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/cuda/cublas"
+	"github.com/purecuda/cuda/internal/cublasraw"
 )
 
 // halfValue is h's value, decoded from the IEEE 754 binary16 fields in
@@ -270,5 +271,33 @@ func TestBFloat16Exhaustive(t *testing.T) {
 		b := cublas.BFloat16Of(math.Float32frombits(nan))
 		assert.True(t, math.IsNaN(float64(b.Float32())), "NaN %#08x stays NaN: %#04x", nan, uint16(b))
 		assert.Equal(t, nan>>31 == 1, b&0x8000 != 0, "NaN %#08x keeps its sign", nan)
+	}
+}
+
+// TestConstantsAreCUBLASs: the math modes, compute types and statuses are
+// the values of cuBLAS's header (the generated table's constants).
+func TestConstantsAreCUBLASs(t *testing.T) {
+	assert.EqualValues(t, cublasraw.CUBLAS_DEFAULT_MATH, cublas.DefaultMath)
+	assert.EqualValues(t, cublasraw.CUBLAS_PEDANTIC_MATH, cublas.PedanticMath)
+	assert.EqualValues(t, cublasraw.CUBLAS_TF32_TENSOR_OP_MATH, cublas.TF32Math)
+	assert.EqualValues(t, cublasraw.CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION, cublas.DisallowReducedPrecisionReduction)
+	for got, want := range map[cublas.ComputeType]cublasraw.ComputeType{
+		cublas.Compute16F: cublasraw.CUBLAS_COMPUTE_16F, cublas.Compute16FPedantic: cublasraw.CUBLAS_COMPUTE_16F_PEDANTIC,
+		cublas.Compute32F: cublasraw.CUBLAS_COMPUTE_32F, cublas.Compute32FPedantic: cublasraw.CUBLAS_COMPUTE_32F_PEDANTIC,
+		cublas.Compute32FFast16F: cublasraw.CUBLAS_COMPUTE_32F_FAST_16F, cublas.Compute32FFast16BF: cublasraw.CUBLAS_COMPUTE_32F_FAST_16BF,
+		cublas.Compute32FFastTF32: cublasraw.CUBLAS_COMPUTE_32F_FAST_TF32, cublas.Compute64F: cublasraw.CUBLAS_COMPUTE_64F,
+		cublas.Compute64FPedantic: cublasraw.CUBLAS_COMPUTE_64F_PEDANTIC, cublas.Compute32I: cublasraw.CUBLAS_COMPUTE_32I,
+		cublas.Compute32IPedantic: cublasraw.CUBLAS_COMPUTE_32I_PEDANTIC,
+	} {
+		assert.EqualValues(t, want, got, want.String())
+	}
+	for got, want := range map[cublas.Status]cublasraw.Status{
+		cublas.StatusNotInitialized: cublasraw.CUBLAS_STATUS_NOT_INITIALIZED, cublas.StatusAllocFailed: cublasraw.CUBLAS_STATUS_ALLOC_FAILED,
+		cublas.StatusInvalidValue: cublasraw.CUBLAS_STATUS_INVALID_VALUE, cublas.StatusArchMismatch: cublasraw.CUBLAS_STATUS_ARCH_MISMATCH,
+		cublas.StatusMappingError: cublasraw.CUBLAS_STATUS_MAPPING_ERROR, cublas.StatusExecutionFailed: cublasraw.CUBLAS_STATUS_EXECUTION_FAILED,
+		cublas.StatusInternalError: cublasraw.CUBLAS_STATUS_INTERNAL_ERROR, cublas.StatusNotSupported: cublasraw.CUBLAS_STATUS_NOT_SUPPORTED,
+		cublas.StatusLicenseError: cublasraw.CUBLAS_STATUS_LICENSE_ERROR,
+	} {
+		assert.EqualValues(t, want, got, want.String())
 	}
 }
