@@ -264,6 +264,7 @@ func TestLevel3RefusalsFromFake(t *testing.T) {
 			k.refused(t, fn+": C's batches overlap", cublas.ErrAlias, w+" C:", func() error { return g(SA, 12, SB, 20, SC, 14, count) })
 			k.refused(t, fn+": C's batches are one", cublas.ErrAlias, w+" C:", func() error { return g(SA, 12, SB, 20, SC, 0, count) })
 			k.matrixCases(t, fn, "A", A, func(m cublas.Matrix[float32]) error { return g(m, 0, B, 0, C, 0, 1) })
+			k.matrixCases(t, fn, "B", B, func(m cublas.Matrix[float32]) error { return g(A, 0, m, 0, C, 0, 1) })
 			k.matrixCases(t, fn, "C", C, func(m cublas.Matrix[float32]) error { return g(A, 0, B, 0, m, 0, 1) })
 		}
 
