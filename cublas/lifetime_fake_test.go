@@ -167,10 +167,11 @@ func TestHandleDroppedFromFake(t *testing.T) {
 	noBadUses(t)
 }
 
-// TestCapturedGemmsFromFake: Gemm and the device-result reductions
-// captured on the handle's stream are held by the graph: the operands, the
-// handle and the capture's graph are all closed before the executable is
-// launched, 100 times, each replay recomputing the results exactly. A
+// TestCapturedGemmsFromFake: 100 chained Gemms and device-result
+// reductions captured on the handle's stream are held by the graph: the
+// operands, the handle and the capture's graph are all closed before the
+// executable is launched, 1000 times, each replay recomputing the results
+// exactly. A
 // host-result reduction inside the capture is refused
 // (ErrStreamCaptureUnsupported) and the capture goes on. The handle is
 // destroyed once the executable is.
@@ -181,7 +182,7 @@ func TestCapturedGemmsFromFake(t *testing.T) {
 	e := newEnv(t)
 	h, err := cublas.NewHandle(e.s, &cublas.Options{WorkspaceBytes: 1 << 12})
 	require.NoError(t, err)
-	const m, n, k, chain = 3, 3, 3, 10
+	const m, n, k, chain = 3, 3, 3, 100
 	// B a signed permutation: the products stay small integers, exact.
 	ah, bh := data[float32](m*k, 1), []float32{0, 0, 1, 1, 0, 0, 0, -1, 0}
 	a, err := driver.AllocCopy(e.s, ah)
@@ -240,19 +241,20 @@ func TestCapturedGemmsFromFake(t *testing.T) {
 	for _, v := range want {
 		asum += max(v, -v)
 	}
-	for i := 0; i < 100; i++ {
-		if i%25 == 0 || i == 99 {
+	const replays = 1000
+	for i := 0; i < replays; i++ {
+		if i%250 == 0 || i == replays-1 {
 			require.NoError(t, out.Memset32(e.s, 0))
 			require.NoError(t, norm.Memset32(e.s, 0))
 		}
 		require.NoError(t, x.Launch(e.s))
-		if i%25 == 0 || i == 99 {
+		if i%250 == 0 || i == replays-1 {
 			assert.Equal(t, want, down(t, e.s, out), "replay %d", i)
 			assert.Equal(t, []float32{asum}, down(t, e.s, norm), "replay %d", i)
 		}
 	}
 	require.NoError(t, e.s.Synchronize())
-	assert.Equal(t, before+100*(chain+2), opsRun(t))
+	assert.Equal(t, before+replays*(chain+2), opsRun(t))
 	require.NoError(t, x.Close())
 	waitFor(t, "fake_cublas_live_handles", 1)
 	noBadUses(t)
