@@ -195,27 +195,8 @@ func data[T cublas.Float](n, seed int) []T {
 // scalar is a small integer scalar (complex for complex types).
 func scalar[T cublas.Float](re, im float64) T { return fromC[T](complex(re, im)) }
 
-// ld is m's leading dimension, 0 made explicit (as the package does).
-func ld[T cublas.Element](m cublas.Matrix[T]) int {
-	if m.LD != 0 {
-		return m.LD
-	}
-	if m.Layout == cublas.RowMajor {
-		return max(m.Cols, 1)
-	}
-	return max(m.Rows, 1)
-}
-
-// idx is the buffer index of m's stored element (i, j).
-func idx[T cublas.Element](m cublas.Matrix[T], i, j int) int {
-	if m.Layout == cublas.RowMajor {
-		return m.Offset + i*ld(m) + j
-	}
-	return m.Offset + i + j*ld(m)
-}
-
-// opAt is element (i, j) of op(m), m's data in host.
-func opAt[T cublas.Float](host []T, m cublas.Matrix[T], i, j int) complex128 {
+// opAtC is element (i, j) of op(m), m's data in host, as a complex128.
+func opAtC[T cublas.Float](host []T, m cublas.Matrix[T], i, j int) complex128 {
 	switch m.Op {
 	case cublas.Trans:
 		return toC(host[idx(m, j, i)])
@@ -226,36 +207,17 @@ func opAt[T cublas.Float](host []T, m cublas.Matrix[T], i, j int) complex128 {
 	return toC(host[idx(m, i, j)])
 }
 
-// opDims is op(m)'s shape.
-func opDims[T cublas.Element](m cublas.Matrix[T]) (int, int) {
-	if m.Op == cublas.NoTrans {
-		return m.Rows, m.Cols
-	}
-	return m.Cols, m.Rows
-}
-
-// vidx is the buffer index of v's element k, as BLAS defines it.
-func vidx[T cublas.Element](v cublas.Vector[T], k int) int {
-	inc := v.Inc
-	if inc == 0 {
-		inc = 1
-	}
-	if inc < 0 {
-		return v.Offset + (v.N-1-k)*(-inc)
-	}
-	return v.Offset + k*inc
-}
-
-// refGemm is what Gemm leaves in C's buffer (cHost): C = alpha·op(A)·op(B)
-// + beta·C, in plain Go on the views' own terms.
-func refGemm[T cublas.Float](alpha T, a cublas.Matrix[T], aHost []T, b cublas.Matrix[T], bHost []T, beta T, c cublas.Matrix[T], cHost []T) []T {
+// refGemmC is what Gemm leaves in C's buffer (cHost): C = alpha·op(A)·op(B)
+// + beta·C, in plain Go on the views' own terms, in complex128 (C not
+// read with beta 0).
+func refGemmC[T cublas.Float](alpha T, a cublas.Matrix[T], aHost []T, b cublas.Matrix[T], bHost []T, beta T, c cublas.Matrix[T], cHost []T) []T {
 	out := append([]T(nil), cHost...)
 	_, k := opDims(a)
 	for i := 0; i < c.Rows; i++ {
 		for j := 0; j < c.Cols; j++ {
 			var s complex128
 			for l := 0; l < k; l++ {
-				s += opAt(aHost, a, i, l) * opAt(bHost, b, l, j)
+				s += opAtC(aHost, a, i, l) * opAtC(bHost, b, l, j)
 			}
 			r := toC(alpha) * s
 			if toC(beta) != 0 {

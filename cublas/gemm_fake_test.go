@@ -14,10 +14,8 @@ import (
 	"github.com/purecuda/cuda/internal/faketest"
 )
 
-var (
-	layouts = []cublas.Layout{cublas.ColMajor, cublas.RowMajor}
-	ops     = []cublas.Op{cublas.NoTrans, cublas.Trans, cublas.ConjTrans}
-)
+// ops are every operation (layouts, the GPU tests' helper, every layout).
+var ops = []cublas.Op{cublas.NoTrans, cublas.Trans, cublas.ConjTrans}
 
 func layoutName(l cublas.Layout) string {
 	if l == cublas.RowMajor {
@@ -66,7 +64,7 @@ func gemmEveryWay[T cublas.Float](t *testing.T, e *fenv) {
 							continue
 						}
 						require.NoError(t, err, name)
-						assert.Equal(t, refGemm(alpha, a, ah, b, bh, beta, c, ch), down(t, e.s, c.Buf), name)
+						assert.Equal(t, refGemmC(alpha, a, ah, b, bh, beta, c, ch), down(t, e.s, c.Buf), name)
 						assert.Equal(t, before+1, opsRun(t), name)
 						runs++
 					}
@@ -233,7 +231,7 @@ func stridedEveryWay[T cublas.Float](t *testing.T, e *fenv) {
 								ai.Offset += i * sa
 								bi.Offset += i * sb
 								ci.Offset += i * sc
-								want = refGemm(alpha, ai, ah, bi, bh, beta, ci, want)
+								want = refGemmC(alpha, ai, ah, bi, bh, beta, ci, want)
 							}
 							assert.Equal(t, want, down(t, e.s, c.Buf), name)
 							assert.Equal(t, before+1, opsRun(t), name)
@@ -280,13 +278,13 @@ func TestGemmExFloat32FromFake(t *testing.T) {
 					b, bh := shape[float32](t, e.s, k, n, lb, cublas.NoTrans, false, 2)
 					c, ch := shape[float32](t, e.s, m, n, lc, cublas.NoTrans, true, 3)
 					require.NoError(t, cublas.GemmEx(e.h, 2, a, b, -1, c, cublas.Compute32F), name)
-					assert.Equal(t, refGemm(2, a, ah, b, bh, -1, c, ch), down(t, e.s, c.Buf), name)
+					assert.Equal(t, refGemmC(2, a, ah, b, bh, -1, c, ch), down(t, e.s, c.Buf), name)
 
 					d, dh := shape[float64](t, e.s, ar, ac, la, oa, false, 4)
 					f, fh := shape[float64](t, e.s, k, n, lb, cublas.NoTrans, true, 5)
 					g, gh := shape[float64](t, e.s, m, n, lc, cublas.NoTrans, false, 6)
 					require.NoError(t, cublas.GemmEx(e.h, 0.5, d, f, 0, g, cublas.Compute64F), name)
-					assert.Equal(t, refGemm(0.5, d, dh, f, fh, 0, g, gh), down(t, e.s, g.Buf), name)
+					assert.Equal(t, refGemmC(0.5, d, dh, f, fh, 0, g, gh), down(t, e.s, g.Buf), name)
 				}
 			}
 		}
@@ -302,7 +300,7 @@ func TestGemmExFloat32FromFake(t *testing.T) {
 	for i := 0; i < count; i++ {
 		ai, ci := a, c
 		ai.Offset, ci.Offset = i*m*k, i*m*n
-		want = refGemm(1, ai, ah, b, bh, 1, ci, want)
+		want = refGemmC(1, ai, ah, b, bh, 1, ci, want)
 	}
 	assert.Equal(t, want, down(t, e.s, c.Buf))
 

@@ -44,7 +44,7 @@ func gemvEveryWay[T cublas.Float](t *testing.T, e *fenv) {
 					for i := 0; i < m; i++ {
 						var s complex128
 						for j := 0; j < n; j++ {
-							s += opAt(ah, a, i, j) * toC(xh[vidx(x, j)])
+							s += opAtC(ah, a, i, j) * toC(xh[vidx(x, j)])
 						}
 						want[vidx(y, i)] = fromC[T](toC(alpha)*s + toC(beta)*toC(yh[vidx(y, i)]))
 					}
@@ -293,7 +293,7 @@ func syrkEveryWay[T cublas.Real](t *testing.T, e *fenv) {
 							}
 							var s complex128
 							for l := 0; l < k; l++ {
-								s += opAt(ah, a, i, l) * opAt(ah, a, j, l)
+								s += opAtC(ah, a, i, l) * opAtC(ah, a, j, l)
 							}
 							want[idx(c, i, j)] = T(2*real(s)) - ch[idx(c, i, j)]
 						}
