@@ -17,9 +17,10 @@ import (
 	"github.com/purecuda/cuda/cublas"
 )
 
-// TestAPICallsCoverTheAPI: the close race (apiCalls) calls every exported
-// function of the package and every method of *Handle, including any
-// added later; and it names nothing that is neither.
+// TestAPICallsCoverTheAPI: the close race calls every exported function
+// of the package and every method of *Handle (apiCalls) and of
+// *MatmulPlan (planCalls), including any added later; and it names
+// nothing that is none of them.
 func TestAPICallsCoverTheAPI(t *testing.T) {
 	want := map[string]bool{}
 	ht := reflect.TypeFor[*cublas.Handle]()
@@ -45,12 +46,25 @@ func TestAPICallsCoverTheAPI(t *testing.T) {
 		assert.Contains(t, want, name, "the parse found the API")
 	}
 	for name := range want {
-		assert.Contains(t, apiCalls, name, "%s is not in the close race (apiCalls)", name)
+		_, ok := apiCalls[name]
+		assert.True(t, ok, "%s is not in the close race (apiCalls)", name)
 	}
 	for name := range apiCalls {
-		assert.Contains(t, want, name, "apiCalls names %s, which is not exported", name)
+		assert.True(t, want[name], "apiCalls names %s, which is not exported", name)
 	}
 	for name := range handleFree {
-		assert.Contains(t, apiCalls, name)
+		_, ok := apiCalls[name]
+		assert.True(t, ok, "handleFree names %s, which apiCalls lacks", name)
+	}
+	pt := reflect.TypeFor[*plan]()
+	methods := map[string]bool{}
+	for i := 0; i < pt.NumMethod(); i++ {
+		methods[pt.Method(i).Name] = true
+		_, ok := planCalls[pt.Method(i).Name]
+		assert.True(t, ok, "MatmulPlan.%s is not in the close race (planCalls)", pt.Method(i).Name)
+	}
+	assert.True(t, methods["Run"], "the reflection found the plan's methods")
+	for name := range planCalls {
+		assert.True(t, methods[name], "planCalls names %s, which *MatmulPlan lacks", name)
 	}
 }

@@ -103,6 +103,20 @@ var apiCalls = map[string]func(h *cublas.Handle, o *operands) error{
 		a, b, c := o.mats()
 		return cublas.Gemm(h, 1, a, b.T(), 0, c)
 	},
+	"GemmBatched": func(h *cublas.Handle, o *operands) error {
+		half := func(b *driver.Buffer[float32]) []cublas.Matrix[float32] {
+			return []cublas.Matrix[float32]{cublas.ColMajorMatrix(b, 2, 2), {Buf: b, Offset: 8, Rows: 2, Cols: 2}}
+		}
+		return cublas.GemmBatched(h, 1, half(o.a), half(o.b), 0, half(o.c))
+	},
+	"NewMatmulPlan": func(h *cublas.Handle, o *operands) error {
+		a, b, c := o.mats()
+		p, err := cublas.NewMatmulPlan(h, a, b, c, &cublas.MatmulOptions{Epilogue: cublas.EpilogueReLU})
+		if err != nil {
+			return err
+		}
+		return errors.Join(p.Run(1, a, b, 0, c, c, nil), p.Close())
+	},
 	"GemmStridedBatched": func(h *cublas.Handle, o *operands) error {
 		return cublas.GemmStridedBatched(h, 1, cublas.ColMajorMatrix(o.a, 2, 2), 4, cublas.ColMajorMatrix(o.b, 2, 4), 8, 0, cublas.ColMajorMatrix(o.c, 2, 4), 8, 2)
 	},
@@ -231,6 +245,32 @@ var apiCalls = map[string]func(h *cublas.Handle, o *operands) error{
 	},
 }
 
+// plan is the MatmulPlan of the close race's *MatmulPlan methods.
+type plan = cublas.MatmulPlan[float32, float32, float32]
+
+// newPlan is a plan for o's matrices on h: D = ReLU(A·B + bias).
+func newPlan(h *cublas.Handle, o *operands) (*plan, error) {
+	a, b, c := o.mats()
+	return cublas.NewMatmulPlan(h, a, b, c, &cublas.MatmulOptions{Epilogue: cublas.EpilogueReLUBias, Autotune: 3})
+}
+
+// planCalls are every method of *MatmulPlan, called on p (made by
+// newPlan) with o; the close race runs them too, and
+// TestAPICallsCoverTheAPI checks that none is missing.
+var planCalls = map[string]func(p *plan, o *operands) error{
+	"Run": func(p *plan, o *operands) error {
+		a, b, c := o.mats()
+		return p.Run(2, a, b, 1, c, c, o.x)
+	},
+	"Tuned": func(p *plan, _ *operands) error {
+		if n := len(p.Tuned()); n > 3 {
+			return fmt.Errorf("%d candidates tuned", n)
+		}
+		return nil
+	},
+	"Close": func(p *plan, _ *operands) error { return p.Close() },
+}
+
 // handleFree are the entries of apiCalls that make no call on the handle
 // they are given (or, the methods, return no error).
 var handleFree = map[string]bool{
@@ -283,8 +323,31 @@ func TestCloseRacesEveryCallFromFake(t *testing.T) {
 		h, err := cublas.NewHandle(e.s, &cublas.Options{WorkspaceBytes: 1 << 12})
 		require.NoError(t, err)
 		o := newOperands(t, e)
+		p, err := newPlan(h, o)
+		require.NoError(t, err)
 		start := make(chan struct{})
 		var calls, closers sync.WaitGroup
+		for name, call := range planCalls {
+			calls.Add(1)
+			go func() {
+				defer calls.Done()
+				<-start
+				for i := 0; i < 4; i++ {
+					var err error
+					if !assert.NotPanics(t, func() { err = call(p, o) }, "MatmulPlan."+name) {
+						return
+					}
+					switch {
+					case err == nil:
+						succeeded.Add(1)
+					case errors.Is(err, driver.ErrClosed):
+						refused.Add(1)
+					default:
+						t.Errorf("MatmulPlan.%s: %v", name, err)
+					}
+				}
+			}()
+		}
 		for name, call := range apiCalls {
 			for g := 0; g < 2; g++ {
 				calls.Add(1)
@@ -314,20 +377,27 @@ func TestCloseRacesEveryCallFromFake(t *testing.T) {
 			calls.Add(1)
 			go func() { defer calls.Done(); _, _ = cublas.Dot(h, cublas.VectorOf(o.x), cublas.VectorOf(o.y)) }()
 		}
-		closers.Add(1)
+		closers.Add(2)
 		go func() {
 			defer closers.Done()
 			assert.NoError(t, h.Close())
+		}()
+		go func() {
+			defer closers.Done()
+			assert.NoError(t, p.Close())
 		}()
 		o.closeAll(t, &closers)
 		calls.Wait()
 		closers.Wait()
 		assert.NoError(t, h.Close(), "a second Close returns the first's result")
+		assert.NoError(t, p.Close(), "a second Close returns the first's result")
 	}
 	t.Logf("%d calls succeeded, %d found something closed; %d cuBLAS operations ran", succeeded.Load(), refused.Load(), opsRun(t))
 	assert.NotZero(t, succeeded.Load(), "the race let no call through")
 	assert.NotZero(t, refused.Load(), "the race closed nothing in time")
 	require.NoError(t, e.s.Synchronize())
 	waitFor(t, "fake_cublas_live_handles", 1) // e's
+	waitFor(t, "fake_cublaslt_live_handles", 0)
+	waitFor(t, "fake_cublaslt_live_descs", 0)
 	noBadUses(t)
 }
