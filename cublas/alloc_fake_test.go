@@ -14,7 +14,9 @@ import (
 )
 
 // TestGemmAllocsFromFake: queuing a Gemm allocates nothing in Go (the
-// per-call hot path), nor do a Gemv and an Axpy.
+// per-call hot path), nor do Gemv, Axpy, Dot, DotTo, GemmEx and a
+// MatmulPlan's Run; GemmBatched's count is logged (it builds its pointer
+// arrays per call).
 func TestGemmAllocsFromFake(t *testing.T) {
 	if gputest.RaceEnabled {
 		t.Skip("sync.Pool drops frames at random under -race: allocation counts mean nothing")
@@ -58,8 +60,26 @@ func TestGemmAllocsFromFake(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	p, err := cublas.NewMatmulPlan(e.h, A, B, C, nil)
+	require.NoError(t, err)
+	defer p.Close()
+	run := testing.AllocsPerRun(200, func() {
+		if err := p.Run(1, A, B, 0, C, C, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	as := []cublas.Matrix[float32]{A, A}
+	bs := []cublas.Matrix[float32]{B, B}
+	cs := []cublas.Matrix[float32]{C, {Buf: x.Buf, Rows: 8, Cols: 8}}
+	cs[1].Buf = up(t, e.s, make([]float32, 64))
+	batched := testing.AllocsPerRun(50, func() {
+		if err := cublas.GemmBatched(e.h, 1, as, bs, 0, cs); err != nil {
+			t.Fatal(err)
+		}
+	})
 	require.NoError(t, e.s.Synchronize())
-	t.Logf("allocations per call: Gemm %v, Gemv %v, Axpy %v, Dot %v, DotTo %v, GemmEx %v", gemm, gemv, axpy, dot, dotTo, ex)
+	t.Logf("allocations per call: Gemm %v, Gemv %v, Axpy %v, Dot %v, DotTo %v, GemmEx %v, MatmulPlan.Run %v; GemmBatched %v (its pinned arrays and views)", gemm, gemv, axpy, dot, dotTo, ex, run, batched)
+	assert.Zero(t, run, "MatmulPlan.Run")
 	assert.Zero(t, dot, "Dot")
 	assert.Zero(t, dotTo, "DotTo")
 	assert.Zero(t, ex, "GemmEx")
