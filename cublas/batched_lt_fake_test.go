@@ -450,3 +450,45 @@ func gemmWant64(a, b []float64, m, n, k int) []float64 {
 	}
 	return out
 }
+
+// TestCapturedGemmBatchedFromFake: a GemmBatched captured into a graph is
+// held by it, pointer arrays included: operands and handle closed, the
+// executable replays it exactly; the arrays are freed once it is closed.
+func TestCapturedGemmBatchedFromFake(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	e := newEnv(t)
+	hosts := faketest.Call(t, "fake_live_host_allocs")
+	h, err := cublas.NewHandle(e.s, &cublas.Options{WorkspaceBytes: 1 << 12})
+	require.NoError(t, err)
+	ah, bh := data[float32](8, 3), data[float32](8, 4)
+	a, err := driver.AllocCopy(e.s, ah)
+	require.NoError(t, err)
+	b, err := driver.AllocCopy(e.s, bh)
+	require.NoError(t, err)
+	c := up(t, e.s, make([]float32, 8))
+	two := func(x *driver.Buffer[float32]) []cublas.Matrix[float32] {
+		return []cublas.Matrix[float32]{cublas.ColMajorMatrix(x, 2, 2), {Buf: x, Offset: 4, Rows: 2, Cols: 2}}
+	}
+	// Relaxed: GemmBatched allocates its pinned arrays during the call,
+	// which a global or thread-local capture refuses (and is invalidated).
+	g, err := graph.Capture(e.s, graph.CaptureRelaxed, func(*driver.Stream) error {
+		return cublas.GemmBatched(h, 1, two(a), two(b), 0, two(c))
+	})
+	require.NoError(t, err)
+	x, err := g.Instantiate()
+	require.NoError(t, err)
+	require.NoError(t, errors.Join(g.Close(), a.Close(), b.Close(), h.Close()))
+	want := append(gemmWant(ah[:4], bh[:4], 2, 2, 2), gemmWant(ah[4:], bh[4:], 2, 2, 2)...)
+	for i := 0; i < 20; i++ {
+		require.NoError(t, c.Memset32(e.s, 0))
+		require.NoError(t, x.Launch(e.s))
+		assert.Equal(t, want, down(t, e.s, c), "replay %d", i)
+	}
+	assert.Greater(t, faketest.Call(t, "fake_live_host_allocs"), hosts, "the graph holds the pointer arrays")
+	require.NoError(t, x.Close())
+	waitFor(t, "fake_live_host_allocs", hosts)
+	waitFor(t, "fake_cublas_live_handles", 1)
+	noBadUses(t)
+}
