@@ -296,8 +296,8 @@ func Iamax[T Float](hd *Handle, x Vector[T]) (int, error) {
 
 // IamaxTo writes the index of the largest |x_k| (as Iamax) to r, one
 // int32 of device memory, in stream order: it can be captured. The index
-// written counts from 1, as cuBLAS writes it (0 for an empty x). x must
-// have fewer than 2^31 elements.
+// written counts from 1, as cuBLAS writes it (0 for an empty x). x's
+// length and increment must be below 2^31.
 func IamaxTo[T Float](hd *Handle, x Vector[T], r Vector[int32]) error {
 	return single("IamaxTo", hd, x, &r, nil, iamax32, iamax64)
 }
@@ -334,7 +334,7 @@ func single[T Float, R Element](op string, hd *Handle, x Vector[T], r *Vector[R]
 		return cl.fail(refused(op, err))
 	}
 	if a.Needs64 && r != nil && op == "IamaxTo" {
-		return cl.fail(invalid(op, "x has %d elements: the index would not fit the int32 result", x.N))
+		return cl.fail(invalid(op, "x: length %d or increment %d needs cuBLAS's 64-bit call, whose int64 index would not fit the int32 result", x.N, x.Inc))
 	}
 	k := kindOf[T]()
 	size := sizeOf[R]()

@@ -1,8 +1,10 @@
 package cublas
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -141,7 +143,7 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	}
 	g, err := template(tview(a), tview(b), tview(d))
 	if err != nil {
-		return nil, refused(op, err)
+		return nil, renamed(refused(op, err), "C", "D")
 	}
 	if g.Needs64 {
 		return nil, invalid(op, "a size or leading dimension beyond 2^31-1")
@@ -356,7 +358,7 @@ func (p *MatmulPlan[TA, TB, TC]) Run(alpha float64, a Matrix[TA], b Matrix[TB], 
 	}
 	gd, err := blasview.Gemm(va, vb, vd)
 	if err != nil {
-		return cl.fail(refused(op, err))
+		return cl.fail(renamed(refused(op, err), "C", "D"))
 	}
 	if err := st.same(op, "D", gd); err != nil {
 		return cl.fail(err)
@@ -379,7 +381,7 @@ func (p *MatmulPlan[TA, TB, TC]) Run(alpha float64, a Matrix[TA], b Matrix[TB], 
 			return cl.fail(err)
 		}
 		if _, err := blasview.Scal(vbias); err != nil {
-			return cl.fail(refused(op, err))
+			return cl.fail(renamed(refused(op, err), "x", "bias"))
 		}
 		B0 = pbias
 		if b0, b1 := span(B0, st.g.M, 1, st.g.M, sizeOf[TC]()); overlaps(b0, b1, D, st.g, sizeOf[TC]()) {
@@ -404,6 +406,20 @@ func (p *MatmulPlan[TA, TB, TC]) Run(alpha float64, a Matrix[TA], b Matrix[TB], 
 		al, be := exScalars(cl.st, st.sk, alpha, beta)
 		return cublasraw.LtMatmul(st.lt, st.desc, al, A, st.la, Bp, st.lb, be, C, st.lc, D, st.lc, &st.algo, cl.st.wsPtr, st.wsBytes, cublasraw.Stream(seam.Stream(cl.st.s)))
 	})
+}
+
+// renamed gives a refusal of the operand from (as the check named it) the
+// name to (as Run's caller knows it): D, checked as Gemm's C; the bias,
+// checked as Scal's x.
+func renamed(err error, from, to string) error {
+	var be *blasview.Error
+	if errors.As(err, &be) && be.Operand == from {
+		be.Operand = to
+		if rest, ok := strings.CutPrefix(be.Detail, from+" "); ok {
+			be.Detail = to + " " + rest
+		}
+	}
+	return err
 }
 
 // same refuses a Run view whose mapping differs from the plan's.

@@ -3,6 +3,7 @@
 package cublasraw_test
 
 import (
+	"math"
 	"testing"
 	"unsafe"
 
@@ -82,4 +83,84 @@ func TestFakeLtMatmul(t *testing.T) {
 	assert.Zero(t, faketest.CUBLAS(t, "fake_cublaslt_live_handles"))
 	assert.Zero(t, faketest.CUBLAS(t, "fake_cublaslt_live_descs"))
 	assert.Equal(t, uintptr(96), unsafe.Sizeof(res[0]))
+}
+
+// TestFakeLtEpilogues: fakecublas applies cuBLASLt's ReLU and bias
+// epilogues (the bias one element per row of D, set by BIAS_POINTER) in
+// double before storing; a bias epilogue without its pointer is refused
+// at the call, a bias past its allocation counted as a bad use, and
+// complex types have no epilogue but DEFAULT.
+func TestFakeLtEpilogues(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	e := newEnv(t)
+	var lt cublasraw.LtHandle
+	require.NoError(t, cublasraw.LtCreate(&lt))
+	var desc cublasraw.LtMatmulDesc
+	require.NoError(t, cublasraw.LtMatmulDescCreate(&desc, cublasraw.CUBLAS_COMPUTE_64F, cublasraw.CUDA_R_64F))
+	var l cublasraw.LtMatrixLayout
+	require.NoError(t, cublasraw.LtMatrixLayoutCreate(&l, cublasraw.CUDA_R_64F, 2, 2, 2))
+	a, b := []float64{1, -2, 3, -4}, []float64{1, 0, 0, 1} // B = I: D = A (column-major)
+	da, db, dd := upload(t, a), upload(t, b), upload(t, make([]float64, 4))
+	bias := upload(t, []float64{10, -10})
+	_, one := host(1.0)
+	_, zero := host(0.0)
+	epilogue := func(ep cublasraw.LtEpilogue, p uintptr) {
+		_, v := host(int32(ep))
+		require.NoError(t, cublasraw.LtMatmulDescSetAttribute(desc, cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE, v, 4))
+		_, bp := host(uint64(p))
+		require.NoError(t, cublasraw.LtMatmulDescSetAttribute(desc, cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, bp, 8))
+	}
+	run := func() error {
+		return cublasraw.LtMatmul(lt, desc, one, da, l, db, l, zero, dd, l, dd, l, nil, 0, 0, cublasraw.Stream(e.s))
+	}
+	for _, c := range []struct {
+		ep   cublasraw.LtEpilogue
+		bias uintptr
+		want []float64
+	}{
+		{cublasraw.CUBLASLT_EPILOGUE_RELU, 0, []float64{1, 0, 3, 0}},
+		{cublasraw.CUBLASLT_EPILOGUE_BIAS, bias, []float64{11, -12, 13, -14}},
+		{cublasraw.CUBLASLT_EPILOGUE_RELU_BIAS, bias, []float64{11, 0, 13, 0}},
+	} {
+		epilogue(c.ep, c.bias)
+		require.NoError(t, run(), c.ep.String())
+		e.sync(t)
+		assert.Equal(t, c.want, download[float64](t, dd, 4), c.ep.String())
+	}
+	epilogue(cublasraw.CUBLASLT_EPILOGUE_GELU, 0)
+	require.NoError(t, run())
+	e.sync(t)
+	gelu := func(x float64) float64 { return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x))) }
+	got := download[float64](t, dd, 4)
+	for i, x := range a {
+		assert.InDelta(t, gelu(x), got[i], 1e-12)
+	}
+	epilogue(cublasraw.CUBLASLT_EPILOGUE_BIAS, 0)
+	assert.ErrorIs(t, run(), cublasraw.CUBLAS_STATUS_INVALID_VALUE, "a bias epilogue without its vector")
+	epilogue(cublasraw.CUBLASLT_EPILOGUE_BIAS, bias+8) // one element, two rows
+	assert.Error(t, run())
+	expectBad(t, 1, "cublasLtMatmul")
+
+	var zdesc cublasraw.LtMatmulDesc
+	require.NoError(t, cublasraw.LtMatmulDescCreate(&zdesc, cublasraw.CUBLAS_COMPUTE_64F, cublasraw.CUDA_C_64F))
+	var zl cublasraw.LtMatrixLayout
+	require.NoError(t, cublasraw.LtMatrixLayoutCreate(&zl, cublasraw.CUDA_C_64F, 2, 2, 2))
+	_, relu := host(int32(cublasraw.CUBLASLT_EPILOGUE_RELU))
+	require.NoError(t, cublasraw.LtMatmulDescSetAttribute(zdesc, cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE, relu, 4))
+	var pref cublasraw.LtMatmulPreference
+	require.NoError(t, cublasraw.LtMatmulPreferenceCreate(&pref))
+	var res cublasraw.LtMatmulHeuristicResult
+	var n int32
+	assert.ErrorIs(t, cublasraw.LtMatmulAlgoGetHeuristic(lt, zdesc, zl, zl, zl, zl, pref, 1, &res, &n), cublasraw.CUBLAS_STATUS_NOT_SUPPORTED)
+
+	for _, x := range []cublasraw.LtMatrixLayout{l, zl} {
+		require.NoError(t, cublasraw.LtMatrixLayoutDestroy(x))
+	}
+	require.NoError(t, cublasraw.LtMatmulPreferenceDestroy(pref))
+	require.NoError(t, cublasraw.LtMatmulDescDestroy(desc))
+	require.NoError(t, cublasraw.LtMatmulDescDestroy(zdesc))
+	require.NoError(t, cublasraw.LtDestroy(lt))
+	assert.Zero(t, faketest.CUBLAS(t, "fake_cublaslt_live_descs"))
 }

@@ -57,6 +57,8 @@ struct task {
 	uintptr_t a, b, c, d, x, y, res; /* res: a reduction's result */
 	int reskind;                      /* 0 element of t, 1 real of t, 2 int */
 	uintptr_t hostres;                /* host mode: where the result goes */
+	int epilogue;                     /* cublasLtMatmul: its epilogue (1: none) */
+	uintptr_t bias;                   /* and its bias vector, read when it runs */
 };
 
 /* fakecublas.c */

@@ -4,6 +4,7 @@
  * computing D = alpha op(A) op(B) + beta C exactly (strided batches too),
  * queued on its stream like the cuBLAS routines. Objects are kept when
  * destroyed, so that a later use counts as a bad use. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ enum { LT_HANDLE = 1, LT_DESC, LT_LAYOUT, LT_PREF };
 struct ltobj {
 	int magic, kind, alive;
 	int compute, scale, pmode, transa, transb, epilogue; /* desc */
+	uint64_t bias;                                       /* desc: BIAS_POINTER */
 	int type, order, batch;                              /* layout */
 	uint64_t rows, cols;
 	int64_t ld, stride;
@@ -120,7 +122,8 @@ static cublasStatus_t set(void *field, size_t want, const void *buf, size_t size
 }
 
 /* The descriptor attributes modelled: COMPUTE_TYPE, SCALE_TYPE,
-   POINTER_MODE, TRANSA, TRANSB, EPILOGUE; others NOT_SUPPORTED. */
+   POINTER_MODE, TRANSA, TRANSB, EPILOGUE, BIAS_POINTER; others
+   NOT_SUPPORTED. */
 cublasStatus_t cublasLtMatmulDescSetAttribute(void *d, int attr, const void *buf, size_t size) {
 	FAILLT("cublasLtMatmulDescSetAttribute");
 	cublasStatus_t r = get("cublasLtMatmulDescSetAttribute", d, LT_DESC, ST_INVALID_VALUE);
@@ -133,6 +136,7 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(void *d, int attr, const void *buf
 	case 3: return set(&o->transa, 4, buf, size);
 	case 4: return set(&o->transb, 4, buf, size);
 	case 7: return set(&o->epilogue, 4, buf, size);
+	case 8: return set(&o->bias, 8, buf, size);
 	}
 	return ST_NOT_SUPPORTED;
 }
@@ -179,7 +183,11 @@ static int shape(const char *fn, void *h, void *d, void *a, void *b, void *c, vo
 	int T = A->type;
 	int okc = ((T == T_S || T == T_C) && (D->compute == 68 || D->compute == 69 || D->compute == 74 || D->compute == 75 || D->compute == 77)) ||
 	          ((T == T_D || T == T_Z) && (D->compute == 70 || D->compute == 71));
-	if (B->type != T || C->type != T || Dd->type != T || !okc || D->scale != T || D->epilogue != 1 ||
+	/* Epilogues: DEFAULT for every type; RELU, BIAS, RELU_BIAS, GELU and
+	   GELU_BIAS for real ones (the bias of D's type, one per row of D). */
+	int e = D->epilogue;
+	int oke = e == 1 || ((T == T_S || T == T_D) && (e == 2 || e == 4 || e == 6 || e == 32 || e == 36));
+	if (B->type != T || C->type != T || Dd->type != T || !okc || D->scale != T || !oke ||
 	    (D->pmode != 0 && D->pmode != 1) || A->order || B->order || C->order || Dd->order)
 		return -ST_NOT_SUPPORTED;
 	if (D->transa < 0 || D->transa > 2 || D->transb < 0 || D->transb > 2) return -ST_INVALID_VALUE;
@@ -214,11 +222,43 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(void *h, void *d, void *a, void *b
 	return ST_OK;
 }
 
+/* epi applies the epilogue e to v, with the bias b of its row. */
+static double epi(int e, double v, double b) {
+	if (e == 4 || e == 6 || e == 36) v += b;
+	if ((e == 2 || e == 6) && v < 0) v = 0;
+	if (e == 32 || e == 36) v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+	return v;
+}
+
+/* epi_one is fcb_gemm_one for a real type with the epilogue e, stored
+   once (through a copy: C and D may be one matrix). */
+static void epi_one(struct task *t, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d, int e, double al, double be) {
+	long m = t->m, n = t->n, ct = t->t;
+	double *out = malloc(sizeof(double) * (size_t)(m * n) + 1);
+	for (long j = 0; j < n; j++)
+		for (long i = 0; i < m; i++) {
+			double acc = 0;
+			for (long l = 0; l < t->k; l++)
+				acc += creal(fcb_get(ct, a, t->opa ? l + i * t->lda : i + l * t->lda)) *
+				       creal(fcb_get(ct, b, t->opb ? j + l * t->ldb : l + j * t->ldb));
+			double v = al * acc + (be == 0 ? 0 : be * creal(fcb_get(ct, c, i + j * t->ldc)));
+			out[i + j * m] = epi(e, v, t->bias ? creal(fcb_get(ct, t->bias, i)) : 0);
+		}
+	for (long j = 0; j < n; j++)
+		for (long i = 0; i < m; i++) fcb_put(ct, d, i + j * t->ldd, out[i + j * m]);
+	free(out);
+}
+
 static void matmul_exec(struct task *t) {
 	long long es = (long long)fcb_size(t->t);
 	cplx al = fcb_alpha(t), be = fcb_beta(t);
-	for (long i = 0; i < t->batch; i++)
-		fcb_gemm_one(t, t->a + i * t->sa * es, t->b + i * t->sb * es, t->c + i * t->sc * es, t->d + i * t->sd * es, t->t, al, be);
+	for (long i = 0; i < t->batch; i++) {
+		uintptr_t a = t->a + i * t->sa * es, b = t->b + i * t->sb * es, c = t->c + i * t->sc * es, d = t->d + i * t->sd * es;
+		if (t->epilogue == 1)
+			fcb_gemm_one(t, a, b, c, d, t->t, al, be);
+		else
+			epi_one(t, a, b, c, d, t->epilogue, creal(al), creal(be));
+	}
 }
 
 static void lrange(struct task *t, uintptr_t p, struct ltobj *l) {
@@ -238,6 +278,8 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 	int T = shape(fn, h, d, a, b, c, dd);
 	if (T < 0) return (cublasStatus_t)-T;
 	if (algo && *(const uint64_t *)algo != ALGO_MAGIC) return ST_INVALID_VALUE;
+	int e = ((struct ltobj *)d)->epilogue;
+	if ((e == 4 || e == 6 || e == 36) && !((struct ltobj *)d)->bias) return ST_INVALID_VALUE; /* a bias epilogue needs its vector */
 	if (!ws && wssize) return ST_INVALID_VALUE;
 	struct ltobj *Dsc = d, *Al = a, *Bl = b, *Cl = c, *Dl = dd;
 	struct task *t = fcb_task(fn, &lt_any, T);
@@ -254,6 +296,8 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 	t->lda = (long)Al->ld, t->ldb = (long)Bl->ld, t->ldc = (long)Cl->ld, t->ldd = (long)Dl->ld;
 	t->sa = Al->stride, t->sb = Bl->stride, t->sc = Cl->stride, t->sd = Dl->stride, t->batch = Dl->batch;
 	t->a = (uintptr_t)A, t->b = (uintptr_t)B, t->c = (uintptr_t)C, t->d = (uintptr_t)D;
+	t->epilogue = Dsc->epilogue;
+	t->bias = (t->epilogue == 4 || t->epilogue == 6 || t->epilogue == 36) ? (uintptr_t)Dsc->bias : 0;
 	if (t->m == 0 || t->n == 0) {
 		free(t);
 		return ST_OK;
@@ -262,6 +306,7 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 	lrange(t, t->b, Bl);
 	lrange(t, t->c, Cl);
 	lrange(t, t->d, Dl);
+	if (t->bias) fcb_range(t, t->bias, (size_t)t->m * fcb_size(T));
 	return fcb_submit(t, stream, 0);
 }
 

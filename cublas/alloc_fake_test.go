@@ -1,0 +1,89 @@
+//go:build linux
+
+package cublas_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/cublas"
+	"github.com/purecuda/cuda/internal/faketest"
+	"github.com/purecuda/cuda/internal/gputest"
+)
+
+// TestGemmAllocsFromFake: queuing a Gemm allocates nothing in Go (the
+// per-call hot path), nor do Gemv, Axpy, Dot, DotTo, GemmEx and a
+// MatmulPlan's Run; GemmBatched's count is logged (it builds its pointer
+// arrays per call).
+func TestGemmAllocsFromFake(t *testing.T) {
+	if gputest.RaceEnabled {
+		t.Skip("sync.Pool drops frames at random under -race: allocation counts mean nothing")
+	}
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	e := newEnv(t)
+	a, b, c := up(t, e.s, data[float32](64, 1)), up(t, e.s, data[float32](64, 2)), up(t, e.s, make([]float32, 64))
+	A, B, C := cublas.ColMajorMatrix(a, 8, 8), cublas.RowMajorMatrix(b, 8, 8), cublas.ColMajorMatrix(c, 8, 8)
+	x, y := cublas.Vector[float32]{Buf: a, N: 8, Inc: 1}, cublas.Vector[float32]{Buf: c, N: 8, Inc: 1}
+	require.NoError(t, cublas.Gemm(e.h, 1, A, B, 0, C))
+	gemm := testing.AllocsPerRun(200, func() {
+		if err := cublas.Gemm(e.h, 1, A, B.T(), 0, C); err != nil {
+			t.Fatal(err)
+		}
+	})
+	gemv := testing.AllocsPerRun(200, func() {
+		if err := cublas.Gemv(e.h, 1, A, x, 0, y); err != nil {
+			t.Fatal(err)
+		}
+	})
+	axpy := testing.AllocsPerRun(200, func() {
+		if err := cublas.Axpy(e.h, 2, x, y); err != nil {
+			t.Fatal(err)
+		}
+	})
+	dot := testing.AllocsPerRun(200, func() {
+		if _, err := cublas.Dot(e.h, x, y); err != nil {
+			t.Fatal(err)
+		}
+	})
+	r := cublas.Vector[float32]{Buf: b, N: 1}
+	dotTo := testing.AllocsPerRun(200, func() {
+		if err := cublas.DotTo(e.h, x, y, r); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ex := testing.AllocsPerRun(200, func() {
+		if err := cublas.GemmEx(e.h, 1, A, B, 0, C, cublas.Compute32F); err != nil {
+			t.Fatal(err)
+		}
+	})
+	p, err := cublas.NewMatmulPlan(e.h, A, B, C, nil)
+	require.NoError(t, err)
+	defer p.Close()
+	run := testing.AllocsPerRun(200, func() {
+		if err := p.Run(1, A, B, 0, C, C, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	as := []cublas.Matrix[float32]{A, A}
+	bs := []cublas.Matrix[float32]{B, B}
+	cs := []cublas.Matrix[float32]{C, {Buf: x.Buf, Rows: 8, Cols: 8}}
+	cs[1].Buf = up(t, e.s, make([]float32, 64))
+	batched := testing.AllocsPerRun(50, func() {
+		if err := cublas.GemmBatched(e.h, 1, as, bs, 0, cs); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.NoError(t, e.s.Synchronize())
+	t.Logf("allocations per call: Gemm %v, Gemv %v, Axpy %v, Dot %v, DotTo %v, GemmEx %v, MatmulPlan.Run %v; GemmBatched %v (its pinned arrays and views)", gemm, gemv, axpy, dot, dotTo, ex, run, batched)
+	assert.Zero(t, run, "MatmulPlan.Run")
+	assert.Zero(t, dot, "Dot")
+	assert.Zero(t, dotTo, "DotTo")
+	assert.Zero(t, ex, "GemmEx")
+	assert.Zero(t, gemm, "Gemm")
+	assert.Zero(t, gemv, "Gemv")
+	assert.Zero(t, axpy, "Axpy")
+}
