@@ -68,7 +68,7 @@ func stepCUBLAS(st *state) (summary string, err error) {
 				want += a[i*blasN+k] * b[k*blasN+j]
 			}
 			if got := c[i*blasN+j]; got != want {
-				return "", fmt.Errorf("C[%d][%d] is %v, want %v", i, j, got, want)
+				return "", fmt.Errorf("element (%d, %d) of the product is %v, want %v", i, j, got, want)
 			}
 		}
 	}

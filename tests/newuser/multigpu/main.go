@@ -500,7 +500,7 @@ func misuse(ctx context.Context, comms []*nccl.Comm, ctxs []*driver.Context, ss 
 	select {
 	case err = <-done:
 	case <-time.After(20 * time.Second):
-		err = errors.New("Close of rank 0 alone did not return within 20 s")
+		err = errors.New("closing rank 0 alone did not return within 20 s")
 	}
 	report("misuse: Close rank 0's communicator alone", err)
 	expectErr("misuse: AllReduce on a closed communicator", nccl.AllReduce(comms[0], ss[0], x0, x0, nccl.Sum), driver.ErrClosed)
