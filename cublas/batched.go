@@ -27,8 +27,11 @@ var (
 //
 // The arrays of device pointers cuBLAS reads are built by this call in
 // pinned host memory, which the GPU reads directly, and held until the
-// stream has passed the routine (or, captured, by the graph). For many
-// batches of the same matrices, GemmStridedBatched needs no arrays.
+// stream has passed the routine (or, captured, by the graph). Allocating
+// them is not allowed inside a capture of mode CaptureGlobal or
+// CaptureThreadLocal (CUDA refuses it and ends that capture): capture
+// GemmBatched in CaptureRelaxed mode. For many batches of the same
+// matrices, GemmStridedBatched needs no arrays and captures in any mode.
 func GemmBatched[T Float](hd *Handle, alpha T, as, bs []Matrix[T], beta T, cs []Matrix[T]) error {
 	const op = "GemmBatched"
 	cl, err := hd.begin(op)

@@ -318,7 +318,10 @@ func (p *MatmulPlan[TA, TB, TC]) Tuned() []time.Duration {
 // Run queues D = epilogue(alpha·op(A)·op(B) + beta·C) on the handle's
 // stream. a, b, c and d must have the plan's shapes, layouts, leading
 // dimensions and operations (ErrShape otherwise); C is D itself (in place)
-// or apart from it; D must not overlap A or B. bias is the epilogue's
+// or apart from it; neither C nor D may overlap A or B (C is only read,
+// but the check is Gemm's, conservative). Run needs the plan's Handle
+// open: after Handle.Close it fails with driver.ErrClosed, while the plan
+// still holds the cuBLAS handle for its own release. bias is the epilogue's
 // vector (nil for epilogues without one): one element per row of a
 // column-major D, per column of a row-major one. Views are checked against
 // their buffers as for Gemm; alpha and beta are converted to the compute
