@@ -189,5 +189,14 @@ func scalars[T any](st *handleState, alpha, beta T) (uintptr, uintptr) {
 	return uintptr(pa), uintptr(pb)
 }
 
+// attr stores v where C reads an attribute's value (the handle's result
+// slot: heap memory, which does not move, unlike a variable the stack
+// holds) and returns its address. The handle's lock is held.
+func attr[T any](st *handleState, v T) uintptr {
+	p := st.slot(slotResult)
+	*(*T)(p) = v
+	return uintptr(p)
+}
+
 // i32 narrows a size checked by the views (Needs64 false) to C's int.
 func i32(v int64) int32 { return int32(v) }

@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/blasview"
@@ -204,8 +203,8 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	if err := cublasraw.LtMatmulDescCreate(&st.desc, cublasraw.ComputeType(opts.Compute), scaleType(st.sk)); err != nil {
 		return err
 	}
-	set := func(attr cublasraw.LtMatmulDescAttributes, v int32) error {
-		return cublasraw.LtMatmulDescSetAttribute(st.desc, attr, uintptr(unsafe.Pointer(&v)), 4)
+	set := func(a cublasraw.LtMatmulDescAttributes, v int32) error {
+		return cublasraw.LtMatmulDescSetAttribute(st.desc, a, attr(st.hd.st, v), 4)
 	}
 	if err := set(cublasraw.CUBLASLT_MATMUL_DESC_TRANSA, int32(g.TransA)); err != nil {
 		return err
@@ -236,8 +235,8 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	if err := cublasraw.LtMatmulPreferenceCreate(&st.pref); err != nil {
 		return err
 	}
-	ws := uint64(st.hd.st.wsBytes)
-	if err := cublasraw.LtMatmulPreferenceSetAttribute(st.pref, cublasraw.CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uintptr(unsafe.Pointer(&ws)), 8); err != nil {
+	ws := attr(st.hd.st, uint64(st.hd.st.wsBytes))
+	if err := cublasraw.LtMatmulPreferenceSetAttribute(st.pref, cublasraw.CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ws, 8); err != nil {
 		return err
 	}
 	want := max(1, min(opts.Autotune, 16))
@@ -402,8 +401,8 @@ func (p *MatmulPlan[TA, TB, TC]) Run(alpha float64, a Matrix[TA], b Matrix[TB], 
 		A, Bp = at[TA](pa, gd.OffA), at[TB](pb, gd.OffB)
 	}
 	return cl.run(queued, func(hh cublasraw.Handle) error {
-		bp := uint64(B0)
-		if err := cublasraw.LtMatmulDescSetAttribute(st.desc, cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, uintptr(unsafe.Pointer(&bp)), 8); err != nil {
+		bp := attr(cl.st, uint64(B0))
+		if err := cublasraw.LtMatmulDescSetAttribute(st.desc, cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, bp, 8); err != nil {
 			return err
 		}
 		al, be := exScalars(cl.st, st.sk, alpha, beta)
@@ -509,11 +508,11 @@ func autotune[TA, TB, TC Element](st *planState) error {
 			return err
 		}
 		return cl.run(noWork, func(cublasraw.Handle) error {
-			bp := uint64(0)
+			bias := uint64(0)
 			if st.epi.hasBias() {
-				bp = uint64(ptrs[3])
+				bias = uint64(ptrs[3])
 			}
-			if err := cublasraw.LtMatmulDescSetAttribute(st.desc, cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, uintptr(unsafe.Pointer(&bp)), 8); err != nil {
+			if err := cublasraw.LtMatmulDescSetAttribute(st.desc, cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, attr(hs, bias), 8); err != nil {
 				return err
 			}
 			al, be := exScalars(hs, st.sk, 1, 0)
