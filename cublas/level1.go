@@ -281,17 +281,26 @@ func realReductionTo[T Float, R Real](op string, hd *Handle, x Vector[T], r Vect
 // must be positive. For an empty x it returns -1.
 func Iamax[T Float](hd *Handle, x Vector[T]) (int, error) {
 	var r int64
+	var wide bool
 	err := single("Iamax", hd, x, (*Vector[int32])(nil), unsafe.Pointer(&r), iamax32, iamax64)
 	if err != nil {
 		return 0, err
 	}
+	return iamaxIndex(r, wide), nil
+}
+
+// iamaxIndex is Iamax's 0-based index from what cuBLAS wrote into the
+// zeroed int64 r: an int by the 32-bit call, an int64 by the 64-bit one
+// (wide).
+func iamaxIndex(r int64, wide bool) int {
+	_ = wide
 	// cuBLAS's index counts from 1 (0 for an empty vector); the 32-bit
 	// call wrote an int, the 64-bit one an int64: r was zeroed, so the
 	// int's sign is bit 31 of a little-endian int64.
 	if r >= 1<<31 && r < 1<<32 {
 		r = int64(int32(r))
 	}
-	return int(r) - 1, nil
+	return int(r) - 1
 }
 
 // IamaxTo writes the index of the largest |x_k| (as Iamax) to r, one
