@@ -260,11 +260,11 @@ func realReduction[T Float](op string, hd *Handle, x Vector[T], _ *Vector[float6
 	k := kindOf[T]()
 	if k == kS || k == kC {
 		var r float32
-		err := single(op, hd, x, (*Vector[float32])(nil), unsafe.Pointer(&r), f32, f64)
+		err := single(op, hd, x, (*Vector[float32])(nil), unsafe.Pointer(&r), nil, f32, f64)
 		return float64(r), err
 	}
 	var r float64
-	err := single(op, hd, x, (*Vector[float64])(nil), unsafe.Pointer(&r), f32, f64)
+	err := single(op, hd, x, (*Vector[float64])(nil), unsafe.Pointer(&r), nil, f32, f64)
 	return r, err
 }
 
@@ -272,7 +272,7 @@ func realReductionTo[T Float, R Real](op string, hd *Handle, x Vector[T], r Vect
 	if !realKind[R](kindOf[T]()) {
 		return 0, invalid(op, "a result of %d bytes for elements of %d: it must be the elements' real type", sizeOf[R](), sizeOf[T]())
 	}
-	return 0, single(op, hd, x, &r, nil, f32, f64)
+	return 0, single(op, hd, x, &r, nil, nil, f32, f64)
 }
 
 // Iamax returns the index (from 0) of the first element of x with the
@@ -282,7 +282,7 @@ func realReductionTo[T Float, R Real](op string, hd *Handle, x Vector[T], r Vect
 func Iamax[T Float](hd *Handle, x Vector[T]) (int, error) {
 	var r int64
 	var wide bool
-	err := single("Iamax", hd, x, (*Vector[int32])(nil), unsafe.Pointer(&r), iamax32, iamax64)
+	err := single("Iamax", hd, x, (*Vector[int32])(nil), unsafe.Pointer(&r), &wide, iamax32, iamax64)
 	if err != nil {
 		return 0, err
 	}
@@ -293,11 +293,10 @@ func Iamax[T Float](hd *Handle, x Vector[T]) (int, error) {
 // zeroed int64 r: an int by the 32-bit call, an int64 by the 64-bit one
 // (wide).
 func iamaxIndex(r int64, wide bool) int {
-	_ = wide
-	// cuBLAS's index counts from 1 (0 for an empty vector); the 32-bit
-	// call wrote an int, the 64-bit one an int64: r was zeroed, so the
-	// int's sign is bit 31 of a little-endian int64.
-	if r >= 1<<31 && r < 1<<32 {
+	// cuBLAS's index counts from 1 (0 for an empty vector). The int the
+	// 32-bit call wrote is r's low half (little-endian); the 64-bit call's
+	// int64 is r whole, and may lie past 2^31.
+	if !wide {
 		r = int64(int32(r))
 	}
 	return int(r) - 1
@@ -308,11 +307,12 @@ func iamaxIndex(r int64, wide bool) int {
 // written counts from 1, as cuBLAS writes it (0 for an empty x). x's
 // length and increment must be below 2^31.
 func IamaxTo[T Float](hd *Handle, x Vector[T], r Vector[int32]) error {
-	return single("IamaxTo", hd, x, &r, nil, iamax32, iamax64)
+	return single("IamaxTo", hd, x, &r, nil, nil, iamax32, iamax64)
 }
 
-// single makes a reduction of x: to the device at r, or to out.
-func single[T Float, R Element](op string, hd *Handle, x Vector[T], r *Vector[R], out unsafe.Pointer, f32 [4]red32, f64 [4]red64) error {
+// single makes a reduction of x: to the device at r, or to out; wide, if
+// not nil, is set when the 64-bit call was chosen.
+func single[T Float, R Element](op string, hd *Handle, x Vector[T], r *Vector[R], out unsafe.Pointer, wide *bool, f32 [4]red32, f64 [4]red64) error {
 	cl, err := hd.begin(op)
 	if err != nil {
 		return err
@@ -344,6 +344,9 @@ func single[T Float, R Element](op string, hd *Handle, x Vector[T], r *Vector[R]
 	}
 	if a.Needs64 && r != nil && op == "IamaxTo" {
 		return cl.fail(invalid(op, "x: length %d or increment %d needs cuBLAS's 64-bit call, whose int64 index would not fit the int32 result", x.N, x.Inc))
+	}
+	if wide != nil {
+		*wide = a.Needs64
 	}
 	k := kindOf[T]()
 	size := sizeOf[R]()
