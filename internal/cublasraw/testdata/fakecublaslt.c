@@ -201,6 +201,8 @@ static int shape(const char *fn, void *h, void *d, void *a, void *b, void *c, vo
 	return T;
 }
 
+static int algos = 1; /* candidates the heuristic returns (fake_cublaslt_set_algos) */
+
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(void *h, void *d, void *a, void *b, void *c, void *dd, void *pref,
                                               int requested, void *results, int *count) {
 	FAILLT("cublasLtMatmulAlgoGetHeuristic");
@@ -212,14 +214,29 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(void *h, void *d, void *a, void *b
 	if (requested <= 0 || !results || !count) return ST_INVALID_VALUE;
 	/* cublasLtMatmulHeuristicResult_t: algo (64 bytes), workspaceSize,
 	   state, wavesCount, reserved[4]: 96 bytes. */
-	unsigned char *res = results;
-	memset(res, 0, 96);
-	uint64_t magic = ALGO_MAGIC;
-	float waves = 1;
-	memcpy(res, &magic, 8);
-	memcpy(res + 76, &waves, 4);
-	*count = 1;
+	pthread_mutex_lock(&fcb_mu);
+	int n = algos;
+	pthread_mutex_unlock(&fcb_mu);
+	if (n > requested) n = requested;
+	for (int i = 0; i < n; i++) {
+		unsigned char *res = (unsigned char *)results + 96 * i;
+		memset(res, 0, 96);
+		uint64_t magic = ALGO_MAGIC;
+		float waves = 1;
+		memcpy(res, &magic, 8);
+		memcpy(res + 76, &waves, 4);
+	}
+	*count = n;
 	return ST_OK;
+}
+
+/* fake_cublaslt_set_algos sets how many candidates (each the one
+   algorithm) the heuristic returns, at most the number requested: 1 at
+   first; n < 1 goes back to 1. */
+void fake_cublaslt_set_algos(long n) {
+	pthread_mutex_lock(&fcb_mu);
+	algos = n < 1 ? 1 : (int)n;
+	pthread_mutex_unlock(&fcb_mu);
 }
 
 /* epi applies the epilogue e to v, with the bias b of its row. */

@@ -1,0 +1,106 @@
+//go:build linux
+
+package cublas_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/cublas"
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/internal/faketest"
+)
+
+// TestAutotuneFromFake: with several candidates from the heuristic, an
+// autotuned plan times each (Tuned) and computes right.
+func TestAutotuneFromFake(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	e := newEnv(t)
+	faketest.CUBLAS(t, "fake_cublaslt_set_algos", 3)
+	t.Cleanup(func() { faketest.CUBLAS(t, "fake_cublaslt_set_algos", 1) })
+	const m, n, k = 3, 2, 4
+	ah, bh := data[float32](m*k, 1), data[float32](k*n, 2)
+	A, B := cublas.ColMajorMatrix(up(t, e.s, ah), m, k), cublas.ColMajorMatrix(up(t, e.s, bh), k, n)
+	d := up(t, e.s, make([]float32, m*n))
+	D := cublas.ColMajorMatrix(d, m, n)
+	p, err := cublas.NewMatmulPlan(e.h, A, B, D, &cublas.MatmulOptions{Autotune: 5})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, p.Close()) }()
+	assert.Len(t, p.Tuned(), 3)
+	require.NoError(t, p.Run(1, A, B, 0, D, D, nil))
+	assert.Equal(t, gemmWant(ah, bh, m, n, k), down(t, e.s, d))
+}
+
+// TestAutotuneRacingCaptureFromFake: a capture that begins on the handle's
+// stream while NewMatmulPlan autotunes (past its check that the stream is
+// not being captured) gets none of autotune's matmuls, which name scratch
+// buffers that autotune frees: NewMatmulPlan fails with
+// ErrStreamCaptureUnsupported, the capture ends well and its graph runs no
+// cuBLAS operation and uses no freed memory.
+func TestAutotuneRacingCaptureFromFake(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	e := newEnv(t)
+	faketest.CUBLAS(t, "fake_cublaslt_set_algos", 2)
+	t.Cleanup(func() { faketest.CUBLAS(t, "fake_cublaslt_set_algos", 1) })
+	const m, n, k = 3, 2, 4
+	var none *driver.Buffer[float32]
+	A, B, D := cublas.ColMajorMatrix(none, m, k), cublas.ColMajorMatrix(none, k, n), cublas.ColMajorMatrix(none, m, n)
+
+	// Autotune's first event record is held inside cuEventRecord: past
+	// the capture check, with the stream in use. Then the stream is held:
+	// autotune's first timing cannot finish before the capture has begun.
+	faketest.Call(t, "fake_set_record_call_delay_us", ^uintptr(0))
+	unhold := func() { faketest.Call(t, "fake_set_record_call_delay_us", 0) }
+	t.Cleanup(unhold)
+	planned := make(chan error, 1)
+	go func() {
+		p, err := cublas.NewMatmulPlan(e.h, A, B, D, &cublas.MatmulOptions{Autotune: 2})
+		if err == nil {
+			_ = p.Close()
+		}
+		planned <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for faketest.Call(t, "fake_record_calls_in_delay") < 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	require.EqualValues(t, 1, faketest.Call(t, "fake_record_calls_in_delay"), "autotune's first record")
+	open := gate(t, e.s, 23)
+
+	var planErr error
+	captured := make(chan struct{})
+	var g *graph.Graph
+	var capErr error
+	go func() {
+		defer close(captured)
+		g, capErr = graph.Capture(e.s, graph.CaptureRelaxed, func(*driver.Stream) error {
+			open()
+			planErr = await(t, planned, "NewMatmulPlan")
+			return nil
+		})
+	}()
+	// The capture waits for the record in progress; then it begins, and
+	// autotune goes on.
+	time.Sleep(100 * time.Millisecond)
+	unhold()
+	<-captured
+	assert.ErrorIs(t, planErr, driver.ErrStreamCaptureUnsupported)
+	require.NoError(t, capErr, "the capture ends well")
+	defer func() { assert.NoError(t, g.Close()) }()
+	x, err := g.Instantiate()
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, x.Close()) }()
+	require.NoError(t, e.s.Synchronize())
+	before := opsRun(t)
+	require.NoError(t, x.Launch(e.s))
+	require.NoError(t, e.s.Synchronize())
+	assert.Equal(t, before, opsRun(t), "the graph holds no matmul of autotune's")
+}
