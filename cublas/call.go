@@ -123,6 +123,7 @@ const (
 	queued     = iota // queues work on the stream
 	hostResult        // and waits for it to write a result to the host: not capturable
 	noWork            // queues nothing
+	timing            // queues work and waits for it: not capturable (autotune)
 )
 
 // run makes the routine: with the handle's lock held and its context
@@ -137,6 +138,8 @@ func (c *call) run(kind int, f func(h cublasraw.Handle) error) error {
 	var err error
 	if sink != nil && kind == hostResult {
 		err = fmt.Errorf("cublas: %s: the result goes to the host, which waits for the stream: it cannot be captured: %w", c.op, driver.ErrStreamCaptureUnsupported)
+	} else if sink != nil && kind == timing {
+		err = fmt.Errorf("cublas: %s: Autotune times matmuls on the handle's stream, which is being captured: %w", c.op, driver.ErrStreamCaptureUnsupported)
 	} else {
 		err = wrap(c.op, ctxcall.Bound(st.cuctx, func() error { return f(st.h) }))
 		if sink != nil && kind == queued {

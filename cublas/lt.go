@@ -11,6 +11,7 @@ import (
 	"github.com/purecuda/cuda/internal/blasview"
 	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/ctxcall"
+	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/cublasraw"
 	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
@@ -49,7 +50,11 @@ type MatmulOptions struct {
 	// Autotune, when above 1, times up to that many of the heuristic's
 	// candidates when the plan is made (on scratch buffers of the plan's
 	// shapes, on the handle's stream) and keeps the fastest. 0 or 1 takes
-	// the heuristic's first.
+	// the heuristic's first. Timing waits for the stream, so it cannot be
+	// captured: NewMatmulPlan fails with an error matching
+	// driver.ErrStreamCaptureUnsupported if the stream is being captured,
+	// or if a capture begins on it meanwhile (that capture begins once
+	// the timing in progress is done, and gets none of it).
 	Autotune int
 }
 
@@ -501,13 +506,26 @@ func autotune[TA, TB, TC Element](st *planState) error {
 		return err
 	}
 	defer ev1.Close()
+	// The events' handles, used below while the events are open (they
+	// are closed last).
+	var e0, e1 cu.CUevent
+	if err := ev0.Raw(func(h uintptr) error { e0 = cu.CUevent(h); return nil }); err != nil {
+		return err
+	}
+	if err := ev1.Raw(func(h uintptr) error { e1 = cu.CUevent(h); return nil }); err != nil {
+		return err
+	}
 	const reps = 5
-	matmuls := func(algo *cublasraw.LtMatmulAlgo, ws uintptr, n int) error {
+	// timed queues n matmuls of a candidate between records of ev0 and
+	// ev1 and waits for ev1, as one routine that refuses a capture: none
+	// can begin on the stream meanwhile, so that no graph gets a matmul
+	// naming the scratch buffers, and no wait breaks a capture.
+	timed := func(algo *cublasraw.LtMatmulAlgo, ws uintptr, n int) error {
 		cl, err := st.hd.begin(op)
 		if err != nil {
 			return err
 		}
-		return cl.run(noWork, func(cublasraw.Handle) error {
+		return cl.run(timing, func(cublasraw.Handle) error {
 			bias := uint64(0)
 			if st.epi.hasBias() {
 				bias = uint64(ptrs[3])
@@ -516,36 +534,39 @@ func autotune[TA, TB, TC Element](st *planState) error {
 				return err
 			}
 			al, be := exScalars(hs, st.sk, 1, 0)
+			stream := seam.Stream(hs.s)
+			if err := cu.EventRecord(e0, cu.CUstream(stream)); err != nil {
+				return err
+			}
 			for range n {
 				if err := cublasraw.LtMatmul(st.lt, st.desc, al, ptrs[0], st.la, ptrs[1], st.lb, be, ptrs[2], st.lc, ptrs[2], st.lc,
-					algo, hs.wsPtr, ws, cublasraw.Stream(seam.Stream(hs.s))); err != nil {
+					algo, hs.wsPtr, ws, cublasraw.Stream(stream)); err != nil {
 					return err
 				}
 			}
-			return nil
+			if err := cu.EventRecord(e1, cu.CUstream(stream)); err != nil {
+				return err
+			}
+			return cu.EventSynchronize(e1)
 		})
 	}
 	best := -1
 	for i := range st.candidates {
 		c := &st.candidates[i]
 		elapsed := time.Duration(-1)
-		if err := matmuls(&c.Algo, c.WorkspaceSize, 1); err == nil {
-			if err := ev0.Record(hs.s); err != nil {
-				return err
-			}
-			if err := matmuls(&c.Algo, c.WorkspaceSize, reps); err != nil {
-				return err
-			}
-			if err := ev1.Record(hs.s); err != nil {
-				return err
-			}
-			if err := ev1.Synchronize(); err != nil {
+		err := timed(&c.Algo, c.WorkspaceSize, 1) // a warm-up, and a test that the candidate runs
+		var ce *Error
+		switch {
+		case err == nil:
+			if err := timed(&c.Algo, c.WorkspaceSize, reps); err != nil {
 				return err
 			}
 			if elapsed, err = driver.Elapsed(ev0, ev1); err != nil {
 				return err
 			}
 			elapsed /= reps
+		case !errors.As(err, &ce):
+			return err // not the candidate's failure: a capture, a closed handle, the stream's error
 		}
 		st.tuned = append(st.tuned, elapsed) // -1: the candidate failed to run
 		if elapsed >= 0 && (best < 0 || elapsed < st.tuned[best]) {
@@ -556,5 +577,5 @@ func autotune[TA, TB, TC Element](st *planState) error {
 		return &Error{Op: op, Func: "cublasLtMatmul", Status: StatusNotSupported}
 	}
 	st.algo, st.wsBytes = st.candidates[best].Algo, st.candidates[best].WorkspaceSize
-	return hs.s.Synchronize()
+	return nil // the last timing waited for its work
 }
