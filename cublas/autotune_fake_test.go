@@ -103,3 +103,44 @@ func TestAutotuneRacingCaptureFromFake(t *testing.T) {
 	require.NoError(t, e.s.Synchronize())
 	assert.Equal(t, before, opsRun(t), "the graph holds no matmul of autotune's")
 }
+
+// TestNewMatmulPlanFailingFromFake: cuBLASLt failing at each step of
+// NewMatmulPlan leaves nothing: no cuBLASLt handle or descriptor, and no
+// hold on the Handle, which is destroyed by its Close. A candidate whose
+// warm-up fails is timed -1 and passed over.
+func TestNewMatmulPlanFailingFromFake(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	e := newEnv(t)
+	const m, n, k = 3, 2, 4
+	var none *driver.Buffer[float32]
+	A, B, D := cublas.ColMajorMatrix(none, m, k), cublas.ColMajorMatrix(none, k, n), cublas.ColMajorMatrix(none, m, n)
+	lt, descs, handles := faketest.CUBLAS(t, "fake_cublaslt_live_handles"), faketest.CUBLAS(t, "fake_cublaslt_live_descs"), liveHandles(t)
+	for _, fn := range []string{"cublasLtCreate", "cublasLtMatmulDescCreate", "cublasLtMatmulDescSetAttribute", "cublasLtMatrixLayoutCreate",
+		"cublasLtMatmulPreferenceCreate", "cublasLtMatmulPreferenceSetAttribute", "cublasLtMatmulAlgoGetHeuristic"} {
+		h, err := cublas.NewHandle(e.s, &cublas.Options{WorkspaceBytes: 1 << 10})
+		require.NoError(t, err)
+		faketest.CUBLASFailNext(t, fn, 14)
+		p, err := cublas.NewMatmulPlan(h, A, B, D, &cublas.MatmulOptions{Epilogue: cublas.EpilogueReLU})
+		assert.Nil(t, p, fn)
+		assert.ErrorIs(t, err, cublas.StatusInternalError, fn)
+		assert.Equal(t, lt, faketest.CUBLAS(t, "fake_cublaslt_live_handles"), "%s: no cuBLASLt handle left", fn)
+		assert.Equal(t, descs, faketest.CUBLAS(t, "fake_cublaslt_live_descs"), "%s: no descriptor left", fn)
+		require.NoError(t, h.Close())
+		assert.Equal(t, handles, liveHandles(t), "%s: the plan let the handle go", fn)
+	}
+
+	faketest.CUBLAS(t, "fake_cublaslt_set_algos", 2)
+	t.Cleanup(func() { faketest.CUBLAS(t, "fake_cublaslt_set_algos", 1) })
+	faketest.CUBLASFailNext(t, "cublasLtMatmul", 15)
+	p, err := cublas.NewMatmulPlan(e.h, A, B, D, &cublas.MatmulOptions{Autotune: 2})
+	require.NoError(t, err)
+	tuned := p.Tuned()
+	if assert.Len(t, tuned, 2) {
+		assert.Equal(t, time.Duration(-1), tuned[0], "the first candidate failed")
+		assert.GreaterOrEqual(t, tuned[1], time.Duration(0))
+	}
+	require.NoError(t, p.Close())
+	assert.Equal(t, descs, faketest.CUBLAS(t, "fake_cublaslt_live_descs"))
+}
