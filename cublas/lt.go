@@ -97,12 +97,15 @@ type planState struct {
 
 // template maps template views of A, B and D: their buffers are not read
 // (they may be nil), only their shapes, layouts, leading dimensions and
-// operations.
+// operations. The template buffers (2^57 elements of at most 16 bytes,
+// 2^61 bytes apart) hold any view that 32-bit sizes allow short of 2^57
+// elements, more than any memory: a size is refused by the 32-bit limit,
+// never for the template's length.
 func template(a, b, d blasview.Matrix) (blasview.GemmArgs, error) {
-	const far = 1 << 40
-	a.Buf = blasview.Buffer{Len: 1 << 32, Addr: 0, Elem: a.Buf.Elem}
-	b.Buf = blasview.Buffer{Len: 1 << 32, Addr: far, Elem: b.Buf.Elem}
-	d.Buf = blasview.Buffer{Len: 1 << 32, Addr: 2 * far, Elem: d.Buf.Elem}
+	const far, n = 1 << 61, 1 << 57
+	a.Buf = blasview.Buffer{Len: n, Addr: 0, Elem: a.Buf.Elem}
+	b.Buf = blasview.Buffer{Len: n, Addr: far, Elem: b.Buf.Elem}
+	d.Buf = blasview.Buffer{Len: n, Addr: 2 * far, Elem: d.Buf.Elem}
 	a.Offset, b.Offset, d.Offset = 0, 0, 0
 	return blasview.Gemm(a, b, d)
 }
