@@ -314,7 +314,8 @@ func (p *MatmulPlan[TA, TB, TC]) Close() error {
 }
 
 // Tuned returns the time each candidate algorithm took when the plan was
-// autotuned (in the heuristic's order; the fastest was kept), or nil.
+// autotuned (in the heuristic's order; the fastest was kept; -1 for a
+// candidate cuBLASLt failed to run), or nil.
 func (p *MatmulPlan[TA, TB, TC]) Tuned() []time.Duration {
 	if p == nil || p.st == nil {
 		return nil
