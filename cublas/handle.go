@@ -77,7 +77,8 @@ type Options struct {
 // Close releases the Handle's reference. The cuBLAS handle (cublasDestroy,
 // which waits for the device's work) and its workspace are released once
 // nothing holds them: no routine in flight, no graph that captured one of
-// its routines. Routines queued and not yet run keep their buffers,
+// its routines; if a stream of its context is being captured then (the
+// wait would break the capture), once that capture is over. Routines queued and not yet run keep their buffers,
 // whatever is closed meanwhile. A Handle dropped without Close is released
 // the same way by a cleanup.
 type Handle struct {
@@ -223,9 +224,14 @@ func NewHandle(s *driver.Stream, o *Options) (*Handle, error) {
 }
 
 // destroy destroys the cuBLAS handle, which waits for the device's work,
-// then releases the workspace, the stream and the context.
+// then releases the workspace, the stream and the context. While a stream
+// of the context is being captured (the wait would invalidate the
+// capture), it does so once the capture is over.
 func (st *handleState) destroy() error {
-	err := ctxcall.Bound(st.cuctx, func() error { return cublasraw.Destroy(st.h) })
+	ran, err := seam.Synchronizing(st.ctx, st.destroy, func() error { return cublasraw.Destroy(st.h) })
+	if !ran {
+		return nil
+	}
 	st.releaseRefs()
 	return wrap("Close", err)
 }

@@ -97,3 +97,12 @@ type Marker interface {
 // is being captured it records nothing and reports ok false: try again
 // later (a capture's work is the graph's, not the stream's).
 var Mark func(s any) (m Marker, ok bool, err error)
+
+// Synchronizing runs call, a release that waits for the device's work in
+// context ctx (a *driver.Context the caller holds; another library's
+// destroy, such as cublasDestroy), as the driver's own frees and unloads
+// run: after the context's work, with ctx current and the thread's capture
+// mode relaxed; unless a stream of ctx is being captured, when the wait
+// would fail and invalidate the capture: then it runs nothing, hands retry
+// to that capture's end and reports ran false.
+var Synchronizing func(ctx any, retry func() error, call func() error) (ran bool, err error)
