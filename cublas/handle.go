@@ -78,9 +78,9 @@ type Options struct {
 // which waits for the device's work) and its workspace are released once
 // nothing holds them: no routine in flight, no graph that captured one of
 // its routines; if a stream of its context is being captured then (the
-// wait would break the capture), once that capture is over. Routines queued and not yet run keep their buffers,
-// whatever is closed meanwhile. A Handle dropped without Close is released
-// the same way by a cleanup.
+// wait would break the capture), once that capture is over. Routines
+// queued and not yet run keep their buffers, whatever is closed meanwhile.
+// A Handle dropped without Close is released the same way by a cleanup.
 type Handle struct {
 	obj     lifetime.Object
 	st      *handleState
