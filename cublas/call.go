@@ -106,6 +106,19 @@ func matrix[T Element](c *call, name string, m Matrix[T]) (blasview.Matrix, uint
 	return m.view(buf), ptr, nil
 }
 
+// matrices holds the buffers of a routine's three matrices, named A, B
+// and C, and returns their views and base addresses.
+func matrices[TA, TB, TC Element](c *call, a Matrix[TA], b Matrix[TB], m Matrix[TC]) (va, vb, vc blasview.Matrix, pa, pb, pc uintptr, err error) {
+	if va, pa, err = matrix(c, "A", a); err != nil {
+		return
+	}
+	if vb, pb, err = matrix(c, "B", b); err != nil {
+		return
+	}
+	vc, pc, err = matrix(c, "C", m)
+	return
+}
+
 // vector holds v's buffer and returns its view and base address.
 func vector[T Element](c *call, name string, v Vector[T]) (blasview.Vector, uintptr, error) {
 	buf, ptr, err := use(c, name, v.Buf)

@@ -87,15 +87,7 @@ func gemmEx[TA, TB, TC Element](op string, hd *Handle, alpha float64, a Matrix[T
 	if err != nil {
 		return err
 	}
-	va, pa, err := matrix(&cl, "A", a)
-	if err != nil {
-		return cl.fail(err)
-	}
-	vb, pb, err := matrix(&cl, "B", b)
-	if err != nil {
-		return cl.fail(err)
-	}
-	vc, pc, err := matrix(&cl, "C", c)
+	va, vb, vc, pa, pb, pc, err := matrices(&cl, a, b, c)
 	if err != nil {
 		return cl.fail(err)
 	}

@@ -53,15 +53,7 @@ func Gemm[T Float](hd *Handle, alpha T, a, b Matrix[T], beta T, c Matrix[T]) err
 	if err != nil {
 		return err
 	}
-	va, pa, err := matrix(&cl, "A", a)
-	if err != nil {
-		return cl.fail(err)
-	}
-	vb, pb, err := matrix(&cl, "B", b)
-	if err != nil {
-		return cl.fail(err)
-	}
-	vc, pc, err := matrix(&cl, "C", c)
+	va, vb, vc, pa, pb, pc, err := matrices(&cl, a, b, c)
 	if err != nil {
 		return cl.fail(err)
 	}
@@ -95,15 +87,7 @@ func GemmStridedBatched[T Float](hd *Handle, alpha T, a Matrix[T], strideA int, 
 	if err != nil {
 		return err
 	}
-	va, pa, err := matrix(&cl, "A", a)
-	if err != nil {
-		return cl.fail(err)
-	}
-	vb, pb, err := matrix(&cl, "B", b)
-	if err != nil {
-		return cl.fail(err)
-	}
-	vc, pc, err := matrix(&cl, "C", c)
+	va, vb, vc, pa, pb, pc, err := matrices(&cl, a, b, c)
 	if err != nil {
 		return cl.fail(err)
 	}
@@ -167,15 +151,7 @@ func Symm[T Float](hd *Handle, side Side, uplo Uplo, alpha T, a, b Matrix[T], be
 	if err != nil {
 		return err
 	}
-	va, pa, err := matrix(&cl, "A", a)
-	if err != nil {
-		return cl.fail(err)
-	}
-	vb, pb, err := matrix(&cl, "B", b)
-	if err != nil {
-		return cl.fail(err)
-	}
-	vc, pc, err := matrix(&cl, "C", c)
+	va, vb, vc, pa, pb, pc, err := matrices(&cl, a, b, c)
 	if err != nil {
 		return cl.fail(err)
 	}
@@ -239,15 +215,7 @@ func Trmm[T Float](hd *Handle, side Side, uplo Uplo, diag Diag, alpha T, a, b, c
 	if err != nil {
 		return err
 	}
-	va, pa, err := matrix(&cl, "A", a)
-	if err != nil {
-		return cl.fail(err)
-	}
-	vb, pb, err := matrix(&cl, "B", b)
-	if err != nil {
-		return cl.fail(err)
-	}
-	vc, pc, err := matrix(&cl, "C", c)
+	va, vb, vc, pa, pb, pc, err := matrices(&cl, a, b, c)
 	if err != nil {
 		return cl.fail(err)
 	}

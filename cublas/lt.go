@@ -351,15 +351,7 @@ func (p *MatmulPlan[TA, TB, TC]) Run(alpha float64, a Matrix[TA], b Matrix[TB], 
 	if err != nil {
 		return err
 	}
-	va, pa, err := matrix(&cl, "A", a)
-	if err != nil {
-		return cl.fail(err)
-	}
-	vb, pb, err := matrix(&cl, "B", b)
-	if err != nil {
-		return cl.fail(err)
-	}
-	vc, pc, err := matrix(&cl, "C", c)
+	va, vb, vc, pa, pb, pc, err := matrices(&cl, a, b, c)
 	if err != nil {
 		return cl.fail(err)
 	}
