@@ -14,23 +14,24 @@ func indexed(name string, i int) string {
 }
 
 // sameBatch checks that batch i's views have batch 0's shape, layout,
-// operation and leading dimension: one set of arguments serves all.
-func sameBatch(fn string, i int, as, bs, cs []Matrix) *Error {
+// operation and leading dimension: one set of arguments serves all. The
+// batches are numbered from first (a group of GemmGrouped's).
+func sameBatch(fn string, i, first int, as, bs, cs []Matrix) *Error {
 	for _, x := range []struct {
 		name string
 		v    []Matrix
 	}{{"A", as}, {"B", bs}, {"C", cs}} {
 		got, want := x.v[i], x.v[0]
-		name := indexed(x.name, i)
+		name, wname := indexed(x.name, first+i), indexed(x.name, first)
 		switch {
 		case got.Rows != want.Rows || got.Cols != want.Cols:
-			return refuse(ErrShape, fn, name, "%d×%d, but %s[0] is %d×%d: every batch has one shape", got.Rows, got.Cols, x.name, want.Rows, want.Cols)
+			return refuse(ErrShape, fn, name, "%d×%d, but %s is %d×%d: every batch has one shape", got.Rows, got.Cols, wname, want.Rows, want.Cols)
 		case got.LD != want.LD:
-			return refuse(ErrShape, fn, name, "leading dimension %d, but %s[0]'s is %d: every batch has one", got.LD, x.name, want.LD)
+			return refuse(ErrShape, fn, name, "leading dimension %d, but %s's is %d: every batch has one", got.LD, wname, want.LD)
 		case got.Layout != want.Layout:
-			return refuse(ErrShape, fn, name, "%s, but %s[0] is %s: every batch has one layout", layoutName(got.Layout), x.name, layoutName(want.Layout))
+			return refuse(ErrShape, fn, name, "%s, but %s is %s: every batch has one layout", layoutName(got.Layout), wname, layoutName(want.Layout))
 		case got.Op != want.Op:
-			return refuse(ErrShape, fn, name, "operation %d, but %s[0]'s is %d: every batch has one", got.Op, x.name, want.Op)
+			return refuse(ErrShape, fn, name, "operation %d, but %s's is %d: every batch has one", got.Op, wname, want.Op)
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package blasview
 
 import (
 	"math"
+	"strconv"
 
 	"github.com/purecuda/cuda/internal/cublasraw"
 )
@@ -262,13 +263,28 @@ func batchSpan(fn, name string, x Matrix, v view, stride, count int64) (span, *E
 // batch 0's. An empty batch is accepted and touches nothing.
 func GemmBatched(as, bs, cs []Matrix) (BatchedArgs, error) {
 	const fn = "GemmBatched"
+	out, spans, err := batched(fn, as, bs, cs, 0)
+	if err != nil {
+		return BatchedArgs{}, err
+	}
+	if err := batchAliases(fn, spans); err != nil {
+		return BatchedArgs{}, err
+	}
+	return out, nil
+}
+
+// batched checks one batch (GemmBatched's, or a group of GemmGrouped's
+// whose problems are numbered from first) and returns its arguments and
+// its operands' spans for the alias sweep; errors name the operands by
+// their number.
+func batched(fn string, as, bs, cs []Matrix, first int) (BatchedArgs, []batchItem, *Error) {
 	if len(as) != len(bs) || len(as) != len(cs) {
-		return BatchedArgs{}, refuse(ErrShape, fn, "", "%d A, %d B and %d C views: one per batch of each", len(as), len(bs), len(cs))
+		return BatchedArgs{}, nil, refuse(ErrShape, fn, "", "%d A, %d B and %d C views: one per batch of each", len(as), len(bs), len(cs))
 	}
 	count := int64(len(as))
 	out := BatchedArgs{Count: count, OffA: make([]int64, count), OffB: make([]int64, count), OffC: make([]int64, count)}
 	if count == 0 {
-		return out, nil
+		return out, nil, nil
 	}
 	spans := make([]batchItem, 0, 3*count)
 	for i := range as {
@@ -279,21 +295,61 @@ func GemmBatched(as, bs, cs []Matrix) (BatchedArgs, error) {
 			err = gemmArgs(fn, &as[i], &bs[i], &cs[i], &o, &g)
 		}
 		if err != nil {
-			err.Operand = indexed(err.Operand, i)
-			return BatchedArgs{}, err
+			err.Operand = indexed(err.Operand, first+i)
+			return BatchedArgs{}, nil, err
 		}
 		if i == 0 {
 			out.GemmArgs = g
-		} else if err := sameBatch(fn, i, as, bs, cs); err != nil {
-			return BatchedArgs{}, err
+		} else if err := sameBatch(fn, i, first, as, bs, cs); err != nil {
+			return BatchedArgs{}, nil, err
 		}
 		out.OffA[i], out.OffB[i], out.OffC[i] = g.OffA, g.OffB, g.OffC
-		spans = append(spans, batchItem{o.va.sp, 'A', i}, batchItem{o.vb.sp, 'B', i}, batchItem{o.vc.sp, 'C', i})
-	}
-	if err := batchAliases(fn, spans); err != nil {
-		return BatchedArgs{}, err
+		spans = append(spans, batchItem{o.va.sp, 'A', first + i}, batchItem{o.vb.sp, 'B', first + i}, batchItem{o.vc.sp, 'C', first + i})
 	}
 	out.Needs64 = out.Needs64 || count > math.MaxInt32
+	return out, spans, nil
+}
+
+// Group is one group of a grouped GEMM: its A, B and C views, one per
+// problem, all of one shape, layout, operation and leading dimension.
+type Group struct {
+	A, B, C []Matrix
+}
+
+// GemmGrouped checks the groups of a grouped GEMM
+// (cublas<t>gemmGroupedBatched): each group as GemmBatched checks a batch,
+// its problems numbered across the groups in order (the refusal of group
+// 1's first A, after a group of 3, names "A[3]"). No C of any problem
+// overlaps another problem's C, A or B, in any group: all run at once
+// (ErrAlias). The result is each group's arguments; Needs64 is set on all
+// of them when any group needs the 64-bit call, or when the problems
+// number more than 2^31-1.
+func GemmGrouped(groups []Group) ([]BatchedArgs, error) {
+	const fn = "GemmGrouped"
+	out := make([]BatchedArgs, len(groups))
+	var spans []batchItem
+	first, big := 0, false
+	for gi, g := range groups {
+		args, sp, err := batched(fn, g.A, g.B, g.C, first)
+		if err != nil {
+			if err.Operand == "" {
+				err.Operand = "group " + strconv.Itoa(gi)
+			}
+			return nil, err
+		}
+		out[gi] = args
+		spans = append(spans, sp...)
+		first += len(g.A)
+		big = big || args.Needs64
+	}
+	if err := batchAliases(fn, spans); err != nil {
+		return nil, err
+	}
+	if big || first > math.MaxInt32 {
+		for i := range out {
+			out[i].Needs64 = true
+		}
+	}
 	return out, nil
 }
 
