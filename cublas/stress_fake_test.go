@@ -109,6 +109,13 @@ var apiCalls = map[string]func(h *cublas.Handle, o *operands) error{
 		}
 		return cublas.GemmBatched(h, 1, half(o.a), half(o.b), 0, half(o.c))
 	},
+	"GemmGrouped": func(h *cublas.Handle, o *operands) error {
+		a, b, c := o.mats()
+		return cublas.GemmGrouped(h, []cublas.GemmGroup[float32]{
+			{Alpha: 1, A: []cublas.Matrix[float32]{a.Sub(0, 0, 2, 4)}, B: []cublas.Matrix[float32]{b}, C: []cublas.Matrix[float32]{c.Sub(0, 0, 2, 4)}},
+			{Alpha: 2, Beta: 1, A: []cublas.Matrix[float32]{a.Sub(2, 0, 2, 4)}, B: []cublas.Matrix[float32]{b.Sub(0, 0, 4, 2)}, C: []cublas.Matrix[float32]{c.Sub(2, 0, 2, 2)}},
+		})
+	},
 	"NewMatmulPlan": func(h *cublas.Handle, o *operands) error {
 		a, b, c := o.mats()
 		p, err := cublas.NewMatmulPlan(h, a, b, c, &cublas.MatmulOptions{Epilogue: cublas.EpilogueReLU})

@@ -156,6 +156,30 @@ static cublasStatus_t gemm(const char *fn, int T, cublasHandle_t h, int ta, int 
 	}
 GEMM(S, T_S) GEMM(D, T_D) GEMM(C, T_C) GEMM(Z, T_Z)
 
+/* The grouped GEMM (cuBLAS 12.5): each group a gemmBatched of its own,
+   its alpha and beta from the groups' host arrays, the pointer arrays'
+   entries taken group after group. */
+#define GROUPED(X, T, ET)                                                                                             \
+	cublasStatus_t cublas##X##gemmGroupedBatched(cublasHandle_t h, const int *ta, const int *tb, const int *m,        \
+	                                             const int *n, const int *k, const void *alpha,                      \
+	                                             const void *const A[], const int *lda, const void *const B[],        \
+	                                             const int *ldb, const void *beta, void *const C[], const int *ldc,   \
+	                                             int groups, const int *size) {                                       \
+		if (groups < 0 || (groups > 0 && (!ta || !tb || !m || !n || !k || !alpha || !lda || !ldb || !beta || !ldc ||   \
+		                                  !size)))                                                                      \
+			return ST_INVALID_VALUE;                                                                                    \
+		long off = 0;                                                                                                   \
+		for (int g = 0; g < groups; g++) {                                                                              \
+			cublasStatus_t st = gemm("cublas" #X "gemmGroupedBatched", T, h, ta[g], tb[g], m[g], n[g], k[g],           \
+			                         (const ET *)alpha + g, A + off, lda[g], 0, B + off, ldb[g], 0,                    \
+			                         (const ET *)beta + g, (void *)(C + off), ldc[g], 0, size[g], 1);                  \
+			if (st) return st;                                                                                          \
+			off += size[g];                                                                                             \
+		}                                                                                                               \
+		return ST_OK;                                                                                                   \
+	}
+GROUPED(S, T_S, float) GROUPED(D, T_D, double)
+
 /* extype maps GemmEx's types to the element type the fake computes: A, B
    and C of one type, CUDA_R_32F or CUDA_C_32F with a 32F compute type,
    CUDA_R_64F or CUDA_C_64F with 64F. -1: CUBLAS_STATUS_NOT_SUPPORTED. */
