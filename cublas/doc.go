@@ -33,8 +33,9 @@
 // Level 3: Gemm, GemmStridedBatched, GemmBatched (matrices anywhere,
 // pointer arrays built and held here), GemmGrouped (groups of batches of
 // different shapes in one call, float32 and float64), Syrk, Symm, Trsm,
-// Trmm for float32, float64, complex64 and complex128; GemmEx and GemmStridedBatchedEx with
-// mixed types (Half, BFloat16, int8 inputs) and a compute type. Level 2:
+// Trmm for float32, float64, complex64 and complex128; GemmEx and
+// GemmStridedBatchedEx with mixed types (Half, BFloat16, int8 inputs) and
+// a compute type. Level 2:
 // Gemv, Ger, Gerc, Trsv. Level 1: Axpy, Scal, Copy, Swap, and the
 // reductions Dot, Dotc, Nrm2, Asum, Iamax, whose result comes back to the
 // caller (waiting for the stream) or, in their To forms, goes to device
