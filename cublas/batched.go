@@ -32,9 +32,9 @@ var (
 // CaptureThreadLocal (CUDA refuses it and ends that capture): capture
 // GemmBatched in CaptureRelaxed mode. For many batches of the same
 // matrices, GemmStridedBatched needs no arrays and captures in any mode.
-func GemmBatched[T Float](hd *Handle, alpha T, as, bs []Matrix[T], beta T, cs []Matrix[T]) error {
+func GemmBatched[T Float](h *Handle, alpha T, as, bs []Matrix[T], beta T, cs []Matrix[T]) error {
 	const op = "GemmBatched"
-	cl, err := hd.begin(op)
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,18 @@
 // # Errors
 //
 // Refused views match ErrShape, ErrOutOfBounds or ErrAlias (and
-// driver.ErrInvalidArgument); cuBLAS's own failures are *Error values
-// matching their Status; a missing cuBLAS or function matches
-// ErrNotSupported.
+// driver.ErrInvalidArgument); a nil buffer or one of another context
+// matches driver.ErrInvalidArgument, a closed buffer or handle
+// driver.ErrClosed; a routine that waits for its result refused inside a
+// capture matches driver.ErrStreamCaptureUnsupported. cuBLAS's own
+// failures are *Error values matching their Status. ErrNotSupported is
+// matched both by a missing cuBLAS (then also loader.ErrNotFound) and by
+// a request the loaded cuBLAS does not support (StatusNotSupported).
+//
+// # Capture modes
+//
+// Every routine may be captured in any capture mode, except GemmBatched
+// and GemmGrouped, which allocate pinned memory during the call and need
+// graph.CaptureRelaxed, and the routines that return their result to the
+// host, which no capture allows.
 package cublas

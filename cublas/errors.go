@@ -97,10 +97,11 @@ var ErrNotSupported = errors.New("cublas: not supported")
 // operand and the dimension.
 var (
 	// ErrShape: a negative size, a leading dimension smaller than the
-	// stored rows, dimensions of two operands that do not agree, an
-	// increment of 0 where the call forbids it, a negative stride or batch
-	// count, an unknown enum value, or an operation cuBLAS cannot express
-	// for the layouts given.
+	// stored rows, dimensions of two operands that do not agree, a negative
+	// increment where the routine needs a positive one (Scal, Nrm2, Asum,
+	// Iamax), a negative stride or batch count, a result (C, y) given an
+	// operation, an unknown enum value, or an operation cuBLAS cannot
+	// express for the layouts given.
 	ErrShape = blasview.ErrShape
 	// ErrOutOfBounds: a view that reaches outside its buffer (a negative
 	// offset, an element at or past the buffer's length, an extent too

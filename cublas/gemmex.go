@@ -65,17 +65,17 @@ func exScalars(st *handleState, kind int, alpha, beta float64) (uintptr, uintptr
 // Gemm. alpha and beta are converted to the compute type's scalar type
 // (Half for Compute16F, float32 for the Compute32F types, int32 for
 // Compute32I). Complex element types are refused here: use Gemm.
-func GemmEx[TA, TB, TC Element](hd *Handle, alpha float64, a Matrix[TA], b Matrix[TB], beta float64, c Matrix[TC], compute ComputeType) error {
-	return gemmEx("GemmEx", hd, alpha, a, 0, b, 0, beta, c, 0, 1, compute, false)
+func GemmEx[TA, TB, TC Element](h *Handle, alpha float64, a Matrix[TA], b Matrix[TB], beta float64, c Matrix[TC], compute ComputeType) error {
+	return gemmEx("GemmEx", h, alpha, a, 0, b, 0, beta, c, 0, 1, compute, false)
 }
 
 // GemmStridedBatchedEx is GemmStridedBatched with GemmEx's types
 // (cublasGemmStridedBatchedEx).
-func GemmStridedBatchedEx[TA, TB, TC Element](hd *Handle, alpha float64, a Matrix[TA], strideA int, b Matrix[TB], strideB int, beta float64, c Matrix[TC], strideC int, count int, compute ComputeType) error {
-	return gemmEx("GemmStridedBatchedEx", hd, alpha, a, strideA, b, strideB, beta, c, strideC, count, compute, true)
+func GemmStridedBatchedEx[TA, TB, TC Element](h *Handle, alpha float64, a Matrix[TA], strideA int, b Matrix[TB], strideB int, beta float64, c Matrix[TC], strideC int, count int, compute ComputeType) error {
+	return gemmEx("GemmStridedBatchedEx", h, alpha, a, strideA, b, strideB, beta, c, strideC, count, compute, true)
 }
 
-func gemmEx[TA, TB, TC Element](op string, hd *Handle, alpha float64, a Matrix[TA], strideA int, b Matrix[TB], strideB int, beta float64, c Matrix[TC], strideC, count int, compute ComputeType, batched bool) error {
+func gemmEx[TA, TB, TC Element](op string, h *Handle, alpha float64, a Matrix[TA], strideA int, b Matrix[TB], strideB int, beta float64, c Matrix[TC], strideC, count int, compute ComputeType, batched bool) error {
 	sk := compute.scalarKind()
 	if sk < 0 {
 		return invalid(op, "unknown compute type %d", compute)
@@ -83,7 +83,7 @@ func gemmEx[TA, TB, TC Element](op string, hd *Handle, alpha float64, a Matrix[T
 	if isComplex[TA]() || isComplex[TB]() || isComplex[TC]() {
 		return invalid(op, "complex element types: use Gemm")
 	}
-	cl, err := hd.begin(op)
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}

@@ -29,9 +29,9 @@ type GemmGroup[T Real] struct {
 // other problem's A, B or C, in any group (all run at once). Its pointer
 // arrays are built and held as GemmBatched's (capture it in relaxed mode
 // only); the scalars and shapes are read during the call.
-func GemmGrouped[T Real](hd *Handle, groups []GemmGroup[T]) error {
+func GemmGrouped[T Real](h *Handle, groups []GemmGroup[T]) error {
 	const op = "GemmGrouped"
-	cl, err := hd.begin(op)
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}

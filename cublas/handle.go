@@ -62,7 +62,9 @@ type Options struct {
 // when the handle is made (NewHandle): no call can run with another
 // goroutine's settings, and no two streams can share one workspace (which
 // would let two routines overwrite each other's scratch memory). Use one
-// handle per stream. Making a handle costs milliseconds; make them once.
+// handle per stream; several handles may share a stream (each has its own
+// workspace, and the stream orders their routines). Making a handle costs
+// milliseconds; make them once.
 //
 // # Concurrency
 //

@@ -41,8 +41,8 @@ var (
 
 // Axpy computes y = alpha·x + y (cublas<t>axpy): x and y of one length;
 // y is x itself or apart from it.
-func Axpy[T Float](hd *Handle, alpha T, x, y Vector[T]) error {
-	return pairOp("Axpy", hd, x, y, blasview.Axpy, func(hh cublasraw.Handle, st *handleState, k kind, a blasview.VecArgs, X, Y uintptr) error {
+func Axpy[T Float](h *Handle, alpha T, x, y Vector[T]) error {
+	return pairOp("Axpy", h, x, y, blasview.Axpy, func(hh cublasraw.Handle, st *handleState, k kind, a blasview.VecArgs, X, Y uintptr) error {
 		var zero T
 		al, _ := scalars(st, alpha, zero)
 		if a.Needs64 {
@@ -54,8 +54,8 @@ func Axpy[T Float](hd *Handle, alpha T, x, y Vector[T]) error {
 
 // Copy copies x into y (cublas<t>copy): one length; y is x itself or apart
 // from it.
-func Copy[T Float](hd *Handle, x, y Vector[T]) error {
-	return pairOp("Copy", hd, x, y, blasview.Copy, func(hh cublasraw.Handle, _ *handleState, k kind, a blasview.VecArgs, X, Y uintptr) error {
+func Copy[T Float](h *Handle, x, y Vector[T]) error {
+	return pairOp("Copy", h, x, y, blasview.Copy, func(hh cublasraw.Handle, _ *handleState, k kind, a blasview.VecArgs, X, Y uintptr) error {
 		if a.Needs64 {
 			return copy64[k](hh, a.N, X, a.IncX, Y, a.IncY)
 		}
@@ -65,8 +65,8 @@ func Copy[T Float](hd *Handle, x, y Vector[T]) error {
 
 // Swap exchanges x and y (cublas<t>swap): one length; y is x itself or
 // apart from it.
-func Swap[T Float](hd *Handle, x, y Vector[T]) error {
-	return pairOp("Swap", hd, x, y, blasview.Swap, func(hh cublasraw.Handle, _ *handleState, k kind, a blasview.VecArgs, X, Y uintptr) error {
+func Swap[T Float](h *Handle, x, y Vector[T]) error {
+	return pairOp("Swap", h, x, y, blasview.Swap, func(hh cublasraw.Handle, _ *handleState, k kind, a blasview.VecArgs, X, Y uintptr) error {
 		if a.Needs64 {
 			return swap64[k](hh, a.N, X, a.IncX, Y, a.IncY)
 		}
@@ -75,9 +75,9 @@ func Swap[T Float](hd *Handle, x, y Vector[T]) error {
 }
 
 // pairOp makes a routine on two vectors x and y.
-func pairOp[T Float](op string, hd *Handle, x, y Vector[T], check func(x, y blasview.Vector) (blasview.VecArgs, error),
+func pairOp[T Float](op string, h *Handle, x, y Vector[T], check func(x, y blasview.Vector) (blasview.VecArgs, error),
 	f func(hh cublasraw.Handle, st *handleState, k kind, a blasview.VecArgs, X, Y uintptr) error) error {
-	cl, err := hd.begin(op)
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}
@@ -101,9 +101,9 @@ func pairOp[T Float](op string, hd *Handle, x, y Vector[T], check func(x, y blas
 
 // Scal computes x = alpha·x (cublas<t>scal); x's increment must be
 // positive.
-func Scal[T Float](hd *Handle, alpha T, x Vector[T]) error {
+func Scal[T Float](h *Handle, alpha T, x Vector[T]) error {
 	const op = "Scal"
-	cl, err := hd.begin(op)
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}
@@ -128,36 +128,39 @@ func Scal[T Float](hd *Handle, alpha T, x Vector[T]) error {
 }
 
 // Dot returns x·y = Σ x_k·y_k (cublas<t>dot; for complex types the
-// unconjugated dotu), waiting for the stream to compute it: it cannot be
-// captured (use DotTo there).
-func Dot[T Float](hd *Handle, x, y Vector[T]) (T, error) {
+// unconjugated dotu), waiting for the stream to compute it. So it cannot be
+// captured: on a stream being captured it returns an error matching
+// driver.ErrStreamCaptureUnsupported before cuBLAS is called, and the
+// capture goes on (use DotTo there).
+func Dot[T Float](h *Handle, x, y Vector[T]) (T, error) {
 	var r T
-	err := dot("Dot", hd, x, y, nil, false, unsafe.Pointer(&r))
+	err := dot("Dot", h, x, y, nil, false, unsafe.Pointer(&r))
 	return r, err
 }
 
 // Dotc returns xᴴ·y = Σ conj(x_k)·y_k (cublas<t>dotc); for real types it
 // is Dot.
-func Dotc[T Float](hd *Handle, x, y Vector[T]) (T, error) {
+func Dotc[T Float](h *Handle, x, y Vector[T]) (T, error) {
 	var r T
-	err := dot("Dotc", hd, x, y, nil, isComplex[T](), unsafe.Pointer(&r))
+	err := dot("Dotc", h, x, y, nil, isComplex[T](), unsafe.Pointer(&r))
 	return r, err
 }
 
-// DotTo writes x·y (as Dot) to r, one element of device memory apart from
-// x and y, in stream order: nothing waits, and it can be captured.
-func DotTo[T Float](hd *Handle, x, y, r Vector[T]) error {
-	return dot("DotTo", hd, x, y, &r, false, nil)
+// DotTo writes x·y (as Dot) to r, in stream order: nothing waits, and it
+// can be captured. r is a view of one element (r.N 1; its buffer may be
+// longer; another N is ErrShape), apart from x and y in memory (ErrAlias).
+func DotTo[T Float](h *Handle, x, y, r Vector[T]) error {
+	return dot("DotTo", h, x, y, &r, false, nil)
 }
 
 // DotcTo writes xᴴ·y (as Dotc) to r, as DotTo.
-func DotcTo[T Float](hd *Handle, x, y, r Vector[T]) error {
-	return dot("DotcTo", hd, x, y, &r, isComplex[T](), nil)
+func DotcTo[T Float](h *Handle, x, y, r Vector[T]) error {
+	return dot("DotcTo", h, x, y, &r, isComplex[T](), nil)
 }
 
 // dot makes Dot and its forms: the result to host memory at out, or to r.
-func dot[T Float](op string, hd *Handle, x, y Vector[T], r *Vector[T], conj bool, out unsafe.Pointer) error {
-	cl, err := hd.begin(op)
+func dot[T Float](op string, h *Handle, x, y Vector[T], r *Vector[T], conj bool, out unsafe.Pointer) error {
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}
@@ -230,59 +233,62 @@ func realKind[R Real](k kind) bool {
 }
 
 // Nrm2 returns the Euclidean norm of x (cublas<t>nrm2), waiting for the
-// stream to compute it: it cannot be captured (use Nrm2To there). x's
-// increment must be positive.
-func Nrm2[T Float](hd *Handle, x Vector[T]) (float64, error) {
-	return realReduction("Nrm2", hd, x, nil, nrm232, nrm264)
+// stream to compute it: inside a capture it is refused as Dot is (use
+// Nrm2To there). x's increment must be positive (a negative one is
+// ErrShape: reference BLAS would silently return 0).
+func Nrm2[T Float](h *Handle, x Vector[T]) (float64, error) {
+	return realReduction("Nrm2", h, x, nil, nrm232, nrm264)
 }
 
 // Asum returns Σ|x_k| (for complex types Σ|re|+|im|, as BLAS defines it)
 // (cublas<t>asum), as Nrm2.
-func Asum[T Float](hd *Handle, x Vector[T]) (float64, error) {
-	return realReduction("Asum", hd, x, nil, asum32, asum64)
+func Asum[T Float](h *Handle, x Vector[T]) (float64, error) {
+	return realReduction("Asum", h, x, nil, asum32, asum64)
 }
 
-// Nrm2To writes the norm of x (as Nrm2) to r, one element of device memory
-// of x's real type (float32 for float32 and complex64, float64 for
-// float64 and complex128), in stream order: it can be captured.
-func Nrm2To[T Float, R Real](hd *Handle, x Vector[T], r Vector[R]) error {
-	_, err := realReductionTo("Nrm2To", hd, x, r, nrm232, nrm264)
+// Nrm2To writes the norm of x (as Nrm2) to r, in stream order: it can be
+// captured. r is one element (as DotTo's) of x's real type: float32 for
+// float32 and complex64, float64 for float64 and complex128; another R is
+// refused with an error matching driver.ErrInvalidArgument.
+func Nrm2To[T Float, R Real](h *Handle, x Vector[T], r Vector[R]) error {
+	_, err := realReductionTo("Nrm2To", h, x, r, nrm232, nrm264)
 	return err
 }
 
 // AsumTo writes Σ|x_k| (as Asum) to r, as Nrm2To.
-func AsumTo[T Float, R Real](hd *Handle, x Vector[T], r Vector[R]) error {
-	_, err := realReductionTo("AsumTo", hd, x, r, asum32, asum64)
+func AsumTo[T Float, R Real](h *Handle, x Vector[T], r Vector[R]) error {
+	_, err := realReductionTo("AsumTo", h, x, r, asum32, asum64)
 	return err
 }
 
-func realReduction[T Float](op string, hd *Handle, x Vector[T], _ *Vector[float64], f32 [4]red32, f64 [4]red64) (float64, error) {
+func realReduction[T Float](op string, h *Handle, x Vector[T], _ *Vector[float64], f32 [4]red32, f64 [4]red64) (float64, error) {
 	k := kindOf[T]()
 	if k == kS || k == kC {
 		var r float32
-		err := single(op, hd, x, (*Vector[float32])(nil), unsafe.Pointer(&r), nil, f32, f64)
+		err := single(op, h, x, (*Vector[float32])(nil), unsafe.Pointer(&r), nil, f32, f64)
 		return float64(r), err
 	}
 	var r float64
-	err := single(op, hd, x, (*Vector[float64])(nil), unsafe.Pointer(&r), nil, f32, f64)
+	err := single(op, h, x, (*Vector[float64])(nil), unsafe.Pointer(&r), nil, f32, f64)
 	return r, err
 }
 
-func realReductionTo[T Float, R Real](op string, hd *Handle, x Vector[T], r Vector[R], f32 [4]red32, f64 [4]red64) (float64, error) {
+func realReductionTo[T Float, R Real](op string, h *Handle, x Vector[T], r Vector[R], f32 [4]red32, f64 [4]red64) (float64, error) {
 	if !realKind[R](kindOf[T]()) {
 		return 0, invalid(op, "a result of %d bytes for elements of %d: it must be the elements' real type", sizeOf[R](), sizeOf[T]())
 	}
-	return 0, single(op, hd, x, &r, nil, nil, f32, f64)
+	return 0, single(op, h, x, &r, nil, nil, f32, f64)
 }
 
 // Iamax returns the index (from 0) of the first element of x with the
 // largest |x_k| (for complex types |re|+|im|) (cublasI<t>amax), waiting
-// for the stream: it cannot be captured (use IamaxTo there). x's increment
-// must be positive. For an empty x it returns -1.
-func Iamax[T Float](hd *Handle, x Vector[T]) (int, error) {
+// for the stream: inside a capture it is refused as Dot is (use IamaxTo
+// there, whose index counts from 1, as cuBLAS writes it). x's increment
+// must be positive (ErrShape otherwise). For an empty x it returns -1.
+func Iamax[T Float](h *Handle, x Vector[T]) (int, error) {
 	var r int64
 	var wide bool
-	err := single("Iamax", hd, x, (*Vector[int32])(nil), unsafe.Pointer(&r), &wide, iamax32, iamax64)
+	err := single("Iamax", h, x, (*Vector[int32])(nil), unsafe.Pointer(&r), &wide, iamax32, iamax64)
 	if err != nil {
 		return 0, err
 	}
@@ -306,14 +312,14 @@ func iamaxIndex(r int64, wide bool) int {
 // int32 of device memory, in stream order: it can be captured. The index
 // written counts from 1, as cuBLAS writes it (0 for an empty x). x's
 // length and increment must be below 2^31.
-func IamaxTo[T Float](hd *Handle, x Vector[T], r Vector[int32]) error {
-	return single("IamaxTo", hd, x, &r, nil, nil, iamax32, iamax64)
+func IamaxTo[T Float](h *Handle, x Vector[T], r Vector[int32]) error {
+	return single("IamaxTo", h, x, &r, nil, nil, iamax32, iamax64)
 }
 
 // single makes a reduction of x: to the device at r, or to out; wide, if
 // not nil, is set when the 64-bit call was chosen.
-func single[T Float, R Element](op string, hd *Handle, x Vector[T], r *Vector[R], out unsafe.Pointer, wide *bool, f32 [4]red32, f64 [4]red64) error {
-	cl, err := hd.begin(op)
+func single[T Float, R Element](op string, h *Handle, x Vector[T], r *Vector[R], out unsafe.Pointer, wide *bool, f32 [4]red32, f64 [4]red64) error {
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}

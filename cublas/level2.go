@@ -24,9 +24,9 @@ var (
 // Gemv computes y = alpha·op(A)·x + beta·y (cublas<t>gemv): x has op(A)'s
 // columns, y its rows. y must not overlap A or x. With beta 0, y is not
 // read.
-func Gemv[T Float](hd *Handle, alpha T, a Matrix[T], x Vector[T], beta T, y Vector[T]) error {
+func Gemv[T Float](h *Handle, alpha T, a Matrix[T], x Vector[T], beta T, y Vector[T]) error {
 	const op = "Gemv"
-	cl, err := hd.begin(op)
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}
@@ -60,19 +60,19 @@ func Gemv[T Float](hd *Handle, alpha T, a Matrix[T], x Vector[T], beta T, y Vect
 // Ger computes A += alpha·x·yᵀ (cublas<t>ger; for complex types the
 // unconjugated geru): A is m×n with no operation, x has m elements, y n.
 // A must not overlap x or y.
-func Ger[T Float](hd *Handle, alpha T, x, y Vector[T], a Matrix[T]) error {
-	return ger("Ger", hd, alpha, x, y, a, false)
+func Ger[T Float](h *Handle, alpha T, x, y Vector[T], a Matrix[T]) error {
+	return ger("Ger", h, alpha, x, y, a, false)
 }
 
 // Gerc computes A += alpha·x·yᴴ (cublas<t>gerc); for real types it is Ger.
 // A row-major A would need the conjugate on x, which cuBLAS lacks: refused
 // (ErrShape) for complex types.
-func Gerc[T Float](hd *Handle, alpha T, x, y Vector[T], a Matrix[T]) error {
-	return ger("Gerc", hd, alpha, x, y, a, isComplex[T]())
+func Gerc[T Float](h *Handle, alpha T, x, y Vector[T], a Matrix[T]) error {
+	return ger("Gerc", h, alpha, x, y, a, isComplex[T]())
 }
 
-func ger[T Float](op string, hd *Handle, alpha T, x, y Vector[T], a Matrix[T], conj bool) error {
-	cl, err := hd.begin(op)
+func ger[T Float](op string, h *Handle, alpha T, x, y Vector[T], a Matrix[T], conj bool) error {
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}
@@ -113,9 +113,9 @@ func ger[T Float](op string, hd *Handle, alpha T, x, y Vector[T], a Matrix[T], c
 // Trsv solves op(A)·x = b for x, which overwrites b (cublas<t>trsv): A is
 // n×n triangular, read in its uplo triangle (diagonal ones when diag is
 // Unit); x has n elements and must not overlap A.
-func Trsv[T Float](hd *Handle, uplo Uplo, diag Diag, a Matrix[T], x Vector[T]) error {
+func Trsv[T Float](h *Handle, uplo Uplo, diag Diag, a Matrix[T], x Vector[T]) error {
 	const op = "Trsv"
-	cl, err := hd.begin(op)
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}

@@ -47,9 +47,9 @@ var (
 // Layout); C's Op must be NoTrans. C must not overlap A or B. With k = 0,
 // C is only scaled by beta; with beta 0, C is not read (it may hold
 // anything, NaN included).
-func Gemm[T Float](hd *Handle, alpha T, a, b Matrix[T], beta T, c Matrix[T]) error {
+func Gemm[T Float](h *Handle, alpha T, a, b Matrix[T], beta T, c Matrix[T]) error {
 	const op = "Gemm"
-	cl, err := hd.begin(op)
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}
@@ -81,9 +81,9 @@ func Gemm[T Float](hd *Handle, alpha T, a, b Matrix[T], beta T, c Matrix[T]) err
 // is checked against its buffer; C's batches must not overlap each other
 // (strideC at least one C's span) nor A's or B's. A stride of 0 uses one A
 // or B for every batch.
-func GemmStridedBatched[T Float](hd *Handle, alpha T, a Matrix[T], strideA int, b Matrix[T], strideB int, beta T, c Matrix[T], strideC int, count int) error {
+func GemmStridedBatched[T Float](h *Handle, alpha T, a Matrix[T], strideA int, b Matrix[T], strideB int, beta T, c Matrix[T], strideC int, count int) error {
 	const op = "GemmStridedBatched"
-	cl, err := hd.begin(op)
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}
@@ -112,9 +112,9 @@ func GemmStridedBatched[T Float](hd *Handle, alpha T, a Matrix[T], strideA int, 
 // Syrk computes the uplo triangle of C = alpha·op(A)·op(A)ᵀ + beta·C
 // (cublas<t>syrk): C is n×n, symmetric, and only its uplo triangle is
 // written; op(A) is n×k, A's Op NoTrans or Trans. C must not overlap A.
-func Syrk[T Float](hd *Handle, uplo Uplo, alpha T, a Matrix[T], beta T, c Matrix[T]) error {
+func Syrk[T Float](h *Handle, uplo Uplo, alpha T, a Matrix[T], beta T, c Matrix[T]) error {
 	const op = "Syrk"
-	cl, err := hd.begin(op)
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}
@@ -145,9 +145,9 @@ func Syrk[T Float](hd *Handle, uplo Uplo, alpha T, a Matrix[T], beta T, c Matrix
 // (Right) (cublas<t>symm): A is symmetric, read in its uplo triangle,
 // m×m (Left) or n×n (Right) for the m×n C; B is m×n; no operations; B and
 // C of one layout. C must not overlap A or B.
-func Symm[T Float](hd *Handle, side Side, uplo Uplo, alpha T, a, b Matrix[T], beta T, c Matrix[T]) error {
+func Symm[T Float](h *Handle, side Side, uplo Uplo, alpha T, a, b Matrix[T], beta T, c Matrix[T]) error {
 	const op = "Symm"
-	cl, err := hd.begin(op)
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}
@@ -175,9 +175,9 @@ func Symm[T Float](hd *Handle, side Side, uplo Uplo, alpha T, a, b Matrix[T], be
 // uplo triangle (its diagonal taken as ones when diag is Unit), m×m (Left)
 // or n×n (Right) for the m×n B; B's Op must be NoTrans. B must not overlap
 // A. A singular A is not detected: the result then holds Inf or NaN.
-func Trsm[T Float](hd *Handle, side Side, uplo Uplo, diag Diag, alpha T, a, b Matrix[T]) error {
+func Trsm[T Float](h *Handle, side Side, uplo Uplo, diag Diag, alpha T, a, b Matrix[T]) error {
 	const op = "Trsm"
-	cl, err := hd.begin(op)
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}
@@ -209,9 +209,9 @@ func Trsm[T Float](hd *Handle, side Side, uplo Uplo, diag Diag, alpha T, a, b Ma
 // (Right) (cuBLAS's out-of-place cublas<t>trmm): A triangular as for
 // Trsm; B and C m×n, no operation, one layout. C may be B itself (the
 // same view: in place); otherwise C must not overlap B, and never A.
-func Trmm[T Float](hd *Handle, side Side, uplo Uplo, diag Diag, alpha T, a, b, c Matrix[T]) error {
+func Trmm[T Float](h *Handle, side Side, uplo Uplo, diag Diag, alpha T, a, b, c Matrix[T]) error {
 	const op = "Trmm"
-	cl, err := hd.begin(op)
+	cl, err := h.begin(op)
 	if err != nil {
 		return err
 	}

@@ -325,15 +325,21 @@ func (p *MatmulPlan[TA, TB, TC]) Tuned() []time.Duration {
 
 // Run queues D = epilogue(alpha·op(A)·op(B) + beta·C) on the handle's
 // stream. a, b, c and d must have the plan's shapes, layouts, leading
-// dimensions and operations (ErrShape otherwise); C is D itself (in place)
-// or apart from it; neither C nor D may overlap A or B (C is only read,
-// but the check is Gemm's, conservative). Run needs the plan's Handle
+// dimensions and operations (ErrShape otherwise); C is D itself (in place:
+// pass D's view as c too) or apart from it; neither C nor D may overlap A
+// or B (C is only read, but the check is Gemm's, conservative). With beta
+// 0, C is not read (it may hold anything, NaN included).
+//
+// bias is the epilogue's vector, nil for epilogues without one (a missing
+// or extra bias is refused, matching driver.ErrInvalidArgument). Its first
+// elements are read, one per row of a column-major D, per column of a
+// row-major one; a shorter buffer is ErrOutOfBounds (use Buffer.Slice for
+// part of one).
+//
+// Views are checked against their buffers as for Gemm; alpha and beta are
+// converted to the compute type's scalar type. Run needs the plan's Handle
 // open: after Handle.Close it fails with driver.ErrClosed, while the plan
-// still holds the cuBLAS handle for its own release. bias is the epilogue's
-// vector (nil for epilogues without one): one element per row of a
-// column-major D, per column of a row-major one. Views are checked against
-// their buffers as for Gemm; alpha and beta are converted to the compute
-// type's scalar type.
+// still holds the cuBLAS handle for its own release.
 func (p *MatmulPlan[TA, TB, TC]) Run(alpha float64, a Matrix[TA], b Matrix[TB], beta float64, c, d Matrix[TC], bias *driver.Buffer[TC]) error {
 	const op = "MatmulPlan.Run"
 	if p == nil || p.st == nil {

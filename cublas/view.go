@@ -68,8 +68,10 @@ const (
 
 // Matrix is a view of a Rows×Cols matrix in Buf, counted in elements:
 // element (i, j) is at Offset + i + j*LD (ColMajor) or Offset + i*LD + j
-// (RowMajor). Op is the operation the routine applies to it (only where
-// the routine takes one; the result's must be NoTrans).
+// (RowMajor). Rows and Cols are the matrix as stored, before Op, the
+// operation the routine applies to it (only where the routine takes one;
+// a result's must be NoTrans, ErrShape otherwise): the k×m row-major
+// RowMajorMatrix(b, k, m).T() is the m×k operand Aᵀ.
 //
 // LD 0 means the matrix is packed: LD is then Rows (ColMajor) or Cols
 // (RowMajor). Otherwise LD must be at least that.
@@ -167,7 +169,8 @@ func (m Matrix[T]) view(buf blasview.Buffer) blasview.Matrix {
 // Vector is a view of N elements of Buf with increment Inc, as BLAS
 // defines it: element k is at Offset + k*Inc for Inc > 0; for Inc < 0 the
 // vector runs from the end, element k at Offset + (N-1-k)*|Inc| (Offset is
-// always the lowest element). Inc 0 means 1. It is checked like a Matrix.
+// always the lowest element). Inc 0 means 1 (so the zero value's
+// increment is 1, never refused). It is checked like a Matrix.
 type Vector[T Element] struct {
 	Buf    *driver.Buffer[T]
 	Offset int
