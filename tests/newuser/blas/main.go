@@ -798,11 +798,11 @@ func graphCheck(e *env) {
 		}
 		for i := range 49 {
 			if err := cublas.Gemm(h2, 1, va, vb, 1, vc); err != nil {
-				return fmt.Errorf("Gemm %d: %w", i, err)
+				return fmt.Errorf("gemm %d: %w", i, err)
 			}
 		}
 		if err := cublas.Gemm(h2, 1, va, vb, 1, vd); err != nil {
-			return fmt.Errorf("Gemm 49: %w", err)
+			return fmt.Errorf("gemm 49: %w", err)
 		}
 		if err := dC.CopyToHostAsync(cs, hostC); err != nil {
 			return err
