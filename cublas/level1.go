@@ -237,13 +237,13 @@ func realKind[R Real](k kind) bool {
 // Nrm2To there). x's increment must be positive (a negative one is
 // ErrShape: reference BLAS would silently return 0).
 func Nrm2[T Float](h *Handle, x Vector[T]) (float64, error) {
-	return realReduction("Nrm2", h, x, nil, nrm232, nrm264)
+	return realReduction("Nrm2", h, x, nrm232, nrm264)
 }
 
 // Asum returns Σ|x_k| (for complex types Σ|re|+|im|, as BLAS defines it)
 // (cublas<t>asum), as Nrm2.
 func Asum[T Float](h *Handle, x Vector[T]) (float64, error) {
-	return realReduction("Asum", h, x, nil, asum32, asum64)
+	return realReduction("Asum", h, x, asum32, asum64)
 }
 
 // Nrm2To writes the norm of x (as Nrm2) to r, in stream order: it can be
@@ -251,17 +251,15 @@ func Asum[T Float](h *Handle, x Vector[T]) (float64, error) {
 // float32 and complex64, float64 for float64 and complex128; another R is
 // refused with an error matching driver.ErrInvalidArgument.
 func Nrm2To[T Float, R Real](h *Handle, x Vector[T], r Vector[R]) error {
-	_, err := realReductionTo("Nrm2To", h, x, r, nrm232, nrm264)
-	return err
+	return realReductionTo("Nrm2To", h, x, r, nrm232, nrm264)
 }
 
 // AsumTo writes Σ|x_k| (as Asum) to r, as Nrm2To.
 func AsumTo[T Float, R Real](h *Handle, x Vector[T], r Vector[R]) error {
-	_, err := realReductionTo("AsumTo", h, x, r, asum32, asum64)
-	return err
+	return realReductionTo("AsumTo", h, x, r, asum32, asum64)
 }
 
-func realReduction[T Float](op string, h *Handle, x Vector[T], _ *Vector[float64], f32 [4]red32, f64 [4]red64) (float64, error) {
+func realReduction[T Float](op string, h *Handle, x Vector[T], f32 [4]red32, f64 [4]red64) (float64, error) {
 	k := kindOf[T]()
 	if k == kS || k == kC {
 		var r float32
@@ -273,11 +271,11 @@ func realReduction[T Float](op string, h *Handle, x Vector[T], _ *Vector[float64
 	return r, err
 }
 
-func realReductionTo[T Float, R Real](op string, h *Handle, x Vector[T], r Vector[R], f32 [4]red32, f64 [4]red64) (float64, error) {
+func realReductionTo[T Float, R Real](op string, h *Handle, x Vector[T], r Vector[R], f32 [4]red32, f64 [4]red64) error {
 	if !realKind[R](kindOf[T]()) {
-		return 0, invalid(op, "a result of %d bytes for elements of %d: it must be the elements' real type", sizeOf[R](), sizeOf[T]())
+		return invalid(op, "a result of %d bytes for elements of %d: it must be the elements' real type", sizeOf[R](), sizeOf[T]())
 	}
-	return 0, single(op, h, x, &r, nil, nil, f32, f64)
+	return single(op, h, x, &r, nil, nil, f32, f64)
 }
 
 // Iamax returns the index (from 0) of the first element of x with the
