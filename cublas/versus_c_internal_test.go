@@ -47,16 +47,20 @@ int cublas_open(const char *path) {
 }
 
 /* iters column-major C = A·B (m×k by k×n, no transposes, packed) on
-   handle h, then a wait for the stream; bf16: cublasGemmEx with BF16 A, B
-   and C and float32 compute (CUDA_R_16BF 14, CUBLAS_COMPUTE_32F 68,
-   CUBLAS_GEMM_DEFAULT -1), else cublasSgemm_v2. */
+   handle h, then a wait for the stream; mode 1: cublasGemmEx with BF16 A,
+   B and C and float32 compute (CUDA_R_16BF 14, CUBLAS_COMPUTE_32F 68,
+   CUBLAS_GEMM_DEFAULT -1), else cublasSgemm_v2; mode 2: cublasSgemm_v2
+   with the context pushed before each call and the thread cleared after
+   it, as purecuda leaves threads. */
 int loop_gemm(long iters, CUcontext ctx, void *h, CUstream st, int m, int n, int k,
-		CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, int bf16) {
-	CUresult r = cuCtxSetCurrent(ctx);
+		CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, int mode) {
+	CUresult r = mode == 2 ? CUDA_SUCCESS : cuCtxSetCurrent(ctx);
 	if (r) return r;
 	for (long i = 0; i < iters; i++) {
-		int s = bf16 ? gemmex(h, 0, 0, m, n, k, &one, (const void *)a, 14, m, (const void *)b, 14, k, &zero, (void *)c, 14, m, 68, -1)
+		if (mode == 2 && (r = cuCtxPushCurrent(ctx))) return r;
+		int s = mode == 1 ? gemmex(h, 0, 0, m, n, k, &one, (const void *)a, 14, m, (const void *)b, 14, k, &zero, (void *)c, 14, m, 68, -1)
 			: sgemm(h, 0, 0, m, n, k, &one, (const float *)a, m, (const float *)b, k, &zero, (float *)c, m);
+		if (mode == 2) cuCtxSetCurrent(NULL);
 		if (s) { cuCtxSetCurrent(NULL); return 1000 + s; }
 	}
 	r = cuStreamSynchronize(st);
@@ -120,7 +124,8 @@ var benchOne, benchZero = float32(1), float32(0)
 // (no checks, no holds), on one locked thread with the context current
 // throughout, and "GoRawBound" the same with the context pushed before
 // each call and the thread cleared after it, as purecuda's calls leave
-// threads: where a gap comes from.
+// threads, and "CBound" the C loop pushing and clearing the context
+// around each call: where a gap comes from.
 // It needs a GPU, cuBLAS, gcc and the CUDA headers; run it with
 // -test.benchtime=1x (PURECUDA_VERSUS_ROUNDS sets the rounds of the small
 // cases, 101 by default; the large ones run a fifth as many, at least 5;
@@ -229,8 +234,13 @@ func BenchmarkGemmVersusC(b *testing.B) {
 			}
 			wait()
 		},
+		func(n int) {
+			// CBound: the C loop with the context pushed and cleared
+			// around each call: what the clearing itself costs.
+			cCall("loop_gemm", uintptr(n), cctx, chandle, cstream, small, small, small, ptr(a), ptr(bb), ptr(cc), 2)
+		},
 	})
-	report(b, "sgemm64", []string{"C", "Go", "GoRaw", "GoRawBound"}, times, 0)
+	report(b, "sgemm64", []string{"C", "Go", "GoRaw", "GoRawBound", "CBound"}, times, 0)
 
 	// graph100: per GEMM of a replayed graph.
 	const count = 100
