@@ -37,7 +37,15 @@
 // instantiate a fixed graph of A with a memset node in B (as above),
 // launch it with A current and destroy it; even threads launch, over and
 // over, an executable of A alone (KIND=graph), or queue a memset
-// (KIND=memset), or use a stream of their own (KIND=own, the control).
+// (KIND=memset), or use a stream of their own (KIND=own, the control),
+// or capture a memset on a stream of their own (KIND=capture; CAPMODE the
+// CUstreamCaptureMode, relaxed by default; TOGRAPH set: into a graph of
+// their own, cuStreamBeginCaptureToGraph), or (KIND=captured, mode 5
+// only) capture a kernel, a copy to pinned host memory and a host
+// function on a stream of their own and launch the graph once on the
+// shared stream, as the stress's Capture operation does (SEPARATE set:
+// on the capture's stream instead; NOHOST set: without the host
+// function).
 // CHURN (env, 0) graphs are churned first, as in mode 3.
 //
 // Part 5 (MODE 5): the Go suite crashes after graphs with a *kernel* node
@@ -47,7 +55,8 @@
 // once does not). So: THREADS threads keep CHURN/THREADS such graphs each
 // (a fill kernel from PTX, then a host node), destroy them, and then run
 // mode 4's race (KIND as there) for SECONDS, plus threads launching an
-// executable of A with a kernel node of the same function.
+// executable of A with a kernel node of the same function (CHURNNOHOST
+// set: the kept graphs have no host node).
 //
 //   gcc -O1 -I/usr/local/cuda/include multi_ctx_launch.c -o mcl -L/usr/local/nvidia/lib64 -lcuda -lpthread
 //   ./mcl MODE [SECONDS=20] [THREADS=16] [DEV_B=0]
@@ -258,16 +267,26 @@ static void *grow(void *p) {
 
 static CUstream sharedS;
 static CUgraphExec single;
+static CUfunction fillFn; /* mode 5's fill kernel */
 
 static void *race(void *p) {
   long id = (long)p;
   const char *kindEnv = getenv("KIND");
-  int kind = !kindEnv || !strcmp(kindEnv, "graph") ? 0 : !strcmp(kindEnv, "memset") ? 1 : 2;
+  int kind = !kindEnv || !strcmp(kindEnv, "graph") ? 0 : !strcmp(kindEnv, "memset") ? 1
+    : !strcmp(kindEnv, "capture") ? 3 : !strcmp(kindEnv, "captured") ? 4 : 2;
+  int capmode = getenv("CAPMODE") ? atoi(getenv("CAPMODE")) : CU_STREAM_CAPTURE_MODE_RELAXED;
+  int tograph = getenv("TOGRAPH") != NULL;
   time_t end = time(NULL) + seconds;
   CUcontext top;
   CK(cuCtxPushCurrent(A));
   CUstream s = sharedS;
-  if (kind == 2) CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  if (kind == 2 || (kind == 3 && id % 2 == 0)) CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUstream cs = NULL;
+  void *host = NULL;
+  if (kind == 4 && id % 2 == 0) {
+    CK(cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
+    CK(cuMemHostAlloc(&host, 1024, 0));
+  }
   while (time(NULL) < end) {
     if (id % 2) {
       CUgraph g;
@@ -277,13 +296,45 @@ static void *race(void *p) {
       CK(cuGraphDestroy(g));
     } else if (kind == 1) {
       CK(cuMemsetD32Async(sharedA, 1, 64, s));
+    } else if (kind == 4) {
+      /* the stress's Capture operation: a kernel, a copy to pinned host
+         memory and a host function captured on a stream of its own, the
+         graph instantiated, launched once on the shared stream and
+         destroyed */
+      CUgraph g = NULL;
+      CUgraphExec x;
+      int v = 5, n = 256;
+      void *params[3] = {&sharedA, &v, &n};
+      CK(cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_RELAXED));
+      CK(cuLaunchKernel(fillFn, 1, 1, 1, 256, 1, 1, 0, cs, params, NULL));
+      CK(cuMemcpyDtoHAsync(host, sharedA, 1024, cs));
+      if (!getenv("NOHOST")) CK(cuLaunchHostFunc(cs, hostNop, NULL));
+      CK(cuStreamEndCapture(cs, &g));
+      CK(cuGraphInstantiateWithFlags(&x, g, 0));
+      CK(cuGraphLaunch(x, getenv("SEPARATE") ? cs : s));
+      CK(cuGraphExecDestroy(x));
+      CK(cuGraphDestroy(g));
+    } else if (kind == 3) {
+      CUgraph g = NULL;
+      if (tograph) {
+        CK(cuGraphCreate(&g, 0));
+        CK(cuStreamBeginCaptureToGraph(s, g, NULL, NULL, 0, capmode));
+      } else {
+        CK(cuStreamBeginCapture(s, capmode));
+      }
+      CK(cuMemsetD32Async(sharedA, 1, 64, s));
+      CUgraph out = NULL;
+      CK(cuStreamEndCapture(s, &out));
+      if (g) CK(cuGraphDestroy(g));
+      else CK(cuGraphDestroy(out));
     } else {
       CK(cuGraphLaunch(single, s));
     }
     __atomic_add_fetch(&rounds, 1, __ATOMIC_RELAXED);
   }
   CK(cuStreamSynchronize(s));
-  if (kind == 2) CK(cuStreamDestroy(s));
+  if (kind == 2 || (kind == 3 && id % 2 == 0)) CK(cuStreamDestroy(s));
+  if (cs) { CK(cuStreamSynchronize(cs)); CK(cuStreamDestroy(cs)); CK(cuMemFreeHost(host)); }
   CK(cuCtxPopCurrent(&top));
   return NULL;
 }
@@ -322,7 +373,6 @@ static const char fillPTX[] =
   "  mov.u32 %r3, %tid.x;\n  setp.ge.s32 %p1, %r3, %r2;\n  @%p1 bra DONE;\n"
   "  cvta.to.global.u64 %rd2, %rd1;\n  mul.wide.s32 %rd3, %r3, 4;\n  add.s64 %rd2, %rd2, %rd3;\n"
   "  st.global.u32 [%rd2], %r1;\nDONE:\n  ret;\n}\n";
-static CUfunction fillFn;
 
 static CUgraph kernelGraph(CUdeviceptr buf, int v, int host) {
   CUgraph g;
@@ -352,7 +402,7 @@ static void *keepMany(void *p) {
   CUdeviceptr *bs = calloc(n, sizeof *bs);
   for (long i = 0; i < n; i++) {
     CK(cuMemAlloc(&bs[i], 1024));
-    gs[i] = kernelGraph(bs[i], 1, 1);
+    gs[i] = kernelGraph(bs[i], 1, !getenv("CHURNNOHOST"));
     CK(cuGraphInstantiateWithFlags(&xs[i], gs[i], 0));
     CK(cuGraphLaunch(xs[i], s));
     CK(cuStreamSynchronize(s));
