@@ -467,6 +467,9 @@ func (p *MatmulPlan[TA, TB, TC]) run(op string, alpha float64, a Matrix[TA], b M
 	a0, a1 := span(A, ar, ac, g.LDA, sa)
 	b0, b1 := span(B, br, bc, g.LDB, sb)
 	c0, c1 := span(C, g.M, g.N, g.LDC, esz)
+	if C == D {
+		c0, c1 = C, C // in place: D stands for both
+	}
 	d0, d1 := span(D, g.M, g.N, g.LDC, esz)
 	ops := opList{ops: [10]operand{{"A", a0, a1, false}, {"B", b0, b1, false}, {"C", c0, c1, false}, {"D", d0, d1, true}}, n: 4}
 	if st.fp8 {
