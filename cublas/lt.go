@@ -473,11 +473,11 @@ func (p *MatmulPlan[TA, TB, TC]) run(op string, alpha float64, a Matrix[TA], b M
 	d0, d1 := span(D, g.M, g.N, g.LDC, esz)
 	ops := opList{ops: [10]operand{{"A", a0, a1, false}, {"B", b0, b1, false}, {"C", c0, c1, false}, {"D", d0, d1, true}}, n: 4}
 	if st.fp8 {
-		names := [4]string{"A", "B", "C", "D"}
+		names := [4]string{"A", "B", "D", "C"}
 		if gd.Swapped {
 			names[0], names[1] = "B", "A"
 		}
-		if err := fp8Aligned(op, names, [4]uintptr{A, B, C, D}); err != nil {
+		if err := fp8Aligned(op, names, [4]uintptr{A, B, D, C}); err != nil {
 			return cl.fail(err)
 		}
 	}
