@@ -218,14 +218,17 @@ static int shape(const char *fn, void *h, void *d, void *a, void *b, void *c, vo
 			return -ST_NOT_SUPPORTED;
 	} else {
 		int okc = ((T == T_S || T == T_C) && (D->compute == 68 || D->compute == 69 || D->compute == 74 || D->compute == 75 || D->compute == 77)) ||
-		          ((T == T_D || T == T_Z) && (D->compute == 70 || D->compute == 71));
+		          ((T == T_D || T == T_Z) && (D->compute == 70 || D->compute == 71)) ||
+		          ((T == T_H || T == T_BF) && (D->compute == 68 || D->compute == 69));
+		/* alpha and beta: of the type (float for half and bfloat16) */
+		int st = T == T_H || T == T_BF ? T_S : T;
 		/* Epilogues: DEFAULT for every type; the others for real ones (a
 		   bias of D's type, one per row of D), those with an auxiliary
 		   matrix or a bias gradient unbatched. */
-		int real = T == T_S || T == T_D;
+		int real = T == T_S || T == T_D || T == T_H || T == T_BF;
 		int oke = e == 1 || (real && (e == 2 || e == 4 || e == 6 || e == 32 || e == 36)) ||
 		          (real && Dd->batch == 1 && (relu_mask(e) || gelu_aux(e) || bgrad(e)));
-		if (B->type != T || C->type != T || Dd->type != T || !okc || D->scale != T || !oke ||
+		if (B->type != T || C->type != T || Dd->type != T || !okc || D->scale != st || !oke ||
 		    (D->pmode != 0 && D->pmode != 1) || A->order || B->order || C->order || Dd->order)
 			return -ST_NOT_SUPPORTED;
 	}
@@ -391,7 +394,7 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 	t->pmode = Dsc->pmode;
 	t->ws = (uintptr_t)ws, t->wssize = wssize;
 	t->ta = Al->type, t->tb = Bl->type;
-	cublasStatus_t r = fcb_scalars(t, alpha, beta, 1, fp8 ? T_S : T);
+	cublasStatus_t r = fcb_scalars(t, alpha, beta, 1, Dsc->scale);
 	if (r) {
 		free(t);
 		return r;
