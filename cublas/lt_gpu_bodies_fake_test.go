@@ -8,15 +8,19 @@ import (
 	"github.com/purecuda/cuda/internal/faketest"
 )
 
-// TestGPUTrainingBodiesFromFake runs the GPU tests of the training
-// epilogues against fakecublas and fakecuda, whose matmuls follow the same
-// reference: their indexing, sizes, captures and checks are tested on the
-// CPU before they meet cuBLASLt (float32 and Half, both layouts).
-func TestGPUTrainingBodiesFromFake(t *testing.T) {
+// TestGPULtBodiesFromFake runs the GPU tests of the training epilogues
+// and of FP8 plans against fakecublas and fakecuda (a device of compute
+// capability 9.0), whose matmuls follow the same reference: their
+// indexing, sizes, captures and checks are tested on the CPU before they
+// meet cuBLASLt.
+func TestGPULtBodiesFromFake(t *testing.T) {
 	if !faketest.InCUBLASAndCUDAChild(t) {
 		return
 	}
 	TestGPUMatmulPlanTrainingEpilogues(t)
 	TestGPUMatmulPlanReLUMaskLayout(t)
 	TestGPUMatmulPlanTrainingCaptured(t)
+	TestGPUMatmulPlanFP8(t)
+	TestGPUMatmulPlanFP8Amax(t)
+	TestGPUMatmulPlanFP8Held(t)
 }
