@@ -128,7 +128,10 @@ func tview[T Element](m Matrix[T]) blasview.Matrix {
 // used: nil is fine), C shaped like D, on h's stream. Layouts work as for
 // Gemm (a row-major D computes the transposed problem). It chooses the
 // algorithm (see MatmulOptions.Autotune); a combination cuBLASLt cannot do
-// fails with an error matching ErrNotSupported.
+// fails with an error matching ErrNotSupported. A and B of 8-bit floats
+// make an FP8 plan, whose rules MatmulScales lists; an epilogue with an
+// auxiliary matrix gets its leading dimension here (MatmulOptions.AuxLD,
+// MatmulPlan.AuxLD).
 func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d Matrix[TC], o *MatmulOptions) (*MatmulPlan[TA, TB, TC], error) {
 	const op = "NewMatmulPlan"
 	var opts MatmulOptions

@@ -14,12 +14,14 @@ import (
 // The auxiliary matrix has D's shape and layout, with a leading
 // dimension of its own (MatmulOptions.AuxLD): element (i, j) of a
 // column-major D is at i + j·AuxLD of it, of a row-major D at j + i·AuxLD.
-// For ReLU it is a bit mask, one bit per element of D (bit b of byte b/8,
-// least significant first; 1 where the ReLU's input was positive), in
-// MatmulExtras.Mask; for GELU it holds GELU's input (the product plus the
-// bias), of D's element type, in MatmulExtras.Aux.
+// For ReLU it is a bit mask, one bit per element of D (bit x is bit x%8,
+// counted from the least significant, of byte x/8; 1 where the ReLU's
+// input was positive), in MatmulExtras.Mask; for GELU it holds GELU's
+// input (the product plus the bias), of D's element type, in
+// MatmulExtras.Aux.
 //
-// A bias gradient is written to MatmulExtras.Bias (or Run's bias): for
+// A bias gradient is written to MatmulExtras.Bias (BGradA's and
+// BGradB's also to Run's bias): for
 // DReLUBGrad and DGELUBGrad the sums of D's gradient along the dimension
 // the bias is broadcast over, so one element per row of a column-major D,
 // per column of a row-major one (as a bias); for BGradA one per row of D,

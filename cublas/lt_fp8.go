@@ -8,9 +8,14 @@ import (
 	"github.com/purecuda/cuda/internal/cublasraw"
 )
 
-// FP8 plans: a MatmulPlan whose A and B are Float8E4M3 or Float8E5M2
-// multiplies 8-bit floats on the tensor cores of GPUs of compute
-// capability 8.9 and later, as cuBLASLt allows:
+// MatmulScales are the scale factors of an FP8 plan's Run, each the first
+// element of a float32 buffer in device memory, read (or written) when
+// the matmul runs: D = alpha·a·b·op(A)·op(B) + beta·C with a and b the
+// values of A and B (nil: 1).
+//
+// A MatmulPlan whose A and B are Float8E4M3 or Float8E5M2 multiplies
+// 8-bit floats on the tensor cores of GPUs of compute capability 8.9 and
+// later, as cuBLASLt allows:
 //
 //   - A and B: E4M3 by E4M3, E4M3 by E5M2 or E5M2 by E4M3 (not E5M2 by
 //     E5M2); D (and C, of D's type) Half, BFloat16 or float32;
@@ -24,13 +29,10 @@ import (
 //   - the epilogues None, ReLU and GELU, and those with a bias for a Half
 //     or BFloat16 D (the bias of D's type).
 //
-// Anything else is refused by NewMatmulPlan before cuBLASLt is called;
-// a device older than 8.9 with an error matching ErrNotSupported.
-
-// MatmulScales are the scale factors of an FP8 plan's Run, each the first
-// element of a float32 buffer in device memory, read (or written) when
-// the matmul runs: D = alpha·a·b·op(A)·op(B) + beta·C with a and b the
-// values of A and B (nil: 1).
+// NewMatmulPlan refuses anything else before cuBLASLt is called (ErrShape
+// for the layouts and sizes, driver.ErrInvalidArgument for the rest), and
+// a device older than 8.9 with an error matching ErrNotSupported; Run
+// refuses unaligned matrices.
 type MatmulScales struct {
 	// A and B scale the products (nil: 1).
 	A, B *driver.Buffer[float32]
