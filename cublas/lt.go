@@ -188,17 +188,12 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 		ta, tb = tb, ta
 	}
 	// The heuristic takes the auxiliary, scale and amax pointers' values
-	// for the alignment they promise: it sees a live allocation's, 16
-	// bytes in (what Run requires of the auxiliary matrix).
+	// for the alignment they promise (it reads nothing there): it sees an
+	// address in the handle's workspace (256-byte aligned), 16 bytes in:
+	// the alignment Run requires of the auxiliary matrix.
 	var stand uintptr
 	if fp8 || ald > 0 {
-		sb, err := driver.Alloc[byte](cl.st.ctx, 256)
-		if err != nil {
-			_ = st.destroy()
-			return nil, cl.fail(fmt.Errorf("cublas: %s: %w", op, err))
-		}
-		defer sb.Close()
-		stand = uintptr(sb.Ptr()) + 16
+		stand = cl.st.wsPtr + 16
 	}
 	err = cl.run(noWork, func(cublasraw.Handle) error { return st.build(ta, tb, tc, opts, stand) })
 	if err == nil && len(st.candidates) > 1 {
@@ -232,8 +227,8 @@ func scaleType(sk int) cublasraw.CudaDataType {
 }
 
 // build makes the descriptors and asks the heuristic, stand standing for
-// the auxiliary, scale and amax pointers; the handle's lock is held and
-// its context current.
+// the auxiliary, scale and amax pointers (set back to NULL after it); the
+// handle's lock is held and its context current.
 func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions, stand uintptr) error {
 	g := st.g
 	if err := cublasraw.LtCreate(&st.lt); err != nil {
@@ -285,7 +280,7 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	}
 	st.candidates = res[:got]
 	st.algo, st.wsBytes = res[0].Algo, res[0].WorkspaceSize
-	return st.pointers(0, 0, 0, 0, 0) // stand's memory is freed after the heuristic
+	return st.pointers(0, 0, 0, 0, 0)
 }
 
 // pointers sets the descriptor's bias, auxiliary, scale and amax

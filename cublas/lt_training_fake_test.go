@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -247,4 +248,53 @@ func TestMatmulPlanTrainingHeldFromFake(t *testing.T) {
 		}
 		noBadUses(t)
 	}
+}
+
+// TestMatmulPlanAutotuneExtrasFromFake: autotune times the training
+// epilogues and FP8 plans on scratch operands of their own (a mask, GELU's
+// input, a bias gradient, D's amax), every candidate running (none -1),
+// and the plan computes right afterwards; the fakes count no bad use.
+func TestMatmulPlanAutotuneExtrasFromFake(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	e := newEnv(t)
+	faketest.CUBLAS(t, "fake_cublaslt_set_algos", 3)
+	t.Cleanup(func() { faketest.CUBLAS(t, "fake_cublaslt_set_algos", 1) })
+	const m, n, k = 16, 32, 16
+	var none *driver.Buffer[float32]
+	A, B, D := cublas.ColMajorMatrix(none, m, k), cublas.ColMajorMatrix(none, k, n), cublas.RowMajorMatrix(none, m, n)
+	for _, te := range trainingEpilogues {
+		p, err := cublas.NewMatmulPlan(e.h, A, B, D, &cublas.MatmulOptions{Epilogue: te.epi, Autotune: 4})
+		require.NoError(t, err, te.name)
+		if assert.Len(t, p.Tuned(), 3, te.name) {
+			for _, d := range p.Tuned() {
+				assert.GreaterOrEqual(t, d, time.Duration(0), te.name)
+			}
+		}
+		require.NoError(t, p.Close())
+	}
+	ah, bh := make([]cublas.Float8E4M3, m*k), make([]cublas.Float8E4M3, k*n)
+	for i := range ah {
+		ah[i] = cublas.Float8E4M3Of(float32(i%5 - 2))
+	}
+	for i := range bh {
+		bh[i] = cublas.Float8E4M3Of(float32(i%3 - 1))
+	}
+	dd := up(t, e.s, make([]float32, m*n))
+	fa, fb, fd := fp8Views(up(t, e.s, ah), up(t, e.s, bh), dd, m, n, k, true)
+	p, err := cublas.NewMatmulPlan(e.h, fa, fb, fd, &cublas.MatmulOptions{Autotune: 4, AmaxD: true})
+	require.NoError(t, err)
+	defer p.Close()
+	assert.Len(t, p.Tuned(), 3)
+	amax := up(t, e.s, []float32{0})
+	require.NoError(t, p.RunWith(1, fa, fb, 0, fd, fd, cublas.MatmulExtras[float32]{Scales: cublas.MatmulScales{AmaxD: amax}}))
+	want, wmax := fp8Want(m, n, k,
+		func(i, j int) float64 { return opv(ah, fa, i, j, f8Val[cublas.Float8E4M3]) },
+		func(i, j int) float64 { return opv(bh, fb, i, j, f8Val[cublas.Float8E4M3]) }, nil, 1, 1, 1, 0, nil, true, cublas.EpilogueNone)
+	got := down(t, e.s, dd)
+	for i := range want {
+		assert.Equal(t, float32(want[i]), got[i], "D[%d] (row-major)", i)
+	}
+	assert.Equal(t, float32(wmax), down(t, e.s, amax)[0])
 }
