@@ -12,7 +12,8 @@ import (
 // and of FP8 plans against fakecublas and fakecuda (a device of compute
 // capability 9.0), whose matmuls follow the same reference: their
 // indexing, sizes, captures and checks are tested on the CPU before they
-// meet cuBLASLt.
+// meet cuBLASLt, and no operand closed while queued or captured is used
+// after its release.
 func TestGPULtBodiesFromFake(t *testing.T) {
 	if !faketest.InCUBLASAndCUDAChild(t) {
 		return
@@ -23,4 +24,5 @@ func TestGPULtBodiesFromFake(t *testing.T) {
 	TestGPUMatmulPlanFP8(t)
 	TestGPUMatmulPlanFP8Amax(t)
 	TestGPUMatmulPlanFP8Held(t)
+	noBadUses(t) // the captured mask and the scales closed while queued were held
 }
