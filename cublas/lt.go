@@ -49,7 +49,7 @@ type MatmulOptions struct {
 	// smallest allowed. Only for epilogues with an auxiliary matrix.
 	AuxLD int
 	// AmaxD makes an FP8 plan write the largest absolute value of D to
-	// MatmulScales.AmaxD on every Run.
+	// MatmulScales.AmaxD, which each RunWith must then name.
 	AmaxD bool
 	// Autotune, when above 1, times up to that many of the heuristic's
 	// candidates when the plan is made (on scratch buffers of the plan's

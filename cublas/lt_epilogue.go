@@ -108,7 +108,7 @@ func (e Epilogue) forCUBLAS(swapped bool) Epilogue {
 	return e
 }
 
-// MatmulExtras are the operands of a MatmulPlan's Run beyond A, B, C and
+// MatmulExtras are the operands of MatmulPlan.RunWith beyond A, B, C and
 // D, each nil where the plan's epilogue and element types take none; a
 // missing or extra one is refused (matching driver.ErrInvalidArgument).
 // Each is checked against its buffer, held until the stream has passed
@@ -128,7 +128,7 @@ type MatmulExtras[TC Element] struct {
 	// DGELUBGrad (read): at least (N-1)·AuxLD + M elements, at an address
 	// that is a multiple of 16.
 	Aux *driver.Buffer[TC]
-	// Scales are an FP8 plan's scale factors (nil elsewhere).
+	// Scales are an FP8 plan's scale factors (the zero value elsewhere).
 	Scales MatmulScales
 }
 
