@@ -48,6 +48,16 @@
 // timing the heuristic's candidates (MatmulOptions.Autotune), and reused by
 // every Run on the handle's stream, with the handle's workspace.
 //
+// Training has epilogues of its own (EpilogueReLUAux and those after it):
+// forward ones that also store what the backward pass needs (a ReLU bit
+// mask, GELU's input), backward ones that apply the activation's gradient
+// from it, and bias gradients. Their extra operands go to RunWith
+// (MatmulExtras), checked against their buffers and held like A, B, C
+// and D. A plan whose A and B are Float8E4M3 or Float8E5M2 is an FP8
+// matmul (compute capability 8.9 and later) with scale factors in device
+// memory (MatmulScales); NewMatmulPlan refuses, before cuBLASLt sees them,
+// the layouts, sizes, types and epilogues cuBLASLt refuses for FP8.
+//
 // # Streams, lifetimes and graphs
 //
 // Routines are stream-ordered like kernels: they read their inputs after

@@ -9,9 +9,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/blasview"
-	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/ctxcall"
-	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/cublasraw"
 	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
@@ -22,10 +20,11 @@ import (
 // it (cublasLtEpilogue_t).
 type Epilogue int32
 
-// The epilogues offered. Bias adds a vector: one element per row of D for
-// a column-major D, per column of D for a row-major one (per output
+// The epilogues of inference. Bias adds a vector: one element per row of
+// D for a column-major D, per column of D for a row-major one (per output
 // feature either way, when D holds one sample per column or per row).
-// GELU is the tanh approximation cuBLASLt computes.
+// GELU is the tanh approximation cuBLASLt computes. Those of training
+// (auxiliary outputs, gradients) are below.
 const (
 	EpilogueNone     Epilogue = 1
 	EpilogueReLU     Epilogue = 2
@@ -35,10 +34,6 @@ const (
 	EpilogueGELUBias Epilogue = 36
 )
 
-func (e Epilogue) hasBias() bool {
-	return e == EpilogueBias || e == EpilogueReLUBias || e == EpilogueGELUBias
-}
-
 // MatmulOptions configure a MatmulPlan; the zero value (or nil) is a
 // float32-accumulating matmul with no epilogue and cuBLASLt's first
 // heuristic choice.
@@ -47,6 +42,15 @@ type MatmulOptions struct {
 	Compute ComputeType
 	// Epilogue (0: EpilogueNone).
 	Epilogue Epilogue
+	// AuxLD is the leading dimension of the epilogue's auxiliary matrix
+	// (see EpilogueReLUAux): in bits for a ReLU mask, a multiple of 128;
+	// in elements for GELU's input, a multiple of 8; at least the rows of
+	// D as cuBLASLt sees it (the columns of a row-major D). 0: the
+	// smallest allowed. Only for epilogues with an auxiliary matrix.
+	AuxLD int
+	// AmaxD makes an FP8 plan write the largest absolute value of D to
+	// MatmulScales.AmaxD, which each RunWith must then name.
+	AmaxD bool
 	// Autotune, when above 1, times up to that many of the heuristic's
 	// candidates when the plan is made (on scratch buffers of the plan's
 	// shapes, on the handle's stream) and keeps the fastest. 0 or 1 takes
@@ -82,7 +86,11 @@ type planState struct {
 	href    lifetime.Ref
 	g       blasview.GemmArgs // the shapes, as the template views map them
 	epi     Epilogue
-	sk      int // the scalars' kind (ComputeType.scalarKind)
+	cepi    Epilogue // epi as cuBLASLt sees the problem (forCUBLAS)
+	auxLD   int64    // the auxiliary matrix's leading dimension, 0 without one
+	fp8     bool     // A and B are 8-bit floats
+	amax    bool     // and the plan writes D's amax
+	sk      int      // the scalars' kind (ComputeType.scalarKind)
 	lt      cublasraw.LtHandle
 	desc    cublasraw.LtMatmulDesc
 	la, lb  cublasraw.LtMatrixLayout
@@ -120,7 +128,10 @@ func tview[T Element](m Matrix[T]) blasview.Matrix {
 // used: nil is fine), C shaped like D, on h's stream. Layouts work as for
 // Gemm (a row-major D computes the transposed problem). It chooses the
 // algorithm (see MatmulOptions.Autotune); a combination cuBLASLt cannot do
-// fails with an error matching ErrNotSupported.
+// fails with an error matching ErrNotSupported. A and B of 8-bit floats
+// make an FP8 plan, whose rules MatmulScales lists; an epilogue with an
+// auxiliary matrix gets its leading dimension here (MatmulOptions.AuxLD,
+// MatmulPlan.AuxLD).
 func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d Matrix[TC], o *MatmulOptions) (*MatmulPlan[TA, TB, TC], error) {
 	const op = "NewMatmulPlan"
 	var opts MatmulOptions
@@ -137,9 +148,7 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	if sk < 0 {
 		return nil, invalid(op, "unknown compute type %d", opts.Compute)
 	}
-	switch opts.Epilogue {
-	case EpilogueNone, EpilogueReLU, EpilogueBias, EpilogueReLUBias, EpilogueGELU, EpilogueGELUBias:
-	default:
+	if !opts.Epilogue.known() {
 		return nil, invalid(op, "unknown epilogue %d", opts.Epilogue)
 	}
 	if opts.Autotune < 0 {
@@ -155,6 +164,10 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	if g.Needs64 {
 		return nil, invalid(op, "a size or leading dimension beyond 2^31-1")
 	}
+	ald, err := auxLD(op, opts.Epilogue, opts.AuxLD, g.M)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := cublasraw.LoadLt(); err != nil {
 		return nil, wrap(op, err)
 	}
@@ -162,7 +175,11 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	if err != nil {
 		return nil, err
 	}
-	st := &planState{hd: h, g: g, epi: opts.Epilogue, sk: sk}
+	fp8, err := checkFP8[TA, TB, TC](op, cl.st, g, opts)
+	if err != nil {
+		return nil, cl.fail(err)
+	}
+	st := &planState{hd: h, g: g, epi: opts.Epilogue, cepi: opts.Epilogue.forCUBLAS(g.Swapped), auxLD: ald, fp8: fp8, amax: opts.AmaxD, sk: sk}
 	if h.obj.Retain() {
 		st.href = lifetime.RefOf(&h.obj)
 	}
@@ -170,7 +187,15 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	if g.Swapped {
 		ta, tb = tb, ta
 	}
-	err = cl.run(noWork, func(cublasraw.Handle) error { return st.build(ta, tb, tc, opts) })
+	// The heuristic takes the auxiliary, scale and amax pointers' values
+	// for the alignment they promise (it reads nothing there): it sees an
+	// address in the handle's workspace (256-byte aligned), 16 bytes in:
+	// the alignment Run requires of the auxiliary matrix.
+	var stand uintptr
+	if fp8 || ald > 0 {
+		stand = cl.st.wsPtr + 16
+	}
+	err = cl.run(noWork, func(cublasraw.Handle) error { return st.build(ta, tb, tc, opts, stand) })
 	if err == nil && len(st.candidates) > 1 {
 		err = autotune[TA, TB, TC](st)
 	}
@@ -201,9 +226,10 @@ func scaleType(sk int) cublasraw.CudaDataType {
 	return cublasraw.CUDA_R_32F
 }
 
-// build makes the descriptors and asks the heuristic; the handle's lock is
-// held and its context current.
-func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions) error {
+// build makes the descriptors and asks the heuristic, stand standing for
+// the auxiliary, scale and amax pointers (set back to NULL after it); the
+// handle's lock is held and its context current.
+func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions, stand uintptr) error {
 	g := st.g
 	if err := cublasraw.LtCreate(&st.lt); err != nil {
 		return err
@@ -220,17 +246,13 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	if err := set(cublasraw.CUBLASLT_MATMUL_DESC_TRANSB, int32(g.TransB)); err != nil {
 		return err
 	}
-	if err := set(cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE, int32(st.epi)); err != nil {
+	if err := set(cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE, int32(st.cepi)); err != nil {
 		return err
 	}
-	ar, ac := g.M, g.K
-	if g.TransA != cublasraw.CUBLAS_OP_N {
-		ar, ac = ac, ar
+	if err := st.pointers(0, stand, stand, stand, stand); err != nil {
+		return err
 	}
-	br, bc := g.K, g.N
-	if g.TransB != cublasraw.CUBLAS_OP_N {
-		br, bc = bc, br
-	}
+	ar, ac, br, bc := st.layoutDims()
 	if err := cublasraw.LtMatrixLayoutCreate(&st.la, ta, uint64(ar), uint64(ac), g.LDA); err != nil {
 		return err
 	}
@@ -258,6 +280,39 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	}
 	st.candidates = res[:got]
 	st.algo, st.wsBytes = res[0].Algo, res[0].WorkspaceSize
+	return st.pointers(0, 0, 0, 0, 0)
+}
+
+// pointers sets the descriptor's bias, auxiliary, scale and amax
+// pointers (and the auxiliary matrix's leading dimension), those the
+// plan has. The handle's lock is held.
+func (st *planState) pointers(bias, aux, sa, sb, amax uintptr) error {
+	hs := st.hd.st
+	ptr := func(a cublasraw.LtMatmulDescAttributes, p uintptr) error {
+		return cublasraw.LtMatmulDescSetAttribute(st.desc, a, attr(hs, uint64(p)), 8)
+	}
+	if err := ptr(cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias); err != nil {
+		return err
+	}
+	if st.auxLD > 0 {
+		if err := ptr(cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux); err != nil {
+			return err
+		}
+		if err := cublasraw.LtMatmulDescSetAttribute(st.desc, cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, attr(hs, st.auxLD), 8); err != nil {
+			return err
+		}
+	}
+	if st.fp8 {
+		if err := ptr(cublasraw.CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sa); err != nil {
+			return err
+		}
+		if err := ptr(cublasraw.CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb); err != nil {
+			return err
+		}
+	}
+	if st.amax {
+		return ptr(cublasraw.CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, amax)
+	}
 	return nil
 }
 
@@ -334,14 +389,28 @@ func (p *MatmulPlan[TA, TB, TC]) Tuned() []time.Duration {
 // or extra bias is refused, matching driver.ErrInvalidArgument). Its first
 // elements are read, one per row of a column-major D, per column of a
 // row-major one; a shorter buffer is ErrOutOfBounds (use Buffer.Slice for
-// part of one).
+// part of one). For BGradA and BGradB it receives the bias gradient.
+// Epilogues with an auxiliary matrix, and FP8 plans' scale factors, take
+// RunWith.
 //
 // Views are checked against their buffers as for Gemm; alpha and beta are
 // converted to the compute type's scalar type. Run needs the plan's Handle
 // open: after Handle.Close it fails with driver.ErrClosed, while the plan
 // still holds the cuBLAS handle for its own release.
 func (p *MatmulPlan[TA, TB, TC]) Run(alpha float64, a Matrix[TA], b Matrix[TB], beta float64, c, d Matrix[TC], bias *driver.Buffer[TC]) error {
-	const op = "MatmulPlan.Run"
+	return p.run("MatmulPlan.Run", alpha, a, b, beta, c, d, MatmulExtras[TC]{Bias: bias})
+}
+
+// RunWith is Run with every operand an epilogue or an FP8 plan may take:
+// the bias or bias gradient, the auxiliary matrix (a ReLU mask or GELU's
+// input) and the scale factors (see MatmulExtras). Each is checked
+// against its buffer, may not overlap an operand when either is written,
+// and is held like A, B, C and D.
+func (p *MatmulPlan[TA, TB, TC]) RunWith(alpha float64, a Matrix[TA], b Matrix[TB], beta float64, c, d Matrix[TC], x MatmulExtras[TC]) error {
+	return p.run("MatmulPlan.RunWith", alpha, a, b, beta, c, d, x)
+}
+
+func (p *MatmulPlan[TA, TB, TC]) run(op string, alpha float64, a Matrix[TA], b Matrix[TB], beta float64, c, d Matrix[TC], x MatmulExtras[TC]) error {
 	if p == nil || p.st == nil {
 		return invalid(op, "nil or zero MatmulPlan")
 	}
@@ -350,8 +419,8 @@ func (p *MatmulPlan[TA, TB, TC]) Run(alpha float64, a Matrix[TA], b Matrix[TB], 
 	}
 	defer func() { _ = p.obj.Release() }()
 	st := p.st
-	if st.epi.hasBias() != (bias != nil) {
-		return invalid(op, "the epilogue %d takes a bias exactly when it adds one (bias nil: %v)", st.epi, bias == nil)
+	if err := st.present(op, x.Bias != nil, x.Mask != nil, x.Aux != nil, x.Scales); err != nil {
+		return err
 	}
 	cl, err := st.hd.begin(op)
 	if err != nil {
@@ -379,47 +448,73 @@ func (p *MatmulPlan[TA, TB, TC]) Run(alpha float64, a Matrix[TA], b Matrix[TB], 
 	if err := st.same(op, "C", gc); err != nil {
 		return cl.fail(err)
 	}
+	g, esz := st.g, sizeOf[TC]()
 	C, D := at[TC](pc, gc.OffC), at[TC](pd, gd.OffC)
-	if c0, c1 := span(C, st.g.M, st.g.N, st.g.LDC, sizeOf[TC]()); C != D && overlaps(c0, c1, D, st.g, sizeOf[TC]()) {
+	if c0, c1 := span(C, g.M, g.N, g.LDC, esz); C != D && overlaps(c0, c1, D, g, esz) {
 		return cl.fail(&blasview.Error{Func: op, Operand: "C", Kind: ErrAlias, Detail: "C overlaps D in memory without being D"})
 	}
-	var B0 uintptr
-	if bias != nil {
-		vbias, pbias, err := vector(&cl, "bias", Vector[TC]{Buf: bias, N: int(st.g.M), Inc: 1})
-		if err != nil {
+	var A, B uintptr
+	sa, sb := sizeOf[TA](), sizeOf[TB]()
+	if gd.Swapped {
+		A, B = at[TB](pb, gd.OffA), at[TA](pa, gd.OffB)
+		sa, sb = sb, sa
+	} else {
+		A, B = at[TA](pa, gd.OffA), at[TB](pb, gd.OffB)
+	}
+	ar, ac, br, bc := st.layoutDims()
+	a0, a1 := span(A, ar, ac, g.LDA, sa)
+	b0, b1 := span(B, br, bc, g.LDB, sb)
+	c0, c1 := span(C, g.M, g.N, g.LDC, esz)
+	if C == D {
+		c0, c1 = C, C // in place: D stands for both
+	}
+	d0, d1 := span(D, g.M, g.N, g.LDC, esz)
+	ops := opList{ops: [10]operand{{"A", a0, a1, false}, {"B", b0, b1, false}, {"C", c0, c1, false}, {"D", d0, d1, true}}, n: 4}
+	if st.fp8 {
+		names := [4]string{"A", "B", "D", "C"}
+		if gd.Swapped {
+			names[0], names[1] = "B", "A"
+		}
+		if err := fp8Aligned(op, names, [4]uintptr{A, B, D, C}); err != nil {
 			return cl.fail(err)
 		}
-		if _, err := blasview.Scal(vbias); err != nil {
-			return cl.fail(renamed(refused(op, err), "x", "bias"))
-		}
-		B0 = pbias
-		if b0, b1 := span(B0, st.g.M, 1, st.g.M, sizeOf[TC]()); overlaps(b0, b1, D, st.g, sizeOf[TC]()) {
-			return cl.fail(&blasview.Error{Func: op, Operand: "bias", Kind: ErrAlias, Detail: "the bias overlaps D in memory"})
-		}
 	}
-	if gd.Swapped {
-		pa, pb = pb, pa
+	ptrs, err := extras(&cl, st, x, &ops)
+	if err != nil {
+		return cl.fail(err)
 	}
-	A := uintptr(0)
-	Bp := uintptr(0)
-	if gd.Swapped {
-		A, Bp = at[TB](pa, gd.OffA), at[TA](pb, gd.OffB)
-	} else {
-		A, Bp = at[TA](pa, gd.OffA), at[TB](pb, gd.OffB)
+	if err := extraAlias(op, ops.ops[:ops.n], 4); err != nil {
+		return cl.fail(err)
+	}
+	if gd.Swapped { // cuBLASLt's A is the caller's B
+		ptrs.sa, ptrs.sb = ptrs.sb, ptrs.sa
 	}
 	return cl.run(queued, func(hh cublasraw.Handle) error {
-		bp := attr(cl.st, uint64(B0))
-		if err := cublasraw.LtMatmulDescSetAttribute(st.desc, cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, bp, 8); err != nil {
+		if err := st.pointers(ptrs.bias, ptrs.aux, ptrs.sa, ptrs.sb, ptrs.amax); err != nil {
 			return err
 		}
 		al, be := exScalars(cl.st, st.sk, alpha, beta)
-		return cublasraw.LtMatmul(st.lt, st.desc, al, A, st.la, Bp, st.lb, be, C, st.lc, D, st.lc, &st.algo, cl.st.wsPtr, st.wsBytes, cublasraw.Stream(seam.Stream(cl.st.s)))
+		return cublasraw.LtMatmul(st.lt, st.desc, al, A, st.la, B, st.lb, be, C, st.lc, D, st.lc, &st.algo, cl.st.wsPtr, st.wsBytes, cublasraw.Stream(seam.Stream(cl.st.s)))
 	})
 }
 
+// layoutDims are the rows and columns of A and B as cuBLASLt stores them.
+func (st *planState) layoutDims() (ar, ac, br, bc int64) {
+	g := st.g
+	ar, ac = g.M, g.K
+	if g.TransA != cublasraw.CUBLAS_OP_N {
+		ar, ac = ac, ar
+	}
+	br, bc = g.K, g.N
+	if g.TransB != cublasraw.CUBLAS_OP_N {
+		br, bc = bc, br
+	}
+	return ar, ac, br, bc
+}
+
 // renamed gives a refusal of the operand from (as the check named it) the
-// name to (as Run's caller knows it): D, checked as Gemm's C; the bias,
-// checked as Scal's x.
+// name to (as Run's caller knows it): D, checked as Gemm's C; the bias or
+// bias gradient, checked as Scal's x.
 func renamed(err error, from, to string) error {
 	var be *blasview.Error
 	if errors.As(err, &be) && be.Operand == from {
@@ -457,127 +552,4 @@ func span(p uintptr, rows, cols, ld int64, esz uintptr) (uintptr, uintptr) {
 func overlaps(x0, x1, d uintptr, g blasview.GemmArgs, esz uintptr) bool {
 	d0, d1 := span(d, g.M, g.N, g.LDC, esz)
 	return x0 < d1 && d0 < x1
-}
-
-// autotune times each candidate the heuristic gave (st.candidates) on
-// scratch buffers of the plan's shapes, on the handle's stream, and keeps
-// the fastest.
-func autotune[TA, TB, TC Element](st *planState) error {
-	const op = "NewMatmulPlan"
-	hs := st.hd.st
-	if capture.Installed(hs.s) != nil {
-		return fmt.Errorf("cublas: %s: Autotune times matmuls on the handle's stream, which is being captured: %w", op, driver.ErrStreamCaptureUnsupported)
-	}
-	g := st.g
-	ac, bc := g.K, g.N
-	if g.TransA != cublasraw.CUBLAS_OP_N {
-		ac = g.M
-	}
-	if g.TransB != cublasraw.CUBLAS_OP_N {
-		bc = g.K
-	}
-	sa, sb := sizeOf[TA](), sizeOf[TB]()
-	if g.Swapped {
-		sa, sb = sb, sa
-	}
-	scratch := func(bytes int64) (*driver.Buffer[byte], error) {
-		return driver.AllocZeroed[byte](hs.s, int(max(bytes, 256)))
-	}
-	var bufs []*driver.Buffer[byte]
-	defer func() {
-		for _, b := range bufs {
-			_ = b.Close()
-		}
-	}()
-	var ptrs [4]uintptr
-	for i, bytes := range []int64{g.LDA * ac * int64(sa), g.LDB * bc * int64(sb), g.LDC * g.N * int64(sizeOf[TC]()), g.M * int64(sizeOf[TC]())} {
-		b, err := scratch(bytes)
-		if err != nil {
-			return fmt.Errorf("cublas: %s: autotune's scratch: %w", op, err)
-		}
-		bufs = append(bufs, b)
-		ptrs[i] = uintptr(b.Ptr())
-	}
-	ev0, err := hs.ctx.NewEvent(driver.EventDefault)
-	if err != nil {
-		return err
-	}
-	defer ev0.Close()
-	ev1, err := hs.ctx.NewEvent(driver.EventDefault)
-	if err != nil {
-		return err
-	}
-	defer ev1.Close()
-	// The events' handles, used below while the events are open (they
-	// are closed last).
-	var e0, e1 cu.CUevent
-	if err := ev0.Raw(func(h uintptr) error { e0 = cu.CUevent(h); return nil }); err != nil {
-		return err
-	}
-	if err := ev1.Raw(func(h uintptr) error { e1 = cu.CUevent(h); return nil }); err != nil {
-		return err
-	}
-	const reps = 5
-	// timed queues n matmuls of a candidate between records of ev0 and
-	// ev1 and waits for ev1, as one routine that refuses a capture: none
-	// can begin on the stream meanwhile, so that no graph gets a matmul
-	// naming the scratch buffers, and no wait breaks a capture.
-	timed := func(algo *cublasraw.LtMatmulAlgo, ws uintptr, n int) error {
-		cl, err := st.hd.begin(op)
-		if err != nil {
-			return err
-		}
-		return cl.run(timing, func(cublasraw.Handle) error {
-			bias := uint64(0)
-			if st.epi.hasBias() {
-				bias = uint64(ptrs[3])
-			}
-			if err := cublasraw.LtMatmulDescSetAttribute(st.desc, cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, attr(hs, bias), 8); err != nil {
-				return err
-			}
-			al, be := exScalars(hs, st.sk, 1, 0)
-			stream := seam.Stream(hs.s)
-			if err := cu.EventRecord(e0, cu.CUstream(stream)); err != nil {
-				return err
-			}
-			for range n {
-				if err := cublasraw.LtMatmul(st.lt, st.desc, al, ptrs[0], st.la, ptrs[1], st.lb, be, ptrs[2], st.lc, ptrs[2], st.lc,
-					algo, hs.wsPtr, ws, cublasraw.Stream(stream)); err != nil {
-					return err
-				}
-			}
-			if err := cu.EventRecord(e1, cu.CUstream(stream)); err != nil {
-				return err
-			}
-			return cu.EventSynchronize(e1)
-		})
-	}
-	best := -1
-	for i := range st.candidates {
-		c := &st.candidates[i]
-		elapsed := time.Duration(-1)
-		err := timed(&c.Algo, c.WorkspaceSize, 1) // a warm-up, and a test that the candidate runs
-		var ce *Error
-		switch {
-		case err == nil:
-			if err := timed(&c.Algo, c.WorkspaceSize, reps); err != nil {
-				return err
-			}
-			if elapsed, err = driver.Elapsed(ev0, ev1); err != nil {
-				return err
-			}
-			elapsed /= reps
-		case !errors.As(err, &ce):
-			return err // not the candidate's failure: a capture, a closed handle, the stream's error
-		}
-		st.tuned = append(st.tuned, elapsed) // -1: the candidate failed to run
-		if elapsed >= 0 && (best < 0 || elapsed < st.tuned[best]) {
-			best = i
-		}
-	}
-	if best < 0 {
-		return &Error{Op: op, Func: "cublasLtMatmul", Status: StatusNotSupported}
-	}
-	st.algo, st.wsBytes = st.candidates[best].Algo, st.candidates[best].WorkspaceSize
-	return nil // the last timing waited for its work
 }

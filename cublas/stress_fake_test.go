@@ -25,6 +25,7 @@ type operands struct {
 	x, y    *driver.Buffer[float32] // 4-vectors
 	r       *driver.Buffer[float32] // a device result
 	ri      *driver.Buffer[int32]   // an index result
+	mask    *driver.Buffer[byte]    // a ReLU mask of a 4×4 D (AuxLD 128)
 }
 
 // newOperands allocates operands on e's stream (closed when t ends, if not
@@ -34,13 +35,13 @@ func newOperands(t *testing.T, e *fenv) *operands {
 	return &operands{s: e.s,
 		a: up(t, e.s, data[float32](16, 1)), b: up(t, e.s, data[float32](16, 2)), c: up(t, e.s, data[float32](16, 3)),
 		x: up(t, e.s, data[float32](4, 4)), y: up(t, e.s, data[float32](4, 5)),
-		r: up(t, e.s, []float32{0}), ri: up(t, e.s, []int32{0})}
+		r: up(t, e.s, []float32{0}), ri: up(t, e.s, []int32{0}), mask: up(t, e.s, make([]byte, 64))}
 }
 
 // closeAll closes the buffers, each from a goroutine of its own, and
 // returns at once; wg counts the goroutines.
 func (o *operands) closeAll(t *testing.T, wg *sync.WaitGroup) {
-	for _, c := range []func() error{o.a.Close, o.b.Close, o.c.Close, o.x.Close, o.y.Close, o.r.Close, o.ri.Close} {
+	for _, c := range []func() error{o.a.Close, o.b.Close, o.c.Close, o.x.Close, o.y.Close, o.r.Close, o.ri.Close, o.mask.Close} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -122,7 +123,31 @@ var apiCalls = map[string]func(h *cublas.Handle, o *operands) error{
 		if err != nil {
 			return err
 		}
-		return errors.Join(p.Run(1, a, b, 0, c, c, nil), p.Close())
+		err = errors.Join(p.Run(1, a, b, 0, c, c, nil), p.Close())
+		// A forward ReLU storing its mask, then its gradient with the
+		// bias gradient (into y), reading the mask.
+		fw, ferr := cublas.NewMatmulPlan(h, a, b, c, &cublas.MatmulOptions{Epilogue: cublas.EpilogueReLUAuxBias})
+		if ferr != nil {
+			return errors.Join(err, ferr)
+		}
+		err = errors.Join(err, fw.RunWith(1, a, b, 0, c, c, cublas.MatmulExtras[float32]{Bias: o.x, Mask: o.mask}), fw.Close())
+		bw, berr := cublas.NewMatmulPlan(h, a, b, c, &cublas.MatmulOptions{Epilogue: cublas.EpilogueDReLUBGrad})
+		if berr != nil {
+			return errors.Join(err, berr)
+		}
+		return errors.Join(err, bw.RunWith(1, a, b, 0, c, c, cublas.MatmulExtras[float32]{Bias: o.y, Mask: o.mask}), bw.Close())
+	},
+	"Float8E4M3Of": func(*cublas.Handle, *operands) error {
+		if cublas.Float8E4M3Of(-1.5).Float32() != -1.5 {
+			return errors.New("Float8E4M3Of(-1.5)")
+		}
+		return nil
+	},
+	"Float8E5M2Of": func(*cublas.Handle, *operands) error {
+		if cublas.Float8E5M2Of(3).Float32() != 3 {
+			return errors.New("Float8E5M2Of(3)")
+		}
+		return nil
 	},
 	"GemmStridedBatched": func(h *cublas.Handle, o *operands) error {
 		return cublas.GemmStridedBatched(h, 1, cublas.ColMajorMatrix(o.a, 2, 2), 4, cublas.ColMajorMatrix(o.b, 2, 4), 8, 0, cublas.ColMajorMatrix(o.c, 2, 4), 8, 2)
@@ -269,6 +294,16 @@ var planCalls = map[string]func(p *plan, o *operands) error{
 		a, b, c := o.mats()
 		return p.Run(2, a, b, 1, c, c, o.x)
 	},
+	"RunWith": func(p *plan, o *operands) error {
+		a, b, c := o.mats()
+		return p.RunWith(1, a, b, 0, c, c, cublas.MatmulExtras[float32]{Bias: o.y})
+	},
+	"AuxLD": func(p *plan, _ *operands) error {
+		if n := p.AuxLD(); n != 0 {
+			return fmt.Errorf("AuxLD %d for a plan without an auxiliary matrix", n)
+		}
+		return nil
+	},
 	"Tuned": func(p *plan, _ *operands) error {
 		if n := len(p.Tuned()); n > 3 {
 			return fmt.Errorf("%d candidates tuned", n)
@@ -281,7 +316,7 @@ var planCalls = map[string]func(p *plan, o *operands) error{
 // handleFree are the entries of apiCalls that make no call on the handle
 // they are given (or, the methods, return no error).
 var handleFree = map[string]bool{
-	"NewHandle": true, "Version": true, "HalfOf": true, "BFloat16Of": true,
+	"NewHandle": true, "Version": true, "HalfOf": true, "BFloat16Of": true, "Float8E4M3Of": true, "Float8E5M2Of": true,
 	"ColMajorMatrix": true, "RowMajorMatrix": true, "VectorOf": true,
 	"Stream": true, "Context": true, "Options": true,
 }

@@ -97,9 +97,10 @@ type Float interface {
 type Real interface{ float32 | float64 }
 
 // Element is every element type a matrix or vector view may have: the
-// BLAS types, the 16-bit floats and the integer types of GemmEx.
+// BLAS types, the 16-bit floats, the integer types of GemmEx and the 8-bit
+// floats of FP8 MatmulPlans.
 type Element interface {
-	float32 | float64 | complex64 | complex128 | Half | BFloat16 | int8 | uint8 | int32
+	float32 | float64 | complex64 | complex128 | Half | BFloat16 | int8 | uint8 | int32 | Float8E4M3 | Float8E5M2
 }
 
 // kind is the BLAS type of a Float type parameter.
@@ -156,6 +157,10 @@ func dataType[T Element]() cublasraw.CudaDataType {
 		return cublasraw.CUDA_R_8I
 	case uint8:
 		return cublasraw.CUDA_R_8U
+	case Float8E4M3:
+		return cublasraw.CUDA_R_8F_E4M3
+	case Float8E5M2:
+		return cublasraw.CUDA_R_8F_E5M2
 	}
 	return cublasraw.CUDA_R_32I
 }

@@ -12,8 +12,9 @@ typedef enum {
 	ST_INTERNAL_ERROR = 14, ST_NOT_SUPPORTED = 15, ST_LICENSE_ERROR = 16
 } cublasStatus_t;
 
-/* Element types: cudaDataType values of the four the fake computes. */
-enum { T_S = 0, T_D = 1, T_C = 4, T_Z = 5 };
+/* Element types: cudaDataType values of the four the fake computes, and
+   those cuBLASLt reads and writes besides (16-bit floats, FP8). */
+enum { T_S = 0, T_D = 1, T_H = 2, T_C = 4, T_Z = 5, T_BF = 14, T_E4 = 28, T_E5 = 29 };
 enum { OP_N = 0, OP_T = 1, OP_C = 2 };
 
 typedef double _Complex cplx;
@@ -32,7 +33,7 @@ typedef struct cublasContext *cublasHandle_t;
 /* One range of device memory an operation reads or writes. */
 struct range { uintptr_t p; size_t n; };
 
-#define MAXR 8
+#define MAXR 12
 
 /* A queued operation. exec computes it (no lock held) once every range
    and the workspace passed the checks. */
@@ -58,7 +59,10 @@ struct task {
 	int reskind;                      /* 0 element of t, 1 real of t, 2 int */
 	uintptr_t hostres;                /* host mode: where the result goes */
 	int epilogue;                     /* cublasLtMatmul: its epilogue (1: none) */
-	uintptr_t bias;                   /* and its bias vector, read when it runs */
+	uintptr_t bias;                   /* and its bias vector (or bias gradient) */
+	int ta, tb;                       /* cublasLtMatmul: A's and B's element types (t: C's and D's) */
+	uintptr_t aux; long auxld;        /* the epilogue's auxiliary matrix (a ReLU mask or GELU's input) */
+	uintptr_t ascale, bscale, amax;   /* FP8: A's and B's scales, D's amax (float) */
 };
 
 /* fakecublas.c */

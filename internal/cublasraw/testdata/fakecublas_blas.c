@@ -12,13 +12,70 @@
 
 /* ---- elements ---- */
 
-size_t fcb_size(int t) { return t == T_S ? 4 : t == T_D || t == T_C ? 8 : 16; }
+size_t fcb_size(int t) {
+	switch (t) {
+	case T_S: return 4;
+	case T_D: case T_C: return 8;
+	case T_H: case T_BF: return 2;
+	case T_E4: case T_E5: return 1;
+	}
+	return 16;
+}
+
+/* mini decodes the bits v of a small float of eb exponent and mb mantissa
+   bits; ieee: the top exponent is Inf/NaN, else (E4M3) only all ones is
+   NaN. */
+static double mini(unsigned v, int eb, int mb, int ieee) {
+	int e = (int)(v >> mb) & ((1 << eb) - 1), m = (int)v & ((1 << mb) - 1), bias = (1 << (eb - 1)) - 1;
+	double r;
+	if (ieee && e == (1 << eb) - 1) r = m ? NAN : INFINITY;
+	else if (!ieee && e == (1 << eb) - 1 && m == (1 << mb) - 1) r = NAN;
+	else if (e == 0) r = ldexp(m, 1 - bias - mb);
+	else r = ldexp(m + (1 << mb), e - bias - mb);
+	return (v >> (eb + mb)) & 1 ? -r : r;
+}
+
+/* half_of rounds v to a half (nearest, ties to even). */
+static uint16_t half_of(double v) {
+	uint16_t s = signbit(v) ? 0x8000 : 0;
+	v = fabs(v);
+	if (isnan(v)) return 0x7e00;
+	if (v >= 65520) return s | 0x7c00;
+	int e;
+	frexp(v, &e);
+	int ex = e - 1 < -14 ? -14 : e - 1;
+	double r = nearbyint(v / ldexp(1, ex - 10)) * ldexp(1, ex - 10);
+	if (r == 0) return s;
+	frexp(r, &e);
+	ex = e - 1;
+	if (ex < -14) return s | (uint16_t)(r / ldexp(1, -24));
+	return s | (uint16_t)((ex + 15) << 10) | (uint16_t)(r / ldexp(1, ex - 10) - 1024);
+}
+
+/* bf16_of rounds v to a bfloat16 (nearest, ties to even). */
+static uint16_t bf16_of(double v) {
+	float f = (float)v;
+	uint32_t b;
+	memcpy(&b, &f, 4);
+	if (isnan(f)) return (uint16_t)(b >> 16 | 0x40);
+	b += 0x7fff + ((b >> 16) & 1);
+	return (uint16_t)(b >> 16);
+}
 
 cplx fcb_get(int t, uintptr_t base, long i) {
 	switch (t) {
 	case T_S: return ((float *)base)[i];
 	case T_D: return ((double *)base)[i];
 	case T_C: return ((float *)base)[2 * i] + I * ((float *)base)[2 * i + 1];
+	case T_H: return mini(((uint16_t *)base)[i], 5, 10, 1);
+	case T_BF: {
+		uint32_t b = (uint32_t)((uint16_t *)base)[i] << 16;
+		float f;
+		memcpy(&f, &b, 4);
+		return f;
+	}
+	case T_E4: return mini(((uint8_t *)base)[i], 4, 3, 0);
+	case T_E5: return mini(((uint8_t *)base)[i], 5, 2, 1);
 	default: return ((double *)base)[2 * i] + I * ((double *)base)[2 * i + 1];
 	}
 }
@@ -28,6 +85,9 @@ void fcb_put(int t, uintptr_t base, long i, cplx v) {
 	case T_S: ((float *)base)[i] = (float)creal(v); break;
 	case T_D: ((double *)base)[i] = creal(v); break;
 	case T_C: ((float *)base)[2 * i] = (float)creal(v), ((float *)base)[2 * i + 1] = (float)cimag(v); break;
+	case T_H: ((uint16_t *)base)[i] = half_of(creal(v)); break;
+	case T_BF: ((uint16_t *)base)[i] = bf16_of(creal(v)); break;
+	case T_E4: case T_E5: break; /* never an output: an FP8 D is refused (shape) */
 	default: ((double *)base)[2 * i] = creal(v), ((double *)base)[2 * i + 1] = cimag(v); break;
 	}
 }

@@ -2,8 +2,10 @@
  * MODEL.md): handles, matmul descriptors, matrix layouts (column order),
  * preferences, a heuristic that offers one algorithm, and cublasLtMatmul
  * computing D = alpha op(A) op(B) + beta C exactly (strided batches too),
- * queued on its stream like the cuBLAS routines. Objects are kept when
- * destroyed, so that a later use counts as a bad use. */
+ * with the epilogues (forward, auxiliary and gradient ones) and FP8
+ * inputs with their scales, queued on its stream like the cuBLAS
+ * routines. Objects are kept when destroyed, so that a later use counts
+ * as a bad use. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,8 @@ struct ltobj {
 	int magic, kind, alive;
 	int compute, scale, pmode, transa, transb, epilogue; /* desc */
 	uint64_t bias;                                       /* desc: BIAS_POINTER */
+	uint64_t aux; int64_t auxld;                         /* desc: EPILOGUE_AUX_POINTER, _LD */
+	uint64_t scales[4], amax;                            /* desc: A..D_SCALE_POINTER, AMAX_D_POINTER */
 	int type, order, batch;                              /* layout */
 	uint64_t rows, cols;
 	int64_t ld, stride;
@@ -122,8 +126,9 @@ static cublasStatus_t set(void *field, size_t want, const void *buf, size_t size
 }
 
 /* The descriptor attributes modelled: COMPUTE_TYPE, SCALE_TYPE,
-   POINTER_MODE, TRANSA, TRANSB, EPILOGUE, BIAS_POINTER; others
-   NOT_SUPPORTED. */
+   POINTER_MODE, TRANSA, TRANSB, EPILOGUE, BIAS_POINTER,
+   EPILOGUE_AUX_POINTER, EPILOGUE_AUX_LD, A/B/C/D_SCALE_POINTER,
+   AMAX_D_POINTER; others NOT_SUPPORTED. */
 cublasStatus_t cublasLtMatmulDescSetAttribute(void *d, int attr, const void *buf, size_t size) {
 	FAILLT("cublasLtMatmulDescSetAttribute");
 	cublasStatus_t r = get("cublasLtMatmulDescSetAttribute", d, LT_DESC, ST_INVALID_VALUE);
@@ -137,6 +142,10 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(void *d, int attr, const void *buf
 	case 4: return set(&o->transb, 4, buf, size);
 	case 7: return set(&o->epilogue, 4, buf, size);
 	case 8: return set(&o->bias, 8, buf, size);
+	case 11: return set(&o->aux, 8, buf, size);
+	case 12: return set(&o->auxld, 8, buf, size);
+	case 17: case 18: case 19: case 20: return set(&o->scales[attr - 17], 8, buf, size);
+	case 21: return set(&o->amax, 8, buf, size);
 	}
 	return ST_NOT_SUPPORTED;
 }
@@ -171,7 +180,16 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(void *p, int attr, const voi
 	return ST_NOT_SUPPORTED;
 }
 
-/* shape checks a matmul's descriptor and layouts: the element type, or
+/* The epilogues: bias (adds one), forward ReLU / GELU, their auxiliary
+   forms (128: a mask or GELU's input stored), their gradients (reading
+   it), the bias gradients. */
+static int has_bias(int e) { return e == 4 || e == 6 || e == 36 || e == 134 || e == 164; }
+static int bgrad(int e) { return e == 152 || e == 208 || e == 256 || e == 512; }
+static int relu_mask(int e) { return e == 130 || e == 134 || e == 136 || e == 152; }
+static int gelu_aux(int e) { return e == 160 || e == 164 || e == 192 || e == 208; }
+static int isf8(int t) { return t == T_E4 || t == T_E5; }
+
+/* shape checks a matmul's descriptor and layouts: D's element type, or
    -ST_NOT_SUPPORTED / -ST_INVALID_VALUE. */
 static int shape(const char *fn, void *h, void *d, void *a, void *b, void *c, void *dd) {
 	cublasStatus_t r;
@@ -180,19 +198,40 @@ static int shape(const char *fn, void *h, void *d, void *a, void *b, void *c, vo
 	for (int i = 0; i < 5; i++)
 		if ((r = get(fn, objs[i], i ? LT_LAYOUT : LT_DESC, ST_INVALID_VALUE))) return -(int)r;
 	struct ltobj *D = d, *A = a, *B = b, *C = c, *Dd = dd;
-	int T = A->type;
-	int okc = ((T == T_S || T == T_C) && (D->compute == 68 || D->compute == 69 || D->compute == 74 || D->compute == 75 || D->compute == 77)) ||
-	          ((T == T_D || T == T_Z) && (D->compute == 70 || D->compute == 71));
-	/* Epilogues: DEFAULT for every type; RELU, BIAS, RELU_BIAS, GELU and
-	   GELU_BIAS for real ones (the bias of D's type, one per row of D). */
-	int e = D->epilogue;
-	int oke = e == 1 || ((T == T_S || T == T_D) && (e == 2 || e == 4 || e == 6 || e == 32 || e == 36));
-	if (B->type != T || C->type != T || Dd->type != T || !okc || D->scale != T || !oke ||
-	    (D->pmode != 0 && D->pmode != 1) || A->order || B->order || C->order || Dd->order)
-		return -ST_NOT_SUPPORTED;
+	int T = A->type, e = D->epilogue;
 	if (D->transa < 0 || D->transa > 2 || D->transb < 0 || D->transb > 2) return -ST_INVALID_VALUE;
 	uint64_t m = D->transa ? A->cols : A->rows, k = D->transa ? A->rows : A->cols;
 	uint64_t kb = D->transb ? B->cols : B->rows, n = D->transb ? B->rows : B->cols;
+	if (isf8(A->type) || isf8(B->type)) {
+		/* FP8: E4M3 x E4M3 / E5M2, E5M2 x E4M3; C and D of one type, half,
+		   bfloat16 or float; compute 32F, scale float; "TN"; sizes and
+		   leading dimensions of 16 bytes; the epilogues DEFAULT, RELU,
+		   GELU, and their bias forms for a 16-bit D. */
+		T = Dd->type;
+		int ok = isf8(A->type) && isf8(B->type) && !(A->type == T_E5 && B->type == T_E5) &&
+		         (T == T_H || T == T_BF || T == T_S) && C->type == T && D->compute == 68 && D->scale == T_S &&
+		         D->transa == OP_T && D->transb == OP_N && m % 16 == 0 && n % 16 == 0 && k % 16 == 0 &&
+		         A->ld % 16 == 0 && B->ld % 16 == 0 && (C->ld * (int64_t)fcb_size(T)) % 16 == 0 &&
+		         (Dd->ld * (int64_t)fcb_size(T)) % 16 == 0 &&
+		         (e == 1 || e == 2 || e == 32 || (T != T_S && (e == 4 || e == 6 || e == 36)));
+		if (!ok || (D->pmode != 0 && D->pmode != 1) || A->order || B->order || C->order || Dd->order || Dd->batch != 1)
+			return -ST_NOT_SUPPORTED;
+	} else {
+		int okc = ((T == T_S || T == T_C) && (D->compute == 68 || D->compute == 69 || D->compute == 74 || D->compute == 75 || D->compute == 77)) ||
+		          ((T == T_D || T == T_Z) && (D->compute == 70 || D->compute == 71)) ||
+		          ((T == T_H || T == T_BF) && (D->compute == 68 || D->compute == 69));
+		/* alpha and beta: of the type (float for half and bfloat16) */
+		int st = T == T_H || T == T_BF ? T_S : T;
+		/* Epilogues: DEFAULT for every type; the others for real ones (a
+		   bias of D's type, one per row of D), those with an auxiliary
+		   matrix or a bias gradient unbatched. */
+		int real = T == T_S || T == T_D || T == T_H || T == T_BF;
+		int oke = e == 1 || (real && (e == 2 || e == 4 || e == 6 || e == 32 || e == 36)) ||
+		          (real && Dd->batch == 1 && (relu_mask(e) || gelu_aux(e) || bgrad(e)));
+		if (B->type != T || C->type != T || Dd->type != T || !okc || D->scale != st || !oke ||
+		    (D->pmode != 0 && D->pmode != 1) || A->order || B->order || C->order || Dd->order)
+			return -ST_NOT_SUPPORTED;
+	}
 	struct ltobj *ls[] = {A, B, C, Dd};
 	for (int i = 0; i < 4; i++)
 		if (ls[i]->ld < (int64_t)(ls[i]->rows > 1 ? ls[i]->rows : 1) || ls[i]->batch < 1 || ls[i]->batch != Dd->batch)
@@ -239,49 +278,94 @@ void fake_cublaslt_set_algos(long n) {
 	pthread_mutex_unlock(&fcb_mu);
 }
 
-/* epi applies the epilogue e to v, with the bias b of its row. */
-static double epi(int e, double v, double b) {
-	if (e == 4 || e == 6 || e == 36) v += b;
-	if ((e == 2 || e == 6) && v < 0) v = 0;
-	if (e == 32 || e == 36) v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-	return v;
+#define GELU_K 0.7978845608028654
+#define GELU_C 0.044715
+
+static double gelu(double v) { return 0.5 * v * (1 + tanh(GELU_K * (v + GELU_C * v * v * v))); }
+
+/* dgelu is GELU's derivative at a. */
+static double dgelu(double a) {
+	double t = tanh(GELU_K * (a + GELU_C * a * a * a));
+	return 0.5 * (1 + t) + 0.5 * a * (1 - t * t) * GELU_K * (1 + 3 * GELU_C * a * a);
 }
 
-/* epi_one is fcb_gemm_one for a real type with the epilogue e, stored
-   once (through a copy: C and D may be one matrix). */
-static void epi_one(struct task *t, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d, int e, double al, double be) {
-	long m = t->m, n = t->n, ct = t->t;
+static float readf(uintptr_t p) { return p ? *(float *)p : 1; }
+
+/* epi_one computes one real matmul with A and B of their own types (FP8
+   too), the scales, the epilogue (bias, activation, auxiliary output or
+   input, bias gradient) and amax, in double, and stores D once (through
+   a copy: C and D may be one matrix). */
+static void epi_one(struct task *t, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d, double al, double be) {
+	long m = t->m, n = t->n, ct = t->t, ld = t->auxld;
+	int e = t->epilogue;
+	double s = (double)readf(t->ascale) * readf(t->bscale);
 	double *out = malloc(sizeof(double) * (size_t)(m * n) + 1);
+	uint8_t *mask = (uint8_t *)t->aux;
 	for (long j = 0; j < n; j++)
 		for (long i = 0; i < m; i++) {
 			double acc = 0;
 			for (long l = 0; l < t->k; l++)
-				acc += creal(fcb_get(ct, a, t->opa ? l + i * t->lda : i + l * t->lda)) *
-				       creal(fcb_get(ct, b, t->opb ? j + l * t->ldb : l + j * t->ldb));
-			double v = al * acc + (be == 0 ? 0 : be * creal(fcb_get(ct, c, i + j * t->ldc)));
-			out[i + j * m] = epi(e, v, t->bias ? creal(fcb_get(ct, t->bias, i)) : 0);
+				acc += creal(fcb_get(t->ta, a, t->opa ? l + i * t->lda : i + l * t->lda)) *
+				       creal(fcb_get(t->tb, b, t->opb ? j + l * t->ldb : l + j * t->ldb));
+			double v = al * s * acc + (be == 0 ? 0 : be * creal(fcb_get(ct, c, i + j * t->ldc)));
+			long x = i + j * ld;
+			if (has_bias(e)) v += creal(fcb_get(ct, t->bias, i));
+			if (e == 2 || e == 6 || e == 130 || e == 134) { /* ReLU */
+				if (e & 128) mask[x >> 3] = (uint8_t)(v > 0 ? mask[x >> 3] | 1u << (x & 7) : mask[x >> 3] & ~(1u << (x & 7)));
+				v = v > 0 ? v : 0;
+			}
+			if (e == 32 || e == 36 || e == 160 || e == 164) { /* GELU */
+				if (e & 128) fcb_put(ct, t->aux, x, v);
+				v = gelu(v);
+			}
+			if (relu_mask(e) && !(e & 2)) v = (mask[x >> 3] >> (x & 7)) & 1 ? v : 0; /* DReLU */
+			if (gelu_aux(e) && !(e & 32)) v *= dgelu(creal(fcb_get(ct, t->aux, x))); /* DGELU */
+			out[i + j * m] = v;
 		}
+	double amax = 0;
 	for (long j = 0; j < n; j++)
-		for (long i = 0; i < m; i++) fcb_put(ct, d, i + j * t->ldd, out[i + j * m]);
+		for (long i = 0; i < m; i++) {
+			fcb_put(ct, d, i + j * t->ldd, out[i + j * m]);
+			if (fabs(out[i + j * m]) > amax) amax = fabs(out[i + j * m]);
+		}
+	if (t->amax) *(float *)t->amax = (float)amax;
+	if (e == 152 || e == 208) /* the sums of D's gradient along its rows */
+		for (long i = 0; i < m; i++) {
+			double g = 0;
+			for (long j = 0; j < n; j++) g += out[i + j * m];
+			fcb_put(ct, t->bias, i, g);
+		}
+	if (e == 256) /* BGRADA: g[i] = sum_l op(A)[i, l] */
+		for (long i = 0; i < m; i++) {
+			double g = 0;
+			for (long l = 0; l < t->k; l++) g += creal(fcb_get(t->ta, a, t->opa ? l + i * t->lda : i + l * t->lda));
+			fcb_put(ct, t->bias, i, g);
+		}
+	if (e == 512) /* BGRADB: g[j] = sum_l op(B)[l, j] */
+		for (long j = 0; j < n; j++) {
+			double g = 0;
+			for (long l = 0; l < t->k; l++) g += creal(fcb_get(t->tb, b, t->opb ? j + l * t->ldb : l + j * t->ldb));
+			fcb_put(ct, t->bias, j, g);
+		}
 	free(out);
 }
 
 static void matmul_exec(struct task *t) {
-	long long es = (long long)fcb_size(t->t);
+	long long es = (long long)fcb_size(t->t), ea = (long long)fcb_size(t->ta), eb = (long long)fcb_size(t->tb);
 	cplx al = fcb_alpha(t), be = fcb_beta(t);
 	for (long i = 0; i < t->batch; i++) {
-		uintptr_t a = t->a + i * t->sa * es, b = t->b + i * t->sb * es, c = t->c + i * t->sc * es, d = t->d + i * t->sd * es;
-		if (t->epilogue == 1)
+		uintptr_t a = t->a + i * t->sa * ea, b = t->b + i * t->sb * eb, c = t->c + i * t->sc * es, d = t->d + i * t->sd * es;
+		if (t->epilogue == 1 && t->ta == t->t && !t->ascale && !t->bscale && !t->amax)
 			fcb_gemm_one(t, a, b, c, d, t->t, al, be);
 		else
-			epi_one(t, a, b, c, d, t->epilogue, creal(al), creal(be));
+			epi_one(t, a, b, c, d, creal(al), creal(be));
 	}
 }
 
 static void lrange(struct task *t, uintptr_t p, struct ltobj *l) {
-	size_t one = fcb_mat(t->t, (long)l->rows, (long)l->cols, (long)l->ld);
+	size_t one = fcb_mat(l->type, (long)l->rows, (long)l->cols, (long)l->ld);
 	if (!one) return;
-	long long last = (l->batch - 1) * l->stride * (long long)fcb_size(t->t);
+	long long last = (l->batch - 1) * l->stride * (long long)fcb_size(l->type);
 	long long lo = last < 0 ? last : 0, hi = (last > 0 ? last : 0) + (long long)one;
 	fcb_range(t, p + lo, (size_t)(hi - lo));
 }
@@ -295,14 +379,22 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 	int T = shape(fn, h, d, a, b, c, dd);
 	if (T < 0) return (cublasStatus_t)-T;
 	if (algo && *(const uint64_t *)algo != ALGO_MAGIC) return ST_INVALID_VALUE;
-	int e = ((struct ltobj *)d)->epilogue;
-	if ((e == 4 || e == 6 || e == 36) && !((struct ltobj *)d)->bias) return ST_INVALID_VALUE; /* a bias epilogue needs its vector */
-	if (!ws && wssize) return ST_INVALID_VALUE;
 	struct ltobj *Dsc = d, *Al = a, *Bl = b, *Cl = c, *Dl = dd;
+	int e = Dsc->epilogue, fp8 = isf8(Al->type);
+	long m = (long)Dl->rows, ald = (long)Dsc->auxld;
+	if ((has_bias(e) || bgrad(e)) && !Dsc->bias) return ST_INVALID_VALUE; /* a bias or its gradient needs its vector */
+	if ((relu_mask(e) || gelu_aux(e)) && !Dsc->aux) return ST_INVALID_VALUE;
+	if (relu_mask(e) && (ald % 128 || ald < m)) return ST_INVALID_VALUE;
+	if (gelu_aux(e) && (ald % 8 || ald < m)) return ST_INVALID_VALUE;
+	/* Scales and amax for the types that have them: FP8 A and B; C and D
+	   are never FP8 here. */
+	if ((!fp8 && (Dsc->scales[0] || Dsc->scales[1] || Dsc->amax)) || Dsc->scales[2] || Dsc->scales[3]) return ST_INVALID_VALUE;
+	if (!ws && wssize) return ST_INVALID_VALUE;
 	struct task *t = fcb_task(fn, &lt_any, T);
 	t->pmode = Dsc->pmode;
 	t->ws = (uintptr_t)ws, t->wssize = wssize;
-	cublasStatus_t r = fcb_scalars(t, alpha, beta, 1, T);
+	t->ta = Al->type, t->tb = Bl->type;
+	cublasStatus_t r = fcb_scalars(t, alpha, beta, 1, Dsc->scale);
 	if (r) {
 		free(t);
 		return r;
@@ -313,8 +405,10 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 	t->lda = (long)Al->ld, t->ldb = (long)Bl->ld, t->ldc = (long)Cl->ld, t->ldd = (long)Dl->ld;
 	t->sa = Al->stride, t->sb = Bl->stride, t->sc = Cl->stride, t->sd = Dl->stride, t->batch = Dl->batch;
 	t->a = (uintptr_t)A, t->b = (uintptr_t)B, t->c = (uintptr_t)C, t->d = (uintptr_t)D;
-	t->epilogue = Dsc->epilogue;
-	t->bias = (t->epilogue == 4 || t->epilogue == 6 || t->epilogue == 36) ? (uintptr_t)Dsc->bias : 0;
+	t->epilogue = e;
+	t->bias = has_bias(e) || bgrad(e) ? (uintptr_t)Dsc->bias : 0;
+	t->aux = relu_mask(e) || gelu_aux(e) ? (uintptr_t)Dsc->aux : 0, t->auxld = ald;
+	t->ascale = (uintptr_t)Dsc->scales[0], t->bscale = (uintptr_t)Dsc->scales[1], t->amax = (uintptr_t)Dsc->amax;
 	if (t->m == 0 || t->n == 0) {
 		free(t);
 		return ST_OK;
@@ -323,7 +417,12 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 	lrange(t, t->b, Bl);
 	lrange(t, t->c, Cl);
 	lrange(t, t->d, Dl);
-	if (t->bias) fcb_range(t, t->bias, (size_t)t->m * fcb_size(T));
+	if (t->bias) fcb_range(t, t->bias, (size_t)(e == 512 ? t->n : t->m) * fcb_size(T));
+	if (t->aux && relu_mask(e)) fcb_range(t, t->aux, (size_t)((t->n - 1) * ald + t->m + 7) / 8);
+	if (t->aux && gelu_aux(e)) fcb_range(t, t->aux, fcb_mat(T, t->m, t->n, ald));
+	uintptr_t four[] = {t->ascale, t->bscale, t->amax};
+	for (int i = 0; i < 3; i++)
+		if (four[i]) fcb_range(t, four[i], 4);
 	return fcb_submit(t, stream, 0);
 }
 

@@ -1,0 +1,28 @@
+//go:build linux
+
+package cublas_test
+
+import (
+	"testing"
+
+	"github.com/purecuda/cuda/internal/faketest"
+)
+
+// TestGPULtBodiesFromFake runs the GPU tests of the training epilogues
+// and of FP8 plans against fakecublas and fakecuda (a device of compute
+// capability 9.0), whose matmuls follow the same reference: their
+// indexing, sizes, captures and checks are tested on the CPU before they
+// meet cuBLASLt, and no operand closed while queued or captured is used
+// after its release.
+func TestGPULtBodiesFromFake(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	TestGPUMatmulPlanTrainingEpilogues(t)
+	TestGPUMatmulPlanReLUMaskLayout(t)
+	TestGPUMatmulPlanTrainingCaptured(t)
+	TestGPUMatmulPlanFP8(t)
+	TestGPUMatmulPlanFP8Amax(t)
+	TestGPUMatmulPlanFP8Held(t)
+	noBadUses(t) // the captured mask and the scales closed while queued were held
+}
