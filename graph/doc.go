@@ -159,6 +159,17 @@
 // recorded in a capture into a conditional node's body is refused as any
 // stream the capture cannot take in (driver.ErrStreamCaptureIsolation).
 //
+// A driver problem, not worked around: with driver 580 (CUDA 13.0, seen
+// on an H200), a process in which about 10,000 executables were alive at
+// once earlier (2,000 are not enough) can crash inside libcuda
+// (SIGSEGV) when it launches a newly instantiated executable with nodes
+// in two contexts on a stream that also runs host functions
+// (driver.Stream.LaunchHostFunc, host nodes, captured host functions).
+// A C program calling libcuda alone does the same (tests/libcuda in the
+// repository). Launching one such executable again and again, instead of
+// a new one each time, did not crash: instantiate a multi-context graph
+// once and launch it many times.
+//
 // # Conditional nodes
 //
 // If, IfElse, While and Switch add conditional nodes, which run body graphs

@@ -45,7 +45,11 @@
 // function on a stream of their own and launch the graph once on the
 // shared stream, as the stress's Capture operation does (SEPARATE set:
 // on the capture's stream instead; NOHOST set: without the host
-// function).
+// function; SHAPE=hostonly: only the host function captured;
+// SHAPE=explicit: a graph of a kernel node and a host node, added;
+// SHAPE=stream: the kernel, copy and host function queued on the shared
+// stream, no graph). KEEPMULTI set: the multi-context executable is made
+// once per thread and launched over and over.
 // CHURN (env, 0) graphs are churned first, as in mode 3.
 //
 // Part 5 (MODE 5): the Go suite crashes after graphs with a *kernel* node
@@ -57,6 +61,19 @@
 // mode 4's race (KIND as there) for SECONDS, plus threads launching an
 // executable of A with a kernel node of the same function (CHURNNOHOST
 // set: the kept graphs have no host node).
+//
+// Found (H200, driver 580.159.04, 2026-11-28, each run 2 or 3 times, all
+// alike): `KIND=captured ./mcl 5 20 16` crashes (SIGSEGV) every time, in
+// C alone, with no purecuda involved; so do SHAPE=hostonly, explicit and
+// stream (a cuLaunchHostFunc queued on the shared stream, no graph at
+// all), and CHURNNOHOST (the kept graphs need only a kernel). It does not
+// crash with CHURN=2000, with NOHOST, with SEPARATE, or with KEEPMULTI
+// (one multi-context executable per thread, launched over and over). So:
+// after ~10,000 executables were alive at once, launching newly made
+// multi-context executables on a stream that also runs host functions
+// crashes libcuda. The Go suite met it as TestGPUGraphStressCloseRaces
+// after TestGPUManyGraphsLeaveNothing; KIND=capture (captures only, no
+// launches of them on the shared stream) does not crash.
 //
 //   gcc -O1 -I/usr/local/cuda/include multi_ctx_launch.c -o mcl -L/usr/local/nvidia/lib64 -lcuda -lpthread
 //   ./mcl MODE [SECONDS=20] [THREADS=16] [DEV_B=0]
@@ -269,6 +286,8 @@ static CUstream sharedS;
 static CUgraphExec single;
 static CUfunction fillFn; /* mode 5's fill kernel */
 
+static CUgraph kernelGraph(CUdeviceptr buf, int v, int host);
+
 static void *race(void *p) {
   long id = (long)p;
   const char *kindEnv = getenv("KIND");
@@ -283,12 +302,19 @@ static void *race(void *p) {
   if (kind == 2 || (kind == 3 && id % 2 == 0)) CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   CUstream cs = NULL;
   void *host = NULL;
+  const char *shape = getenv("SHAPE") ? getenv("SHAPE") : "full";
+  int keepMulti = getenv("KEEPMULTI") != NULL;
+  CUgraph keptG = NULL;
+  CUgraphExec kept = NULL;
+  if (keepMulti && id % 2) kept = multiExec(B, sharedB, sharedA, &keptG);
   if (kind == 4 && id % 2 == 0) {
     CK(cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
     CK(cuMemHostAlloc(&host, 1024, 0));
   }
   while (time(NULL) < end) {
-    if (id % 2) {
+    if (id % 2 && keepMulti) {
+      CK(cuGraphLaunch(kept, s));
+    } else if (id % 2) {
       CUgraph g;
       CUgraphExec x = multiExec(B, sharedB, sharedA, &g);
       CK(cuGraphLaunch(x, s));
@@ -305,11 +331,24 @@ static void *race(void *p) {
       CUgraphExec x;
       int v = 5, n = 256;
       void *params[3] = {&sharedA, &v, &n};
-      CK(cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_RELAXED));
-      CK(cuLaunchKernel(fillFn, 1, 1, 1, 256, 1, 1, 0, cs, params, NULL));
-      CK(cuMemcpyDtoHAsync(host, sharedA, 1024, cs));
-      if (!getenv("NOHOST")) CK(cuLaunchHostFunc(cs, hostNop, NULL));
-      CK(cuStreamEndCapture(cs, &g));
+      if (!strcmp(shape, "stream")) { /* no graph: the same work queued on the shared stream */
+        CK(cuLaunchKernel(fillFn, 1, 1, 1, 256, 1, 1, 0, s, params, NULL));
+        CK(cuMemcpyDtoHAsync(host, sharedA, 1024, s));
+        CK(cuLaunchHostFunc(s, hostNop, NULL));
+        __atomic_add_fetch(&rounds, 1, __ATOMIC_RELAXED);
+        continue;
+      }
+      if (!strcmp(shape, "explicit")) { /* a kernel node and a host node, added */
+        g = kernelGraph(sharedA, 5, 1);
+      } else {
+        CK(cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_RELAXED));
+        if (strcmp(shape, "hostonly")) {
+          CK(cuLaunchKernel(fillFn, 1, 1, 1, 256, 1, 1, 0, cs, params, NULL));
+          CK(cuMemcpyDtoHAsync(host, sharedA, 1024, cs));
+        }
+        if (!getenv("NOHOST")) CK(cuLaunchHostFunc(cs, hostNop, NULL));
+        CK(cuStreamEndCapture(cs, &g));
+      }
       CK(cuGraphInstantiateWithFlags(&x, g, 0));
       CK(cuGraphLaunch(x, getenv("SEPARATE") ? cs : s));
       CK(cuGraphExecDestroy(x));
@@ -335,6 +374,7 @@ static void *race(void *p) {
   CK(cuStreamSynchronize(s));
   if (kind == 2 || (kind == 3 && id % 2 == 0)) CK(cuStreamDestroy(s));
   if (cs) { CK(cuStreamSynchronize(cs)); CK(cuStreamDestroy(cs)); CK(cuMemFreeHost(host)); }
+  if (kept) { CK(cuStreamSynchronize(s)); CK(cuGraphExecDestroy(kept)); CK(cuGraphDestroy(keptG)); }
   CK(cuCtxPopCurrent(&top));
   return NULL;
 }
