@@ -48,9 +48,6 @@ type MatmulOptions struct {
 	// D as cuBLASLt sees it (the columns of a row-major D). 0: the
 	// smallest allowed. Only for epilogues with an auxiliary matrix.
 	AuxLD int
-	// AmaxD makes an FP8 plan write the largest absolute value of D to
-	// MatmulScales.AmaxD, which each RunWith must then name.
-	AmaxD bool
 	// Autotune, when above 1, times up to that many of the heuristic's
 	// candidates when the plan is made (on scratch buffers of the plan's
 	// shapes, on the handle's stream) and keeps the fastest. 0 or 1 takes
@@ -89,7 +86,6 @@ type planState struct {
 	cepi    Epilogue // epi as cuBLASLt sees the problem (forCUBLAS)
 	auxLD   int64    // the auxiliary matrix's leading dimension, 0 without one
 	fp8     bool     // A and B are 8-bit floats
-	amax    bool     // and the plan writes D's amax
 	sk      int      // the scalars' kind (ComputeType.scalarKind)
 	lt      cublasraw.LtHandle
 	desc    cublasraw.LtMatmulDesc
@@ -179,7 +175,7 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	if err != nil {
 		return nil, cl.fail(err)
 	}
-	st := &planState{hd: h, g: g, epi: opts.Epilogue, cepi: opts.Epilogue.forCUBLAS(g.Swapped), auxLD: ald, fp8: fp8, amax: opts.AmaxD, sk: sk}
+	st := &planState{hd: h, g: g, epi: opts.Epilogue, cepi: opts.Epilogue.forCUBLAS(g.Swapped), auxLD: ald, fp8: fp8, sk: sk}
 	if h.obj.Retain() {
 		st.href = lifetime.RefOf(&h.obj)
 	}
@@ -187,7 +183,7 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	if g.Swapped {
 		ta, tb = tb, ta
 	}
-	// The heuristic takes the auxiliary, scale and amax pointers' values
+	// The heuristic takes the auxiliary and scale pointers' values
 	// for the alignment they promise (it reads nothing there): it sees an
 	// address in the handle's workspace (256-byte aligned), 16 bytes in:
 	// the alignment Run requires of the auxiliary matrix.
@@ -227,7 +223,7 @@ func scaleType(sk int) cublasraw.CudaDataType {
 }
 
 // build makes the descriptors and asks the heuristic, stand standing for
-// the auxiliary, scale and amax pointers (set back to NULL after it); the
+// the auxiliary and scale pointers (set back to NULL after it); the
 // handle's lock is held and its context current.
 func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions, stand uintptr) error {
 	g := st.g
@@ -249,7 +245,7 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	if err := set(cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE, int32(st.cepi)); err != nil {
 		return err
 	}
-	if err := st.pointers(0, stand, stand, stand, stand); err != nil {
+	if err := st.pointers(0, stand, stand, stand); err != nil {
 		return err
 	}
 	ar, ac, br, bc := st.layoutDims()
@@ -280,13 +276,13 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	}
 	st.candidates = res[:got]
 	st.algo, st.wsBytes = res[0].Algo, res[0].WorkspaceSize
-	return st.pointers(0, 0, 0, 0, 0)
+	return st.pointers(0, 0, 0, 0)
 }
 
-// pointers sets the descriptor's bias, auxiliary, scale and amax
-// pointers (and the auxiliary matrix's leading dimension), those the
-// plan has. The handle's lock is held.
-func (st *planState) pointers(bias, aux, sa, sb, amax uintptr) error {
+// pointers sets the descriptor's bias, auxiliary and scale pointers (and
+// the auxiliary matrix's leading dimension), those the plan has. The
+// handle's lock is held.
+func (st *planState) pointers(bias, aux, sa, sb uintptr) error {
 	hs := st.hd.st
 	ptr := func(a cublasraw.LtMatmulDescAttributes, p uintptr) error {
 		return cublasraw.LtMatmulDescSetAttribute(st.desc, a, attr(hs, uint64(p)), 8)
@@ -306,12 +302,7 @@ func (st *planState) pointers(bias, aux, sa, sb, amax uintptr) error {
 		if err := ptr(cublasraw.CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sa); err != nil {
 			return err
 		}
-		if err := ptr(cublasraw.CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb); err != nil {
-			return err
-		}
-	}
-	if st.amax {
-		return ptr(cublasraw.CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, amax)
+		return ptr(cublasraw.CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb)
 	}
 	return nil
 }
@@ -490,7 +481,7 @@ func (p *MatmulPlan[TA, TB, TC]) run(op string, alpha float64, a Matrix[TA], b M
 		ptrs.sa, ptrs.sb = ptrs.sb, ptrs.sa
 	}
 	return cl.run(queued, func(hh cublasraw.Handle) error {
-		if err := st.pointers(ptrs.bias, ptrs.aux, ptrs.sa, ptrs.sb, ptrs.amax); err != nil {
+		if err := st.pointers(ptrs.bias, ptrs.aux, ptrs.sa, ptrs.sb); err != nil {
 			return err
 		}
 		al, be := exScalars(cl.st, st.sk, alpha, beta)

@@ -47,9 +47,9 @@ func autotune[TA, TB, TC Element](st *planState) error {
 	if st.epi.mask() {
 		aux = st.auxLD / 8 * g.N
 	}
-	// A, B, C and D, the bias (or its gradient), the auxiliary matrix, D's amax.
-	var ptrs [6]uintptr
-	for i, bytes := range []int64{g.LDA * ac * int64(sa), g.LDB * bc * int64(sb), g.LDC * g.N * esz, max(g.M, g.N) * esz, aux, 4} {
+	// A, B, C and D, the bias (or its gradient), the auxiliary matrix.
+	var ptrs [5]uintptr
+	for i, bytes := range []int64{g.LDA * ac * int64(sa), g.LDB * bc * int64(sb), g.LDC * g.N * esz, max(g.M, g.N) * esz, aux} {
 		b, err := scratch(bytes)
 		if err != nil {
 			return fmt.Errorf("cublas: %s: autotune's scratch: %w", op, err)
@@ -91,7 +91,7 @@ func autotune[TA, TB, TC Element](st *planState) error {
 			if st.epi.hasBias() || st.epi.biasGrad() {
 				bias = ptrs[3]
 			}
-			if err := st.pointers(bias, ptrs[4], 0, 0, ptrs[5]); err != nil {
+			if err := st.pointers(bias, ptrs[4], 0, 0); err != nil {
 				return err
 			}
 			al, be := exScalars(hs, st.sk, 1, 0)

@@ -133,7 +133,7 @@ type MatmulExtras[TC Element] struct {
 }
 
 // extraPtrs are the addresses of a Run's extra operands (0: none).
-type extraPtrs struct{ bias, aux, sa, sb, amax uintptr }
+type extraPtrs struct{ bias, aux, sa, sb uintptr }
 
 // extras holds and checks the Run's operands beyond A, B, C and D (their
 // presence is checked), appending their spans to ops.
@@ -191,13 +191,10 @@ func extras[TC Element](cl *call, st *planState, x MatmulExtras[TC], ops *opList
 		p.aux = px
 	}
 	var err error
-	if p.sa, err = scale(cl, "A scale", x.Scales.A, false, ops); err != nil {
+	if p.sa, err = scale(cl, "A scale", x.Scales.A, ops); err != nil {
 		return p, err
 	}
-	if p.sb, err = scale(cl, "B scale", x.Scales.B, false, ops); err != nil {
-		return p, err
-	}
-	p.amax, err = scale(cl, "AmaxD", x.Scales.AmaxD, true, ops)
+	p.sb, err = scale(cl, "B scale", x.Scales.B, ops)
 	return p, err
 }
 

@@ -9,16 +9,19 @@ import (
 )
 
 // MatmulScales are the scale factors of an FP8 plan's Run, each the first
-// element of a float32 buffer in device memory, read (or written) when
-// the matmul runs: D = alpha·a·b·op(A)·op(B) + beta·C with a and b the
-// values of A and B (nil: 1).
+// element of a float32 buffer in device memory, read when the matmul
+// runs: D = alpha·a·b·op(A)·op(B) + beta·C with a and b the values of A
+// and B (nil: 1).
 //
 // A MatmulPlan whose A and B are Float8E4M3 or Float8E5M2 multiplies
 // 8-bit floats on the tensor cores of GPUs of compute capability 8.9 and
 // later, as cuBLASLt allows:
 //
 //   - A and B: E4M3 by E4M3, E4M3 by E5M2 or E5M2 by E4M3 (not E5M2 by
-//     E5M2); D (and C, of D's type) Half, BFloat16 or float32;
+//     E5M2); D (and C, of D's type) Half, BFloat16 or float32. FP8
+//     outputs are not offered (cuBLASLt pairs an 8-bit D with a 16-bit
+//     C, and a plan's C has D's type), and so neither are the scales of
+//     C and D nor D's amax, which cuBLASLt computes for 8-bit outputs;
 //   - the compute type Compute32F (the default), alpha and beta float32;
 //   - cuBLASLt's A transposed and its B not ("TN"): with column-major
 //     views, A is the T() of a column-major K×M matrix and B a K×N one;
@@ -36,9 +39,6 @@ import (
 type MatmulScales struct {
 	// A and B scale the products (nil: 1).
 	A, B *driver.Buffer[float32]
-	// AmaxD receives the largest absolute value of D, for a plan made
-	// with MatmulOptions.AmaxD (and nil for any other).
-	AmaxD *driver.Buffer[float32]
 }
 
 // isFP8 reports whether T is an 8-bit float.
@@ -59,9 +59,6 @@ func checkFP8[TA, TB, TC Element](op string, hs *handleState, g blasview.GemmArg
 	if !fa && !fb {
 		if isFP8[TC]() {
 			return false, invalid(op, "D of 8-bit floats: FP8 plans have A and B of 8-bit floats and D of Half, BFloat16 or float32")
-		}
-		if opts.AmaxD {
-			return false, invalid(op, "AmaxD is for FP8 plans (A and B of 8-bit floats)")
 		}
 		return false, nil
 	}
@@ -116,22 +113,18 @@ func checkFP8[TA, TB, TC Element](op string, hs *handleState, g blasview.GemmArg
 	return true, nil
 }
 
-// scalesPresent checks that an FP8 plan's Run names the scales it may,
-// and AmaxD exactly when the plan was made for it; a plan that is not
-// FP8 takes none.
+// scalesPresent checks that a Run names scale factors only for an FP8
+// plan.
 func (st *planState) scalesPresent(op string, sc MatmulScales) error {
-	switch {
-	case !st.fp8 && (sc.A != nil || sc.B != nil || sc.AmaxD != nil):
+	if !st.fp8 && (sc.A != nil || sc.B != nil) {
 		return invalid(op, "scale factors are for FP8 plans (A and B of 8-bit floats)")
-	case st.fp8 && (sc.AmaxD != nil) != st.amax:
-		return invalid(op, "the plan was made with AmaxD %v, and the Run's AmaxD is nil: %v", st.amax, sc.AmaxD == nil)
 	}
 	return nil
 }
 
-// scale holds an FP8 plan's scale (or amax) buffer for the call and
-// returns the address of its first element (0 for nil).
-func scale(cl *call, name string, b *driver.Buffer[float32], out bool, ops *opList) (uintptr, error) {
+// scale holds an FP8 plan's scale buffer for the call and returns the
+// address of its first element (0 for nil).
+func scale(cl *call, name string, b *driver.Buffer[float32], ops *opList) (uintptr, error) {
 	if b == nil {
 		return 0, nil
 	}
@@ -142,7 +135,7 @@ func scale(cl *call, name string, b *driver.Buffer[float32], out bool, ops *opLi
 	if buf.Len < 1 {
 		return 0, short(cl.op, name, buf.Len, 1, "float32")
 	}
-	ops.add(operand{name: name, lo: p, hi: p + 4, out: out})
+	ops.add(operand{name: name, lo: p, hi: p + 4})
 	return p, nil
 }
 

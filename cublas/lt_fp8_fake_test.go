@@ -17,8 +17,7 @@ import (
 // TestMatmulPlanFP8FromFake: FP8 plans for each pair of 8-bit types
 // cuBLASLt takes and each type of D, column-major and row-major ("TN"
 // either way): D = alpha·a·b·op(A)·op(B) + beta·C with the scale factors
-// a and b from device memory, D's amax written, a bias for a 16-bit D;
-// exact against the plain-Go reference (rounded to D's type), and
+// a and b from device memory, a bias for a 16-bit D; exact against the plain-Go reference (rounded to D's type), and
 // without scales (1).
 func TestMatmulPlanFP8FromFake(t *testing.T) {
 	if !faketest.InCUBLASAndCUDAChild(t) {
@@ -44,7 +43,7 @@ func fp8FromFake[TA, TB f8, TC f8out](t *testing.T, e *fenv) {
 	}
 	da, db, dc := up(t, e.s, ah), up(t, e.s, bh), up(t, e.s, ch)
 	dd := up(t, e.s, make([]TC, m*n))
-	sa, sb, amax := up(t, e.s, []float32{0.5}), up(t, e.s, []float32{4}), up(t, e.s, []float32{-1})
+	sa, sb := up(t, e.s, []float32{0.5}), up(t, e.s, []float32{4})
 	_, f32 := any(*new(TC)).(float32)
 	for _, rowMajor := range []bool{false, true} {
 		A, B, D := fp8Views(da, db, dd, m, n, k, rowMajor)
@@ -56,12 +55,12 @@ func fp8FromFake[TA, TB f8, TC f8out](t *testing.T, e *fenv) {
 		for _, epi := range epis {
 			for _, scaled := range []bool{true, false} {
 				name := fmt.Sprintf("%T×%T→%T rowMajor=%v epilogue %d scaled=%v", *new(TA), *new(TB), *new(TC), rowMajor, epi, scaled)
-				p, err := cublas.NewMatmulPlan(e.h, A, B, D, &cublas.MatmulOptions{Epilogue: epi, AmaxD: scaled})
+				p, err := cublas.NewMatmulPlan(e.h, A, B, D, &cublas.MatmulOptions{Epilogue: epi})
 				require.NoError(t, err, name)
 				x := cublas.MatmulExtras[TC]{}
 				s1, s2 := 1.0, 1.0
 				if scaled {
-					x.Scales = cublas.MatmulScales{A: sa, B: sb, AmaxD: amax}
+					x.Scales = cublas.MatmulScales{A: sa, B: sb}
 					s1, s2 = 0.5, 4
 				}
 				var bias []float64
@@ -82,7 +81,7 @@ func fp8FromFake[TA, TB f8, TC f8out](t *testing.T, e *fenv) {
 					x.Bias = up(t, e.s, bh)
 				}
 				require.NoError(t, p.RunWith(2, A, B, 1, C, D, x), name)
-				want, wmax := fp8Want(m, n, k,
+				want := fp8Want(m, n, k,
 					func(i, j int) float64 { return opv(ah, A, i, j, f8Val[TA]) },
 					func(i, j int) float64 { return opv(bh, B, i, j, f8Val[TB]) },
 					func(i, j int) float64 { return outVal(ch[idx(C, i, j)]) }, 2, s1, s2, 1, bias, rowMajor, epi)
@@ -97,9 +96,6 @@ func fp8FromFake[TA, TB f8, TC f8out](t *testing.T, e *fenv) {
 						}
 					}
 				}
-				if scaled {
-					assert.Equal(t, float32(wmax), down(t, e.s, amax)[0], "%s: amax", name)
-				}
 				require.NoError(t, p.Close())
 			}
 		}
@@ -107,7 +103,7 @@ func fp8FromFake[TA, TB f8, TC f8out](t *testing.T, e *fenv) {
 }
 
 // TestMatmulPlanFP8HeldFromFake: a RunWith queued behind a closed gate
-// keeps its scale and amax buffers through their Close (the fakes count
+// keeps its scale buffers through their Close (the fakes count
 // no use of freed memory), and its result lands.
 func TestMatmulPlanFP8HeldFromFake(t *testing.T) {
 	if !faketest.InCUBLASAndCUDAChild(t) {
@@ -121,21 +117,21 @@ func TestMatmulPlanFP8HeldFromFake(t *testing.T) {
 	}
 	dd := up(t, e.s, make([]float32, m*n))
 	A, B, D := fp8Views(up(t, e.s, ah), up(t, e.s, bh), dd, m, n, k, false)
-	p, err := cublas.NewMatmulPlan(e.h, A, B, D, &cublas.MatmulOptions{AmaxD: true})
+	p, err := cublas.NewMatmulPlan(e.h, A, B, D, nil)
 	require.NoError(t, err)
 	defer p.Close()
-	var bufs [3]*driver.Buffer[float32]
-	for i, v := range []float32{2, 3, 0} {
+	var bufs [2]*driver.Buffer[float32]
+	for i, v := range []float32{2, 3} {
 		bufs[i], err = driver.AllocCopy(e.s, []float32{v})
 		require.NoError(t, err)
 	}
 	open := gate(t, e.s, 4)
-	require.NoError(t, p.RunWith(1, A, B, 0, D, D, cublas.MatmulExtras[float32]{Scales: cublas.MatmulScales{A: bufs[0], B: bufs[1], AmaxD: bufs[2]}}))
+	require.NoError(t, p.RunWith(1, A, B, 0, D, D, cublas.MatmulExtras[float32]{Scales: cublas.MatmulScales{A: bufs[0], B: bufs[1]}}))
 	for _, b := range bufs {
 		require.NoError(t, b.Close())
 	}
 	open()
-	want, _ := fp8Want(m, n, k,
+	want := fp8Want(m, n, k,
 		func(i, j int) float64 { return opv(ah, A, i, j, f8Val[cublas.Float8E4M3]) },
 		func(i, j int) float64 { return opv(bh, B, i, j, f8Val[cublas.Float8E4M3]) }, nil, 1, 2, 3, 0, nil, false, cublas.EpilogueNone)
 	got := down(t, e.s, dd)
@@ -150,8 +146,8 @@ func TestMatmulPlanFP8HeldFromFake(t *testing.T) {
 // TestMatmulPlanFP8RefusalsFromFake: what cuBLASLt refuses of FP8 is
 // refused before it is called, naming the operand: layouts other than
 // "TN", sizes and leading dimensions off 16, unaligned matrices, type
-// and compute combinations, epilogues, AmaxD mismatches, overlapping or
-// closed scales; nothing is queued.
+// and compute combinations, epilogues, scales written over D or closed;
+// nothing is queued.
 func TestMatmulPlanFP8RefusalsFromFake(t *testing.T) {
 	if !faketest.InCUBLASAndCUDAChild(t) {
 		return
@@ -204,10 +200,10 @@ func TestMatmulPlanFP8RefusalsFromFake(t *testing.T) {
 	db := up(t, e.s, make([]E4, k*n))
 	dd := up(t, e.s, data[float32](m*n+4, 1))
 	A, B, D = fp8Views(da, db, dd, m, n, k, false)
-	p, err := cublas.NewMatmulPlan(e.h, A, B, D, &cublas.MatmulOptions{AmaxD: true})
+	p, err := cublas.NewMatmulPlan(e.h, A, B, D, nil)
 	require.NoError(t, err)
 	defer p.Close()
-	sc := up(t, e.s, []float32{1, 1})
+	sc := up(t, e.s, []float32{1})
 	closed, err := driver.AllocCopy(e.s, []float32{1})
 	require.NoError(t, err)
 	require.NoError(t, closed.Close())
@@ -215,16 +211,12 @@ func TestMatmulPlanFP8RefusalsFromFake(t *testing.T) {
 	run := func(a cublas.Matrix[E4], d cublas.Matrix[float32], x X) func() error {
 		return func() error { return p.RunWith(1, a, B, 0, d, d, x) }
 	}
-	amax := cublas.MatmulScales{AmaxD: slice(t, sc, 1, 2)}
-	refusedRun(t, e, "no AmaxD", inv, "", "made with AmaxD true", dd, run(A, D, X{}))
-	refusedRun(t, e, "Run without AmaxD", inv, "", "made with AmaxD true", dd, func() error { return p.Run(1, A, B, 0, D, D, nil) })
 	off := cublas.Matrix[E4]{Buf: da, Offset: 1, Rows: k, Cols: m}.T()
-	refusedRun(t, e, "A unaligned", inv, "", "A: FP8 needs each matrix at a multiple of 16 bytes", dd, run(off, D, X{Scales: amax}))
+	refusedRun(t, e, "A unaligned", inv, "", "A: FP8 needs each matrix at a multiple of 16 bytes", dd, run(off, D, X{}))
 	dOff := cublas.Matrix[float32]{Buf: dd, Offset: 1, Rows: m, Cols: n}
-	refusedRun(t, e, "D unaligned", inv, "", "D: FP8 needs each matrix", dd, run(A, dOff, X{Scales: amax}))
-	refusedRun(t, e, "A scale closed", driver.ErrClosed, "", "A scale", dd, run(A, D, X{Scales: cublas.MatmulScales{A: closed, AmaxD: amax.AmaxD}}))
-	refusedRun(t, e, "amax over A's scale", cublas.ErrAlias, "AmaxD", "overlaps A scale", dd, run(A, D, X{Scales: cublas.MatmulScales{A: sc, AmaxD: sc}}))
-	refusedRun(t, e, "amax into D", cublas.ErrAlias, "AmaxD", "overlaps D", dd, run(A, D, X{Scales: cublas.MatmulScales{AmaxD: slice(t, dd, 3, 4)}}))
+	refusedRun(t, e, "D unaligned", inv, "", "D: FP8 needs each matrix", dd, run(A, dOff, X{}))
+	refusedRun(t, e, "A scale closed", driver.ErrClosed, "", "A scale", dd, run(A, D, X{Scales: cublas.MatmulScales{A: closed}}))
+	refusedRun(t, e, "B scale inside D", cublas.ErrAlias, "B scale", "overlaps D", dd, run(A, D, X{Scales: cublas.MatmulScales{B: slice(t, dd, 3, 4)}}))
 	// A scale may be B's too: both are read.
-	assert.NoError(t, p.RunWith(1, A, B, 0, D, D, X{Scales: cublas.MatmulScales{A: sc, B: sc, AmaxD: slice(t, sc, 1, 2)}}))
+	assert.NoError(t, p.RunWith(1, A, B, 0, D, D, X{Scales: cublas.MatmulScales{A: sc, B: sc}}))
 }

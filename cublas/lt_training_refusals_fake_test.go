@@ -111,7 +111,6 @@ func TestMatmulPlanTrainingRefusalsFromFake(t *testing.T) {
 		{"AuxLD below D's rows", cublas.MatmulOptions{Epilogue: cublas.EpilogueDGELU, AuxLD: 0 - 8}, "negative AuxLD"},
 		{"AuxLD without an auxiliary matrix", cublas.MatmulOptions{Epilogue: cublas.EpilogueBGradA, AuxLD: 8}, "no auxiliary matrix"},
 		{"an unknown epilogue", cublas.MatmulOptions{Epilogue: 3}, "unknown epilogue"},
-		{"AmaxD on a plan that is not FP8", cublas.MatmulOptions{AmaxD: true}, "AmaxD is for FP8"},
 	} {
 		p, err := cublas.NewMatmulPlan(e.h, A, B, D, &c.o)
 		assert.Nil(t, p, c.name)

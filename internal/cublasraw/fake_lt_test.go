@@ -16,7 +16,8 @@ import (
 
 // TestFakeLtMatmul: fakecublas's cuBLASLt: descriptors and layouts, the
 // heuristic's one algorithm, a strided-batch matmul with A transposed
-// into D (C kept), a destroyed layout is a bad use, nothing left live.
+// into D (C kept), D's amax refused (D is not FP8), a destroyed layout is
+// a bad use, nothing left live.
 func TestFakeLtMatmul(t *testing.T) {
 	if !faketest.InCUBLASAndCUDAChild(t) {
 		return
@@ -70,6 +71,15 @@ func TestFakeLtMatmul(t *testing.T) {
 	require.NoError(t, cublasraw.LtMatrixLayoutCreate(&l3, cublasraw.CUDA_R_32F, 3, 2, 3))
 	assert.ErrorIs(t, cublasraw.LtMatmul(lt, desc, alpha, da, la, db, lb, beta, dc, lc, dd, l3, nil, 0, 0, cublasraw.Stream(e.s)),
 		cublasraw.CUBLAS_STATUS_INVALID_VALUE, "D's shape is not op(A) op(B)'s")
+	// D's amax is cuBLASLt's for an FP8 D only: a float D refuses it.
+	_, amax := host(uint64(dd))
+	require.NoError(t, cublasraw.LtMatmulDescSetAttribute(desc, cublasraw.CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, amax, 8))
+	assert.ErrorIs(t, cublasraw.LtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, ld, pref, 2, &res[1], &n), cublasraw.CUBLAS_STATUS_INVALID_VALUE, "the heuristic with D's amax")
+	assert.ErrorIs(t, cublasraw.LtMatmul(lt, desc, alpha, da, la, db, lb, beta, dc, lc, dd, ld, &res[0].Algo, 0, 0, cublasraw.Stream(e.s)),
+		cublasraw.CUBLAS_STATUS_INVALID_VALUE, "a matmul with D's amax")
+	_, null := host(uint64(0))
+	require.NoError(t, cublasraw.LtMatmulDescSetAttribute(desc, cublasraw.CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, null, 8))
+	require.NoError(t, cublasraw.LtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, ld, pref, 2, &res[1], &n), "amax NULL again")
 
 	for _, l := range []cublasraw.LtMatrixLayout{la, lb, lc, ld, l3} {
 		require.NoError(t, cublasraw.LtMatrixLayoutDestroy(l))

@@ -62,7 +62,7 @@ struct task {
 	uintptr_t bias;                   /* and its bias vector (or bias gradient) */
 	int ta, tb;                       /* cublasLtMatmul: A's and B's element types (t: C's and D's) */
 	uintptr_t aux; long auxld;        /* the epilogue's auxiliary matrix (a ReLU mask or GELU's input) */
-	uintptr_t ascale, bscale, amax;   /* FP8: A's and B's scales, D's amax (float) */
+	uintptr_t ascale, bscale;         /* FP8: A's and B's scales (float) */
 };
 
 /* fakecublas.c */

@@ -21,7 +21,7 @@ struct ltobj {
 	int compute, scale, pmode, transa, transb, epilogue; /* desc */
 	uint64_t bias;                                       /* desc: BIAS_POINTER */
 	uint64_t aux; int64_t auxld;                         /* desc: EPILOGUE_AUX_POINTER, _LD */
-	uint64_t scales[4], amax;                            /* desc: A..D_SCALE_POINTER, AMAX_D_POINTER */
+	uint64_t scales[4], amax;                            /* desc: A..D_SCALE_POINTER, AMAX_D_POINTER (refused) */
 	int type, order, batch;                              /* layout */
 	uint64_t rows, cols;
 	int64_t ld, stride;
@@ -128,7 +128,8 @@ static cublasStatus_t set(void *field, size_t want, const void *buf, size_t size
 /* The descriptor attributes modelled: COMPUTE_TYPE, SCALE_TYPE,
    POINTER_MODE, TRANSA, TRANSB, EPILOGUE, BIAS_POINTER,
    EPILOGUE_AUX_POINTER, EPILOGUE_AUX_LD, A/B/C/D_SCALE_POINTER,
-   AMAX_D_POINTER; others NOT_SUPPORTED. */
+   AMAX_D_POINTER (kept, to be refused when not NULL: D is never FP8
+   here); others NOT_SUPPORTED. */
 cublasStatus_t cublasLtMatmulDescSetAttribute(void *d, int attr, const void *buf, size_t size) {
 	FAILLT("cublasLtMatmulDescSetAttribute");
 	cublasStatus_t r = get("cublasLtMatmulDescSetAttribute", d, LT_DESC, ST_INVALID_VALUE);
@@ -248,6 +249,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(void *h, void *d, void *a, void *b
 	if (count) *count = 0;
 	int T = shape("cublasLtMatmulAlgoGetHeuristic", h, d, a, b, c, dd);
 	if (T < 0) return (cublasStatus_t)-T;
+	if (((struct ltobj *)d)->amax) return ST_INVALID_VALUE; /* D's amax is for FP8 D, never here */
 	cublasStatus_t r = get("cublasLtMatmulAlgoGetHeuristic", pref, LT_PREF, ST_INVALID_VALUE);
 	if (r) return r;
 	if (requested <= 0 || !results || !count) return ST_INVALID_VALUE;
@@ -293,8 +295,8 @@ static float readf(uintptr_t p) { return p ? *(float *)p : 1; }
 
 /* epi_one computes one real matmul with A and B of their own types (FP8
    too), the scales, the epilogue (bias, activation, auxiliary output or
-   input, bias gradient) and amax, in double, and stores D once (through
-   a copy: C and D may be one matrix). */
+   input, bias gradient) in double, and stores D once (through a copy: C
+   and D may be one matrix). */
 static void epi_one(struct task *t, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d, double al, double be) {
 	long m = t->m, n = t->n, ct = t->t, ld = t->auxld;
 	int e = t->epilogue;
@@ -322,13 +324,8 @@ static void epi_one(struct task *t, uintptr_t a, uintptr_t b, uintptr_t c, uintp
 			if (gelu_aux(e) && !(e & 32)) v *= dgelu(creal(fcb_get(ct, t->aux, x))); /* DGELU */
 			out[i + j * m] = v;
 		}
-	double amax = 0;
 	for (long j = 0; j < n; j++)
-		for (long i = 0; i < m; i++) {
-			fcb_put(ct, d, i + j * t->ldd, out[i + j * m]);
-			if (fabs(out[i + j * m]) > amax) amax = fabs(out[i + j * m]);
-		}
-	if (t->amax) *(float *)t->amax = (float)amax;
+		for (long i = 0; i < m; i++) fcb_put(ct, d, i + j * t->ldd, out[i + j * m]);
 	if (e == 152 || e == 208) /* the sums of D's gradient along its rows */
 		for (long i = 0; i < m; i++) {
 			double g = 0;
@@ -355,7 +352,7 @@ static void matmul_exec(struct task *t) {
 	cplx al = fcb_alpha(t), be = fcb_beta(t);
 	for (long i = 0; i < t->batch; i++) {
 		uintptr_t a = t->a + i * t->sa * ea, b = t->b + i * t->sb * eb, c = t->c + i * t->sc * es, d = t->d + i * t->sd * es;
-		if (t->epilogue == 1 && t->ta == t->t && !t->ascale && !t->bscale && !t->amax)
+		if (t->epilogue == 1 && t->ta == t->t && !t->ascale && !t->bscale)
 			fcb_gemm_one(t, a, b, c, d, t->t, al, be);
 		else
 			epi_one(t, a, b, c, d, creal(al), creal(be));
@@ -386,9 +383,9 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 	if ((relu_mask(e) || gelu_aux(e)) && !Dsc->aux) return ST_INVALID_VALUE;
 	if (relu_mask(e) && (ald % 128 || ald < m)) return ST_INVALID_VALUE;
 	if (gelu_aux(e) && (ald % 8 || ald < m)) return ST_INVALID_VALUE;
-	/* Scales and amax for the types that have them: FP8 A and B; C and D
-	   are never FP8 here. */
-	if ((!fp8 && (Dsc->scales[0] || Dsc->scales[1] || Dsc->amax)) || Dsc->scales[2] || Dsc->scales[3]) return ST_INVALID_VALUE;
+	/* Scales for the types that have them: FP8 A and B; C and D are never
+	   FP8 here, so their scales and D's amax are refused. */
+	if ((!fp8 && (Dsc->scales[0] || Dsc->scales[1])) || Dsc->scales[2] || Dsc->scales[3] || Dsc->amax) return ST_INVALID_VALUE;
 	if (!ws && wssize) return ST_INVALID_VALUE;
 	struct task *t = fcb_task(fn, &lt_any, T);
 	t->pmode = Dsc->pmode;
@@ -408,7 +405,7 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 	t->epilogue = e;
 	t->bias = has_bias(e) || bgrad(e) ? (uintptr_t)Dsc->bias : 0;
 	t->aux = relu_mask(e) || gelu_aux(e) ? (uintptr_t)Dsc->aux : 0, t->auxld = ald;
-	t->ascale = (uintptr_t)Dsc->scales[0], t->bscale = (uintptr_t)Dsc->scales[1], t->amax = (uintptr_t)Dsc->amax;
+	t->ascale = (uintptr_t)Dsc->scales[0], t->bscale = (uintptr_t)Dsc->scales[1];
 	if (t->m == 0 || t->n == 0) {
 		free(t);
 		return ST_OK;
@@ -420,9 +417,9 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 	if (t->bias) fcb_range(t, t->bias, (size_t)(e == 512 ? t->n : t->m) * fcb_size(T));
 	if (t->aux && relu_mask(e)) fcb_range(t, t->aux, (size_t)((t->n - 1) * ald + t->m + 7) / 8);
 	if (t->aux && gelu_aux(e)) fcb_range(t, t->aux, fcb_mat(T, t->m, t->n, ald));
-	uintptr_t four[] = {t->ascale, t->bscale, t->amax};
-	for (int i = 0; i < 3; i++)
-		if (four[i]) fcb_range(t, four[i], 4);
+	uintptr_t scales[] = {t->ascale, t->bscale};
+	for (int i = 0; i < 2; i++)
+		if (scales[i]) fcb_range(t, scales[i], 4);
 	return fcb_submit(t, stream, 0);
 }
 
