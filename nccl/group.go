@@ -28,6 +28,7 @@ var calls struct {
 	pending []pendingOp  // the group's operations, launched by ncclGroupEnd
 	held    []int        // the devices whose call locks the group holds
 	current bool         // an operation pushed its context on the group's thread, current until the group ends
+	cur     cu.CUcontext // the context current there when current: the last operation's that was made current
 }
 
 // spare is the storage of an ended group's pending operations, handed to
@@ -171,24 +172,14 @@ func endGroup(outer bool) error {
 	switch {
 	case outer && calls.current:
 		// An operation's context is current (see call), pushed on the
-		// group's locked thread: make h current in its place, then pop it,
-		// leaving the thread's stack as the group found it. ncclGroupEnd
-		// runs even when h cannot be made current (the operation's stays,
-		// as it does when NCCL refused every operation, h == 0): skipped,
-		// NCCL's group would stay open on the thread, its operations never
-		// launched while what they name is released.
-		var serr error
-		if h != 0 {
-			serr = cu.CtxSetCurrent(h)
-		}
+		// group's locked thread, and alive: its operation, pending, holds
+		// its stream until finish. ncclGroupEnd runs with it, then it is
+		// popped, leaving the thread's stack as the group found it.
 		err = ncclraw.GroupEnd()
-		if err == nil {
-			err = serr
-		}
 		if e := cu.CtxSetCurrent(0); err == nil {
 			err = e
 		}
-		calls.current = false
+		calls.current, calls.cur = false, 0
 	case h != 0:
 		err = bound(h, ncclraw.GroupEnd)
 	default:

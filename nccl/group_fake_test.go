@@ -303,13 +303,13 @@ func TestGroupLeavesNoContextCurrentFromFake(t *testing.T) {
 	assert.Equal(t, []int32{6}, download(t, rs[0].s, b0), "both groups ran: 1+2, then 3+3")
 }
 
-// TestGroupEndsNCCLsGroupWhenItsContextCannotBeSetFromFake: at the end of
-// a group, making the launching context current fails (cuCtxSetCurrent).
-// ncclGroupEnd runs all the same: skipped, NCCL's group would stay open
-// on the thread, the operations would never be launched while what they
-// name is released, and later NCCL calls on that thread would join the
-// stale group. The thread is left without a current context.
-func TestGroupEndsNCCLsGroupWhenItsContextCannotBeSetFromFake(t *testing.T) {
+// TestGroupEndsNCCLsGroupWhenItsThreadCannotBeClearedFromFake: the group
+// end makes no context switch before ncclGroupEnd (an operation's context
+// is current already), and clearing the thread after it fails
+// (cuCtxSetCurrent). The failure is reported, and the group's operations
+// were launched all the same: NCCL's group did not stay open on the
+// thread, its operations unlaunched while what they name is released.
+func TestGroupEndsNCCLsGroupWhenItsThreadCannotBeClearedFromFake(t *testing.T) {
 	if !faketest.InNCCLAndCUDAChild(t) {
 		return
 	}
@@ -327,13 +327,14 @@ func TestGroupEndsNCCLsGroupWhenItsContextCannotBeSetFromFake(t *testing.T) {
 		if err := nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum); err != nil {
 			return err
 		}
-		faketest.FailNext(t, "cuCtxSetCurrent", 201) // the group end's (CUDA_ERROR_INVALID_CONTEXT)
+		faketest.FailNext(t, "cuCtxSetCurrent", 201) // the group end's clearing (CUDA_ERROR_INVALID_CONTEXT)
 		return nil
 	})
-	assert.Error(t, err, "the failed context switch is reported")
+	assert.Error(t, err, "the failed clearing is reported")
 	var h cu.CUcontext
 	require.NoError(t, cu.CtxGetCurrent(&h))
-	assert.Zero(t, h, "no context is left current")
+	assert.NotZero(t, h, "the clearing failed: the last operation's context is still current")
+	require.NoError(t, cu.CtxSetCurrent(0))
 	done := make(chan error, 1)
 	go func() {
 		err := rs[0].s.Synchronize()
@@ -438,5 +439,35 @@ func TestGroupEndsOnGoexitFromFake(t *testing.T) {
 	untilDone(t, done, "operations after the Goexit", 1)
 	require.NoError(t, s.Synchronize())
 	assert.EqualValues(t, before+102, faketest.NCCL(t, "fake_nccl_ops_run"), "the group's operation and the later ones ran")
+	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+}
+
+// TestGroupKeepsTheSameContextCurrentFromFake: in a group, an operation
+// whose context is current already (the previous operation's) makes no
+// context switch; the group's end makes none before ncclGroupEnd either,
+// only the clearing after it. Seen by arming a failure of the next
+// cuCtxSetCurrent before the second operation: it is the group end's
+// clearing that meets it.
+func TestGroupKeepsTheSameContextCurrentFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 1, nil)
+	b := upload(t, rs[0].s, []int32{5})
+	require.NoError(t, rs[0].s.Synchronize())
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	err := nccl.Group(func() error {
+		if err := nccl.AllReduce(rs[0].c, rs[0].s, b, b, nccl.Sum); err != nil {
+			return err
+		}
+		faketest.FailNext(t, "cuCtxSetCurrent", 201)
+		assert.NoError(t, nccl.AllReduce(rs[0].c, rs[0].s, b, b, nccl.Sum), "no context switch: nothing failed")
+		return nil
+	})
+	assert.Error(t, err, "the group end's clearing met the armed failure")
+	require.NoError(t, cu.CtxSetCurrent(0))
+	require.NoError(t, rs[0].s.Synchronize())
+	assert.Equal(t, []int32{5}, download(t, rs[0].s, b), "both all-reduces of one rank ran")
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
 }

@@ -185,20 +185,22 @@ func (p *pendingOp) drop() {
 // call makes h current and calls NCCL for o. On the open Group's thread
 // (inGroup), which Group keeps locked, h stays current until the group ends:
 // the group's first operation pushes it over what the thread had current,
-// the next ones replace it, and the group's end pops it, giving the thread
+// the next ones replace it (when it is not theirs already), and the
+// group's end pops it, giving the thread
 // back its context stack as it found it; otherwise the call locks its
 // thread and leaves the stack as it found it, as package driver does.
 func call(h cu.CUcontext, comm ncclraw.Comm, s ncclraw.Stream, o *operation, send, recv uintptr, inGroup bool) (err error) {
 	if inGroup {
-		if calls.current {
-			err = cu.CtxSetCurrent(h)
-		} else {
+		switch {
+		case !calls.current:
 			err = cu.CtxPushCurrent(h)
+		case calls.cur != h: // the same context stays current: no call
+			err = cu.CtxSetCurrent(h)
 		}
 		if err != nil {
 			return err
 		}
-		calls.current = true
+		calls.current, calls.cur = true, h
 		return callOp(comm, s, o, send, recv)
 	}
 	runtime.LockOSThread()
