@@ -45,8 +45,9 @@ type MatmulOptions struct {
 	// AuxLD is the leading dimension of the epilogue's auxiliary matrix
 	// (see EpilogueReLUAux): in bits for a ReLU mask, a multiple of 128;
 	// in elements for GELU's input, a multiple of 8; at least the rows of
-	// D as cuBLASLt sees it (the columns of a row-major D). 0: the
-	// smallest allowed. Only for epilogues with an auxiliary matrix.
+	// D as cuBLASLt sees it (the columns of a row-major D), at most
+	// 2^31-1 (as every leading dimension). 0: the smallest allowed. Only
+	// for epilogues with an auxiliary matrix.
 	AuxLD int
 	// Autotune, when above 1, times up to that many of the heuristic's
 	// candidates when the plan is made (on scratch buffers of the plan's

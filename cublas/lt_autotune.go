@@ -43,14 +43,21 @@ func autotune[TA, TB, TC Element](st *planState) error {
 		}
 	}()
 	esz := int64(sizeOf[TC]())
-	aux := st.auxLD * g.N * esz // GELU's input
-	if st.epi.mask() {
-		aux = st.auxLD / 8 * g.N
-	}
 	// A, B, C and D, the bias (or its gradient), the auxiliary matrix.
+	sizes := [5][3]int64{{g.LDA, ac, int64(sa)}, {g.LDB, bc, int64(sb)}, {g.LDC, g.N, esz}, {max(g.M, g.N), esz, 1}, {st.auxLD, g.N, esz}}
+	if st.epi.mask() {
+		sizes[4] = [3]int64{st.auxLD / 8, g.N, 1}
+	}
+	var bytes [5]int64 // all checked before any is allocated
+	for i, sz := range sizes {
+		var ok bool
+		if bytes[i], ok = sizeProduct(sz[0], sz[1], sz[2]); !ok {
+			return fmt.Errorf("cublas: %s: autotune's scratch: %d×%d×%d bytes is beyond 2^63-1: %w", op, sz[0], sz[1], sz[2], driver.ErrOutOfMemory)
+		}
+	}
 	var ptrs [5]uintptr
-	for i, bytes := range []int64{g.LDA * ac * int64(sa), g.LDB * bc * int64(sb), g.LDC * g.N * esz, max(g.M, g.N) * esz, aux} {
-		b, err := scratch(bytes)
+	for i := range bytes {
+		b, err := scratch(bytes[i])
 		if err != nil {
 			return fmt.Errorf("cublas: %s: autotune's scratch: %w", op, err)
 		}

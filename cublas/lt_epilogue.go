@@ -2,6 +2,7 @@ package cublas
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/blasview"
@@ -161,8 +162,8 @@ func extras[TC Element](cl *call, st *planState, x MatmulExtras[TC], ops *opList
 		if err != nil {
 			return p, err
 		}
-		need := st.auxLD / 8 * g.N
-		if buf.Len < need {
+		need, ok := sizeProduct(st.auxLD/8, g.N)
+		if !ok || buf.Len < need {
 			return p, short(op, "mask", buf.Len, need, fmt.Sprintf("bytes (AuxLD %d bits × %d columns)", st.auxLD, g.N))
 		}
 		if err := aligned16(op, "mask", pm); err != nil {
@@ -176,11 +177,11 @@ func extras[TC Element](cl *call, st *planState, x MatmulExtras[TC], ops *opList
 		if err != nil {
 			return p, err
 		}
-		need := (g.N-1)*st.auxLD + g.M
+		need, ok := (g.N-1)*st.auxLD+g.M, g.N <= math.MaxInt64/max(st.auxLD, 1)
 		if g.M == 0 || g.N == 0 {
 			need = 0
 		}
-		if buf.Len < need {
+		if !ok || buf.Len < need {
 			return p, short(op, "aux", buf.Len, need, fmt.Sprintf("elements ((%d-1)·AuxLD %d + %d)", g.N, st.auxLD, g.M))
 		}
 		if err := aligned16(op, "aux", px); err != nil {
@@ -219,6 +220,8 @@ func auxLD(op string, e Epilogue, ld int, m int64) (int64, error) {
 		return 0, invalid(op, "negative AuxLD %d", ld)
 	case ld == 0:
 		return auxDefault(e, m), nil
+	case int64(ld) > math.MaxInt32:
+		return 0, invalid(op, "AuxLD %d: a leading dimension beyond 2^31-1", ld)
 	case !e.mask() && !e.geluAux():
 		return 0, invalid(op, "AuxLD %d: the epilogue %d has no auxiliary matrix", ld, e)
 	case e.mask() && (ld%128 != 0 || int64(ld) < m):
@@ -317,4 +320,28 @@ func aligned16(op, name string, p uintptr) error {
 		return invalid(op, "%s: the address %#x is not a multiple of 16 bytes (use a Buffer.Slice that starts on one)", name, p)
 	}
 	return nil
+}
+
+// sizeProduct is the product of sizes, and false where a size is
+// negative or the product exceeds 2^63-1.
+func sizeProduct(x ...int64) (int64, bool) {
+	p := int64(1)
+	for _, v := range x {
+		if v < 0 {
+			return 0, false
+		}
+		if v == 0 {
+			p = 0
+		}
+	}
+	if p == 0 {
+		return 0, true
+	}
+	for _, v := range x {
+		if p > math.MaxInt64/v {
+			return 0, false
+		}
+		p *= v
+	}
+	return p, true
 }

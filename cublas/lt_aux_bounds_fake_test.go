@@ -1,0 +1,85 @@
+//go:build linux
+
+package cublas_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/cuda/cublas"
+	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/faketest"
+)
+
+// TestMatmulPlanAuxLDBoundFromFake: an AuxLD beyond 2^31-1 is refused when
+// the plan is made (2^61 and 2^62 once made the auxiliary matrix's size
+// wrap to a few bytes, and the matmul wrote far past a small buffer); the
+// largest allowed ones are planned, and a buffer far too small for them
+// is refused by Run, nothing queued.
+func TestMatmulPlanAuxLDBoundFromFake(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	e := newEnv(t)
+	const m, n, k = 8, 32, 2
+	A := cublas.ColMajorMatrix(up(t, e.s, data[float32](m*k, 1)), m, k)
+	B := cublas.ColMajorMatrix(up(t, e.s, data[float32](k*n, 2)), k, n)
+	dbuf := up(t, e.s, make([]float32, m*n))
+	D := cublas.ColMajorMatrix(dbuf, m, n)
+	for _, c := range []struct {
+		name string
+		o    cublas.MatmulOptions
+	}{
+		{"a mask's AuxLD 2^62", cublas.MatmulOptions{Epilogue: cublas.EpilogueReLUAux, AuxLD: 1 << 62}},
+		{"a mask's AuxLD 2^61", cublas.MatmulOptions{Epilogue: cublas.EpilogueDReLU, AuxLD: 1 << 61}},
+		{"a mask's AuxLD 2^31", cublas.MatmulOptions{Epilogue: cublas.EpilogueReLUAuxBias, AuxLD: 1 << 31}},
+		{"GELU's AuxLD 2^61", cublas.MatmulOptions{Epilogue: cublas.EpilogueGELUAux, AuxLD: 1 << 61}},
+		{"GELU's AuxLD 2^31", cublas.MatmulOptions{Epilogue: cublas.EpilogueDGELU, AuxLD: 1 << 31}},
+		{"GELU's AuxLD MaxInt", cublas.MatmulOptions{Epilogue: cublas.EpilogueDGELU, AuxLD: math.MaxInt &^ 7}},
+	} {
+		p, err := cublas.NewMatmulPlan(e.h, A, B, D, &c.o)
+		assert.Nil(t, p, c.name)
+		assert.ErrorIs(t, err, driver.ErrInvalidArgument, c.name)
+		assert.ErrorContains(t, err, "beyond 2^31-1", c.name)
+	}
+
+	const maskLD, geluLD = 1<<31 - 128, 1<<31 - 8
+	relu, err := cublas.NewMatmulPlan(e.h, A, B, D, &cublas.MatmulOptions{Epilogue: cublas.EpilogueReLUAux, AuxLD: maskLD})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, relu.Close()) }()
+	assert.Equal(t, maskLD, relu.AuxLD())
+	gelu, err := cublas.NewMatmulPlan(e.h, A, B, D, &cublas.MatmulOptions{Epilogue: cublas.EpilogueGELUAux, AuxLD: geluLD})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, gelu.Close()) }()
+	assert.Equal(t, geluLD, gelu.AuxLD())
+	type X = cublas.MatmulExtras[float32]
+	mask, aux := up(t, e.s, make([]byte, 64)), up(t, e.s, make([]float32, 64))
+	refusedRun(t, e, "a 64-byte mask for AuxLD 2^31-128", cublas.ErrOutOfBounds, "mask", "needs 8589934080 bytes", dbuf,
+		func() error { return relu.RunWith(1, A, B, 0, D, D, X{Mask: mask}) })
+	refusedRun(t, e, "a 64-element aux for AuxLD 2^31-8", cublas.ErrOutOfBounds, "aux", "aux needs", dbuf,
+		func() error { return gelu.RunWith(1, A, B, 0, D, D, X{Aux: aux}) })
+}
+
+// TestMatmulPlanAutotuneScratchBoundFromFake: autotuning a plan whose
+// scratch auxiliary matrix would pass 2^63 bytes (AuxLD 2^31-8 by 2^31-1
+// columns of float32) fails with an error matching driver.ErrOutOfMemory
+// before any scratch is allocated, leaving nothing behind.
+func TestMatmulPlanAutotuneScratchBoundFromFake(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	e := newEnv(t)
+	faketest.CUBLAS(t, "fake_cublaslt_set_algos", 2)
+	t.Cleanup(func() { faketest.CUBLAS(t, "fake_cublaslt_set_algos", 1) })
+	const n = 1<<31 - 1
+	var f *driver.Buffer[float32]
+	p, err := cublas.NewMatmulPlan(e.h, cublas.ColMajorMatrix(f, 8, 2), cublas.ColMajorMatrix(f, 2, n), cublas.ColMajorMatrix(f, 8, n),
+		&cublas.MatmulOptions{Epilogue: cublas.EpilogueGELUAux, AuxLD: 1<<31 - 8, Autotune: 2})
+	assert.Nil(t, p)
+	require.ErrorIs(t, err, driver.ErrOutOfMemory)
+	assert.ErrorContains(t, err, "autotune's scratch")
+	assert.Zero(t, faketest.CUBLAS(t, "fake_cublaslt_live_descs"), "the plan's descriptors are destroyed")
+}
