@@ -161,7 +161,7 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	if g.Needs64 {
 		return nil, invalid(op, "a size or leading dimension beyond 2^31-1")
 	}
-	ald, err := auxLD(op, opts.Epilogue, opts.AuxLD, g.M)
+	ald, err := auxLD(op, opts.Epilogue, opts.AuxLD, g.M, g.N)
 	if err != nil {
 		return nil, err
 	}

@@ -83,3 +83,40 @@ func TestMatmulPlanAutotuneScratchBoundFromFake(t *testing.T) {
 	assert.ErrorContains(t, err, "autotune's scratch")
 	assert.Zero(t, faketest.CUBLAS(t, "fake_cublaslt_live_descs"), "the plan's descriptors are destroyed")
 }
+
+// TestMatmulPlanAuxWholeColumnsFromFake: GELU's input is AuxLD·N
+// elements, whole columns (cuBLASLt may write a column's last 16-byte
+// unit whole, past D's rows): a buffer ending at the last element of D's
+// rows, (N-1)·AuxLD + M, is refused, nothing queued; whole columns run.
+func TestMatmulPlanAuxWholeColumnsFromFake(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	e := newEnv(t)
+	const m, n, k = 4, 3, 2
+	A := cublas.ColMajorMatrix(up(t, e.s, data[float32](m*k, 1)), m, k)
+	B := cublas.ColMajorMatrix(up(t, e.s, data[float32](k*n, 2)), k, n)
+	dbuf := up(t, e.s, make([]float32, m*n))
+	D := cublas.ColMajorMatrix(dbuf, m, n)
+	type X = cublas.MatmulExtras[float32]
+	for _, epi := range []cublas.Epilogue{cublas.EpilogueGELUAux, cublas.EpilogueDGELU} {
+		p, err := cublas.NewMatmulPlan(e.h, A, B, D, &cublas.MatmulOptions{Epilogue: epi})
+		require.NoError(t, err)
+		ld := p.AuxLD()
+		require.Equal(t, 8, ld)
+		short := up(t, e.s, make([]float32, (n-1)*ld+m))
+		refusedRun(t, e, "GELU's input short of whole columns", cublas.ErrOutOfBounds, "aux", "needs 24 elements", dbuf,
+			func() error { return p.RunWith(1, A, B, 0, D, D, X{Aux: short}) })
+		whole := up(t, e.s, make([]float32, n*ld))
+		assert.NoError(t, p.RunWith(1, A, B, 0, D, D, X{Aux: whole}), "epilogue %d", epi)
+		down(t, e.s, dbuf)
+		assert.NoError(t, p.Close())
+	}
+	// A mask is whole columns already: AuxLD/8·N bytes.
+	p, err := cublas.NewMatmulPlan(e.h, A, B, D, &cublas.MatmulOptions{Epilogue: cublas.EpilogueDReLU})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, p.Close()) }()
+	refusedRun(t, e, "a mask short of whole columns", cublas.ErrOutOfBounds, "mask", "needs 48 bytes", dbuf,
+		func() error { return p.RunWith(1, A, B, 0, D, D, X{Mask: up(t, e.s, make([]byte, 47))}) })
+	assert.NoError(t, p.RunWith(1, A, B, 0, D, D, X{Mask: up(t, e.s, make([]byte, 48))}))
+}

@@ -19,7 +19,10 @@ import (
 // counted from the least significant, of byte x/8; 1 where the ReLU's
 // input was positive), in MatmulExtras.Mask; for GELU it holds GELU's
 // input (the product plus the bias), of D's element type, in
-// MatmulExtras.Aux.
+// MatmulExtras.Aux. Its buffer holds whole columns, AuxLD bits or
+// elements each: cuBLASLt stores the auxiliary matrix in 16-byte units,
+// and may write a column's last unit whole, past D's rows (what lies
+// between D's rows and AuxLD in a column is not kept).
 //
 // A bias gradient is written to MatmulExtras.Bias (BGradA's and
 // BGradB's also to Run's bias): for
@@ -121,13 +124,14 @@ type MatmulExtras[TC Element] struct {
 	// epilogues for its length). It may not overlap D.
 	Bias *driver.Buffer[TC]
 	// Mask is the ReLU bit mask of ReLUAux, ReLUAuxBias (written), DReLU
-	// and DReLUBGrad (read): at least AuxLD·N/8 bytes for an M×N D as
-	// cuBLASLt sees it (M the rows of a column-major D, the columns of a
-	// row-major one), at an address that is a multiple of 16.
+	// and DReLUBGrad (read): at least AuxLD·N/8 bytes (N whole columns)
+	// for an M×N D as cuBLASLt sees it (N the columns of a column-major
+	// D, the rows of a row-major one), at an address that is a multiple
+	// of 16.
 	Mask *driver.Buffer[byte]
 	// Aux is GELU's input, of GELUAux, GELUAuxBias (written), DGELU and
-	// DGELUBGrad (read): at least (N-1)·AuxLD + M elements, at an address
-	// that is a multiple of 16.
+	// DGELUBGrad (read): at least AuxLD·N elements (N whole columns, as
+	// for the mask), at an address that is a multiple of 16.
 	Aux *driver.Buffer[TC]
 	// Scales are an FP8 plan's scale factors (the zero value elsewhere).
 	Scales MatmulScales
@@ -177,18 +181,14 @@ func extras[TC Element](cl *call, st *planState, x MatmulExtras[TC], ops *opList
 		if err != nil {
 			return p, err
 		}
-		need, ok := (g.N-1)*st.auxLD+g.M, g.N <= math.MaxInt64/max(st.auxLD, 1)
-		if g.M == 0 || g.N == 0 {
-			need = 0
-		}
+		need, ok := sizeProduct(st.auxLD, g.N) // whole columns
 		if !ok || buf.Len < need {
-			return p, short(op, "aux", buf.Len, need, fmt.Sprintf("elements ((%d-1)·AuxLD %d + %d)", g.N, st.auxLD, g.M))
+			return p, short(op, "aux", buf.Len, need, fmt.Sprintf("elements (AuxLD %d × %d columns)", st.auxLD, g.N))
 		}
 		if err := aligned16(op, "aux", px); err != nil {
 			return p, err
 		}
-		x0, x1 := span(px, g.M, g.N, st.auxLD, esz)
-		ops.add(operand{"aux", x0, x1, st.epi.auxOut()})
+		ops.add(operand{"aux", px, px + uintptr(need)*esz, st.epi.auxOut()})
 		p.aux = px
 	}
 	var err error
@@ -212,9 +212,9 @@ func auxDefault(e Epilogue, m int64) int64 {
 	return 0
 }
 
-// auxLD checks the option AuxLD against the epilogue and the rows m of D
-// as cuBLASLt sees them, and returns the leading dimension to use.
-func auxLD(op string, e Epilogue, ld int, m int64) (int64, error) {
+// auxLD checks the option AuxLD against the epilogue and D (m×n as
+// cuBLASLt sees it), and returns the leading dimension to use.
+func auxLD(op string, e Epilogue, ld int, m, n int64) (int64, error) {
 	switch {
 	case ld < 0:
 		return 0, invalid(op, "negative AuxLD %d", ld)

@@ -201,7 +201,7 @@ func (tg *trainGPU[T]) run() {
 			continue
 		}
 		ld := p.AuxLD()
-		aux := upload(t, g, make([]T, (N-1)*ld+M))
+		aux := upload(t, g, make([]T, N*ld)) // whole columns
 		x := cublas.MatmulExtras[T]{Aux: aux}
 		in := func(i, j int) float64 { return tg.z[i*n+j] }
 		if epi == cublas.EpilogueGELUAuxBias {

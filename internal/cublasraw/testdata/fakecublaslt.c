@@ -415,8 +415,10 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 	lrange(t, t->c, Cl);
 	lrange(t, t->d, Dl);
 	if (t->bias) fcb_range(t, t->bias, (size_t)(e == 512 ? t->n : t->m) * fcb_size(T));
-	if (t->aux && relu_mask(e)) fcb_range(t, t->aux, (size_t)((t->n - 1) * ald + t->m + 7) / 8);
-	if (t->aux && gelu_aux(e)) fcb_range(t, t->aux, fcb_mat(T, t->m, t->n, ald));
+	/* The auxiliary matrix's whole columns: cuBLASLt stores it in 16-byte
+	   units, and may write a column's last one whole, past D's rows. */
+	if (t->aux && relu_mask(e)) fcb_range(t, t->aux, (size_t)t->n * (size_t)ald / 8);
+	if (t->aux && gelu_aux(e)) fcb_range(t, t->aux, (size_t)t->n * (size_t)ald * fcb_size(T));
 	uintptr_t scales[] = {t->ascale, t->bscale};
 	for (int i = 0; i < 2; i++)
 		if (scales[i]) fcb_range(t, scales[i], 4);
