@@ -128,7 +128,7 @@ func tview[T Element](m Matrix[T]) blasview.Matrix {
 // fails with an error matching ErrNotSupported. A and B of 8-bit floats
 // make an FP8 plan, whose rules MatmulScales lists; an epilogue with an
 // auxiliary matrix gets its leading dimension here (MatmulOptions.AuxLD,
-// MatmulPlan.AuxLD).
+// MatmulPlan.AuxLD) and needs a D that is not empty.
 func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d Matrix[TC], o *MatmulOptions) (*MatmulPlan[TA, TB, TC], error) {
 	const op = "NewMatmulPlan"
 	var opts MatmulOptions

@@ -3,6 +3,7 @@
 package cublas_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/purecuda/cuda/cublas"
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/blasview"
 	"github.com/purecuda/cuda/internal/faketest"
 )
 
@@ -119,4 +121,52 @@ func TestMatmulPlanAuxWholeColumnsFromFake(t *testing.T) {
 	refusedRun(t, e, "a mask short of whole columns", cublas.ErrOutOfBounds, "mask", "needs 48 bytes", dbuf,
 		func() error { return p.RunWith(1, A, B, 0, D, D, X{Mask: up(t, e.s, make([]byte, 47))}) })
 	assert.NoError(t, p.RunWith(1, A, B, 0, D, D, X{Mask: up(t, e.s, make([]byte, 48))}))
+}
+
+// TestMatmulPlanAuxEmptyDFromFake: the epilogues with an auxiliary matrix
+// refuse an empty D when the plan is made (ErrShape, naming D), whichever
+// dimension is 0 and whatever the layout; other epilogues plan it, and
+// their Run does nothing.
+func TestMatmulPlanAuxEmptyDFromFake(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	e := newEnv(t)
+	var f *driver.Buffer[float32]
+	for _, l := range []cublas.Layout{cublas.ColMajor, cublas.RowMajor} {
+		for _, mn := range [][2]int{{0, 3}, {4, 0}} {
+			A := cublas.Matrix[float32]{Buf: f, Rows: mn[0], Cols: 2, Layout: l}
+			B := cublas.Matrix[float32]{Buf: f, Rows: 2, Cols: mn[1], Layout: l}
+			D := cublas.Matrix[float32]{Buf: f, Rows: mn[0], Cols: mn[1], Layout: l}
+			for _, te := range trainingEpilogues {
+				name := fmt.Sprintf("%s, D %d×%d, layout %d", te.name, mn[0], mn[1], l)
+				for _, ld := range []int{0, 128} {
+					p, err := cublas.NewMatmulPlan(e.h, A, B, D, &cublas.MatmulOptions{Epilogue: te.epi, AuxLD: ld})
+					if !te.mask && !te.aux {
+						if ld == 0 && assert.NoError(t, err, name) {
+							assert.Zero(t, p.AuxLD(), name)
+							assert.NoError(t, p.Close())
+						}
+						continue
+					}
+					assert.Nil(t, p, name)
+					require.ErrorIs(t, err, cublas.ErrShape, name)
+					var be *blasview.Error
+					if assert.ErrorAs(t, err, &be, name) {
+						assert.Equal(t, "D", be.Operand, name)
+					}
+					assert.ErrorContains(t, err, "D is empty", name)
+				}
+			}
+		}
+	}
+	// An empty plan without an auxiliary matrix runs, doing nothing.
+	A, B := cublas.ColMajorMatrix(up(t, e.s, []float32{1, 2}), 0, 2), cublas.ColMajorMatrix(up(t, e.s, []float32{1, 2, 3, 4, 5, 6}), 2, 3)
+	D := cublas.ColMajorMatrix(up(t, e.s, []float32{7}), 0, 3)
+	p, err := cublas.NewMatmulPlan(e.h, A, B, D, &cublas.MatmulOptions{Epilogue: cublas.EpilogueBGradB})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, p.Close()) }()
+	grad := up(t, e.s, make([]float32, 3))
+	assert.NoError(t, p.RunWith(1, A, B, 0, D, D, cublas.MatmulExtras[float32]{Bias: grad}))
+	assert.Equal(t, []float32{7}, down(t, e.s, D.Buf))
 }

@@ -22,7 +22,9 @@ import (
 // MatmulExtras.Aux. Its buffer holds whole columns, AuxLD bits or
 // elements each: cuBLASLt stores the auxiliary matrix in 16-byte units,
 // and may write a column's last unit whole, past D's rows (what lies
-// between D's rows and AuxLD in a column is not kept).
+// between D's rows and AuxLD in a column is not kept). These epilogues
+// need a D of at least one row and one column: NewMatmulPlan refuses an
+// empty one (ErrShape).
 //
 // A bias gradient is written to MatmulExtras.Bias (BGradA's and
 // BGradB's also to Run's bias): for
@@ -215,6 +217,10 @@ func auxDefault(e Epilogue, m int64) int64 {
 // auxLD checks the option AuxLD against the epilogue and D (m×n as
 // cuBLASLt sees it), and returns the leading dimension to use.
 func auxLD(op string, e Epilogue, ld int, m, n int64) (int64, error) {
+	if (e.mask() || e.geluAux()) && (m == 0 || n == 0) {
+		return 0, &blasview.Error{Func: op, Operand: "D", Kind: ErrShape,
+			Detail: fmt.Sprintf("the epilogue %d stores or reads an auxiliary matrix of D's shape, and D is empty (%d×%d as cuBLASLt sees it)", e, m, n)}
+	}
 	switch {
 	case ld < 0:
 		return 0, invalid(op, "negative AuxLD %d", ld)
