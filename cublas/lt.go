@@ -184,13 +184,21 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	if g.Swapped {
 		ta, tb = tb, ta
 	}
-	// The heuristic takes the auxiliary and scale pointers' values
-	// for the alignment they promise (it reads nothing there): it sees an
-	// address in the handle's workspace (256-byte aligned), 16 bytes in:
-	// the alignment Run requires of the auxiliary matrix.
-	var stand uintptr
-	if fp8 || ald > 0 {
-		stand = cl.st.wsPtr + 16
+	// The heuristic takes the bias, auxiliary and scale pointers' values
+	// for the alignment they promise (it reads nothing there): it sees
+	// addresses in the handle's workspace (256-byte aligned) with only
+	// the alignment Run requires: one element in for the bias (or its
+	// gradient), 16 bytes in for the auxiliary matrix, 4 for the scales.
+	var stand extraPtrs
+	ws := cl.st.wsPtr
+	if opts.Epilogue.hasBias() || opts.Epilogue.biasGrad() {
+		stand.bias = ws + sizeOf[TC]()
+	}
+	if ald > 0 {
+		stand.aux = ws + 16
+	}
+	if fp8 {
+		stand.sa, stand.sb = ws+4, ws+4
 	}
 	err = cl.run(noWork, func(cublasraw.Handle) error { return st.build(ta, tb, tc, opts, stand) })
 	if err == nil && len(st.candidates) > 1 {
@@ -223,10 +231,11 @@ func scaleType(sk int) cublasraw.CudaDataType {
 	return cublasraw.CUDA_R_32F
 }
 
-// build makes the descriptors and asks the heuristic, stand standing for
-// the auxiliary and scale pointers (set back to NULL after it); the
-// handle's lock is held and its context current.
-func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions, stand uintptr) error {
+// build makes the descriptors and asks the heuristic, with stand-ins for
+// the bias, auxiliary and scale pointers (set back to NULL after it) and
+// the matrices' alignment Run requires; the handle's lock is held and its
+// context current.
+func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions, stand extraPtrs) error {
 	g := st.g
 	if err := cublasraw.LtCreate(&st.lt); err != nil {
 		return err
@@ -246,7 +255,7 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	if err := set(cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE, int32(st.cepi)); err != nil {
 		return err
 	}
-	if err := st.pointers(0, stand, stand, stand); err != nil {
+	if err := st.pointers(stand.bias, stand.aux, stand.sa, stand.sb); err != nil {
 		return err
 	}
 	ar, ac, br, bc := st.layoutDims()
@@ -265,6 +274,14 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	ws := attr(st.hd.st, uint64(st.hd.st.wsBytes))
 	if err := cublasraw.LtMatmulPreferenceSetAttribute(st.pref, cublasraw.CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ws, 8); err != nil {
 		return err
+	}
+	// Algorithms that take A, B, C and D at any 16-byte boundary (the
+	// default assumes 256; a plan's elements are at most 8 bytes).
+	for _, a := range []cublasraw.LtMatmulPreferenceAttributes{cublasraw.CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+		cublasraw.CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, cublasraw.CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, cublasraw.CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES} {
+		if err := cublasraw.LtMatmulPreferenceSetAttribute(st.pref, a, attr(st.hd.st, uint32(matrixAlign)), 4); err != nil {
+			return err
+		}
 	}
 	want := max(1, min(opts.Autotune, 16))
 	res := make([]cublasraw.LtMatmulHeuristicResult, want)
@@ -385,10 +402,15 @@ func (p *MatmulPlan[TA, TB, TC]) Tuned() []time.Duration {
 // Epilogues with an auxiliary matrix, and FP8 plans' scale factors, take
 // RunWith.
 //
-// Views are checked against their buffers as for Gemm; alpha and beta are
-// converted to the compute type's scalar type. Run needs the plan's Handle
-// open: after Handle.Close it fails with driver.ErrClosed, while the plan
-// still holds the cuBLAS handle for its own release.
+// Views are checked against their buffers as for Gemm, and each matrix
+// must start on a 16-byte boundary: the address of its first element
+// (its buffer's, which an allocation aligns and a Buffer.Slice need not,
+// plus the view's Offset in bytes) a multiple of 16; otherwise Run fails
+// with an error naming the matrix and matching driver.ErrInvalidArgument,
+// nothing queued. alpha and beta are converted to the compute type's
+// scalar type. Run needs the plan's Handle open: after Handle.Close it
+// fails with driver.ErrClosed, while the plan still holds the cuBLAS
+// handle for its own release.
 func (p *MatmulPlan[TA, TB, TC]) Run(alpha float64, a Matrix[TA], b Matrix[TB], beta float64, c, d Matrix[TC], bias *driver.Buffer[TC]) error {
 	return p.run("MatmulPlan.Run", alpha, a, b, beta, c, d, MatmulExtras[TC]{Bias: bias})
 }
@@ -462,14 +484,12 @@ func (p *MatmulPlan[TA, TB, TC]) run(op string, alpha float64, a Matrix[TA], b M
 	}
 	d0, d1 := span(D, g.M, g.N, g.LDC, esz)
 	ops := opList{ops: [10]operand{{"A", a0, a1, false}, {"B", b0, b1, false}, {"C", c0, c1, false}, {"D", d0, d1, true}}, n: 4}
-	if st.fp8 {
-		names := [4]string{"A", "B", "D", "C"}
-		if gd.Swapped {
-			names[0], names[1] = "B", "A"
-		}
-		if err := fp8Aligned(op, names, [4]uintptr{A, B, D, C}); err != nil {
-			return cl.fail(err)
-		}
+	names := [4]string{"A", "B", "D", "C"}
+	if gd.Swapped {
+		names[0], names[1] = "B", "A"
+	}
+	if err := matricesAligned(op, names, [4]uintptr{A, B, D, C}); err != nil {
+		return cl.fail(err)
 	}
 	ptrs, err := extras(&cl, st, x, &ops)
 	if err != nil {

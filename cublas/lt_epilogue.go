@@ -351,3 +351,19 @@ func sizeProduct(x ...int64) (int64, bool) {
 	}
 	return p, true
 }
+
+// matrixAlign is the alignment, in bytes, a plan's algorithm may assume
+// of A, B, C and D (cuBLASLt's preferences), and Run requires.
+const matrixAlign = 16
+
+// matricesAligned refuses a matrix of a Run (cuBLASLt's A and B, D, C,
+// as names gives them) whose first element's address is not a multiple
+// of matrixAlign.
+func matricesAligned(op string, names [4]string, ptrs [4]uintptr) error {
+	for i, p := range ptrs {
+		if p%matrixAlign != 0 {
+			return invalid(op, "%s: a MatmulPlan needs each matrix to start on a %d-byte boundary; its first element is at %#x (use a view whose Offset starts on one)", names[i], matrixAlign, p)
+		}
+	}
+	return nil
+}
