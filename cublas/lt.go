@@ -398,19 +398,20 @@ func (p *MatmulPlan[TA, TB, TC]) Tuned() []time.Duration {
 // or extra bias is refused, matching driver.ErrInvalidArgument). Its first
 // elements are read, one per row of a column-major D, per column of a
 // row-major one; a shorter buffer is ErrOutOfBounds (use Buffer.Slice for
-// part of one). For BGradA and BGradB it receives the bias gradient.
+// part of one: the bias may start at any element). For BGradA and BGradB
+// it receives the bias gradient.
 // Epilogues with an auxiliary matrix, and FP8 plans' scale factors, take
 // RunWith.
 //
 // Views are checked against their buffers as for Gemm, and each matrix
 // must start on a 16-byte boundary: the address of its first element
 // (its buffer's, which an allocation aligns and a Buffer.Slice need not,
-// plus the view's Offset in bytes) a multiple of 16; otherwise Run fails
-// with an error naming the matrix and matching driver.ErrInvalidArgument,
-// nothing queued. alpha and beta are converted to the compute type's
-// scalar type. Run needs the plan's Handle open: after Handle.Close it
-// fails with driver.ErrClosed, while the plan still holds the cuBLAS
-// handle for its own release.
+// plus Offset elements) a multiple of 16; otherwise Run fails with an
+// error naming the matrix and matching driver.ErrInvalidArgument, nothing
+// queued. alpha and beta are converted to the compute type's scalar
+// type. Run needs the plan's Handle open: after Handle.Close it fails
+// with driver.ErrClosed, while the plan still holds the cuBLAS handle for
+// its own release.
 func (p *MatmulPlan[TA, TB, TC]) Run(alpha float64, a Matrix[TA], b Matrix[TB], beta float64, c, d Matrix[TC], bias *driver.Buffer[TC]) error {
 	return p.run("MatmulPlan.Run", alpha, a, b, beta, c, d, MatmulExtras[TC]{Bias: bias})
 }
