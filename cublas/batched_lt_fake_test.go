@@ -200,10 +200,10 @@ func planEveryWay[T cublas.Real](t *testing.T, e *fenv, compute cublas.ComputeTy
 						if oa != cublas.NoTrans {
 							ar, ac = k, m
 						}
-						a, ah := shape[T](t, e.s, ar, ac, la, oa, true, 1)
-						b, bh := shape[T](t, e.s, k, n, lb, cublas.NoTrans, false, 2)
-						c, ch := shape[T](t, e.s, m, n, ld, cublas.NoTrans, true, 3)
-						d, dh := shape[T](t, e.s, m, n, ld, cublas.NoTrans, true, 4)
+						a, ah := shape16[T](t, e.s, ar, ac, la, oa, true, 1)
+						b, bh := shape16[T](t, e.s, k, n, lb, cublas.NoTrans, false, 2)
+						c, ch := shape16[T](t, e.s, m, n, ld, cublas.NoTrans, true, 3)
+						d, dh := shape16[T](t, e.s, m, n, ld, cublas.NoTrans, true, 4)
 						p, err := cublas.NewMatmulPlan(e.h, a, b, d, &cublas.MatmulOptions{Compute: compute, Epilogue: epi})
 						require.NoError(t, err, name)
 						var bias *driver.Buffer[T]

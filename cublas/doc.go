@@ -46,7 +46,9 @@
 // A MatmulPlan is a cuBLASLt matmul with an epilogue (ReLU, GELU, a bias,
 // or both) whose descriptors and algorithm are chosen once, optionally by
 // timing the heuristic's candidates (MatmulOptions.Autotune), and reused by
-// every Run on the handle's stream, with the handle's workspace.
+// every Run on the handle's stream, with the handle's workspace. Each of
+// its matrices starts on a 16-byte boundary (a view's first element; any
+// allocation's start is one), its bias at any element.
 //
 // Training has epilogues of its own (EpilogueReLUAux and those after it):
 // forward ones that also store what the backward pass needs (a ReLU bit

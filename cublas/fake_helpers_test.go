@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -241,5 +242,21 @@ func shape[T cublas.Float](t *testing.T, s *driver.Stream, rows, cols int, l cub
 	pr, pc := rows+2, cols+3
 	host := data[T](pr*pc+1, seed)
 	m := cublas.Matrix[T]{Buf: up(t, s, host), Offset: 1, Rows: pr, Cols: pc, Layout: l, Op: op}
+	return m.Sub(1, 2, rows, cols), host
+}
+
+// shape16 is shape, its padded sub-matrix (sub) starting on a 16-byte
+// boundary, as a MatmulPlan's matrices must.
+func shape16[T cublas.Float](t *testing.T, s *driver.Stream, rows, cols int, l cublas.Layout, op cublas.Op, sub bool, seed int) (cublas.Matrix[T], []T) {
+	t.Helper()
+	if !sub {
+		return shape[T](t, s, rows, cols, l, op, false, seed)
+	}
+	pr, pc := rows+2, cols+3
+	per := 16 / int(unsafe.Sizeof(*new(T))) // elements per 16 bytes
+	at := cublas.Matrix[T]{Rows: pr, Cols: pc, Layout: l}.Sub(1, 2, rows, cols).Offset
+	base := (per - at%per) % per
+	host := data[T](base+pr*pc, seed)
+	m := cublas.Matrix[T]{Buf: up(t, s, host), Offset: base, Rows: pr, Cols: pc, Layout: l, Op: op}
 	return m.Sub(1, 2, rows, cols), host
 }

@@ -64,7 +64,9 @@ func exScalars(st *handleState, kind int, alpha, beta float64) (uintptr, uintptr
 // float32 data). Shapes, layouts, bounds and overlaps are checked as for
 // Gemm. alpha and beta are converted to the compute type's scalar type
 // (Half for Compute16F, float32 for the Compute32F types, int32 for
-// Compute32I). Complex element types are refused here: use Gemm.
+// Compute32I). Complex element types are refused here: use Gemm. cuBLAS
+// refuses Float8E4M3 and Float8E5M2 elements (StatusNotSupported, matching
+// ErrNotSupported): FP8 matmuls are MatmulPlan's.
 func GemmEx[TA, TB, TC Element](h *Handle, alpha float64, a Matrix[TA], b Matrix[TB], beta float64, c Matrix[TC], compute ComputeType) error {
 	return gemmEx("GemmEx", h, alpha, a, 0, b, 0, beta, c, 0, 1, compute, false)
 }

@@ -45,8 +45,9 @@ type MatmulOptions struct {
 	// AuxLD is the leading dimension of the epilogue's auxiliary matrix
 	// (see EpilogueReLUAux): in bits for a ReLU mask, a multiple of 128;
 	// in elements for GELU's input, a multiple of 8; at least the rows of
-	// D as cuBLASLt sees it (the columns of a row-major D). 0: the
-	// smallest allowed. Only for epilogues with an auxiliary matrix.
+	// D as cuBLASLt sees it (the columns of a row-major D), at most
+	// 2^31-1 (as every leading dimension). 0: the smallest allowed. Only
+	// for epilogues with an auxiliary matrix.
 	AuxLD int
 	// Autotune, when above 1, times up to that many of the heuristic's
 	// candidates when the plan is made (on scratch buffers of the plan's
@@ -127,7 +128,7 @@ func tview[T Element](m Matrix[T]) blasview.Matrix {
 // fails with an error matching ErrNotSupported. A and B of 8-bit floats
 // make an FP8 plan, whose rules MatmulScales lists; an epilogue with an
 // auxiliary matrix gets its leading dimension here (MatmulOptions.AuxLD,
-// MatmulPlan.AuxLD).
+// MatmulPlan.AuxLD) and needs a D that is not empty.
 func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d Matrix[TC], o *MatmulOptions) (*MatmulPlan[TA, TB, TC], error) {
 	const op = "NewMatmulPlan"
 	var opts MatmulOptions
@@ -160,7 +161,7 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	if g.Needs64 {
 		return nil, invalid(op, "a size or leading dimension beyond 2^31-1")
 	}
-	ald, err := auxLD(op, opts.Epilogue, opts.AuxLD, g.M)
+	ald, err := auxLD(op, opts.Epilogue, opts.AuxLD, g.M, g.N)
 	if err != nil {
 		return nil, err
 	}
@@ -183,13 +184,21 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	if g.Swapped {
 		ta, tb = tb, ta
 	}
-	// The heuristic takes the auxiliary and scale pointers' values
-	// for the alignment they promise (it reads nothing there): it sees an
-	// address in the handle's workspace (256-byte aligned), 16 bytes in:
-	// the alignment Run requires of the auxiliary matrix.
-	var stand uintptr
-	if fp8 || ald > 0 {
-		stand = cl.st.wsPtr + 16
+	// The heuristic takes the bias, auxiliary and scale pointers' values
+	// for the alignment they promise (it reads nothing there): it sees
+	// addresses in the handle's workspace (256-byte aligned) with only
+	// the alignment Run requires: one element in for the bias (or its
+	// gradient), 16 bytes in for the auxiliary matrix, 4 for the scales.
+	var stand extraPtrs
+	ws := cl.st.wsPtr
+	if opts.Epilogue.hasBias() || opts.Epilogue.biasGrad() {
+		stand.bias = ws + sizeOf[TC]()
+	}
+	if ald > 0 {
+		stand.aux = ws + 16
+	}
+	if fp8 {
+		stand.sa, stand.sb = ws+4, ws+4
 	}
 	err = cl.run(noWork, func(cublasraw.Handle) error { return st.build(ta, tb, tc, opts, stand) })
 	if err == nil && len(st.candidates) > 1 {
@@ -222,10 +231,11 @@ func scaleType(sk int) cublasraw.CudaDataType {
 	return cublasraw.CUDA_R_32F
 }
 
-// build makes the descriptors and asks the heuristic, stand standing for
-// the auxiliary and scale pointers (set back to NULL after it); the
-// handle's lock is held and its context current.
-func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions, stand uintptr) error {
+// build makes the descriptors and asks the heuristic, with stand-ins for
+// the bias, auxiliary and scale pointers (set back to NULL after it) and
+// the matrices' alignment Run requires; the handle's lock is held and its
+// context current.
+func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions, stand extraPtrs) error {
 	g := st.g
 	if err := cublasraw.LtCreate(&st.lt); err != nil {
 		return err
@@ -245,7 +255,7 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	if err := set(cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE, int32(st.cepi)); err != nil {
 		return err
 	}
-	if err := st.pointers(0, stand, stand, stand); err != nil {
+	if err := st.pointers(stand.bias, stand.aux, stand.sa, stand.sb); err != nil {
 		return err
 	}
 	ar, ac, br, bc := st.layoutDims()
@@ -264,6 +274,14 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	ws := attr(st.hd.st, uint64(st.hd.st.wsBytes))
 	if err := cublasraw.LtMatmulPreferenceSetAttribute(st.pref, cublasraw.CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ws, 8); err != nil {
 		return err
+	}
+	// Algorithms that take A, B, C and D at any 16-byte boundary (the
+	// default assumes 256; a plan's elements are at most 8 bytes).
+	for _, a := range []cublasraw.LtMatmulPreferenceAttributes{cublasraw.CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+		cublasraw.CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, cublasraw.CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, cublasraw.CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES} {
+		if err := cublasraw.LtMatmulPreferenceSetAttribute(st.pref, a, attr(st.hd.st, uint32(matrixAlign)), 4); err != nil {
+			return err
+		}
 	}
 	want := max(1, min(opts.Autotune, 16))
 	res := make([]cublasraw.LtMatmulHeuristicResult, want)
@@ -380,14 +398,20 @@ func (p *MatmulPlan[TA, TB, TC]) Tuned() []time.Duration {
 // or extra bias is refused, matching driver.ErrInvalidArgument). Its first
 // elements are read, one per row of a column-major D, per column of a
 // row-major one; a shorter buffer is ErrOutOfBounds (use Buffer.Slice for
-// part of one). For BGradA and BGradB it receives the bias gradient.
+// part of one: the bias may start at any element). For BGradA and BGradB
+// it receives the bias gradient.
 // Epilogues with an auxiliary matrix, and FP8 plans' scale factors, take
 // RunWith.
 //
-// Views are checked against their buffers as for Gemm; alpha and beta are
-// converted to the compute type's scalar type. Run needs the plan's Handle
-// open: after Handle.Close it fails with driver.ErrClosed, while the plan
-// still holds the cuBLAS handle for its own release.
+// Views are checked against their buffers as for Gemm, and each matrix
+// must start on a 16-byte boundary: the address of its first element
+// (its buffer's, which an allocation aligns and a Buffer.Slice need not,
+// plus Offset elements) a multiple of 16; otherwise Run fails with an
+// error naming the matrix and matching driver.ErrInvalidArgument, nothing
+// queued. alpha and beta are converted to the compute type's scalar
+// type. Run needs the plan's Handle open: after Handle.Close it fails
+// with driver.ErrClosed, while the plan still holds the cuBLAS handle for
+// its own release.
 func (p *MatmulPlan[TA, TB, TC]) Run(alpha float64, a Matrix[TA], b Matrix[TB], beta float64, c, d Matrix[TC], bias *driver.Buffer[TC]) error {
 	return p.run("MatmulPlan.Run", alpha, a, b, beta, c, d, MatmulExtras[TC]{Bias: bias})
 }
@@ -461,14 +485,12 @@ func (p *MatmulPlan[TA, TB, TC]) run(op string, alpha float64, a Matrix[TA], b M
 	}
 	d0, d1 := span(D, g.M, g.N, g.LDC, esz)
 	ops := opList{ops: [10]operand{{"A", a0, a1, false}, {"B", b0, b1, false}, {"C", c0, c1, false}, {"D", d0, d1, true}}, n: 4}
-	if st.fp8 {
-		names := [4]string{"A", "B", "D", "C"}
-		if gd.Swapped {
-			names[0], names[1] = "B", "A"
-		}
-		if err := fp8Aligned(op, names, [4]uintptr{A, B, D, C}); err != nil {
-			return cl.fail(err)
-		}
+	names := [4]string{"A", "B", "D", "C"}
+	if gd.Swapped {
+		names[0], names[1] = "B", "A"
+	}
+	if err := matricesAligned(op, names, [4]uintptr{A, B, D, C}); err != nil {
+		return cl.fail(err)
 	}
 	ptrs, err := extras(&cl, st, x, &ops)
 	if err != nil {

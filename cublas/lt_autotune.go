@@ -3,6 +3,7 @@ package cublas
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/purecuda/cuda/driver"
@@ -33,9 +34,6 @@ func autotune[TA, TB, TC Element](st *planState) error {
 	if g.Swapped {
 		sa, sb = sb, sa
 	}
-	scratch := func(bytes int64) (*driver.Buffer[byte], error) {
-		return driver.AllocZeroed[byte](hs.s, int(max(bytes, 256)))
-	}
 	var bufs []*driver.Buffer[byte]
 	defer func() {
 		for _, b := range bufs {
@@ -43,19 +41,30 @@ func autotune[TA, TB, TC Element](st *planState) error {
 		}
 	}()
 	esz := int64(sizeOf[TC]())
-	aux := st.auxLD * g.N * esz // GELU's input
-	if st.epi.mask() {
-		aux = st.auxLD / 8 * g.N
-	}
 	// A, B, C and D, the bias (or its gradient), the auxiliary matrix.
+	sizes := [5][3]int64{{g.LDA, ac, int64(sa)}, {g.LDB, bc, int64(sb)}, {g.LDC, g.N, esz}, {max(g.M, g.N), esz, 1}, {st.auxLD, g.N, esz}}
+	if st.epi.mask() {
+		sizes[4] = [3]int64{st.auxLD / 8, g.N, 1}
+	}
+	var bytes [5]int64 // all checked before any is allocated
+	for i, sz := range sizes {
+		var ok bool
+		if bytes[i], ok = sizeProduct(sz[0], sz[1], sz[2]); !ok || bytes[i] > math.MaxInt64-256 {
+			return fmt.Errorf("cublas: %s: autotune's scratch: %d×%d×%d bytes is beyond 2^63-1: %w", op, sz[0], sz[1], sz[2], driver.ErrOutOfMemory)
+		}
+	}
+	// Each starts with no more alignment than Run requires (so that every
+	// candidate is timed, and tested, at it): the matrices and the
+	// auxiliary matrix 16 bytes into their scratch, the bias one element.
+	offs := [5]uintptr{matrixAlign, matrixAlign, matrixAlign, uintptr(esz), 16}
 	var ptrs [5]uintptr
-	for i, bytes := range []int64{g.LDA * ac * int64(sa), g.LDB * bc * int64(sb), g.LDC * g.N * esz, max(g.M, g.N) * esz, aux} {
-		b, err := scratch(bytes)
+	for i := range bytes {
+		b, err := driver.AllocZeroed[byte](hs.s, int(bytes[i]+256))
 		if err != nil {
 			return fmt.Errorf("cublas: %s: autotune's scratch: %w", op, err)
 		}
 		bufs = append(bufs, b)
-		ptrs[i] = uintptr(b.Ptr())
+		ptrs[i] = uintptr(b.Ptr()) + offs[i]
 	}
 	ev0, err := hs.ctx.NewEvent(driver.EventDefault)
 	if err != nil {

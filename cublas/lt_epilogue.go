@@ -2,6 +2,7 @@ package cublas
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/blasview"
@@ -18,7 +19,12 @@ import (
 // counted from the least significant, of byte x/8; 1 where the ReLU's
 // input was positive), in MatmulExtras.Mask; for GELU it holds GELU's
 // input (the product plus the bias), of D's element type, in
-// MatmulExtras.Aux.
+// MatmulExtras.Aux. Its buffer holds whole columns, AuxLD bits or
+// elements each: cuBLASLt stores the auxiliary matrix in 16-byte units,
+// and may write a column's last unit whole, past D's rows (what lies
+// between D's rows and AuxLD in a column is not kept). These epilogues
+// need a D of at least one row and one column: NewMatmulPlan refuses an
+// empty one (ErrShape).
 //
 // A bias gradient is written to MatmulExtras.Bias (BGradA's and
 // BGradB's also to Run's bias): for
@@ -120,13 +126,14 @@ type MatmulExtras[TC Element] struct {
 	// epilogues for its length). It may not overlap D.
 	Bias *driver.Buffer[TC]
 	// Mask is the ReLU bit mask of ReLUAux, ReLUAuxBias (written), DReLU
-	// and DReLUBGrad (read): at least AuxLD·N/8 bytes for an M×N D as
-	// cuBLASLt sees it (M the rows of a column-major D, the columns of a
-	// row-major one), at an address that is a multiple of 16.
+	// and DReLUBGrad (read): at least AuxLD·N/8 bytes (N whole columns)
+	// for an M×N D as cuBLASLt sees it (N the columns of a column-major
+	// D, the rows of a row-major one), at an address that is a multiple
+	// of 16.
 	Mask *driver.Buffer[byte]
 	// Aux is GELU's input, of GELUAux, GELUAuxBias (written), DGELU and
-	// DGELUBGrad (read): at least (N-1)·AuxLD + M elements, at an address
-	// that is a multiple of 16.
+	// DGELUBGrad (read): at least AuxLD·N elements (N whole columns, as
+	// for the mask), at an address that is a multiple of 16.
 	Aux *driver.Buffer[TC]
 	// Scales are an FP8 plan's scale factors (the zero value elsewhere).
 	Scales MatmulScales
@@ -161,8 +168,8 @@ func extras[TC Element](cl *call, st *planState, x MatmulExtras[TC], ops *opList
 		if err != nil {
 			return p, err
 		}
-		need := st.auxLD / 8 * g.N
-		if buf.Len < need {
+		need, ok := sizeProduct(st.auxLD/8, g.N)
+		if !ok || buf.Len < need {
 			return p, short(op, "mask", buf.Len, need, fmt.Sprintf("bytes (AuxLD %d bits × %d columns)", st.auxLD, g.N))
 		}
 		if err := aligned16(op, "mask", pm); err != nil {
@@ -176,18 +183,14 @@ func extras[TC Element](cl *call, st *planState, x MatmulExtras[TC], ops *opList
 		if err != nil {
 			return p, err
 		}
-		need := (g.N-1)*st.auxLD + g.M
-		if g.M == 0 || g.N == 0 {
-			need = 0
-		}
-		if buf.Len < need {
-			return p, short(op, "aux", buf.Len, need, fmt.Sprintf("elements ((%d-1)·AuxLD %d + %d)", g.N, st.auxLD, g.M))
+		need, ok := sizeProduct(st.auxLD, g.N) // whole columns
+		if !ok || buf.Len < need {
+			return p, short(op, "aux", buf.Len, need, fmt.Sprintf("elements (AuxLD %d × %d columns)", st.auxLD, g.N))
 		}
 		if err := aligned16(op, "aux", px); err != nil {
 			return p, err
 		}
-		x0, x1 := span(px, g.M, g.N, st.auxLD, esz)
-		ops.add(operand{"aux", x0, x1, st.epi.auxOut()})
+		ops.add(operand{"aux", px, px + uintptr(need)*esz, st.epi.auxOut()})
 		p.aux = px
 	}
 	var err error
@@ -211,14 +214,20 @@ func auxDefault(e Epilogue, m int64) int64 {
 	return 0
 }
 
-// auxLD checks the option AuxLD against the epilogue and the rows m of D
-// as cuBLASLt sees them, and returns the leading dimension to use.
-func auxLD(op string, e Epilogue, ld int, m int64) (int64, error) {
+// auxLD checks the option AuxLD against the epilogue and D (m×n as
+// cuBLASLt sees it), and returns the leading dimension to use.
+func auxLD(op string, e Epilogue, ld int, m, n int64) (int64, error) {
+	if (e.mask() || e.geluAux()) && (m == 0 || n == 0) {
+		return 0, &blasview.Error{Func: op, Operand: "D", Kind: ErrShape,
+			Detail: fmt.Sprintf("the epilogue %d stores or reads an auxiliary matrix of D's shape, and D is empty (%d×%d as cuBLASLt sees it)", e, m, n)}
+	}
 	switch {
 	case ld < 0:
 		return 0, invalid(op, "negative AuxLD %d", ld)
 	case ld == 0:
 		return auxDefault(e, m), nil
+	case int64(ld) > math.MaxInt32:
+		return 0, invalid(op, "AuxLD %d: a leading dimension beyond 2^31-1", ld)
 	case !e.mask() && !e.geluAux():
 		return 0, invalid(op, "AuxLD %d: the epilogue %d has no auxiliary matrix", ld, e)
 	case e.mask() && (ld%128 != 0 || int64(ld) < m):
@@ -315,6 +324,46 @@ func short(op, name string, n, need int64, unit string) error {
 func aligned16(op, name string, p uintptr) error {
 	if p%16 != 0 {
 		return invalid(op, "%s: the address %#x is not a multiple of 16 bytes (use a Buffer.Slice that starts on one)", name, p)
+	}
+	return nil
+}
+
+// sizeProduct is the product of sizes, and false where a size is
+// negative or the product exceeds 2^63-1.
+func sizeProduct(x ...int64) (int64, bool) {
+	p := int64(1)
+	for _, v := range x {
+		if v < 0 {
+			return 0, false
+		}
+		if v == 0 {
+			p = 0
+		}
+	}
+	if p == 0 {
+		return 0, true
+	}
+	for _, v := range x {
+		if p > math.MaxInt64/v {
+			return 0, false
+		}
+		p *= v
+	}
+	return p, true
+}
+
+// matrixAlign is the alignment, in bytes, a plan's algorithm may assume
+// of A, B, C and D (cuBLASLt's preferences), and Run requires.
+const matrixAlign = 16
+
+// matricesAligned refuses a matrix of a Run (cuBLASLt's A and B, D, C,
+// as names gives them) whose first element's address is not a multiple
+// of matrixAlign.
+func matricesAligned(op string, names [4]string, ptrs [4]uintptr) error {
+	for i, p := range ptrs {
+		if p%matrixAlign != 0 {
+			return invalid(op, "%s: a MatmulPlan needs each matrix to start on a %d-byte boundary; its first element is at %#x (use a view whose Offset starts on one)", names[i], matrixAlign, p)
+		}
 	}
 	return nil
 }

@@ -27,15 +27,15 @@ import (
 //     views, A is the T() of a column-major K×M matrix and B a K×N one;
 //     with row-major views (D too), A is an M×K matrix and B the T() of a
 //     row-major N×K one;
-//   - M, N and K multiples of 16, leading dimensions of 16 bytes' worth
-//     of elements, and each matrix at an address that is a multiple of 16;
+//   - M, N and K multiples of 16, and leading dimensions of 16 bytes'
+//     worth of elements (each matrix starts on a 16-byte boundary, as in
+//     every plan);
 //   - the epilogues None, ReLU and GELU, and those with a bias for a Half
 //     or BFloat16 D (the bias of D's type).
 //
 // NewMatmulPlan refuses anything else before cuBLASLt is called (ErrShape
 // for the layouts and sizes, driver.ErrInvalidArgument for the rest), and
-// a device older than 8.9 with an error matching ErrNotSupported; Run
-// refuses unaligned matrices.
+// a device older than 8.9 with an error matching ErrNotSupported.
 type MatmulScales struct {
 	// A and B scale the products (nil: 1).
 	A, B *driver.Buffer[float32]
@@ -137,15 +137,4 @@ func scale(cl *call, name string, b *driver.Buffer[float32], ops *opList) (uintp
 	}
 	ops.add(operand{name: name, lo: p, hi: p + 4})
 	return p, nil
-}
-
-// fp8Aligned refuses a matrix of an FP8 plan at an address that is not a
-// multiple of 16.
-func fp8Aligned(op string, names [4]string, ptrs [4]uintptr) error {
-	for i, p := range ptrs {
-		if p%16 != 0 {
-			return invalid(op, "%s: FP8 needs each matrix at a multiple of 16 bytes; its first element is at %#x", names[i], p)
-		}
-	}
-	return nil
 }

@@ -212,9 +212,9 @@ func TestMatmulPlanFP8RefusalsFromFake(t *testing.T) {
 		return func() error { return p.RunWith(1, a, B, 0, d, d, x) }
 	}
 	off := cublas.Matrix[E4]{Buf: da, Offset: 1, Rows: k, Cols: m}.T()
-	refusedRun(t, e, "A unaligned", inv, "", "A: FP8 needs each matrix at a multiple of 16 bytes", dd, run(off, D, X{}))
+	refusedRun(t, e, "A unaligned", inv, "", "A: a MatmulPlan needs each matrix to start on a 16-byte boundary", dd, run(off, D, X{}))
 	dOff := cublas.Matrix[float32]{Buf: dd, Offset: 1, Rows: m, Cols: n}
-	refusedRun(t, e, "D unaligned", inv, "", "D: FP8 needs each matrix", dd, run(A, dOff, X{}))
+	refusedRun(t, e, "D unaligned", inv, "", "D: a MatmulPlan needs each matrix to start on a 16-byte boundary", dd, run(A, dOff, X{}))
 	refusedRun(t, e, "A scale closed", driver.ErrClosed, "", "A scale", dd, run(A, D, X{Scales: cublas.MatmulScales{A: closed}}))
 	refusedRun(t, e, "B scale inside D", cublas.ErrAlias, "B scale", "overlaps D", dd, run(A, D, X{Scales: cublas.MatmulScales{B: slice(t, dd, 3, 4)}}))
 	// A scale may be B's too: both are read.

@@ -8,8 +8,8 @@ import (
 	"github.com/purecuda/cuda/internal/faketest"
 )
 
-// TestGPULtBodiesFromFake runs the GPU tests of the training epilogues
-// and of FP8 plans against fakecublas and fakecuda (a device of compute
+// TestGPULtBodiesFromFake runs the GPU tests of the training epilogues,
+// of FP8 plans and of views and biases at 16-byte offsets against fakecublas and fakecuda (a device of compute
 // capability 9.0), whose matmuls follow the same reference: their
 // indexing, sizes, captures and checks are tested on the CPU before they
 // meet cuBLASLt, and no operand closed while queued or captured is used
@@ -21,7 +21,9 @@ func TestGPULtBodiesFromFake(t *testing.T) {
 	TestGPUMatmulPlanTrainingEpilogues(t)
 	TestGPUMatmulPlanReLUMaskLayout(t)
 	TestGPUMatmulPlanTrainingCaptured(t)
+	TestGPUMatmulPlanTrainingBackwardBeta(t)
 	TestGPUMatmulPlanFP8(t)
 	TestGPUMatmulPlanFP8Held(t)
+	TestGPUMatmulPlanAlignedOffsets(t)
 	noBadUses(t) // the captured mask and the scales closed while queued were held
 }

@@ -101,7 +101,7 @@ func trainingFromFake[T cublas.Real](t *testing.T, e *fenv) {
 				x.Mask = up(t, e.s, maskH)
 			}
 			if te.aux {
-				auxH = make([]T, (N-1)*ld+M+2)
+				auxH = make([]T, N*ld+2)
 				for i := range auxH {
 					auxH[i] = T(i%7-3) * 0.5
 				}
@@ -224,7 +224,7 @@ func TestMatmulPlanTrainingHeldFromFake(t *testing.T) {
 			x.Mask, x.Bias = mask, grad
 			owned = append(owned, mask.Close, grad.Close)
 		} else {
-			aux, err := driver.AllocZeroed[float32](e.s, 2*8+m)
+			aux, err := driver.AllocZeroed[float32](e.s, n*8) // whole columns
 			require.NoError(t, err)
 			x.Aux = aux
 			owned = append(owned, aux.Close)

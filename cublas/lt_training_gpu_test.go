@@ -201,7 +201,7 @@ func (tg *trainGPU[T]) run() {
 			continue
 		}
 		ld := p.AuxLD()
-		aux := upload(t, g, make([]T, (N-1)*ld+M))
+		aux := upload(t, g, make([]T, N*ld)) // whole columns
 		x := cublas.MatmulExtras[T]{Aux: aux}
 		in := func(i, j int) float64 { return tg.z[i*n+j] }
 		if epi == cublas.EpilogueGELUAuxBias {
@@ -366,4 +366,73 @@ func TestGPUMatmulPlanTrainingCaptured(t *testing.T) {
 		assert.Equal(t, want, download(t, g, tg.D.Buf), "D")
 		assert.Equal(t, wgrad, download(t, g, grad), "the bias gradient")
 	}
+}
+
+// backwardBeta runs DReLU and DGELU with alpha 1, beta 1 and a C apart
+// from D (small integers, in D's layout), reading a mask and GELU's input
+// made here (every bit pattern; halves in [-1.5, 1.5]), against ltRef: D
+// = mask ? z + C : 0 exactly, and (z + C)·GELU'(aux) within
+// 5e-3·max(1, |z + C|); C is only read.
+func (tg *trainGPU[T]) backwardBeta() {
+	t, g, m, n := tg.t, tg.g, tg.m, tg.n
+	N := n // D's columns as cuBLASLt sees them
+	if tg.rowMajor {
+		N = m
+	}
+	ch := make([]T, m*n)
+	for i := range ch {
+		ch[i] = outOf[T](float64(i*5%7 - 3))
+	}
+	C := tg.D
+	C.Buf = upload(t, g, ch)
+	ah, bh := download(t, g, tg.A.Buf), download(t, g, tg.B.Buf)
+	for _, epi := range []cublas.Epilogue{cublas.EpilogueDReLU, cublas.EpilogueDGELU} {
+		p := tg.plan(epi)
+		if p == nil {
+			continue
+		}
+		ld := p.AuxLD()
+		r := ltRef{m: m, n: n, k: tg.k, rowMajor: tg.rowMajor, ld: ld, epi: epi, alpha: 1, beta: 1,
+			a: func(i, l int) float64 { return opv(ah, tg.A, i, l, outVal[T]) },
+			b: func(l, j int) float64 { return opv(bh, tg.B, l, j, outVal[T]) },
+			c: func(i, j int) float64 { return outVal(ch[idx(C, i, j)]) }}
+		var x cublas.MatmulExtras[T]
+		tol := func(int, int) float64 { return 0 }
+		if epi == cublas.EpilogueDReLU {
+			mask := make([]byte, ld/8*N)
+			for i := range mask {
+				mask[i] = byte(i*37 + 11)
+			}
+			r.maskIn, x.Mask = mask, upload(t, g, mask)
+		} else {
+			aux := make([]T, N*ld)
+			for i := range aux {
+				aux[i] = outOf[T](float64(i%7-3) * 0.5)
+			}
+			r.auxIn = func(i int) float64 { return outVal(aux[i]) }
+			x.Aux = upload(t, g, aux)
+			tol = func(i, j int) float64 { return 5e-3 * math.Max(1, math.Abs(tg.z[i*n+j]+r.c(i, j))) }
+		}
+		require.NoError(t, tg.D.Buf.Memset8(g.s, 0xff), "%s epilogue %d", tg.name, epi) // NaN: D must be written whole
+		require.NoError(t, p.RunWith(1, tg.A, tg.B, 1, C, tg.D, x), "%s epilogue %d", tg.name, epi)
+		w := r.run()
+		tg.check(fmt.Sprintf("epilogue %d, beta 1, C apart", epi), func(i, j int) float64 { return w.d[i*n+j] }, tol)
+		assert.Equal(t, ch, download(t, g, C.Buf), "%s epilogue %d: C is only read", tg.name, epi)
+		tg.ran[epi]++
+	}
+}
+
+// TestGPUMatmulPlanTrainingBackwardBeta: DReLU and DGELU with beta 1 and
+// a C apart from D (see backwardBeta), float32 and Half, column-major
+// ("NT") and row-major D; each runs for at least one type and layout.
+func TestGPUMatmulPlanTrainingBackwardBeta(t *testing.T) {
+	g := newGPU(t, nil)
+	ran := map[cublas.Epilogue]int{}
+	for _, rowMajor := range []bool{false, true} {
+		newTrainGPU[float32](t, g, rowMajor, ran).backwardBeta()
+		newTrainGPU[cublas.Half](t, g, rowMajor, ran).backwardBeta()
+	}
+	assert.NotZero(t, ran[cublas.EpilogueDReLU], "DReLU ran for no type or layout (cuBLASLt refused each: see the log)")
+	assert.NotZero(t, ran[cublas.EpilogueDGELU], "DGELU ran for no type or layout (cuBLASLt refused each: see the log)")
+	t.Logf("runs per epilogue (of 4 types and layouts): %v", ran)
 }

@@ -69,7 +69,7 @@ func TestMatmulPlanTrainingRefusalsFromFake(t *testing.T) {
 	relu, drelu, gelu, dgelu, bgradB, none := plan(cublas.EpilogueReLUAux), plan(cublas.EpilogueDReLUBGrad),
 		plan(cublas.EpilogueGELUAuxBias), plan(cublas.EpilogueDGELU), plan(cublas.EpilogueBGradB), plan(cublas.EpilogueNone)
 	mask := up(t, e.s, make([]byte, 64))      // 128 bits × 3 columns: 48 bytes needed
-	aux := up(t, e.s, make([]float32, 40))    // (3-1)·8 + 4 = 20 needed
+	aux := up(t, e.s, make([]float32, 40))    // 3 columns of 8: 24 needed
 	grad := up(t, e.s, make([]float32, 8))    // 4 or 3 needed
 	bias := up(t, e.s, []float32{1, 2, 3, 4}) // GELUAuxBias's bias
 	closedMask, err := driver.AllocCopy(e.s, make([]byte, 64))
@@ -92,9 +92,9 @@ func TestMatmulPlanTrainingRefusalsFromFake(t *testing.T) {
 	refusedRun(t, e, "BGradB's gradient short (one per column of D)", cublas.ErrOutOfBounds, "bias gradient", "", dbuf, run(bgradB, X{Bias: slice(t, grad, 0, 2)}))
 	refusedRun(t, e, "gradient overlapping D", cublas.ErrAlias, "bias gradient", "overlaps D", dbuf, run(drelu, X{Mask: mask, Bias: slice(t, dbuf, m*n-1, m*n+7)}))
 	refusedRun(t, e, "aux missing", inv, "", "auxiliary matrix", dbuf, run(dgelu, X{}))
-	refusedRun(t, e, "aux short", cublas.ErrOutOfBounds, "aux", "needs 20 elements", dbuf, run(dgelu, X{Aux: slice(t, aux, 0, 19)}))
+	refusedRun(t, e, "aux short", cublas.ErrOutOfBounds, "aux", "needs 24 elements", dbuf, run(dgelu, X{Aux: slice(t, aux, 0, 23)}))
 	refusedRun(t, e, "aux misaligned", inv, "", "aux: the address", dbuf, run(dgelu, X{Aux: slice(t, aux, 1, 30)}))
-	refusedRun(t, e, "GELU's input written over D", cublas.ErrAlias, "aux", "overlaps D", dbuf, run(gelu, X{Bias: bias, Aux: slice(t, dbuf, m*n-4, m*n+16)}))
+	refusedRun(t, e, "GELU's input written over D", cublas.ErrAlias, "aux", "overlaps D", dbuf, run(gelu, X{Bias: bias, Aux: slice(t, dbuf, m*n-8, m*n+16)}))
 	refusedRun(t, e, "GELU's input written over the bias", cublas.ErrAlias, "aux", "overlaps bias", dbuf, run(gelu, X{Bias: slice(t, aux, 4, 8), Aux: aux}))
 	refusedRun(t, e, "GELU's bias missing", inv, "", "takes a bias", dbuf, run(gelu, X{Aux: aux}))
 	refusedRun(t, e, "scales on a plan that is not FP8", inv, "", "FP8 plans", dbuf, run(relu, X{Mask: mask, Scales: cublas.MatmulScales{A: aux}}))

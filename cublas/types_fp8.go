@@ -7,14 +7,18 @@ import (
 
 // Float8E4M3 is an 8-bit float with 4 exponent bits and 3 mantissa bits
 // (the OCP FP8 E4M3 format, CUDA_R_8F_E4M3), stored as its bits: finite
-// values up to ±448, no infinities, one NaN pattern (0x7f, 0xff). It is an
-// element type of FP8 MatmulPlans (on GPUs of compute capability 8.9 and
-// later).
+// values up to ±448, no infinities, and NaN in two bit patterns, 0x7f and
+// 0xff (one per sign). Conversion to it saturates: Float8E4M3Of gives
+// ±448 for anything larger, infinities included, where Float8E5M2Of
+// overflows to ±Inf. It is an element type of FP8 MatmulPlans (on GPUs of
+// compute capability 8.9 and later).
 type Float8E4M3 uint8
 
 // Float8E5M2 is an 8-bit float with 5 exponent bits and 2 mantissa bits
 // (the OCP FP8 E5M2 format, CUDA_R_8F_E5M2), stored as its bits: finite
-// values up to ±57344, infinities and NaNs as in IEEE 754. It is an
+// values up to ±57344, infinities (0x7c, 0xfc) and NaNs as in IEEE 754.
+// Conversion to it overflows: Float8E5M2Of gives ±Inf from 61440 (the
+// midpoint past 57344) on, where Float8E4M3Of saturates at ±448. It is an
 // element type of FP8 MatmulPlans.
 type Float8E5M2 uint8
 

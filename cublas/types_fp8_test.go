@@ -82,7 +82,8 @@ func TestFloat8Exhaustive(t *testing.T) {
 }
 
 // TestFloat8Limits: E4M3 saturates at ±448 (infinities too); E5M2 rounds
-// to ±Inf from the midpoint past 57344 on.
+// to ±Inf from the midpoint past 57344 on; ties round to even; E4M3's NaN
+// is 0x7f and 0xff.
 func TestFloat8Limits(t *testing.T) {
 	for _, f := range []float32{448, 464, 480, 1e6, float32(math.Inf(1))} {
 		assert.Equal(t, cublas.Float8E4M3(0x7e), cublas.Float8E4M3Of(f), "%v", f)
@@ -98,4 +99,16 @@ func TestFloat8Limits(t *testing.T) {
 	assert.Equal(t, cublas.Float8E5M2(0xfc), cublas.Float8E5M2Of(float32(math.Inf(-1))))
 	assert.Equal(t, cublas.Float8E5M2(0x3c), cublas.Float8E5M2Of(1))
 	assert.Equal(t, cublas.Float8E5M2(0x01), cublas.Float8E5M2Of(0x1p-16))
+	// Ties round to even, among normals and subnormals.
+	assert.Equal(t, cublas.Float8E4M3(0x78), cublas.Float8E4M3Of(248), "between 240 (0x77) and 256 (0x78)")
+	assert.Equal(t, cublas.Float8E4M3(0x02), cublas.Float8E4M3Of(0x1.8p-9), "between 0x01 and 0x02")
+	assert.Equal(t, cublas.Float8E4M3(0x02), cublas.Float8E4M3Of(0x1.4p-8), "between 0x02 and 0x03")
+	assert.Equal(t, cublas.Float8E5M2(0x02), cublas.Float8E5M2Of(0x1.8p-16), "between 0x01 and 0x02")
+	assert.Equal(t, cublas.Float8E5M2(0x02), cublas.Float8E5M2Of(0x1.4p-15), "between 0x02 and 0x03")
+	// E4M3's two NaN patterns, one per sign; E5M2's infinities.
+	for _, c := range []cublas.Float8E4M3{0x7f, 0xff} {
+		assert.True(t, math.IsNaN(float64(c.Float32())), "E4M3 %#02x", uint8(c))
+	}
+	assert.True(t, math.IsInf(float64(cublas.Float8E5M2(0x7c).Float32()), 1))
+	assert.True(t, math.IsInf(float64(cublas.Float8E5M2(0xfc).Float32()), -1))
 }

@@ -174,3 +174,86 @@ func TestFakeLtEpilogues(t *testing.T) {
 	require.NoError(t, cublasraw.LtDestroy(lt))
 	assert.Zero(t, faketest.CUBLAS(t, "fake_cublaslt_live_descs"))
 }
+
+// TestFakeLtAlignment: the heuristic's algorithms assume the preference's
+// minimum alignment of A, B, C and D (256 bytes unless set) and the
+// alignment of the bias pointer it saw (NULL: 256); a matmul with that
+// algorithm and a less aligned pointer is a bad use ("misaligned
+// address"), EXECUTION_FAILED with nothing queued, while a NULL algorithm
+// takes any; algorithms chosen with 16-byte minimums and a bias stand-in
+// 4 bytes past a boundary run with such pointers.
+func TestFakeLtAlignment(t *testing.T) {
+	if !faketest.InCUBLASAndCUDAChild(t) {
+		return
+	}
+	e := newEnv(t)
+	var lt cublasraw.LtHandle
+	require.NoError(t, cublasraw.LtCreate(&lt))
+	var desc cublasraw.LtMatmulDesc
+	require.NoError(t, cublasraw.LtMatmulDescCreate(&desc, cublasraw.CUBLAS_COMPUTE_32F, cublasraw.CUDA_R_32F))
+	_, ep := host(int32(cublasraw.CUBLASLT_EPILOGUE_BIAS))
+	require.NoError(t, cublasraw.LtMatmulDescSetAttribute(desc, cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE, ep, 4))
+	setBias := func(p uintptr) {
+		_, bp := host(uint64(p))
+		require.NoError(t, cublasraw.LtMatmulDescSetAttribute(desc, cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, bp, 8))
+	}
+	var l cublasraw.LtMatrixLayout
+	require.NoError(t, cublasraw.LtMatrixLayoutCreate(&l, cublasraw.CUDA_R_32F, 2, 2, 2))
+	var pref cublasraw.LtMatmulPreference
+	require.NoError(t, cublasraw.LtMatmulPreferenceCreate(&pref))
+	heuristic := func() cublasraw.LtMatmulAlgo {
+		var res cublasraw.LtMatmulHeuristicResult
+		var n int32
+		require.NoError(t, cublasraw.LtMatmulAlgoGetHeuristic(lt, desc, l, l, l, l, pref, 1, &res, &n))
+		require.Equal(t, int32(1), n)
+		return res.Algo
+	}
+	// A = [1 2; 3 4] (column-major), B = I, bias {10, 20}: D = A + bias per row.
+	da, db := upload(t, []float32{0, 0, 0, 0, 1, 3, 2, 4}), upload(t, []float32{0, 0, 0, 0, 1, 0, 0, 1})
+	dd, bias := upload(t, make([]float32, 8)), upload(t, []float32{0, 10, 20})
+	_, one := host(float32(1))
+	_, zero := host(float32(0))
+	run := func(algo *cublasraw.LtMatmulAlgo, a, b, d, bp uintptr) error {
+		setBias(bp)
+		return cublasraw.LtMatmul(lt, desc, one, a, l, b, l, zero, d, l, d, l, algo, 0, 0, cublasraw.Stream(e.s))
+	}
+	setBias(0)
+	def := heuristic() // 256 bytes of everything
+	require.NoError(t, run(&def, da, db, dd, bias), "all at their allocations' starts")
+	e.sync(t)
+	for _, c := range []struct {
+		what          string
+		a, b, d, bias uintptr
+	}{
+		{"A", da + 16, db, dd, bias},
+		{"B", da, db + 16, dd, bias},
+		{"C", da, db, dd + 16, bias}, // C is D here
+		{"the bias", da, db, dd, bias + 4},
+	} {
+		assert.ErrorIs(t, run(&def, c.a, c.b, c.d, c.bias), cublasraw.CUBLAS_STATUS_EXECUTION_FAILED, c.what)
+		expectBad(t, 1, "cublasLtMatmul: misaligned address: "+c.what)
+	}
+	require.NoError(t, run(nil, da+16, db+16, dd+16, bias+4), "no algorithm: cuBLASLt chooses one for the pointers")
+	e.sync(t)
+	assert.Equal(t, []float32{11, 23, 12, 24}, download[float32](t, dd+16, 4))
+
+	_, sixteen := host(uint32(16))
+	for _, a := range []cublasraw.LtMatmulPreferenceAttributes{cublasraw.CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, cublasraw.CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+		cublasraw.CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, cublasraw.CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES} {
+		require.NoError(t, cublasraw.LtMatmulPreferenceSetAttribute(pref, a, sixteen, 4))
+	}
+	setBias(0x1004) // a stand-in: only its alignment counts
+	loose := heuristic()
+	require.NoError(t, run(&loose, da+16, db+16, dd, bias+4))
+	e.sync(t)
+	assert.Equal(t, []float32{11, 23, 12, 24}, download[float32](t, dd, 4))
+	assert.ErrorIs(t, run(&loose, da+8, db, dd, bias), cublasraw.CUBLAS_STATUS_EXECUTION_FAILED)
+	expectBad(t, 1, "cublasLtMatmul: misaligned address: A at")
+	assert.ErrorIs(t, run(&loose, da, db, dd, bias+2), cublasraw.CUBLAS_STATUS_EXECUTION_FAILED)
+	expectBad(t, 1, "the algorithm assumes 4-byte alignment")
+
+	require.NoError(t, cublasraw.LtMatrixLayoutDestroy(l))
+	require.NoError(t, cublasraw.LtMatmulPreferenceDestroy(pref))
+	require.NoError(t, cublasraw.LtMatmulDescDestroy(desc))
+	require.NoError(t, cublasraw.LtDestroy(lt))
+}

@@ -25,7 +25,7 @@ struct ltobj {
 	int type, order, batch;                              /* layout */
 	uint64_t rows, cols;
 	int64_t ld, stride;
-	uint64_t maxws; /* pref */
+	uint64_t maxws; uint32_t minalign[4]; /* pref: MAX_WORKSPACE_BYTES, MIN_ALIGNMENT_A..D_BYTES (0: 256) */
 };
 
 static long live_handles, live_descs;
@@ -170,7 +170,9 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(void *l, int attr, const void *b
 	return ST_NOT_SUPPORTED;
 }
 
-/* Preference attributes: SEARCH_MODE (ignored), MAX_WORKSPACE_BYTES. */
+/* Preference attributes: SEARCH_MODE (ignored), MAX_WORKSPACE_BYTES,
+   MIN_ALIGNMENT_A/B/C/D_BYTES (what the algorithms chosen may assume of
+   the matrices' addresses; 256 by default). */
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(void *p, int attr, const void *buf, size_t size) {
 	FAILLT("cublasLtMatmulPreferenceSetAttribute");
 	cublasStatus_t r = get("cublasLtMatmulPreferenceSetAttribute", p, LT_PREF, ST_INVALID_VALUE);
@@ -178,6 +180,7 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(void *p, int attr, const voi
 	uint32_t mode;
 	if (attr == 0) return set(&mode, 4, buf, size);
 	if (attr == 1) return set(&((struct ltobj *)p)->maxws, 8, buf, size);
+	if (attr >= 5 && attr <= 8) return set(&((struct ltobj *)p)->minalign[attr - 5], 4, buf, size);
 	return ST_NOT_SUPPORTED;
 }
 
@@ -243,6 +246,17 @@ static int shape(const char *fn, void *h, void *d, void *a, void *b, void *c, vo
 
 static int algos = 1; /* candidates the heuristic returns (fake_cublaslt_set_algos) */
 
+/* The alignments an algorithm assumes, kept in its opaque bytes after
+   the magic: of A, B, C, D (the preference's minimums), and of the bias,
+   the auxiliary matrix and the A and B scales (the alignment of the
+   pointers the heuristic saw in the descriptor; NULL promises 256). */
+enum { AL_A, AL_B, AL_C, AL_D, AL_BIAS, AL_AUX, AL_SA, AL_SB, AL_N };
+
+static uint16_t align_of(uint64_t p) {
+	uint64_t a = p & -p;
+	return (uint16_t)(!p || a > 256 ? 256 : a);
+}
+
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(void *h, void *d, void *a, void *b, void *c, void *dd, void *pref,
                                               int requested, void *results, int *count) {
 	FAILLT("cublasLtMatmulAlgoGetHeuristic");
@@ -259,12 +273,18 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(void *h, void *d, void *a, void *b
 	int n = algos;
 	pthread_mutex_unlock(&fcb_mu);
 	if (n > requested) n = requested;
+	struct ltobj *D = d, *P = pref;
+	uint16_t al[AL_N];
+	for (int i = 0; i < 4; i++) al[i] = P->minalign[i] ? (uint16_t)(P->minalign[i] < 256 ? P->minalign[i] : 256) : 256;
+	al[AL_BIAS] = align_of(D->bias), al[AL_AUX] = align_of(D->aux);
+	al[AL_SA] = align_of(D->scales[0]), al[AL_SB] = align_of(D->scales[1]);
 	for (int i = 0; i < n; i++) {
 		unsigned char *res = (unsigned char *)results + 96 * i;
 		memset(res, 0, 96);
 		uint64_t magic = ALGO_MAGIC;
 		float waves = 1;
 		memcpy(res, &magic, 8);
+		memcpy(res + 8, al, sizeof al);
 		memcpy(res + 76, &waves, 4);
 	}
 	*count = n;
@@ -359,6 +379,21 @@ static void matmul_exec(struct task *t) {
 	}
 }
 
+/* misaligned reports (a bad use: the kernel would fault with a misaligned
+   address) the first pointer of the matmul less aligned than the
+   heuristic's algorithm assumes. */
+static int misaligned(const char *fn, const unsigned char *algo, const uintptr_t ptrs[AL_N]) {
+	static const char *names[AL_N] = {"A", "B", "C", "D", "the bias", "the auxiliary matrix", "A's scale", "B's scale"};
+	uint16_t al[AL_N];
+	memcpy(al, algo + 8, sizeof al);
+	for (int i = 0; i < AL_N; i++)
+		if (ptrs[i] && al[i] && ptrs[i] % al[i]) {
+			fcb_bad(fn, "misaligned address: %s at %#lx, the algorithm assumes %u-byte alignment", names[i], (unsigned long)ptrs[i], (unsigned)al[i]);
+			return 1;
+		}
+	return 0;
+}
+
 static void lrange(struct task *t, uintptr_t p, struct ltobj *l) {
 	size_t one = fcb_mat(l->type, (long)l->rows, (long)l->cols, (long)l->ld);
 	if (!one) return;
@@ -410,13 +445,20 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 		free(t);
 		return ST_OK;
 	}
+	uintptr_t used[AL_N] = {t->a, t->b, t->c, t->d, t->bias, t->aux, t->ascale, t->bscale};
+	if (algo && misaligned(fn, algo, used)) {
+		free(t);
+		return ST_EXECUTION_FAILED;
+	}
 	lrange(t, t->a, Al);
 	lrange(t, t->b, Bl);
 	lrange(t, t->c, Cl);
 	lrange(t, t->d, Dl);
 	if (t->bias) fcb_range(t, t->bias, (size_t)(e == 512 ? t->n : t->m) * fcb_size(T));
-	if (t->aux && relu_mask(e)) fcb_range(t, t->aux, (size_t)((t->n - 1) * ald + t->m + 7) / 8);
-	if (t->aux && gelu_aux(e)) fcb_range(t, t->aux, fcb_mat(T, t->m, t->n, ald));
+	/* The auxiliary matrix's whole columns: cuBLASLt stores it in 16-byte
+	   units, and may write a column's last one whole, past D's rows. */
+	if (t->aux && relu_mask(e)) fcb_range(t, t->aux, (size_t)t->n * (size_t)ald / 8);
+	if (t->aux && gelu_aux(e)) fcb_range(t, t->aux, (size_t)t->n * (size_t)ald * fcb_size(T));
 	uintptr_t scales[] = {t->ascale, t->bscale};
 	for (int i = 0; i < 2; i++)
 		if (scales[i]) fcb_range(t, scales[i], 4);
