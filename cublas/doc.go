@@ -48,7 +48,8 @@
 // timing the heuristic's candidates (MatmulOptions.Autotune), and reused by
 // every Run on the handle's stream, with the handle's workspace. Each of
 // its matrices starts on a 16-byte boundary (a view's first element; any
-// allocation's start is one), its bias at any element.
+// allocation's start is one), its bias at any element (an FP8 plan's on
+// a 16-byte boundary too).
 //
 // Training has epilogues of its own (EpilogueReLUAux and those after it):
 // forward ones that also store what the backward pass needs (a ReLU bit

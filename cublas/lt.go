@@ -188,11 +188,15 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	// for the alignment they promise (it reads nothing there): it sees
 	// addresses in the handle's workspace (256-byte aligned) with only
 	// the alignment Run requires: one element in for the bias (or its
-	// gradient), 16 bytes in for the auxiliary matrix, 4 for the scales.
+	// gradient; 16 bytes for an FP8 plan's), 16 bytes in for the
+	// auxiliary matrix, 4 for the scales.
 	var stand extraPtrs
 	ws := cl.st.wsPtr
 	if opts.Epilogue.hasBias() || opts.Epilogue.biasGrad() {
 		stand.bias = ws + sizeOf[TC]()
+		if fp8 {
+			stand.bias = ws + 16
+		}
 	}
 	if ald > 0 {
 		stand.aux = ws + 16
@@ -398,8 +402,8 @@ func (p *MatmulPlan[TA, TB, TC]) Tuned() []time.Duration {
 // or extra bias is refused, matching driver.ErrInvalidArgument). Its first
 // elements are read, one per row of a column-major D, per column of a
 // row-major one; a shorter buffer is ErrOutOfBounds (use Buffer.Slice for
-// part of one: the bias may start at any element). For BGradA and BGradB
-// it receives the bias gradient.
+// part of one: the bias may start at any element, an FP8 plan's on a
+// 16-byte boundary). For BGradA and BGradB it receives the bias gradient.
 // Epilogues with an auxiliary matrix, and FP8 plans' scale factors, take
 // RunWith.
 //

@@ -57,6 +57,9 @@ func autotune[TA, TB, TC Element](st *planState) error {
 	// candidate is timed, and tested, at it): the matrices and the
 	// auxiliary matrix 16 bytes into their scratch, the bias one element.
 	offs := [5]uintptr{matrixAlign, matrixAlign, matrixAlign, uintptr(esz), 16}
+	if st.fp8 {
+		offs[3] = 16 // an FP8 plan's bias starts on 16 bytes (see extras)
+	}
 	var ptrs [5]uintptr
 	for i := range bytes {
 		b, err := driver.AllocZeroed[byte](hs.s, int(bytes[i]+256))

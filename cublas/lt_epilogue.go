@@ -159,6 +159,11 @@ func extras[TC Element](cl *call, st *planState, x MatmulExtras[TC], ops *opList
 		if _, err := blasview.Scal(vbias); err != nil {
 			return p, renamed(refused(op, err), "x", name)
 		}
+		if st.fp8 { // cuBLASLt's FP8 kernels with a bias have none for less (NOT_SUPPORTED on an H200)
+			if err := aligned16(op, name, pbias); err != nil {
+				return p, err
+			}
+		}
 		b0, b1 := span(pbias, n, 1, n, esz)
 		ops.add(operand{name, b0, b1, st.epi.biasGrad()})
 		p.bias = pbias
