@@ -163,7 +163,8 @@
 // on an H200), a process in which about 10,000 executables were alive at
 // once earlier (2,000 are not enough) can crash inside libcuda
 // (SIGSEGV) when it launches a newly instantiated executable with nodes
-// in two contexts on a stream that also runs host functions
+// that run in another context (On) on a stream that also runs host
+// functions
 // (driver.Stream.LaunchHostFunc, host nodes, captured host functions).
 // A C program calling libcuda alone does the same (tests/libcuda in the
 // repository). Launching one such executable again and again, instead of
