@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,7 +22,37 @@ import (
 // and BGradA (where cuBLASLt offers it), beta 1 with C apart from D.
 // Exact (small integers, halves): D as plain Go computes it, nothing
 // written before D's view or the gradient's slice, C only read.
-func TestGPUMatmulPlanAlignedOffsets(t *testing.T) {
+func TestGPUMatmulPlanAlignedOffsets(t *testing.T) { matmulAtOffsets(t, 4) }
+
+// TestGPUMatmulPlanBiasAnyElement: the bias, or the bias gradient, may
+// start at any element (Run's doc): slices 1, 2 and 3 float32 elements
+// in, the matrices as in TestGPUMatmulPlanAlignedOffsets. It runs in a
+// process of its own: were cuBLASLt to assume more alignment than the
+// plan promised it, the misaligned access would be a sticky error, the
+// end of every later GPU test of the process.
+func TestGPUMatmulPlanBiasAnyElement(t *testing.T) {
+	if os.Getenv(biasChild) == "" {
+		newGPU(t, nil) // skips without a GPU or cuBLAS
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestGPUMatmulPlanBiasAnyElement$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), biasChild+"=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("in a child process:\n%s", out)
+		require.NoError(t, err)
+		require.Contains(t, string(out), "--- PASS: TestGPUMatmulPlanBiasAnyElement")
+		return
+	}
+	for _, boff := range []int{1, 2, 3} {
+		matmulAtOffsets(t, boff)
+	}
+}
+
+// biasChild is set in the process TestGPUMatmulPlanBiasAnyElement runs
+// its body in.
+const biasChild = "PURECUDA_BIAS_ANY_ELEMENT_CHILD"
+
+// matmulAtOffsets is TestGPUMatmulPlanAlignedOffsets with the bias (or
+// the gradient) boff elements into its buffer.
+func matmulAtOffsets(t *testing.T, boff int) {
 	g := newGPU(t, nil)
 	const m, n, k, off = 64, 48, 32, 4
 	fill := func(n int, f func(i int) float32) []float32 {
@@ -41,7 +73,7 @@ func TestGPUMatmulPlanAlignedOffsets(t *testing.T) {
 		}
 		A, B, C, D := view(da, m, k), view(db, k, n), view(dc, m, n), view(dd, m, n)
 		for _, epi := range []cublas.Epilogue{cublas.EpilogueBias, cublas.EpilogueReLUBias, cublas.EpilogueBGradA} {
-			name := fmt.Sprintf("layout %d epilogue %d", l, epi)
+			name := fmt.Sprintf("layout %d epilogue %d bias offset %d", l, epi, boff)
 			p, err := cublas.NewMatmulPlan(g.h, A, B, D, &cublas.MatmulOptions{Epilogue: epi})
 			if epi == cublas.EpilogueBGradA && errors.Is(err, cublas.ErrNotSupported) {
 				t.Logf("%s: cuBLASLt offers no algorithm: %v", name, err) // as the training epilogues' test allows
@@ -54,12 +86,12 @@ func TestGPUMatmulPlanAlignedOffsets(t *testing.T) {
 			if l == cublas.RowMajor && epi != cublas.EpilogueBGradA {
 				nb = n
 			}
-			biasH := fill(nb+off, func(i int) float32 { return float32(i%4) - 1.5 })
+			biasH := fill(nb+boff, func(i int) float32 { return float32(i%4) - 1.5 })
 			if epi == cublas.EpilogueBGradA {
-				biasH = fill(nb+off, func(int) float32 { return 999 })
+				biasH = fill(nb+boff, func(int) float32 { return 999 })
 			}
 			full := upload(t, g, biasH)
-			bias, err := full.Slice(off, off+nb)
+			bias, err := full.Slice(boff, boff+nb)
 			require.NoError(t, err, name)
 			require.NoError(t, dd.Memset8(g.s, 0xff), name) // NaN: D must be written, the rest not
 			require.NoError(t, p.Run(1, A, B, 1, C, D, bias), name)
@@ -77,7 +109,7 @@ func TestGPUMatmulPlanAlignedOffsets(t *testing.T) {
 						bi = j
 					}
 					if epi != cublas.EpilogueBGradA {
-						want += float64(biasH[off+bi])
+						want += float64(biasH[boff+bi])
 					}
 					if epi == cublas.EpilogueReLUBias {
 						want = math.Max(want, 0)
@@ -94,13 +126,13 @@ func TestGPUMatmulPlanAlignedOffsets(t *testing.T) {
 			assert.Equal(t, ch, download(t, g, dc), "%s: C is only read", name)
 			if epi == cublas.EpilogueBGradA { // g[i] = Σ_l A[i, l]
 				gh := download(t, g, full)
-				assert.Equal(t, biasH[:off], gh[:off], "%s: before the gradient's slice", name)
+				assert.Equal(t, biasH[:boff], gh[:boff], "%s: before the gradient's slice", name)
 				for i := range m {
 					var want float32
 					for x := range k {
 						want += ah[idx(A, i, x)]
 					}
-					assert.Equal(t, want, gh[off+i], "%s: gradient[%d]", name, i)
+					assert.Equal(t, want, gh[boff+i], "%s: gradient[%d]", name, i)
 				}
 			}
 			assert.NoError(t, bias.Close(), name)

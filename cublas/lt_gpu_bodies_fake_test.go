@@ -25,5 +25,8 @@ func TestGPULtBodiesFromFake(t *testing.T) {
 	TestGPUMatmulPlanFP8(t)
 	TestGPUMatmulPlanFP8Held(t)
 	TestGPUMatmulPlanAlignedOffsets(t)
+	for _, boff := range []int{1, 2, 3} { // TestGPUMatmulPlanBiasAnyElement's body
+		matmulAtOffsets(t, boff)
+	}
 	noBadUses(t) // the captured mask and the scales closed while queued were held
 }
