@@ -15,7 +15,7 @@ import (
 
 // TestGemmAllocsFromFake: queuing a Gemm allocates nothing in Go (the
 // per-call hot path), nor do Gemv, Axpy, Dot, DotTo, GemmEx and a
-// MatmulPlan's Run; GemmBatched's count is logged (it builds its pointer
+// MatmulPlan's Run and RunWith; GemmBatched's count is logged (it builds its pointer
 // arrays per call).
 func TestGemmAllocsFromFake(t *testing.T) {
 	if gputest.RaceEnabled {
@@ -68,6 +68,17 @@ func TestGemmAllocsFromFake(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	// RunWith, with a bias and a ReLU mask to store: the training path.
+	pt, err := cublas.NewMatmulPlan(e.h, A, B, C, &cublas.MatmulOptions{Epilogue: cublas.EpilogueReLUAuxBias})
+	require.NoError(t, err)
+	defer pt.Close()
+	mask := up(t, e.s, make([]byte, pt.AuxLD()/8*8))
+	bias := up(t, e.s, make([]float32, 8))
+	runWith := testing.AllocsPerRun(200, func() {
+		if err := pt.RunWith(1, A, B, 0, C, C, cublas.MatmulExtras[float32]{Bias: bias, Mask: mask}); err != nil {
+			t.Fatal(err)
+		}
+	})
 	as := []cublas.Matrix[float32]{A, A}
 	bs := []cublas.Matrix[float32]{B, B}
 	cs := []cublas.Matrix[float32]{C, {Buf: x.Buf, Rows: 8, Cols: 8}}
@@ -78,8 +89,9 @@ func TestGemmAllocsFromFake(t *testing.T) {
 		}
 	})
 	require.NoError(t, e.s.Synchronize())
-	t.Logf("allocations per call: Gemm %v, Gemv %v, Axpy %v, Dot %v, DotTo %v, GemmEx %v, MatmulPlan.Run %v; GemmBatched %v (its pinned arrays and views)", gemm, gemv, axpy, dot, dotTo, ex, run, batched)
+	t.Logf("allocations per call: Gemm %v, Gemv %v, Axpy %v, Dot %v, DotTo %v, GemmEx %v, MatmulPlan.Run %v, RunWith %v; GemmBatched %v (its pinned arrays and views)", gemm, gemv, axpy, dot, dotTo, ex, run, runWith, batched)
 	assert.Zero(t, run, "MatmulPlan.Run")
+	assert.Zero(t, runWith, "MatmulPlan.RunWith")
 	assert.Zero(t, dot, "Dot")
 	assert.Zero(t, dotTo, "DotTo")
 	assert.Zero(t, ex, "GemmEx")
