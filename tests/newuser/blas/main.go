@@ -142,6 +142,15 @@ func run() int {
 	check("GemmEx BFloat16 A·B → float32 C, Compute32F (row-major 6×8·8×5)", gemmExCheck(e))
 	// (7) cuBLASLt.
 	matmulPlan(e)
+	// (7b) cuBLASLt for training: an MLP layer forward and backward, FP8,
+	// misuse, a captured training step.
+	trainLayer(e, rm, "relu", true, 0, false)
+	trainLayer(e, cm, "relu", true, 256, true)
+	trainLayer(e, rm, "gelu", true, 0, false)
+	trainLayer(e, cm, "gelu", false, 24, true)
+	fp8Plans(e)
+	trainMisuse(e)
+	capturedStep(e)
 	// (8) capture into a graph, replay after closing everything.
 	graphCheck(e)
 	// (9) misuse.
