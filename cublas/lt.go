@@ -47,7 +47,9 @@ type MatmulOptions struct {
 	// in elements for GELU's input, a multiple of 8; at least the rows of
 	// D as cuBLASLt sees it (the columns of a row-major D), at most
 	// 2^31-1 (as every leading dimension). 0: the smallest allowed. Only
-	// for epilogues with an auxiliary matrix.
+	// for epilogues with an auxiliary matrix: NewMatmulPlan refuses one
+	// set for another epilogue, or breaking these rules, with an error
+	// matching driver.ErrInvalidArgument.
 	AuxLD int
 	// Autotune, when above 1, times up to that many of the heuristic's
 	// candidates when the plan is made (on scratch buffers of the plan's
@@ -146,7 +148,7 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 		return nil, invalid(op, "unknown compute type %d", opts.Compute)
 	}
 	if !opts.Epilogue.known() {
-		return nil, invalid(op, "unknown epilogue %d", opts.Epilogue)
+		return nil, invalid(op, "unknown epilogue %d", int32(opts.Epilogue))
 	}
 	if opts.Autotune < 0 {
 		return nil, invalid(op, "negative Autotune %d", opts.Autotune)

@@ -26,9 +26,14 @@ import (
 // need a D of at least one row and one column: NewMatmulPlan refuses an
 // empty one (ErrShape).
 //
+// A backward epilogue reads the mask or input with its own plan's AuxLD:
+// make it with the forward plan's (MatmulOptions.AuxLD, or 0 for both
+// with a D of the same shape).
+//
 // A bias gradient is written to MatmulExtras.Bias (BGradA's and
-// BGradB's also to Run's bias): for
-// DReLUBGrad and DGELUBGrad the sums of D's gradient along the dimension
+// BGradB's also to Run's bias), its first elements only: for
+// DReLUBGrad and DGELUBGrad the sums of the D they store (the gradient,
+// after the mask or GELU'; training passes beta 0) along the dimension
 // the bias is broadcast over, so one element per row of a column-major D,
 // per column of a row-major one (as a bias); for BGradA one per row of D,
 // g[i] = Σ_l op(A)[i, l]; for BGradB one per column of D,
@@ -60,15 +65,28 @@ const (
 	EpilogueBGradB Epilogue = 512
 )
 
+// epilogueNames are the epilogues offered, by value.
+var epilogueNames = map[Epilogue]string{
+	EpilogueNone: "None", EpilogueReLU: "ReLU", EpilogueBias: "Bias", EpilogueReLUBias: "ReLUBias",
+	EpilogueGELU: "GELU", EpilogueGELUBias: "GELUBias",
+	EpilogueReLUAux: "ReLUAux", EpilogueReLUAuxBias: "ReLUAuxBias", EpilogueDReLU: "DReLU", EpilogueDReLUBGrad: "DReLUBGrad",
+	EpilogueGELUAux: "GELUAux", EpilogueGELUAuxBias: "GELUAuxBias", EpilogueDGELU: "DGELU", EpilogueDGELUBGrad: "DGELUBGrad",
+	EpilogueBGradA: "BGradA", EpilogueBGradB: "BGradB",
+}
+
+// String is e's name without its prefix ("ReLUBias" for
+// EpilogueReLUBias), or Epilogue(n) for a value not offered.
+func (e Epilogue) String() string {
+	if n, ok := epilogueNames[e]; ok {
+		return n
+	}
+	return fmt.Sprintf("Epilogue(%d)", int32(e))
+}
+
 // known reports whether e is an epilogue offered.
 func (e Epilogue) known() bool {
-	switch e {
-	case EpilogueNone, EpilogueReLU, EpilogueBias, EpilogueReLUBias, EpilogueGELU, EpilogueGELUBias,
-		EpilogueReLUAux, EpilogueReLUAuxBias, EpilogueDReLU, EpilogueDReLUBGrad,
-		EpilogueGELUAux, EpilogueGELUAuxBias, EpilogueDGELU, EpilogueDGELUBGrad, EpilogueBGradA, EpilogueBGradB:
-		return true
-	}
-	return false
+	_, ok := epilogueNames[e]
+	return ok
 }
 
 // hasBias reports whether e adds a bias it reads.
@@ -115,10 +133,23 @@ func (e Epilogue) forCUBLAS(swapped bool) Epilogue {
 }
 
 // MatmulExtras are the operands of MatmulPlan.RunWith beyond A, B, C and
-// D, each nil where the plan's epilogue and element types take none; a
-// missing or extra one is refused (matching driver.ErrInvalidArgument).
-// Each is checked against its buffer, held until the stream has passed
-// the matmul (captured: by the graph), and named in errors.
+// D, each nil where the plan's epilogue and element types take none. Each
+// is checked against its buffer, held until the stream has passed the
+// matmul (captured: by the graph), and named in errors. A refused Run
+// queues nothing; its error matches:
+//   - driver.ErrInvalidArgument for a missing or extra operand, and for
+//     one not on the boundary it needs (16 bytes for the mask, the
+//     auxiliary matrix and an FP8 plan's bias);
+//   - ErrOutOfBounds for a buffer too short for its operand;
+//   - ErrAlias for an operand the matmul writes (D, the mask or
+//     auxiliary matrix a forward epilogue stores, a bias gradient) that
+//     overlaps another operand (C may be D itself, not part of it);
+//   - driver.ErrClosed for a closed buffer, driver.ErrInvalidArgument
+//     for one of another context.
+//
+// Only the mask's and the auxiliary matrix's first AuxLD·N bits or
+// elements are used: they need not be zeroed, and what lies past D's
+// rows in a column is not kept.
 type MatmulExtras[TC Element] struct {
 	// Bias is the bias the epilogue adds (read: at least one element per
 	// row of a column-major D, per column of a row-major one), or the bias
@@ -224,7 +255,7 @@ func auxDefault(e Epilogue, m int64) int64 {
 func auxLD(op string, e Epilogue, ld int, m, n int64) (int64, error) {
 	if (e.mask() || e.geluAux()) && (m == 0 || n == 0) {
 		return 0, &blasview.Error{Func: op, Operand: "D", Kind: ErrShape,
-			Detail: fmt.Sprintf("the epilogue %d stores or reads an auxiliary matrix of D's shape, and D is empty (%d×%d as cuBLASLt sees it)", e, m, n)}
+			Detail: fmt.Sprintf("the epilogue %v stores or reads an auxiliary matrix of D's shape, and D is empty (%d×%d as cuBLASLt sees it)", e, m, n)}
 	}
 	switch {
 	case ld < 0:
@@ -234,7 +265,7 @@ func auxLD(op string, e Epilogue, ld int, m, n int64) (int64, error) {
 	case int64(ld) > math.MaxInt32:
 		return 0, invalid(op, "AuxLD %d: a leading dimension beyond 2^31-1", ld)
 	case !e.mask() && !e.geluAux():
-		return 0, invalid(op, "AuxLD %d: the epilogue %d has no auxiliary matrix", ld, e)
+		return 0, invalid(op, "AuxLD %d: the epilogue %v has no auxiliary matrix", ld, e)
 	case e.mask() && (ld%128 != 0 || int64(ld) < m):
 		return 0, invalid(op, "AuxLD %d: a ReLU mask's leading dimension (in bits) is a multiple of 128 and at least D's %d rows (as cuBLASLt sees D)", ld, m)
 	case e.geluAux() && (ld%8 != 0 || int64(ld) < m):
@@ -267,13 +298,13 @@ func (st *planState) present(op string, bias, mask, aux bool, sc MatmulScales) e
 	e := st.epi
 	switch {
 	case e.hasBias() != bias && !e.biasGrad():
-		return invalid(op, "the epilogue %d takes a bias exactly when it adds one (bias nil: %v)", e, !bias)
+		return invalid(op, "the epilogue %v takes a bias exactly when it adds one (bias nil: %v)", e, !bias)
 	case e.biasGrad() && !bias:
-		return invalid(op, "the epilogue %d writes a bias gradient: the bias buffer receives it, and is nil", e)
+		return invalid(op, "the epilogue %v writes a bias gradient: the bias buffer receives it, and is nil", e)
 	case e.mask() != mask:
-		return invalid(op, "the epilogue %d takes a mask exactly when it is ReLUAux, ReLUAuxBias, DReLU or DReLUBGrad (mask nil: %v)", e, !mask)
+		return invalid(op, "the epilogue %v takes a mask exactly when it is ReLUAux, ReLUAuxBias, DReLU or DReLUBGrad (mask nil: %v)", e, !mask)
 	case e.geluAux() != aux:
-		return invalid(op, "the epilogue %d takes an auxiliary matrix exactly when it is GELUAux, GELUAuxBias, DGELU or DGELUBGrad (aux nil: %v)", e, !aux)
+		return invalid(op, "the epilogue %v takes an auxiliary matrix exactly when it is GELUAux, GELUAuxBias, DGELU or DGELUBGrad (aux nil: %v)", e, !aux)
 	}
 	return st.scalesPresent(op, sc)
 }

@@ -37,7 +37,9 @@ import (
 // for the layouts and sizes, driver.ErrInvalidArgument for the rest), and
 // a device older than 8.9 with an error matching ErrNotSupported.
 type MatmulScales struct {
-	// A and B scale the products (nil: 1).
+	// A and B scale the products; nil is a scale of 1, so an FP8 plan
+	// also runs with the zero MatmulScales (and with Run). Each is one
+	// float32 of device memory, read when the matmul runs.
 	A, B *driver.Buffer[float32]
 }
 
@@ -81,10 +83,10 @@ func checkFP8[TA, TB, TC Element](op string, hs *handleState, g blasview.GemmArg
 	case EpilogueNone, EpilogueReLU, EpilogueGELU:
 	case EpilogueBias, EpilogueReLUBias, EpilogueGELUBias:
 		if _, f32 := any(ztc).(float32); f32 {
-			return true, invalid(op, "the epilogue %d of an FP8 plan with a float32 D: cuBLASLt's bias there is BFloat16, not D's type; use a Half or BFloat16 D", opts.Epilogue)
+			return true, invalid(op, "the epilogue %v of an FP8 plan with a float32 D: cuBLASLt's bias there is BFloat16, not D's type; use a Half or BFloat16 D", opts.Epilogue)
 		}
 	default:
-		return true, invalid(op, "the epilogue %d in an FP8 plan: FP8 plans offer None, ReLU, GELU and their bias forms", opts.Epilogue)
+		return true, invalid(op, "the epilogue %v in an FP8 plan: FP8 plans offer None, ReLU, GELU and their bias forms", opts.Epilogue)
 	}
 	if major, minor := hs.ctx.Device().ComputeCapability(); major*10+minor < 89 {
 		return true, fmt.Errorf("cublas: %s: FP8 matmuls need a GPU of compute capability 8.9 or later; this one is %d.%d: %w", op, major, minor, ErrNotSupported)
