@@ -73,7 +73,9 @@ type MatmulOptions struct {
 // time, like the handle's routines. Close releases it; a plan dropped
 // without Close is released by a cleanup. Work a Run queued keeps its
 // buffers, the workspace and the handle until the stream has passed it
-// (or, captured, until the graph is gone), as the handle's routines do.
+// (or, captured, until the graph is gone), as the handle's routines do;
+// a captured Run does not need its plan: the plan, the handle and the
+// buffers may be closed once the capture is over, before the graph runs.
 type MatmulPlan[TA, TB, TC Element] struct {
 	obj     lifetime.Object
 	st      *planState

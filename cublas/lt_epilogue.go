@@ -58,7 +58,11 @@ const (
 	// EpilogueDGELUBGrad is DGELU, and writes the bias gradient.
 	EpilogueDGELUBGrad Epilogue = 208
 	// EpilogueBGradA stores D = alpha·op(A)·op(B) + beta·C and writes the
-	// bias gradient of A's rows: one element per row of D.
+	// bias gradient of A's rows: one element per row of D. cuBLAS 13.1 on
+	// an H200 offers it for a column-major D only: for a row-major D
+	// (cuBLASLt's BGradB of the transposed product) NewMatmulPlan fails
+	// with an error matching ErrNotSupported; compute the transposed
+	// gradient with BGradB instead.
 	EpilogueBGradA Epilogue = 256
 	// EpilogueBGradB stores D and writes the bias gradient of B's
 	// columns: one element per column of D.

@@ -35,7 +35,8 @@ import (
 //
 // NewMatmulPlan refuses anything else before cuBLASLt is called (ErrShape
 // for the layouts and sizes, driver.ErrInvalidArgument for the rest), and
-// a device older than 8.9 with an error matching ErrNotSupported.
+// a device of compute capability below 8.9 (driver.Device's
+// ComputeCapability) with an error matching ErrNotSupported.
 type MatmulScales struct {
 	// A and B scale the products; nil is a scale of 1, so an FP8 plan
 	// also runs with the zero MatmulScales (and with Run). Each is one
