@@ -306,15 +306,18 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 }
 
 // pointers sets the descriptor's bias, auxiliary and scale pointers (and
-// the auxiliary matrix's leading dimension), those the plan has. The
-// handle's lock is held.
+// the auxiliary matrix's leading dimension), those the plan has (a plan
+// without a bias leaves its pointer NULL, as the descriptor was made).
+// The handle's lock is held.
 func (st *planState) pointers(bias, aux, sa, sb uintptr) error {
 	hs := st.hd.st
 	ptr := func(a cublasraw.LtMatmulDescAttributes, p uintptr) error {
 		return cublasraw.LtMatmulDescSetAttribute(st.desc, a, attr(hs, uint64(p)), 8)
 	}
-	if err := ptr(cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias); err != nil {
-		return err
+	if st.epi.hasBias() || st.epi.biasGrad() {
+		if err := ptr(cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias); err != nil {
+			return err
+		}
 	}
 	if st.auxLD > 0 {
 		if err := ptr(cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux); err != nil {
