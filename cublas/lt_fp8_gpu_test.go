@@ -80,17 +80,7 @@ func fp8GPU[TA, TB f8, TC f8out](t *testing.T, g *gpu) {
 					func(i, j int) float64 { return opv(ah, A, i, j, f8Val[TA]) },
 					func(i, j int) float64 { return opv(bh, B, i, j, f8Val[TB]) },
 					func(i, j int) float64 { return outVal(ch[idx(C, i, j)]) }, 2, s1, s2, 1, bias, rowMajor, epi)
-				got := download(t, g, dd)
-				bad := 0
-				for i := range m {
-					for j := range n {
-						w := outVal(outOf[TC](want[i*n+j]))
-						if gv := outVal(got[idx(D, i, j)]); gv != w && bad < 3 {
-							t.Errorf("%s: D[%d,%d] = %v, want %v", name, i, j, gv, w)
-							bad++
-						}
-					}
-				}
+				checkFP8D(t, name, download(t, g, dd), want, D, m, n)
 				require.NoError(t, p.Close())
 			}
 		}

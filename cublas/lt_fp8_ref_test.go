@@ -2,6 +2,7 @@ package cublas_test
 
 import (
 	"math"
+	"testing"
 
 	"github.com/purecuda/cuda/cublas"
 	"github.com/purecuda/cuda/driver"
@@ -109,4 +110,21 @@ func fp8Views[TA, TB f8, TC f8out](a *driver.Buffer[TA], b *driver.Buffer[TB], d
 		return cublas.RowMajorMatrix(a, m, k), cublas.RowMajorMatrix(b, n, k).T(), cublas.RowMajorMatrix(d, m, n)
 	}
 	return cublas.ColMajorMatrix(a, k, m).T(), cublas.ColMajorMatrix(b, k, n), cublas.ColMajorMatrix(d, m, n)
+}
+
+// checkFP8D compares an FP8 plan's m×n result got, laid out as D, with
+// want (row by row, in float64), rounded to D's type: exact, the first
+// three differences reported.
+func checkFP8D[TC f8out](t *testing.T, name string, got []TC, want []float64, d cublas.Matrix[TC], m, n int) {
+	t.Helper()
+	bad := 0
+	for i := range m {
+		for j := range n {
+			w := outVal(outOf[TC](want[i*n+j]))
+			if g := outVal(got[idx(d, i, j)]); g != w && bad < 3 {
+				t.Errorf("%s: D[%d,%d] = %v, want %v", name, i, j, g, w)
+				bad++
+			}
+		}
+	}
 }
