@@ -17,7 +17,8 @@ import (
 // column-major D is at i + j·AuxLD of it, of a row-major D at j + i·AuxLD.
 // For ReLU it is a bit mask, one bit per element of D (bit x is bit x%8,
 // counted from the least significant, of byte x/8; 1 where the ReLU's
-// input was positive), in MatmulExtras.Mask; for GELU it holds GELU's
+// input was zero or positive, 0 where it was negative: cuBLASLt passes
+// the gradient through at zero), in MatmulExtras.Mask; for GELU it holds GELU's
 // input (the product plus the bias), of D's element type, in
 // MatmulExtras.Aux. Its buffer holds whole columns, AuxLD bits or
 // elements each: cuBLASLt stores the auxiliary matrix in 16-byte units,

@@ -154,7 +154,7 @@ func trainingFromFake[T cublas.Real](t *testing.T, e *fenv) {
 
 // TestMatmulPlanReLURoundTripFromFake: the mask a ReLUAuxBias matmul
 // stores is what DReLUBGrad reads: the gradient passes where the forward
-// ReLU's input was positive, and the bias gradient sums it; with an
+// ReLU's input was not negative, and the bias gradient sums it; with an
 // AuxLD of 256 (two 128-bit columns' worth) given.
 func TestMatmulPlanReLURoundTripFromFake(t *testing.T) {
 	if !faketest.InCUBLASAndCUDAChild(t) {

@@ -303,27 +303,41 @@ func TestGPUMatmulPlanTrainingEpilogues(t *testing.T) {
 	t.Logf("runs per epilogue (of 4 types and layouts): %v", ran)
 }
 
-// TestGPUMatmulPlanReLUMaskLayout: the mask ReLUAuxBias stores is as
-// EpilogueReLUAux documents: bit i + j·AuxLD (least significant first in
-// each byte) is 1 exactly where the ReLU's input at (i, j) of a
-// column-major D was positive.
+// TestGPUMatmulPlanReLUMaskLayout: the mask ReLUAux and ReLUAuxBias
+// store is as EpilogueReLUAux documents: bit i + j·AuxLD (least
+// significant first in each byte) is 1 exactly where the ReLU's input at
+// (i, j) of a column-major D was zero or positive. Without the bias the
+// integer products are often exactly zero, so the zero case is seen.
 func TestGPUMatmulPlanReLUMaskLayout(t *testing.T) {
 	g := newGPU(t, nil)
 	tg := newTrainGPU[float32](t, g, false, map[cublas.Epilogue]int{})
-	p := tg.plan(cublas.EpilogueReLUAuxBias)
-	require.NotNil(t, p, "float32 ReLUAuxBias")
-	ld := p.AuxLD()
-	mask := upload(t, g, make([]byte, ld/8*tg.n))
-	require.NoError(t, p.RunWith(1, tg.A, tg.B, 0, tg.D, tg.D, cublas.MatmulExtras[float32]{Bias: tg.biasBuf, Mask: mask}))
-	got := download(t, g, mask)
-	bad := 0
-	for i := range tg.m {
-		for j := range tg.n {
-			x := i + j*ld
-			if bit := got[x/8]>>(x%8)&1 == 1; bit != (tg.pre(i, j) > 0) && bad < 3 {
-				t.Errorf("mask bit %d (D[%d,%d]) = %v, want %v (input %v)", x, i, j, bit, !bit, tg.pre(i, j))
-				bad++
+	for _, withBias := range []bool{true, false} {
+		epi, in := cublas.EpilogueReLUAux, func(i, j int) float64 { return tg.z[i*tg.n+j] }
+		x := cublas.MatmulExtras[float32]{}
+		if withBias {
+			epi, in, x.Bias = cublas.EpilogueReLUAuxBias, tg.pre, tg.biasBuf
+		}
+		p := tg.plan(epi)
+		require.NotNil(t, p, "float32 %v", epi)
+		ld := p.AuxLD()
+		x.Mask = upload(t, g, make([]byte, ld/8*tg.n))
+		require.NoError(t, p.RunWith(1, tg.A, tg.B, 0, tg.D, tg.D, x))
+		got := download(t, g, x.Mask)
+		bad, zeros := 0, 0
+		for i := range tg.m {
+			for j := range tg.n {
+				if in(i, j) == 0 {
+					zeros++
+				}
+				x := i + j*ld
+				if bit := got[x/8]>>(x%8)&1 == 1; bit != (in(i, j) >= 0) && bad < 3 {
+					t.Errorf("%v: mask bit %d (D[%d,%d]) = %v, want %v (input %v)", epi, x, i, j, bit, !bit, in(i, j))
+					bad++
+				}
 			}
+		}
+		if !withBias {
+			require.NotZero(t, zeros, "the data gives no zero product: the zero case is not tested")
 		}
 	}
 }

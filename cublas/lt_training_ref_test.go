@@ -93,7 +93,7 @@ func (r *ltRef) run() ltWant {
 			switch e {
 			case cublas.EpilogueReLU, cublas.EpilogueReLUBias, cublas.EpilogueReLUAux, cublas.EpilogueReLUAuxBias:
 				if e == cublas.EpilogueReLUAux || e == cublas.EpilogueReLUAuxBias {
-					w.bits[x] = v > 0
+					w.bits[x] = v >= 0 // the H200's cuBLASLt sets the bit for a zero input too
 				}
 				v = math.Max(v, 0)
 			case cublas.EpilogueGELU, cublas.EpilogueGELUBias, cublas.EpilogueGELUAux, cublas.EpilogueGELUAuxBias:

@@ -333,7 +333,7 @@ static void epi_one(struct task *t, uintptr_t a, uintptr_t b, uintptr_t c, uintp
 			long x = i + j * ld;
 			if (has_bias(e)) v += creal(fcb_get(ct, t->bias, i));
 			if (e == 2 || e == 6 || e == 130 || e == 134) { /* ReLU */
-				if (e & 128) mask[x >> 3] = (uint8_t)(v > 0 ? mask[x >> 3] | 1u << (x & 7) : mask[x >> 3] & ~(1u << (x & 7)));
+				if (e & 128) mask[x >> 3] = (uint8_t)(v >= 0 ? mask[x >> 3] | 1u << (x & 7) : mask[x >> 3] & ~(1u << (x & 7)));
 				v = v > 0 ? v : 0;
 			}
 			if (e == 32 || e == 36 || e == 160 || e == 164) { /* GELU */

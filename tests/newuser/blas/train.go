@@ -222,7 +222,7 @@ func trainLayer(e *env, l cublas.Layout, act string, bias bool, auxLD int, inPla
 			}
 		}
 	}
-	what := fmt.Sprintf("%s: forward %d×%d, epilogue %d, AuxLD %d, hidden and %s", name, r, c, fwdEpi, ld, map[string]string{"relu": "mask bits (1 where z > 0) exact", "gelu": fmt.Sprintf("aux = z exact, GELU(z) within %g", geluTol)}[act])
+	what := fmt.Sprintf("%s: forward %d×%d, epilogue %d, AuxLD %d, hidden and %s", name, r, c, fwdEpi, ld, map[string]string{"relu": "mask bits (1 where z >= 0) exact", "gelu": fmt.Sprintf("aux = z exact, GELU(z) within %g", geluTol)}[act])
 	if !step(what, func() error {
 		if err := pf.RunWith(1, fa.on(dFA, l), fb.on(dFB, l), 0, vHid, vHid, x); err != nil {
 			return err
@@ -251,7 +251,7 @@ func trainLayer(e *env, l cublas.Layout, act string, bias bool, auxLD int, inPla
 			for i := range r {
 				for j := range c {
 					k := auxIdx(l, i, j, ld)
-					if bit := mask[k/8]>>(k%8)&1 == 1; bit != (Z.at(i, j) > 0) {
+					if bit := mask[k/8]>>(k%8)&1 == 1; bit != (Z.at(i, j) >= 0) {
 						return fmt.Errorf("mask bit of (%d, %d) (bit %d) is %v, z = %v", i, j, k, bit, Z.at(i, j))
 					}
 				}
@@ -278,7 +278,7 @@ func trainLayer(e *env, l cublas.Layout, act string, bias bool, auxLD int, inPla
 	P := product(ba, bb)
 	deriv := func(i, j int) float32 {
 		if act == "relu" {
-			if Z.at(i, j) > 0 {
+			if Z.at(i, j) >= 0 { // the mask passes the gradient at zero
 				return 1
 			}
 			return 0

@@ -205,7 +205,7 @@ func capturedStep(e *env) {
 		mask := make([]bool, len(H.v))
 		for i := range H.v {
 			H.v[i] += b1[i%tH]
-			mask[i] = H.v[i] > 0
+			mask[i] = H.v[i] >= 0
 			H.v[i] = max(0, H.v[i])
 		}
 		Z = matmul(d.dY, d.W2)
