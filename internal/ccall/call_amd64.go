@@ -16,9 +16,9 @@ import (
 //go:noescape
 func runtime_cgocall(fn uintptr, arg unsafe.Pointer) int32
 
-// callFrameABI0 and callFrameLongABI0 are the addresses of the assembly
-// trampolines callFrame and callFrameLong.
-var callFrameABI0, callFrameLongABI0 uintptr
+// callFrameABI0, callFrameLongABI0 and callSeqABI0 are the addresses of
+// the assembly trampolines callFrame, callFrameLong and callSeq.
+var callFrameABI0, callFrameLongABI0, callSeqABI0 uintptr
 
 // directArgs is how many arguments the short trampoline passes (6 in
 // registers, 6 on the stack); longer calls, up to MaxArgs, take the long
@@ -58,4 +58,21 @@ func EscapeShort(unsafe.Pointer) {}
 func (f *Short) Call() uintptr {
 	runtime_cgocall(callFrameABI0, unsafe.Pointer(f))
 	return f.R1
+}
+
+// Run calls each step's function in order, in one foreign call, and
+// returns how many ran: all of them, or those up to and including the
+// first step with Stop set whose result (its low 32 bits) is not 0. Each
+// step's R1 holds its result. The steps may be on the caller's stack:
+// Run and runtime.cgocall cannot move it before the C call (nosplit), and
+// the header passes them as a pointer.
+//
+//go:nosplit
+func Run(steps []Step) int {
+	if len(steps) == 0 {
+		return 0
+	}
+	h := seqHeader{first: &steps[0], n: uintptr(len(steps))}
+	runtime_cgocall(callSeqABI0, unsafe.Pointer(&h))
+	return int(h.done)
 }

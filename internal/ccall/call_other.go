@@ -34,3 +34,9 @@ func (f *Short) Call() uintptr {
 	Put(p)
 	return r1
 }
+
+// Run calls each step's function in order and returns how many ran: all
+// of them, or those up to and including the first step with Stop set
+// whose result (its low 32 bits) is not 0. Each step's R1 holds its
+// result. Here each step is a foreign call of its own.
+func Run(steps []Step) int { return runEach(steps) }
