@@ -797,6 +797,13 @@ func CtxPushCurrent(ctx CUcontext) error {
 	return procCtxPushCurrent.check(r1)
 }
 
+// CtxPushCurrentProc resolves cuCtxPushCurrent, for calls through a sequence of C calls (ccall.Run).
+func CtxPushCurrentProc() (uintptr, error) { return procCtxPushCurrent.find() }
+
+// CtxPushCurrentStatus is the error for status r of cuCtxPushCurrent called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func CtxPushCurrentStatus(r uintptr) error { return procCtxPushCurrent.check(r) }
+
 var procCtxRecordEvent = proc{name: "cuCtxRecordEvent", abi: 12050, export: "cuCtxRecordEvent"}
 
 // CtxRecordEvent calls the C function cuCtxRecordEvent at ABI version 12050.
@@ -858,6 +865,13 @@ func CtxSetCurrent(ctx CUcontext) error {
 	ccall.Put(cf)
 	return procCtxSetCurrent.check(r1)
 }
+
+// CtxSetCurrentProc resolves cuCtxSetCurrent, for calls through a sequence of C calls (ccall.Run).
+func CtxSetCurrentProc() (uintptr, error) { return procCtxSetCurrent.find() }
+
+// CtxSetCurrentStatus is the error for status r of cuCtxSetCurrent called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func CtxSetCurrentStatus(r uintptr) error { return procCtxSetCurrent.check(r) }
 
 var procCtxSetFlags = proc{name: "cuCtxSetFlags", abi: 12010, export: "cuCtxSetFlags"}
 
@@ -3505,7 +3519,7 @@ func GraphLaunch(hGraph CUgraphExec, hStream CUstream) error {
 	return GraphLaunchShort(fn, hGraph, hStream)
 }
 
-// GraphLaunchProc resolves cuGraphLaunch, for GraphLaunchShort.
+// GraphLaunchProc resolves cuGraphLaunch, for calls through a ccall.Short frame of the caller's own.
 func GraphLaunchProc() (uintptr, error) { return procGraphLaunch.find() }
 
 // GraphLaunchStatus is the error for status r of cuGraphLaunch called through
@@ -4469,7 +4483,7 @@ func LaunchKernel(f CUfunction, gridDimX uint32, gridDimY uint32, gridDimZ uint3
 	return LaunchKernelShort(fn, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra)
 }
 
-// LaunchKernelProc resolves cuLaunchKernel, for LaunchKernelShort.
+// LaunchKernelProc resolves cuLaunchKernel, for calls through a ccall.Short frame of the caller's own.
 func LaunchKernelProc() (uintptr, error) { return procLaunchKernel.find() }
 
 // LaunchKernelStatus is the error for status r of cuLaunchKernel called through

@@ -8276,6 +8276,13 @@ func Sgemm(handle Handle, transa Operation, transb Operation, m int32, n int32, 
 	return procSgemm.check(r1)
 }
 
+// SgemmProc resolves cublasSgemm_v2, for calls through a sequence of C calls (ccall.Run).
+func SgemmProc() (uintptr, error) { return procSgemm.find() }
+
+// SgemmStatus is the error for status r of cublasSgemm_v2 called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func SgemmStatus(r uintptr) error { return procSgemm.check(r) }
+
 var procSgemm_64 = proc{name: "cublasSgemm_v2_64", abi: 0, export: "cublasSgemm_v2_64"}
 
 // Sgemm_64 calls the C function cublasSgemm_v2_64.
@@ -8304,6 +8311,13 @@ func Sgemm_64(handle Handle, transa Operation, transb Operation, m int64, n int6
 	ccall.Put(cf)
 	return procSgemm_64.check(r1)
 }
+
+// Sgemm_64Proc resolves cublasSgemm_v2_64, for calls through a sequence of C calls (ccall.Run).
+func Sgemm_64Proc() (uintptr, error) { return procSgemm_64.find() }
+
+// Sgemm_64Status is the error for status r of cublasSgemm_v2_64 called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func Sgemm_64Status(r uintptr) error { return procSgemm_64.check(r) }
 
 var procDgemm = proc{name: "cublasDgemm_v2", abi: 0, export: "cublasDgemm_v2"}
 
@@ -8334,6 +8348,13 @@ func Dgemm(handle Handle, transa Operation, transb Operation, m int32, n int32, 
 	return procDgemm.check(r1)
 }
 
+// DgemmProc resolves cublasDgemm_v2, for calls through a sequence of C calls (ccall.Run).
+func DgemmProc() (uintptr, error) { return procDgemm.find() }
+
+// DgemmStatus is the error for status r of cublasDgemm_v2 called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func DgemmStatus(r uintptr) error { return procDgemm.check(r) }
+
 var procDgemm_64 = proc{name: "cublasDgemm_v2_64", abi: 0, export: "cublasDgemm_v2_64"}
 
 // Dgemm_64 calls the C function cublasDgemm_v2_64.
@@ -8362,6 +8383,13 @@ func Dgemm_64(handle Handle, transa Operation, transb Operation, m int64, n int6
 	ccall.Put(cf)
 	return procDgemm_64.check(r1)
 }
+
+// Dgemm_64Proc resolves cublasDgemm_v2_64, for calls through a sequence of C calls (ccall.Run).
+func Dgemm_64Proc() (uintptr, error) { return procDgemm_64.find() }
+
+// Dgemm_64Status is the error for status r of cublasDgemm_v2_64 called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func Dgemm_64Status(r uintptr) error { return procDgemm_64.check(r) }
 
 var procCgemm = proc{name: "cublasCgemm_v2", abi: 0, export: "cublasCgemm_v2"}
 
@@ -8392,6 +8420,13 @@ func Cgemm(handle Handle, transa Operation, transb Operation, m int32, n int32, 
 	return procCgemm.check(r1)
 }
 
+// CgemmProc resolves cublasCgemm_v2, for calls through a sequence of C calls (ccall.Run).
+func CgemmProc() (uintptr, error) { return procCgemm.find() }
+
+// CgemmStatus is the error for status r of cublasCgemm_v2 called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func CgemmStatus(r uintptr) error { return procCgemm.check(r) }
+
 var procCgemm_64 = proc{name: "cublasCgemm_v2_64", abi: 0, export: "cublasCgemm_v2_64"}
 
 // Cgemm_64 calls the C function cublasCgemm_v2_64.
@@ -8420,6 +8455,13 @@ func Cgemm_64(handle Handle, transa Operation, transb Operation, m int64, n int6
 	ccall.Put(cf)
 	return procCgemm_64.check(r1)
 }
+
+// Cgemm_64Proc resolves cublasCgemm_v2_64, for calls through a sequence of C calls (ccall.Run).
+func Cgemm_64Proc() (uintptr, error) { return procCgemm_64.find() }
+
+// Cgemm_64Status is the error for status r of cublasCgemm_v2_64 called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func Cgemm_64Status(r uintptr) error { return procCgemm_64.check(r) }
 
 var procCgemm3m = proc{name: "cublasCgemm3m", abi: 0, export: "cublasCgemm3m"}
 
@@ -8572,6 +8614,13 @@ func Zgemm(handle Handle, transa Operation, transb Operation, m int32, n int32, 
 	return procZgemm.check(r1)
 }
 
+// ZgemmProc resolves cublasZgemm_v2, for calls through a sequence of C calls (ccall.Run).
+func ZgemmProc() (uintptr, error) { return procZgemm.find() }
+
+// ZgemmStatus is the error for status r of cublasZgemm_v2 called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func ZgemmStatus(r uintptr) error { return procZgemm.check(r) }
+
 var procZgemm_64 = proc{name: "cublasZgemm_v2_64", abi: 0, export: "cublasZgemm_v2_64"}
 
 // Zgemm_64 calls the C function cublasZgemm_v2_64.
@@ -8600,6 +8649,13 @@ func Zgemm_64(handle Handle, transa Operation, transb Operation, m int64, n int6
 	ccall.Put(cf)
 	return procZgemm_64.check(r1)
 }
+
+// Zgemm_64Proc resolves cublasZgemm_v2_64, for calls through a sequence of C calls (ccall.Run).
+func Zgemm_64Proc() (uintptr, error) { return procZgemm_64.find() }
+
+// Zgemm_64Status is the error for status r of cublasZgemm_v2_64 called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func Zgemm_64Status(r uintptr) error { return procZgemm_64.check(r) }
 
 var procZgemm3m = proc{name: "cublasZgemm3m", abi: 0, export: "cublasZgemm3m"}
 
@@ -8815,6 +8871,13 @@ func GemmEx(handle Handle, transa Operation, transb Operation, m int32, n int32,
 	return procGemmEx.check(r1)
 }
 
+// GemmExProc resolves cublasGemmEx, for calls through a sequence of C calls (ccall.Run).
+func GemmExProc() (uintptr, error) { return procGemmEx.find() }
+
+// GemmExStatus is the error for status r of cublasGemmEx called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func GemmExStatus(r uintptr) error { return procGemmEx.check(r) }
+
 var procGemmEx_64 = proc{name: "cublasGemmEx_64", abi: 0, export: "cublasGemmEx_64"}
 
 // GemmEx_64 calls the C function cublasGemmEx_64.
@@ -8848,6 +8911,13 @@ func GemmEx_64(handle Handle, transa Operation, transb Operation, m int64, n int
 	ccall.Put(cf)
 	return procGemmEx_64.check(r1)
 }
+
+// GemmEx_64Proc resolves cublasGemmEx_64, for calls through a sequence of C calls (ccall.Run).
+func GemmEx_64Proc() (uintptr, error) { return procGemmEx_64.find() }
+
+// GemmEx_64Status is the error for status r of cublasGemmEx_64 called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func GemmEx_64Status(r uintptr) error { return procGemmEx_64.check(r) }
 
 var procCgemmEx = proc{name: "cublasCgemmEx", abi: 0, export: "cublasCgemmEx"}
 

@@ -209,6 +209,13 @@ func LtMatmul(lightHandle LtHandle, computeDesc LtMatmulDesc, alpha uintptr, A u
 	return procLtMatmul.check(r1)
 }
 
+// LtMatmulProc resolves cublasLtMatmul, for calls through a sequence of C calls (ccall.Run).
+func LtMatmulProc() (uintptr, error) { return procLtMatmul.find() }
+
+// LtMatmulStatus is the error for status r of cublasLtMatmul called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func LtMatmulStatus(r uintptr) error { return procLtMatmul.check(r) }
+
 var procLtMatrixTransform = proc{name: "cublasLtMatrixTransform", abi: 0, export: "cublasLtMatrixTransform", lt: true}
 
 // LtMatrixTransform calls the C function cublasLtMatrixTransform.

@@ -16,6 +16,19 @@ import (
 // want; Xxx resolves the entry point and calls XxxShort.
 var hotFuncs = map[string]bool{"cuLaunchKernel": true, "cuGraphLaunch": true, "ncclGroupStart": true, "ncclGroupEnd": true}
 
+// seqFuncs are called in sequences of C calls made in one foreign call
+// (ccall.Run: a context switch, the call, the switch back; a whole NCCL
+// group). Each also gets XxxProc, which resolves its entry point, and
+// XxxStatus, which turns a result into the error Xxx returns.
+var seqFuncs = map[string]bool{
+	"cuCtxPushCurrent": true, "cuCtxSetCurrent": true,
+	"ncclAllReduce": true, "ncclBroadcast": true, "ncclReduce": true, "ncclAllGather": true,
+	"ncclReduceScatter": true, "ncclSend": true, "ncclRecv": true,
+	"cublasSgemm_v2": true, "cublasDgemm_v2": true, "cublasCgemm_v2": true, "cublasZgemm_v2": true,
+	"cublasSgemm_v2_64": true, "cublasDgemm_v2_64": true, "cublasCgemm_v2_64": true, "cublasZgemm_v2_64": true,
+	"cublasGemmEx": true, "cublasGemmEx_64": true, "cublasLtMatmul": true,
+}
+
 // locals used by generated function bodies; parameters with these names are renamed.
 var reservedLocals = map[string]bool{"fn": true, "err": true, "r1": true, "cf": true, "unsafe": true, "purego": true}
 
@@ -132,11 +145,7 @@ func (e *emitter) shortFunctions(w *bytes.Buffer, b binding, ps []param, sig []s
 		names = append(names, p.name)
 	}
 	fmt.Fprintf(w, "\treturn %sShort(%s)\n}\n\n", b.GoName, strings.Join(names, ", "))
-	fmt.Fprintf(w, "// %sProc resolves %s, for %sShort.\n", b.GoName, b.CName, b.GoName)
-	fmt.Fprintf(w, "func %sProc() (uintptr, error) { return %s.find() }\n\n", b.GoName, procName)
-	fmt.Fprintf(w, "// %sStatus is the error for status r of %s called through\n", b.GoName, b.CName)
-	fmt.Fprintf(w, "// a ccall.Short frame of the caller's own (nil for success).\n")
-	fmt.Fprintf(w, "func %sStatus(r uintptr) error { return %s.check(r) }\n\n", b.GoName, procName)
+	procFunctions(w, b, "a ccall.Short frame of the caller's own")
 	fmt.Fprintf(w, "// %sShort calls %s, resolved by %sProc into fn, through\n", b.GoName, b.CName, b.GoName)
 	fmt.Fprintf(w, "// a frame on the stack (ccall.Short). Where ccall.StackFrames is true,\n")
 	fmt.Fprintf(w, "// pointer arguments may point into the caller's stack: nothing between\n")
@@ -145,6 +154,17 @@ func (e *emitter) shortFunctions(w *bytes.Buffer, b binding, ps []param, sig []s
 	e.callBody(w, ps, "ccall.EscapeShort", "\tvar cf ccall.Short\n\tcf.Fn = fn\n", "cf.Call()")
 	fmt.Fprintf(w, "\treturn %s.check(r1)\n}\n\n", procName)
 	return nil
+}
+
+// procFunctions emits XxxProc and XxxStatus, for calls of b made through
+// how (a frame or sequence of the caller's own).
+func procFunctions(w *bytes.Buffer, b binding, how string) {
+	procName := "proc" + b.GoName
+	fmt.Fprintf(w, "// %sProc resolves %s, for calls through %s.\n", b.GoName, b.CName, how)
+	fmt.Fprintf(w, "func %sProc() (uintptr, error) { return %s.find() }\n\n", b.GoName, procName)
+	fmt.Fprintf(w, "// %sStatus is the error for status r of %s called through\n", b.GoName, b.CName)
+	fmt.Fprintf(w, "// %s (nil for success).\n", how)
+	fmt.Fprintf(w, "func %sStatus(r uintptr) error { return %s.check(r) }\n\n", b.GoName, procName)
 }
 
 // function emits the Go function for one binding.
@@ -257,6 +277,9 @@ func (e *emitter) function(w *bytes.Buffer, b binding) error {
 	}
 	if resultIsStatus {
 		fmt.Fprintf(w, "\treturn %s.check(r1)\n}\n\n", procName)
+		if seqFuncs[b.CName] {
+			procFunctions(w, b, "a sequence of C calls (ccall.Run)")
+		}
 		return nil
 	}
 	conv := fmt.Sprintf("%s(r1)", retGo)

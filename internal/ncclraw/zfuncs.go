@@ -537,6 +537,13 @@ func Reduce(sendbuff uintptr, recvbuff uintptr, count uintptr, datatype DataType
 	return procReduce.check(r1)
 }
 
+// ReduceProc resolves ncclReduce, for calls through a sequence of C calls (ccall.Run).
+func ReduceProc() (uintptr, error) { return procReduce.find() }
+
+// ReduceStatus is the error for status r of ncclReduce called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func ReduceStatus(r uintptr) error { return procReduce.check(r) }
+
 var procBcast = proc{name: "ncclBcast", abi: 0, export: "ncclBcast"}
 
 // Bcast calls the C function ncclBcast.
@@ -580,6 +587,13 @@ func Broadcast(sendbuff uintptr, recvbuff uintptr, count uintptr, datatype DataT
 	return procBroadcast.check(r1)
 }
 
+// BroadcastProc resolves ncclBroadcast, for calls through a sequence of C calls (ccall.Run).
+func BroadcastProc() (uintptr, error) { return procBroadcast.find() }
+
+// BroadcastStatus is the error for status r of ncclBroadcast called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func BroadcastStatus(r uintptr) error { return procBroadcast.check(r) }
+
 var procAllReduce = proc{name: "ncclAllReduce", abi: 0, export: "ncclAllReduce"}
 
 // AllReduce calls the C function ncclAllReduce.
@@ -601,6 +615,13 @@ func AllReduce(sendbuff uintptr, recvbuff uintptr, count uintptr, datatype DataT
 	ccall.Put(cf)
 	return procAllReduce.check(r1)
 }
+
+// AllReduceProc resolves ncclAllReduce, for calls through a sequence of C calls (ccall.Run).
+func AllReduceProc() (uintptr, error) { return procAllReduce.find() }
+
+// AllReduceStatus is the error for status r of ncclAllReduce called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func AllReduceStatus(r uintptr) error { return procAllReduce.check(r) }
 
 var procReduceScatter = proc{name: "ncclReduceScatter", abi: 0, export: "ncclReduceScatter"}
 
@@ -624,6 +645,13 @@ func ReduceScatter(sendbuff uintptr, recvbuff uintptr, recvcount uintptr, dataty
 	return procReduceScatter.check(r1)
 }
 
+// ReduceScatterProc resolves ncclReduceScatter, for calls through a sequence of C calls (ccall.Run).
+func ReduceScatterProc() (uintptr, error) { return procReduceScatter.find() }
+
+// ReduceScatterStatus is the error for status r of ncclReduceScatter called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func ReduceScatterStatus(r uintptr) error { return procReduceScatter.check(r) }
+
 var procAllGather = proc{name: "ncclAllGather", abi: 0, export: "ncclAllGather"}
 
 // AllGather calls the C function ncclAllGather.
@@ -644,6 +672,13 @@ func AllGather(sendbuff uintptr, recvbuff uintptr, sendcount uintptr, datatype D
 	ccall.Put(cf)
 	return procAllGather.check(r1)
 }
+
+// AllGatherProc resolves ncclAllGather, for calls through a sequence of C calls (ccall.Run).
+func AllGatherProc() (uintptr, error) { return procAllGather.find() }
+
+// AllGatherStatus is the error for status r of ncclAllGather called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func AllGatherStatus(r uintptr) error { return procAllGather.check(r) }
 
 var procAlltoAll = proc{name: "ncclAlltoAll", abi: 0, export: "ncclAlltoAll"}
 
@@ -731,6 +766,13 @@ func Send(sendbuff uintptr, count uintptr, datatype DataType, peer int32, comm C
 	return procSend.check(r1)
 }
 
+// SendProc resolves ncclSend, for calls through a sequence of C calls (ccall.Run).
+func SendProc() (uintptr, error) { return procSend.find() }
+
+// SendStatus is the error for status r of ncclSend called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func SendStatus(r uintptr) error { return procSend.check(r) }
+
 var procRecv = proc{name: "ncclRecv", abi: 0, export: "ncclRecv"}
 
 // Recv calls the C function ncclRecv.
@@ -752,6 +794,13 @@ func Recv(recvbuff uintptr, count uintptr, datatype DataType, peer int32, comm C
 	return procRecv.check(r1)
 }
 
+// RecvProc resolves ncclRecv, for calls through a sequence of C calls (ccall.Run).
+func RecvProc() (uintptr, error) { return procRecv.find() }
+
+// RecvStatus is the error for status r of ncclRecv called through
+// a sequence of C calls (ccall.Run) (nil for success).
+func RecvStatus(r uintptr) error { return procRecv.check(r) }
+
 var procGroupStart = proc{name: "ncclGroupStart", abi: 0, export: "ncclGroupStart"}
 
 // GroupStart calls the C function ncclGroupStart.
@@ -764,7 +813,7 @@ func GroupStart() error {
 	return GroupStartShort(fn)
 }
 
-// GroupStartProc resolves ncclGroupStart, for GroupStartShort.
+// GroupStartProc resolves ncclGroupStart, for calls through a ccall.Short frame of the caller's own.
 func GroupStartProc() (uintptr, error) { return procGroupStart.find() }
 
 // GroupStartStatus is the error for status r of ncclGroupStart called through
@@ -794,7 +843,7 @@ func GroupEnd() error {
 	return GroupEndShort(fn)
 }
 
-// GroupEndProc resolves ncclGroupEnd, for GroupEndShort.
+// GroupEndProc resolves ncclGroupEnd, for calls through a ccall.Short frame of the caller's own.
 func GroupEndProc() (uintptr, error) { return procGroupEnd.find() }
 
 // GroupEndStatus is the error for status r of ncclGroupEnd called through
