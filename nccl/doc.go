@@ -24,7 +24,9 @@
 //
 // One process driving several GPUs: InitAll makes every rank at once, and
 // the operations for the GPUs go into one Group (otherwise the first would
-// wait for the others):
+// wait for the others). Inside Group an operation is checked and recorded;
+// NCCL sees the group's operations together when Group returns (in one
+// call into C, for speed), and a refusal of NCCL's is in Group's error:
 //
 //	comms, err := nccl.InitAll(ctx0, ctx1)
 //	err = nccl.Group(func() error {

@@ -3,12 +3,14 @@ package nccl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/purecuda/cuda/internal/capture"
+	"github.com/purecuda/cuda/internal/ccall"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/ncclraw"
 	"github.com/purecuda/cuda/internal/release"
@@ -17,18 +19,19 @@ import (
 
 // calls is the open Group: NCCL keeps a group per OS thread, so Group
 // locks its goroutine to its thread and records the goroutine (groupID);
-// operations on that goroutine belong to the group. Only one Group runs at a time (mu), and
-// it holds the call lock of every device it queued operations for until it
-// ends (held), so that no other goroutine calls those devices'
-// communicators meanwhile.
+// operations on that goroutine belong to the group. Only one Group runs at
+// a time (mu), and it holds the call lock of every device it queued
+// operations for until it ends (held), so that no other goroutine calls
+// those devices' communicators meanwhile. The group's operations are
+// recorded (pending) and made in NCCL's group when the outermost Group
+// ends, in one sequence of C calls (steps).
 var calls struct {
 	mu      sync.Mutex   // held by the open Group
 	groupID atomic.Int64 // the goroutine of the open Group (groupID), 0 when none
 	depth   int          // Group nesting on that thread
-	pending []pendingOp  // the group's operations, launched by ncclGroupEnd
+	pending []pendingOp  // the group's operations, made when it ends
 	held    []int        // the devices whose call locks the group holds
-	current bool         // an operation pushed its context on the group's thread, current until the group ends
-	cur     cu.CUcontext // the context current there when current: the last operation's that was made current
+	steps   []ccall.Step // the storage of the group's sequence of C calls
 }
 
 // spare is the storage of an ended group's pending operations, handed to
@@ -78,16 +81,19 @@ func unlockDevice(dev int, inGroup bool) {
 	}
 }
 
-// pendingOp is an operation of the open group: NCCL launches it at
-// ncclGroupEnd, so what it names stays held, and its stream entered,
-// until then. One NCCL refused has no c, s or sink: only its references
-// wait for the group's end.
+// pendingOp is an operation of the open group: it is made when the group
+// ends, so what it names stays held, and its stream entered, until then.
+// One refused has no c, s or sink: only its references wait for the
+// group's end.
 type pendingOp struct {
-	c     *commState
-	cuctx cu.CUcontext
-	s     any // the *driver.Stream, entered with sink
-	sink  capture.Sink
-	refs  [4]lifetime.Ref // the stream, the communicator, up to two buffers
+	c        *commState
+	cuctx    cu.CUcontext
+	s        any // the *driver.Stream, entered with sink
+	sink     capture.Sink
+	refs     [4]lifetime.Ref // the stream, the communicator, up to two buffers
+	native   nativeCall      // the NCCL call
+	step     int             // its step in the group's sequence, -1 when not in it
+	switched bool            // the step before it makes its context current
 }
 
 // onGroupThread reports whether the calling goroutine runs the open
@@ -108,25 +114,31 @@ func notInGroup(op string) error {
 	return nil
 }
 
-// Group runs f with the operations it queues grouped (ncclGroupStart, then
-// ncclGroupEnd, which is called however f returns, a panic included): NCCL
-// launches them together when f returns. One process driving several GPUs
-// must group the operations it queues for them (each would wait for the
-// others), as must ranks that send to and receive from each other at once.
+// Group runs f with the operations it queues grouped: NCCL launches them
+// together when f returns (ncclGroupStart, the operations, ncclGroupEnd,
+// made when the outermost Group returns, however f returns, a panic
+// included). One process driving several GPUs must group the operations
+// it queues for them (each would wait for the others), as must ranks that
+// send to and receive from each other at once.
 //
-// The operations of a group are queued on their streams by ncclGroupEnd:
-// the buffers and streams they name are held until then, and a capture on
-// those streams cannot begin or end while f runs. So f must queue the
-// group's operations itself, on its own goroutine, and must not begin or
-// end a capture on their streams (begin it before Group, end it after).
-// Other goroutines' operations on the devices the group queued for wait
-// until it ends, and so does another goroutine's Group.
-// Communicators are made before or after Group: inside f, InitRank,
-// InitAll and Split refuse. Groups nest; the outermost launches. A group
-// may mix collectives and point-to-point operations (a Send and its Recv
-// between two GPUs of the process must be in one group).
+// Inside f, an operation is checked as outside and, when it passes,
+// recorded: it returns nil, and NCCL sees it when the group ends. NCCL's
+// refusal of an operation (which makes NCCL drop the whole group) is then
+// in Group's error, naming the operation. The operations of a group are
+// queued on their streams by ncclGroupEnd: the buffers and streams they
+// name are held until then, and a capture on those streams cannot begin
+// or end while f runs. So f must queue the group's operations itself, on
+// its own goroutine, and must not begin or end a capture on their streams
+// (begin it before Group, end it after). Other goroutines' operations on
+// the devices the group queued for wait until it ends, and so does
+// another goroutine's Group. Communicators are made before or after
+// Group: inside f, InitRank, InitAll and Split refuse. Groups nest; the
+// outermost launches. A group may mix collectives and point-to-point
+// operations (a Send and its Recv between two GPUs of the process must be
+// in one group).
 //
-// The error is f's, joined with ncclGroupEnd's.
+// The error is f's, joined with NCCL's refusals of the group's operations
+// and ncclGroupEnd's error.
 func Group(f func() error) (err error) {
 	if f == nil {
 		return invalid("Group: nil function")
@@ -140,14 +152,6 @@ func Group(f func() error) (err error) {
 		calls.groupID.Store(id)
 	}
 	calls.depth++
-	if serr := ncclraw.GroupStart(); serr != nil {
-		calls.depth--
-		if outer {
-			calls.groupID.Store(0)
-			calls.mu.Unlock()
-		}
-		return wrap(serr, 0)
-	}
 	defer func() {
 		eerr := endGroup(outer)
 		err = errors.Join(err, eerr)
@@ -155,44 +159,16 @@ func Group(f func() error) (err error) {
 	return f()
 }
 
-// endGroup ends the innermost group; the outermost launches the pending
-// operations and hands what they hold to their captures or releases it.
+// endGroup ends the innermost group; the outermost makes the pending
+// operations in NCCL's group and hands what they hold to their captures
+// or releases it.
 func endGroup(outer bool) error {
-	var h cu.CUcontext
-	if outer {
-		for i := range calls.pending {
-			if h = calls.pending[i].cuctx; h != 0 { // not a refused one
-				break
-			}
-		}
-	}
-	// NCCL restores the current device after launching: with one current,
-	// it creates no context on device 0.
-	var err error
-	switch {
-	case outer && calls.current:
-		// An operation's context is current (see call), pushed on the
-		// group's locked thread, and alive: its operation, pending, holds
-		// its stream until finish. ncclGroupEnd runs with it, then it is
-		// popped, leaving the thread's stack as the group found it.
-		err = ncclraw.GroupEnd()
-		if e := cu.CtxSetCurrent(0); err == nil {
-			err = e
-		}
-		calls.current, calls.cur = false, 0
-	case h != 0:
-		err = bound(h, ncclraw.GroupEnd)
-	default:
-		err = ncclraw.GroupEnd()
-	}
-	inProgress := isInProgress(err)
-	if inProgress {
-		err = nil
-	}
 	calls.depth--
 	if !outer {
-		return wrapIf(err, 0)
+		return nil
 	}
+	inProgress, opErr, err := runGroup()
+	err = errors.Join(opErr, wrapIf(err, 0))
 	pending := calls.pending
 	spare.mu.Lock()
 	calls.pending, spare.ops = spare.ops, nil
@@ -200,9 +176,9 @@ func endGroup(outer bool) error {
 	if inProgress {
 	waits:
 		for i := range pending {
-			if p := &pending[i]; p.c != nil && p.c.nonBlocking {
+			if p := &pending[i]; p.c != nil && p.c.nonBlocking && p.step >= 0 {
 				for j := range i {
-					if pending[j].c == p.c {
+					if pending[j].c == p.c && pending[j].step >= 0 {
 						continue waits // waited for already
 					}
 				}
@@ -232,7 +208,108 @@ func endGroup(outer bool) error {
 		spare.ops = pending[:0]
 	}
 	spare.mu.Unlock()
-	return wrapIf(err, 0)
+	return err
+}
+
+// runGroup makes the open group's operations in NCCL's group, in one
+// sequence of C calls: ncclGroupStart; each operation, after making its
+// communicator's context current when it is not already (the first
+// pushed over what the thread had current); ncclGroupEnd, with the last
+// operation's context current (NCCL restores the current device after
+// launching: with one current, it creates no context on device 0); then
+// the pop that gives the thread back its context stack as the group found
+// it. It returns NCCL's refusals of operations, the errors of the group's
+// end (ncclGroupEnd's, the context switches') as the raw tables give them,
+// and whether ncclGroupEnd answered ncclInProgress (non-blocking
+// communicators). A group with no operation calls nothing.
+func runGroup() (inProgress bool, opErr, endErr error) {
+	steps, err := groupSteps(calls.steps[:0], calls.pending)
+	defer func() { calls.steps = steps[:0] }()
+	if err != nil || len(steps) == 0 {
+		return false, nil, err
+	}
+	end := len(steps) - 2
+	ran := ccall.Run(steps)
+	if ran <= 2 && ran < len(steps) {
+		// ncclGroupStart failed (nothing was made), or the first context
+		// switch (NCCL's group holds no operation yet: it is ended, and
+		// the thread's stack is as the group found it).
+		if ran == 1 {
+			return false, nil, ncclraw.GroupStartStatus(steps[0].R1)
+		}
+		return false, nil, errors.Join(ctxStatus(true, steps[1].R1), ncclraw.GroupEnd())
+	}
+	for i := range calls.pending {
+		if p := &calls.pending[i]; p.step >= 0 {
+			if p.switched && p.step-1 > 1 { // a later switch, made before the operation
+				endErr = errors.Join(endErr, ctxStatus(false, steps[p.step-1].R1))
+			}
+			if e := p.native.status(steps[p.step].R1); e != nil {
+				opErr = errors.Join(opErr, fmt.Errorf("nccl: %s in the group: %w", p.native.name, wrap(e, p.native.comm)))
+			}
+		}
+	}
+	geErr := ncclraw.GroupEndStatus(steps[end].R1)
+	if isInProgress(geErr) {
+		inProgress, geErr = true, nil
+	}
+	return inProgress, opErr, errors.Join(endErr, geErr, ctxStatus(false, steps[end+1].R1))
+}
+
+// groupSteps appends to steps the sequence of C calls of a group of the
+// pending operations (see runGroup), and marks in each pending operation
+// its step and whether a context switch comes before it. A group of no
+// operation (each refused) has no step.
+func groupSteps(steps []ccall.Step, pending []pendingOp) ([]ccall.Step, error) {
+	var cur cu.CUcontext
+	pushed := false
+	for i := range pending {
+		p := &pending[i]
+		p.step, p.switched = -1, false
+		if p.c == nil {
+			continue // refused
+		}
+		if len(steps) == 0 {
+			fn, err := ncclraw.GroupStartProc()
+			if err != nil {
+				return steps, err
+			}
+			steps = append(steps, ccall.Step{Fn: fn, Stop: 1})
+		}
+		if !pushed || cur != p.cuctx {
+			steps = append(steps, ccall.Step{})
+			if err := ctxStep(&steps[len(steps)-1], !pushed, p.cuctx); err != nil {
+				return steps[:0], err
+			}
+			// Only the first switch stops the sequence (before NCCL saw
+			// any operation). A later one failing leaves the previous
+			// context current, which NCCL does not need to record the
+			// operation: the group goes on whole, never launching part
+			// of a collective, and the failure is reported.
+			if pushed {
+				steps[len(steps)-1].Stop = 0
+			}
+			pushed, cur, p.switched = true, p.cuctx, true
+		}
+		steps = append(steps, ccall.Step{})
+		if err := p.native.step(&steps[len(steps)-1]); err != nil {
+			return steps[:0], err
+		}
+		p.step = len(steps) - 1
+	}
+	if len(steps) == 0 {
+		return steps, nil
+	}
+	fn, err := ncclraw.GroupEndProc()
+	if err != nil {
+		return steps[:0], err
+	}
+	steps = append(steps, ccall.Step{Fn: fn}, ccall.Step{})
+	if err := ctxStep(&steps[len(steps)-1], false, 0); err != nil {
+		return steps[:0], err
+	}
+	steps[len(steps)-1].Stop = 0
+	return steps, nil
 }
 
 // finish ends a pending operation after ncclGroupEnd: queued into a

@@ -200,19 +200,22 @@ func TestAbortInsideGroupFromFake(t *testing.T) {
 }
 
 // TestGroupEndsInAContextAfterARefusedOperationFromFake: the group's first
-// operation is refused by NCCL (its communicator failed); ncclGroupEnd
-// still runs with the context of an operation it launches current.
+// operation is refused by NCCL (its communicator failed) when the group
+// ends: the operation itself returned nil (recorded), Group's error names
+// it, and ncclGroupEnd still runs with a context current.
 func TestGroupEndsInAContextAfterARefusedOperationFromFake(t *testing.T) {
 	if !faketest.InNCCLAndCUDAChild(t) {
 		return
 	}
 	_, rs := fakeRanks(t, 2, nil)
 	b0, b1 := upload(t, rs[0].s, []int32{1}), upload(t, rs[1].s, []int32{2})
-	require.NoError(t, nccl.Group(func() error {
+	err := nccl.Group(func() error {
 		faketest.NCCL(t, "fake_nccl_fail_rank", 1, uintptr(nccl.ErrRemote)) // rank 1 refuses
-		assert.Error(t, nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum))
+		assert.NoError(t, nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum), "recorded: NCCL sees it when the group ends")
 		return nccl.Send(rs[0].c, rs[0].s, b0, 0)
-	}))
+	})
+	assert.ErrorIs(t, err, nccl.ErrRemote)
+	assert.ErrorContains(t, err, "AllReduce in the group")
 	require.NoError(t, rs[0].s.Synchronize())
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
 	assert.ErrorIs(t, rs[1].c.Err(), nccl.ErrRemote) // aborted: its Close is clean
@@ -261,10 +264,11 @@ func TestSplitWaitsForAnotherGoroutinesGroupFromFake(t *testing.T) {
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
 }
 
-// TestGroupLeavesNoContextCurrentFromFake: the operations of a Group leave
-// their communicators' contexts current on the group's thread until the
-// group ends (one context switch an operation); after Group returns, also
-// when f fails, that thread has no current context, as after any call.
+// TestGroupLeavesNoContextCurrentFromFake: the operations of a Group make
+// no context current on the group's thread (NCCL sees them when the group
+// ends, each with its communicator's context current then); after Group
+// returns, also when f fails, that thread has no current context, as
+// after any call.
 func TestGroupLeavesNoContextCurrentFromFake(t *testing.T) {
 	if !faketest.InNCCLAndCUDAChild(t) {
 		return
@@ -280,7 +284,7 @@ func TestGroupLeavesNoContextCurrentFromFake(t *testing.T) {
 			}
 			var h cu.CUcontext
 			require.NoError(t, cu.CtxGetCurrent(&h))
-			assert.NotZero(t, h, "inside the group, the operation's context stays current")
+			assert.Zero(t, h, "inside the group, the operation made no context current")
 			if err := nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum); err != nil {
 				return err
 			}
@@ -362,24 +366,26 @@ func TestGroupGivesBackTheCallersContextFromFake(t *testing.T) {
 	b0, b1 := upload(t, rs[0].s, []int32{1}), upload(t, rs[1].s, []int32{2})
 	for _, refused := range []bool{false, true} {
 		var mine, after cu.CUcontext
+		var gerr error
 		require.NoError(t, ctx.Raw(func(h uintptr) error {
 			mine = cu.CUcontext(h)
-			gerr := nccl.Group(func() error {
+			gerr = nccl.Group(func() error {
 				if refused {
 					faketest.NCCL(t, "fake_nccl_fail_rank", 1, uintptr(nccl.ErrRemote))
-					assert.Error(t, nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum))
-					return nil
+					return nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum)
 				}
 				if err := nccl.AllReduce(rs[0].c, rs[0].s, b0, b0, nccl.Sum); err != nil {
 					return err
 				}
 				return nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum)
 			})
-			if err := cu.CtxGetCurrent(&after); gerr == nil {
-				gerr = err
-			}
-			return gerr
+			return cu.CtxGetCurrent(&after)
 		}))
+		if refused {
+			assert.ErrorIs(t, gerr, nccl.ErrRemote, "NCCL's refusal at the group's end")
+		} else {
+			require.NoError(t, gerr)
+		}
 		assert.Equal(t, mine, after, "the caller's context is current again (refused: %v)", refused)
 		if !refused {
 			require.NoError(t, rs[0].s.Synchronize())

@@ -7,7 +7,6 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/capture"
-	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/ncclraw"
 	"github.com/purecuda/cuda/internal/release"
 	"github.com/purecuda/cuda/internal/seam"
@@ -102,17 +101,35 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 		return fmt.Errorf("nccl: %s: the communicator failed: %w", o.name, st.failure())
 	}
 	p.sink = capture.Enter(s)
+	n := nativeOf(o, st.h, hs, sendPtr, recvPtr)
+	if inGroup {
+		// Made when the group ends: held, and s entered, until then;
+		// the device's lock, which the group holds, keeps an abort off
+		// the communicator meanwhile.
+		if !c.obj.Retain() {
+			capture.Leave(s, p.sink)
+			p.sink = nil
+			calls.pending = append(calls.pending, p) // released when the group ends
+			return fmt.Errorf("nccl: %s: %w", o.name, driver.ErrClosed)
+		}
+		p.refs[1] = lifetime.RefOf(&c.obj)
+		st.opMu.Lock()
+		st.track(s, sref) // its retirement waits for s
+		st.opMu.Unlock()
+		p.c, p.cuctx, p.s, p.native = st, st.cuctx, s, n
+		calls.pending = append(calls.pending, p)
+		return nil
+	}
 	st.opMu.Lock()
-	err = call(st.cuctx, st.h, hs, o, sendPtr, recvPtr, inGroup)
+	runtime.LockOSThread()
+	err = callBound(st.cuctx, &n)
+	runtime.UnlockOSThread()
 	if err == nil || isInProgress(err) {
 		st.track(s, sref) // its retirement waits for s
 	}
 	st.opMu.Unlock()
 	if isInProgress(err) {
-		err = nil
-		if !inGroup {
-			err = st.waitInProgress(context.Background())
-		}
+		err = st.waitInProgress(context.Background())
 	}
 	// What the call held is released once the lock is given back: a
 	// buffer's free waits for the context's work, which may wait for a rank
@@ -125,17 +142,6 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 			p.keep(&c.obj)
 		}
 		capture.Leave(s, p.sink)
-		if inGroup {
-			p.s, p.sink = nil, nil // left already: released when the group ends
-			calls.pending = append(calls.pending, p)
-		}
-	case inGroup:
-		// Launched by ncclGroupEnd: held, and s entered, until then.
-		if c.obj.Retain() {
-			p.refs[1] = lifetime.RefOf(&c.obj)
-		}
-		p.c, p.cuctx, p.s = st, st.cuctx, s
-		calls.pending = append(calls.pending, p)
 	case p.sink != nil:
 		// Captured: the graph holds the communicator and the buffers.
 		p.keep(&c.obj)
@@ -146,10 +152,8 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 		// the communicator for its operations.
 		capture.Leave(s, nil)
 	}
-	unlockDevice(st.dev, inGroup)
-	if !inGroup {
-		p.drop()
-	}
+	unlockDevice(st.dev, false)
+	p.drop()
 	if err != nil {
 		return wrap(err, st.h)
 	}
@@ -180,60 +184,4 @@ func (p *pendingOp) drop() {
 			p.refs[i] = lifetime.Ref{}
 		}
 	}
-}
-
-// call makes h current and calls NCCL for o. On the open Group's thread
-// (inGroup), which Group keeps locked, h stays current until the group ends:
-// the group's first operation pushes it over what the thread had current,
-// the next ones replace it (when it is not theirs already), and the
-// group's end pops it, giving the thread
-// back its context stack as it found it; otherwise the call locks its
-// thread and leaves the stack as it found it, as package driver does.
-func call(h cu.CUcontext, comm ncclraw.Comm, s ncclraw.Stream, o *operation, send, recv uintptr, inGroup bool) (err error) {
-	if inGroup {
-		switch {
-		case !calls.current:
-			err = cu.CtxPushCurrent(h)
-		case calls.cur != h: // the same context stays current: no call
-			err = cu.CtxSetCurrent(h)
-		}
-		if err != nil {
-			return err
-		}
-		calls.current, calls.cur = true, h
-		return callOp(comm, s, o, send, recv)
-	}
-	runtime.LockOSThread()
-	if err = cu.CtxPushCurrent(h); err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	err = callOp(comm, s, o, send, recv)
-	if e := cu.CtxSetCurrent(0); err == nil {
-		err = e
-	}
-	runtime.UnlockOSThread()
-	return err
-}
-
-// callOp calls NCCL's function for o; the communicator's context is
-// current.
-func callOp(comm ncclraw.Comm, s ncclraw.Stream, o *operation, send, recv uintptr) error {
-	switch o.kind {
-	case opAllReduce:
-		return ncclraw.AllReduce(send, recv, o.count, o.dt, o.red, comm, s)
-	case opBroadcast:
-		return ncclraw.Broadcast(send, recv, o.count, o.dt, o.peer, comm, s)
-	case opReduce:
-		return ncclraw.Reduce(send, recv, o.count, o.dt, o.red, o.peer, comm, s)
-	case opAllGather:
-		return ncclraw.AllGather(send, recv, o.count, o.dt, comm, s)
-	case opReduceScatter:
-		return ncclraw.ReduceScatter(send, recv, o.count, o.dt, o.red, comm, s)
-	case opSend:
-		return ncclraw.Send(send, o.count, o.dt, o.peer, comm, s)
-	case opRecv:
-		return ncclraw.Recv(recv, o.count, o.dt, o.peer, comm, s)
-	}
-	return nil
 }

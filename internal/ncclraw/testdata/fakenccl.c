@@ -25,7 +25,10 @@
  *    the same operation of every rank (collectives) or the matching send
  *    (a receive; sends are buffered), and computes the result exactly;
  *  - inside ncclGroupStart/End the operations are queued at ncclGroupEnd
- *    (fake_nccl_fail_group_end makes the next one fail after queuing);
+ *    (fake_nccl_fail_group_end makes the next one fail after queuing,
+ *    fake_nccl_fail_group_start the next ncclGroupStart fail); an
+ *    operation refused inside a group makes the outermost ncclGroupEnd drop
+ *    the whole group and return the refusal, as NCCL does;
  *  - an operation that runs after its communicator was destroyed (not
  *    aborted) is a stale use; a call on a destroyed communicator a bad
  *    handle; two threads inside calls on one communicator at once a
@@ -82,8 +85,12 @@ static void bad(const char *fn, const char *what) {
 	snprintf(last_bad, sizeof last_bad, "%s: %s", fn, what);
 }
 
-/* The open group of this thread: its tasks are queued at ncclGroupEnd. */
+/* The open group of this thread: its tasks are queued at ncclGroupEnd.
+   An operation refused inside it fails the group, as NCCL's does
+   (ncclGroupError): the outermost ncclGroupEnd drops every task and
+   returns the first refusal. */
 static __thread int groupDepth;
+static __thread ncclResult_t groupError;
 
 /* ingroup counts a call NCCL would defer to the thread's open group's
    ncclGroupEnd (creating, finalizing, destroying or aborting a
@@ -800,6 +807,7 @@ static ncclResult_t op(int kind, uintptr_t send, uintptr_t recv, size_t count, i
 	if (!r && groupDepth > 0) c->grouped++;
 	if (!r) enter(fn, c);
 	pthread_mutex_unlock(&mu);
+	if (r && groupDepth > 0 && !groupError) groupError = r;
 	if (r) return warn(r, "fake: invalid operation");
 	struct task *t = calloc(1, sizeof *t);
 	*t = (struct task){kind, dt, rop, peer, count, send, recv, c, stream, 0, NULL};
@@ -836,7 +844,21 @@ ncclResult_t ncclRecv(void *r, size_t n, int dt, int peer, ncclComm_t c, void *s
 	return op(K_RECV, 0, (uintptr_t)r, n, dt, 0, peer, c, st);
 }
 
+/* fake_nccl_fail_group_start makes the next ncclGroupStart return result
+   and open no group. */
+static ncclResult_t failGroupStart;
+void fake_nccl_fail_group_start(int result) {
+	pthread_mutex_lock(&mu);
+	failGroupStart = result;
+	pthread_mutex_unlock(&mu);
+}
+
 ncclResult_t ncclGroupStart(void) {
+	pthread_mutex_lock(&mu);
+	ncclResult_t r = failGroupStart;
+	failGroupStart = ncclSuccess;
+	pthread_mutex_unlock(&mu);
+	if (r) return warn(r, "fake: ncclGroupStart failed");
 	groupDepth++;
 	return ncclSuccess;
 }
@@ -868,6 +890,20 @@ ncclResult_t ncclGroupEnd(void) {
 	struct task *t = groupHead;
 	groupHead = NULL;
 	groupTail = &groupHead;
+	ncclResult_t failed = groupError;
+	groupError = ncclSuccess;
+	if (failed) {
+		/* NCCL's groupCleanup: nothing of the group is launched. */
+		while (t) {
+			struct task *next = t->next;
+			pthread_mutex_lock(&mu);
+			t->c->grouped--;
+			pthread_mutex_unlock(&mu);
+			free(t);
+			t = next;
+		}
+		return warn(failed, "fake: an operation of the group was refused: the group is dropped");
+	}
 	while (t) {
 		struct task *next = t->next;
 		t->next = NULL;

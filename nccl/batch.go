@@ -1,0 +1,150 @@
+package nccl
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/purecuda/cuda/internal/ccall"
+	"github.com/purecuda/cuda/internal/cu"
+	"github.com/purecuda/cuda/internal/ncclraw"
+)
+
+// NCCL's calls are made in sequences of C calls, each sequence one
+// crossing into C (ccall.Run): an operation outside a group is the push of
+// its communicator's context, the operation and the thread's clearing; a
+// group is ncclGroupStart, each operation after a switch to its context
+// when that changes, ncclGroupEnd and the clearing, made when the
+// outermost Group returns. Crossings into C cost far more from Go than the
+// calls inside cost in C.
+
+// nativeCall is one NCCL operation, its arguments marshalled.
+type nativeCall struct {
+	name       string
+	kind       kind
+	comm       ncclraw.Comm
+	stream     ncclraw.Stream
+	send, recv uintptr
+	count      uintptr
+	dt         ncclraw.DataType
+	red        ncclraw.RedOp
+	peer       int32
+}
+
+// nativeOf marshals o for comm and stream s.
+func nativeOf(o *operation, comm ncclraw.Comm, s ncclraw.Stream, send, recv uintptr) nativeCall {
+	return nativeCall{name: o.name, kind: o.kind, comm: comm, stream: s, send: send, recv: recv,
+		count: o.count, dt: o.dt, red: o.red, peer: o.peer}
+}
+
+// step fills s with the call, resolving NCCL's function.
+func (n *nativeCall) step(s *ccall.Step) error {
+	var fn uintptr
+	var err error
+	a := &s.Args
+	switch n.kind {
+	case opAllReduce:
+		fn, err = ncclraw.AllReduceProc()
+		*a = [ccall.SeqArgs]uintptr{n.send, n.recv, n.count, uintptr(n.dt), uintptr(n.red), uintptr(n.comm), uintptr(n.stream)}
+		s.N = 7
+	case opBroadcast:
+		fn, err = ncclraw.BroadcastProc()
+		*a = [ccall.SeqArgs]uintptr{n.send, n.recv, n.count, uintptr(n.dt), uintptr(n.peer), uintptr(n.comm), uintptr(n.stream)}
+		s.N = 7
+	case opReduce:
+		fn, err = ncclraw.ReduceProc()
+		*a = [ccall.SeqArgs]uintptr{n.send, n.recv, n.count, uintptr(n.dt), uintptr(n.red), uintptr(n.peer), uintptr(n.comm), uintptr(n.stream)}
+		s.N = 8
+	case opAllGather:
+		fn, err = ncclraw.AllGatherProc()
+		*a = [ccall.SeqArgs]uintptr{n.send, n.recv, n.count, uintptr(n.dt), uintptr(n.comm), uintptr(n.stream)}
+		s.N = 6
+	case opReduceScatter:
+		fn, err = ncclraw.ReduceScatterProc()
+		*a = [ccall.SeqArgs]uintptr{n.send, n.recv, n.count, uintptr(n.dt), uintptr(n.red), uintptr(n.comm), uintptr(n.stream)}
+		s.N = 7
+	case opSend:
+		fn, err = ncclraw.SendProc()
+		*a = [ccall.SeqArgs]uintptr{n.send, n.count, uintptr(n.dt), uintptr(n.peer), uintptr(n.comm), uintptr(n.stream)}
+		s.N = 6
+	case opRecv:
+		fn, err = ncclraw.RecvProc()
+		*a = [ccall.SeqArgs]uintptr{n.recv, n.count, uintptr(n.dt), uintptr(n.peer), uintptr(n.comm), uintptr(n.stream)}
+		s.N = 6
+	default:
+		return fmt.Errorf("nccl: %s: unknown operation %d", n.name, n.kind)
+	}
+	s.Fn, s.R1, s.Stop = fn, 0, 0
+	return err
+}
+
+// status is the error for result r of the call (nil for success and for
+// a non-blocking communicator's ncclInProgress), as the raw table returns
+// it.
+func (n *nativeCall) status(r uintptr) error {
+	if res := ncclraw.Result(int32(r)); res == ncclraw.Success || res == ncclraw.InProgress {
+		return nil
+	}
+	switch n.kind {
+	case opAllReduce:
+		return ncclraw.AllReduceStatus(r)
+	case opBroadcast:
+		return ncclraw.BroadcastStatus(r)
+	case opReduce:
+		return ncclraw.ReduceStatus(r)
+	case opAllGather:
+		return ncclraw.AllGatherStatus(r)
+	case opReduceScatter:
+		return ncclraw.ReduceScatterStatus(r)
+	case opSend:
+		return ncclraw.SendStatus(r)
+	default:
+		return ncclraw.RecvStatus(r)
+	}
+}
+
+// ctxSteps are the context switches of sequences: push, set, and the
+// clearing (set to none, which pops what push pushed).
+func ctxStep(s *ccall.Step, push bool, h cu.CUcontext) error {
+	var err error
+	if push {
+		s.Fn, err = cu.CtxPushCurrentProc()
+	} else {
+		s.Fn, err = cu.CtxSetCurrentProc()
+	}
+	s.R1, s.Stop, s.N = 0, 1, 1
+	s.Args[0] = uintptr(h)
+	return err
+}
+
+// ctxStatus is the error of a context step's result r.
+func ctxStatus(push bool, r uintptr) error {
+	if push {
+		return cu.CtxPushCurrentStatus(r)
+	}
+	return cu.CtxSetCurrentStatus(r)
+}
+
+// callBound makes n with context h current on the calling thread, which
+// the caller has locked, and leaves the thread's context stack as it
+// found it: push, call, clear, in one crossing. It returns NCCL's error as
+// the raw table does (ncclInProgress included), or the context switch's.
+func callBound(h cu.CUcontext, n *nativeCall) error {
+	var steps [3]ccall.Step
+	err := errors.Join(ctxStep(&steps[0], true, h), n.step(&steps[1]), ctxStep(&steps[2], false, 0))
+	if err != nil {
+		return err
+	}
+	steps[2].Stop = 0
+	if ccall.Run(steps[:]) == 1 {
+		return ctxStatus(true, steps[0].R1)
+	}
+	if res := ncclraw.Result(int32(steps[1].R1)); res == ncclraw.InProgress {
+		err = &ncclraw.Error{Func: "nccl" + n.name, Code: res}
+	} else {
+		err = n.status(steps[1].R1)
+	}
+	if err == nil {
+		err = ctxStatus(false, steps[2].R1)
+	}
+	return err
+}
