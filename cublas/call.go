@@ -6,6 +6,7 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/blasview"
 	"github.com/purecuda/cuda/internal/capture"
+	"github.com/purecuda/cuda/internal/ccall"
 	"github.com/purecuda/cuda/internal/ctxcall"
 	"github.com/purecuda/cuda/internal/cublasraw"
 	"github.com/purecuda/cuda/internal/release"
@@ -145,6 +146,20 @@ const (
 // the references are released when f returns (a buffer's free waits for
 // the work queued on its context's streams). It releases the call.
 func (c *call) run(kind int, f func(h cublasraw.Handle) error) error {
+	return c.runCall(kind, f, nil, nil)
+}
+
+// runStep is run for a queued routine that is one cuBLAS call: with the
+// handle's lock held, fill sets the call's function and arguments in s;
+// the push of the handle's context, the call and the thread's clearing
+// are then one crossing into C, and status turns the call's result into
+// its error.
+func (c *call) runStep(fill func(h cublasraw.Handle) (ccall.Step, error), status func(r uintptr) error) error {
+	return c.runCall(queued, nil, fill, status)
+}
+
+// runCall is run (f) or runStep (fill and status).
+func (c *call) runCall(kind int, f func(h cublasraw.Handle) error, fill func(h cublasraw.Handle) (ccall.Step, error), status func(r uintptr) error) error {
 	st := c.st
 	st.mu.Lock()
 	sink := capture.Enter(st.s)
@@ -154,7 +169,15 @@ func (c *call) run(kind int, f func(h cublasraw.Handle) error) error {
 	} else if sink != nil && kind == timing {
 		err = fmt.Errorf("cublas: %s: Autotune times matmuls on the handle's stream, which is being captured: %w", c.op, driver.ErrStreamCaptureUnsupported)
 	} else {
-		err = wrap(c.op, ctxcall.Bound(st.cuctx, func() error { return f(st.h) }))
+		if fill != nil {
+			var s ccall.Step
+			if s, err = fill(st.h); err == nil {
+				err = ctxcall.Step(st.cuctx, &s, status)
+			}
+			err = wrap(c.op, err)
+		} else {
+			err = wrap(c.op, ctxcall.Bound(st.cuctx, func() error { return f(st.h) }))
+		}
 		if sink != nil && kind == queued {
 			// Kept even when cuBLAS failed: it may have queued part of
 			// the routine into the capture.

@@ -2,6 +2,7 @@ package cublas
 
 import (
 	"github.com/purecuda/cuda/internal/blasview"
+	"github.com/purecuda/cuda/internal/ccall"
 	"github.com/purecuda/cuda/internal/cublasraw"
 )
 
@@ -113,13 +114,24 @@ func gemmEx[TA, TB, TC Element](op string, h *Handle, alpha float64, a Matrix[TA
 		A, B = at[TB](pb, g.OffA), at[TA](pa, g.OffB)
 	}
 	C := at[TC](pc, g.OffC)
-	return cl.run(queued, func(hh cublasraw.Handle) error {
-		al, be := exScalars(cl.st, sk, alpha, beta)
-		if batched {
+	if batched {
+		return cl.run(queued, func(hh cublasraw.Handle) error {
+			al, be := exScalars(cl.st, sk, alpha, beta)
 			return cublasraw.GemmStridedBatchedEx(hh, g.TransA, g.TransB, i32(g.M), i32(g.N), i32(g.K), al, A, ta, i32(g.LDA), g.StrideA,
 				B, tb, i32(g.LDB), g.StrideB, be, C, tc, i32(g.LDC), g.StrideC, i32(g.Count), cublasraw.ComputeType(compute), cublasraw.CUBLAS_GEMM_DEFAULT)
-		}
-		return cublasraw.GemmEx(hh, g.TransA, g.TransB, i32(g.M), i32(g.N), i32(g.K), al, A, ta, i32(g.LDA),
-			B, tb, i32(g.LDB), be, C, tc, i32(g.LDC), cublasraw.ComputeType(compute), cublasraw.CUBLAS_GEMM_DEFAULT)
-	})
+		})
+	}
+	algo := cublasraw.CUBLAS_GEMM_DEFAULT
+	gemmDefault := uintptr(algo) // -1, sign-extended: C reads its low 32 bits
+	// One call into C: the context's push, cublasGemmEx (C's int
+	// arguments are the low 32 bits of each) and the clearing.
+	return cl.runStep(func(hh cublasraw.Handle) (s ccall.Step, err error) {
+		al, be := exScalars(cl.st, sk, alpha, beta)
+		s.Fn, err = cublasraw.GemmExProc()
+		s.N = 19
+		s.Args = [ccall.SeqArgs]uintptr{uintptr(hh), uintptr(g.TransA), uintptr(g.TransB), uintptr(i32(g.M)), uintptr(i32(g.N)), uintptr(i32(g.K)),
+			al, A, uintptr(ta), uintptr(i32(g.LDA)), B, uintptr(tb), uintptr(i32(g.LDB)), be, C, uintptr(tc), uintptr(i32(g.LDC)),
+			uintptr(cublasraw.ComputeType(compute)), gemmDefault}
+		return s, err
+	}, cublasraw.GemmExStatus)
 }

@@ -2,6 +2,7 @@ package cublas
 
 import (
 	"github.com/purecuda/cuda/internal/blasview"
+	"github.com/purecuda/cuda/internal/ccall"
 	"github.com/purecuda/cuda/internal/cublasraw"
 )
 
@@ -16,11 +17,11 @@ type (
 )
 
 var (
-	gemm32 = [4]func(hnd, opr, opr, int32, int32, int32, uintptr, uintptr, int32, uintptr, int32, uintptr, uintptr, int32) error{
-		cublasraw.Sgemm, cublasraw.Dgemm, cublasraw.Cgemm, cublasraw.Zgemm}
-	gemm64 = [4]func(hnd, opr, opr, int64, int64, int64, uintptr, uintptr, int64, uintptr, int64, uintptr, uintptr, int64) error{
-		cublasraw.Sgemm_64, cublasraw.Dgemm_64, cublasraw.Cgemm_64, cublasraw.Zgemm_64}
-	strided32 = [4]func(hnd, opr, opr, int32, int32, int32, uintptr, uintptr, int32, int64, uintptr, int32, int64, uintptr, uintptr, int32, int64, int32) error{
+	gemmProc32   = [4]func() (uintptr, error){cublasraw.SgemmProc, cublasraw.DgemmProc, cublasraw.CgemmProc, cublasraw.ZgemmProc}
+	gemmProc64   = [4]func() (uintptr, error){cublasraw.Sgemm_64Proc, cublasraw.Dgemm_64Proc, cublasraw.Cgemm_64Proc, cublasraw.Zgemm_64Proc}
+	gemmStatus32 = [4]func(uintptr) error{cublasraw.SgemmStatus, cublasraw.DgemmStatus, cublasraw.CgemmStatus, cublasraw.ZgemmStatus}
+	gemmStatus64 = [4]func(uintptr) error{cublasraw.Sgemm_64Status, cublasraw.Dgemm_64Status, cublasraw.Cgemm_64Status, cublasraw.Zgemm_64Status}
+	strided32    = [4]func(hnd, opr, opr, int32, int32, int32, uintptr, uintptr, int32, int64, uintptr, int32, int64, uintptr, uintptr, int32, int64, int32) error{
 		cublasraw.SgemmStridedBatched, cublasraw.DgemmStridedBatched, cublasraw.CgemmStridedBatched, cublasraw.ZgemmStridedBatched}
 	strided64 = [4]func(hnd, opr, opr, int64, int64, int64, uintptr, uintptr, int64, int64, uintptr, int64, int64, uintptr, uintptr, int64, int64, int64) error{
 		cublasraw.SgemmStridedBatched_64, cublasraw.DgemmStridedBatched_64, cublasraw.CgemmStridedBatched_64, cublasraw.ZgemmStridedBatched_64}
@@ -65,14 +66,25 @@ func Gemm[T Float](h *Handle, alpha T, a, b Matrix[T], beta T, c Matrix[T]) erro
 		pa, pb = pb, pa
 	}
 	k := kindOf[T]()
-	return cl.run(queued, func(hh cublasraw.Handle) error {
+	status := gemmStatus32[k]
+	if g.Needs64 {
+		status = gemmStatus64[k]
+	}
+	// One crossing into C: the context's push, cublas<t>gemm (its 32-bit
+	// or 64-bit sizes, the same integer arguments) and the clearing.
+	return cl.runStep(func(hh cublasraw.Handle) (s ccall.Step, err error) {
 		al, be := scalars(cl.st, alpha, beta)
 		A, B, C := at[T](pa, g.OffA), at[T](pb, g.OffB), at[T](pc, g.OffC)
 		if g.Needs64 {
-			return gemm64[k](hh, g.TransA, g.TransB, g.M, g.N, g.K, al, A, g.LDA, B, g.LDB, be, C, g.LDC)
+			s.Fn, err = gemmProc64[k]()
+		} else {
+			s.Fn, err = gemmProc32[k]()
 		}
-		return gemm32[k](hh, g.TransA, g.TransB, i32(g.M), i32(g.N), i32(g.K), al, A, i32(g.LDA), B, i32(g.LDB), be, C, i32(g.LDC))
-	})
+		s.N = 14
+		s.Args = [ccall.SeqArgs]uintptr{uintptr(hh), uintptr(g.TransA), uintptr(g.TransB), uintptr(g.M), uintptr(g.N), uintptr(g.K),
+			al, A, uintptr(g.LDA), B, uintptr(g.LDB), be, C, uintptr(g.LDC)}
+		return s, err
+	}, status)
 }
 
 // GemmStridedBatched computes count products C_i = alpha·op(A_i)·op(B_i)

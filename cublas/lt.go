@@ -6,9 +6,11 @@ import (
 	"runtime"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/blasview"
+	"github.com/purecuda/cuda/internal/ccall"
 	"github.com/purecuda/cuda/internal/ctxcall"
 	"github.com/purecuda/cuda/internal/cublasraw"
 	"github.com/purecuda/cuda/internal/release"
@@ -513,13 +515,23 @@ func (p *MatmulPlan[TA, TB, TC]) run(op string, alpha float64, a Matrix[TA], b M
 	if gd.Swapped { // cuBLASLt's A is the caller's B
 		ptrs.sa, ptrs.sb = ptrs.sb, ptrs.sa
 	}
-	return cl.run(queued, func(hh cublasraw.Handle) error {
-		if err := st.pointers(ptrs.bias, ptrs.aux, ptrs.sa, ptrs.sb); err != nil {
-			return err
+	// The descriptor's pointers are set on the host (no context needed);
+	// then the push of the handle's context, cublasLtMatmul and the
+	// clearing are one call into C. The plan (st.algo, which C reads) is
+	// held by the caller for the call.
+	err = cl.runStep(func(cublasraw.Handle) (s ccall.Step, err error) {
+		if err = st.pointers(ptrs.bias, ptrs.aux, ptrs.sa, ptrs.sb); err != nil {
+			return s, err
 		}
 		al, be := exScalars(cl.st, st.sk, alpha, beta)
-		return cublasraw.LtMatmul(st.lt, st.desc, al, A, st.la, B, st.lb, be, C, st.lc, D, st.lc, &st.algo, cl.st.wsPtr, st.wsBytes, cublasraw.Stream(seam.Stream(cl.st.s)))
-	})
+		s.Fn, err = cublasraw.LtMatmulProc()
+		s.N = 16
+		s.Args = [ccall.SeqArgs]uintptr{uintptr(st.lt), uintptr(st.desc), al, A, uintptr(st.la), B, uintptr(st.lb), be, C, uintptr(st.lc), D, uintptr(st.lc),
+			uintptr(unsafe.Pointer(&st.algo)), cl.st.wsPtr, st.wsBytes, seam.Stream(cl.st.s)}
+		return s, err
+	}, cublasraw.LtMatmulStatus)
+	runtime.KeepAlive(st)
+	return err
 }
 
 // layoutDims are the rows and columns of A and B as cuBLASLt stores them.

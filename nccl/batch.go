@@ -1,10 +1,10 @@
 package nccl
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/purecuda/cuda/internal/ccall"
+	"github.com/purecuda/cuda/internal/ctxcall"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/ncclraw"
 )
@@ -124,27 +124,19 @@ func ctxStatus(push bool, r uintptr) error {
 	return cu.CtxSetCurrentStatus(r)
 }
 
-// callBound makes n with context h current on the calling thread, which
-// the caller has locked, and leaves the thread's context stack as it
-// found it: push, call, clear, in one crossing. It returns NCCL's error as
-// the raw table does (ncclInProgress included), or the context switch's.
+// callBound makes n with context h current on the calling thread and
+// leaves the thread's context stack as it found it: push, call, clear, in
+// one crossing into C. It returns NCCL's error as the raw table does
+// (ncclInProgress included), or the context switch's.
 func callBound(h cu.CUcontext, n *nativeCall) error {
-	var steps [3]ccall.Step
-	err := errors.Join(ctxStep(&steps[0], true, h), n.step(&steps[1]), ctxStep(&steps[2], false, 0))
-	if err != nil {
+	var s ccall.Step
+	if err := n.step(&s); err != nil {
 		return err
 	}
-	steps[2].Stop = 0
-	if ccall.Run(steps[:]) == 1 {
-		return ctxStatus(true, steps[0].R1)
-	}
-	if res := ncclraw.Result(int32(steps[1].R1)); res == ncclraw.InProgress {
-		err = &ncclraw.Error{Func: "nccl" + n.name, Code: res}
-	} else {
-		err = n.status(steps[1].R1)
-	}
-	if err == nil {
-		err = ctxStatus(false, steps[2].R1)
-	}
-	return err
+	return ctxcall.Step(h, &s, func(r uintptr) error {
+		if res := ncclraw.Result(int32(r)); res == ncclraw.InProgress {
+			return &ncclraw.Error{Func: "nccl" + n.name, Code: res}
+		}
+		return n.status(r)
+	})
 }

@@ -3,7 +3,6 @@ package nccl
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/capture"
@@ -121,9 +120,7 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 		return nil
 	}
 	st.opMu.Lock()
-	runtime.LockOSThread()
 	err = callBound(st.cuctx, &n)
-	runtime.UnlockOSThread()
 	if err == nil || isInProgress(err) {
 		st.track(s, sref) // its retirement waits for s
 	}
