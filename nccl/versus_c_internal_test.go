@@ -42,12 +42,12 @@ int nccl_open(const char *path) {
 }
 
 /* n grouped float32 sum all-reduces in place of count elements, one per
-   rank; with wait, each is waited for on every stream; with clear, the
-   thread is left with no current context after each group (as Group
-   leaves it). */
-int loop_allreduce(long n, int nd, CUcontext *ctx, void **comm, CUdeviceptr *buf, CUstream *st, size_t count, int wait, int clear) {
+   rank (without group, one rank's, not grouped); with wait, each is waited
+   for on every stream; with clear, the thread is left with no current
+   context after each group (as Group leaves it). */
+int loop_allreduce(long n, int nd, CUcontext *ctx, void **comm, CUdeviceptr *buf, CUstream *st, size_t count, int wait, int clear, int group) {
 	for (long i = 0; i < n; i++) {
-		int r = gs();
+		int r = group ? gs() : 0;
 		if (r) return 1000 + r;
 		for (int d = 0; d < nd; d++) {
 			CUresult c = cuCtxSetCurrent(ctx[d]);
@@ -55,7 +55,7 @@ int loop_allreduce(long n, int nd, CUcontext *ctx, void **comm, CUdeviceptr *buf
 			r = ar((void *)buf[d], (void *)buf[d], count, 7, 0, comm[d], st[d]);
 			if (r) return 1000 + r;
 		}
-		r = ge();
+		r = group ? ge() : 0;
 		if (r) return 1000 + r;
 		if (clear) cuCtxSetCurrent(NULL);
 		for (int d = 0; wait && d < nd; d++) {
@@ -80,7 +80,8 @@ int loop_allreduce(long n, int nd, CUcontext *ctx, void **comm, CUdeviceptr *buf
 //   - "8B": 8-byte all-reduces each waited for on every stream (Go:
 //     Stream.Synchronize): latency;
 //   - "1GiB": 1 GiB all-reduces queued back to back, then waited for: bus
-//     bandwidth ("-busGB/s", as nccl-tests computes it).
+//     bandwidth ("-busGB/s", as nccl-tests computes it);
+//   - "single": one rank's all-reduces, not grouped (see versusSingle).
 //
 // Per variant it reports the median ns per all-reduce and ("-xC") the
 // median over rounds of its time over C's. To tell where a gap comes
@@ -201,7 +202,7 @@ func BenchmarkAllReduceVersusC(b *testing.B) {
 			}
 			r, _, _ := purego.SyscallN(c["loop_allreduce"], uintptr(n), uintptr(nd),
 				uintptr(unsafe.Pointer(&cctx[0])), uintptr(unsafe.Pointer(&ccomm[0])),
-				uintptr(unsafe.Pointer(&cbuf[0])), uintptr(unsafe.Pointer(&cst[0])), uintptr(count), wait, clear)
+				uintptr(unsafe.Pointer(&cbuf[0])), uintptr(unsafe.Pointer(&cst[0])), uintptr(count), wait, clear, 1)
 			if r != 0 {
 				b.Fatalf("C loop: %d", int32(r))
 			}
@@ -279,6 +280,96 @@ func BenchmarkAllReduceVersusC(b *testing.B) {
 		}
 		for i := range bufs {
 			_ = bufs[i].Close()
+		}
+	}
+	versusSingle(b, c, ctxs[0], streams[0], rounds)
+}
+
+// versusSingle is BenchmarkAllReduceVersusC's "single" case: 100 8-byte
+// all-reduces of a one-rank communicator queued without a group and
+// without waiting, per call: the host's cost of one operation's enqueue,
+// C's loop (its thread keeps the context current) beside AllReduce and
+// beside the raw call from Go ("GoRaw", the context current on one locked
+// thread). "-minusC-ns" is the median over rounds of the difference per
+// call.
+func versusSingle(b *testing.B, c map[string]uintptr, ctx *driver.Context, s *driver.Stream, rounds int) {
+	comms, err := InitAll(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer comms[0].Close()
+	buf, err := driver.AllocZeroed[float32](s, 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer buf.Close()
+	p, _, ref, err := seam.UseOn("bench", buf, s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = ref.Release()
+	cctx, ccomm, cst, cbuf := []uintptr{uintptr(comms[0].st.cuctx)}, []uintptr{uintptr(comms[0].st.h)}, []uintptr{seam.Stream(s)}, []uintptr{p}
+	const n = 100
+	run := []func(){
+		func() {
+			r, _, _ := purego.SyscallN(c["loop_allreduce"], n, 1, uintptr(unsafe.Pointer(&cctx[0])), uintptr(unsafe.Pointer(&ccomm[0])),
+				uintptr(unsafe.Pointer(&cbuf[0])), uintptr(unsafe.Pointer(&cst[0])), 2, 0, 0, 0)
+			if r != 0 {
+				b.Fatalf("C loop: %d", int32(r))
+			}
+		},
+		func() {
+			for range n {
+				if err := AllReduce(comms[0], s, buf, buf, Sum); err != nil {
+					b.Fatal(err)
+				}
+			}
+		},
+		func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if err := cu.CtxSetCurrent(cu.CUcontext(cctx[0])); err != nil {
+				b.Fatal(err)
+			}
+			for range n {
+				if err := ncclraw.AllReduce(p, p, 2, ncclraw.Float32, ncclraw.Sum, ncclraw.Comm(ccomm[0]), ncclraw.Stream(cst[0])); err != nil {
+					b.Fatal(err)
+				}
+			}
+			_ = cu.CtxSetCurrent(0)
+		},
+	}
+	names := []string{"C", "Go", "GoRaw"}
+	for _, f := range run {
+		f()
+	}
+	sync := func() {
+		if err := s.Synchronize(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sync()
+	times := make([][]float64, len(run))
+	for r := 0; r < rounds; r++ {
+		for k := range run {
+			i := (k + r) % len(run)
+			sync()
+			start := time.Now()
+			run[i]()
+			times[i] = append(times[i], float64(time.Since(start).Nanoseconds())/n)
+		}
+	}
+	sync()
+	for i, name := range names {
+		b.ReportMetric(gputest.Median(times[i]), "single-"+name+"-ns/op")
+		if i > 0 {
+			ratios, diffs := make([]float64, rounds), make([]float64, rounds)
+			for r := range ratios {
+				ratios[r] = times[i][r] / times[0][r]
+				diffs[r] = times[i][r] - times[0][r]
+			}
+			b.ReportMetric(gputest.Median(ratios), "single-"+name+"-xC")
+			b.ReportMetric(gputest.Median(diffs), "single-"+name+"-minusC-ns")
 		}
 	}
 }
