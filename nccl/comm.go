@@ -125,8 +125,9 @@ func newComm(st *commState, ctx *driver.Context) (*Comm, error) {
 	c.obj.Init(func() error {
 		c.cleanup.Stop()
 		if onGroupThread() {
-			// NCCL would put the finalize into the open group, to run
-			// at its end, after the destroy: destroyed off this thread.
+			// The group holds the device's call lock until it ends (and
+			// its operations the communicator): destroyed off this
+			// thread, once the group is over.
 			release.Defer(lifetime.OwnerFunc(st.destroy))
 			return nil
 		}

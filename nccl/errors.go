@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unsafe"
 
+	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/errs"
 	"github.com/purecuda/cuda/internal/ncclraw"
 )
@@ -146,8 +147,10 @@ func newError(fn string, code Status, comm ncclraw.Comm) *Error {
 }
 
 // wrap turns an error of the raw table into this package's: a failed call
-// into *Error, anything else (no library, no such function) into an error
-// matching ErrNotSupported that keeps the loader's or resolver's error. An
+// into *Error, a failed context switch (CUDA's error) into an error that
+// keeps it (errors.Is matches driver's sentinels), anything else (no
+// library, no such function) into an error matching ErrNotSupported that
+// keeps the loader's or resolver's error. An
 // error of this package's already (an *Error from a poll) is returned as
 // it is.
 // comm is the communicator the call was for (0 for none).
@@ -162,6 +165,10 @@ func wrap(err error, comm ncclraw.Comm) error {
 	var re *ncclraw.Error
 	if errors.As(err, &re) {
 		return newError(re.Func, Status(re.Code), comm)
+	}
+	var de *driver.Error
+	if errors.As(err, &de) {
+		return fromDriver(err) // a context switch's: CUDA's error, not NCCL's
 	}
 	return fmt.Errorf("%w: %w", ErrNotSupported, err)
 }

@@ -104,12 +104,13 @@ func onGroupThread() bool {
 	return t != 0 && t == groupID()
 }
 
-// notInGroup refuses a call that NCCL would defer to the open group's
-// ncclGroupEnd (creating a communicator) when the caller runs the Group's
-// function.
+// notInGroup refuses a communicator's creation or split when the caller
+// runs the Group's function: the group holds the call locks of the devices
+// it queued for until it ends (a split would wait for them forever), and
+// NCCL would defer a creation inside its group to ncclGroupEnd.
 func notInGroup(op string) error {
 	if onGroupThread() {
-		return invalid("%s: inside Group's function, where NCCL would make the communicator only when the group ends: call it before or after Group", op)
+		return invalid("%s: inside Group's function, which holds its devices until the group ends: call it before or after Group", op)
 	}
 	return nil
 }
@@ -167,8 +168,8 @@ func endGroup(outer bool) error {
 	if !outer {
 		return nil
 	}
-	inProgress, opErr, err := runGroup()
-	err = errors.Join(opErr, wrapIf(err, 0))
+	inProgress, opErr, ncclErr, ctxErr := runGroup()
+	err := errors.Join(opErr, wrapIf(ncclErr, 0), wrapIf(ctxErr, 0))
 	pending := calls.pending
 	spare.mu.Lock()
 	calls.pending, spare.ops = spare.ops, nil
@@ -218,15 +219,16 @@ func endGroup(outer bool) error {
 // operation's context current (NCCL restores the current device after
 // launching: with one current, it creates no context on device 0); then
 // the pop that gives the thread back its context stack as the group found
-// it. It returns NCCL's refusals of operations, the errors of the group's
-// end (ncclGroupEnd's, the context switches') as the raw tables give them,
-// and whether ncclGroupEnd answered ncclInProgress (non-blocking
-// communicators). A group with no operation calls nothing.
-func runGroup() (inProgress bool, opErr, endErr error) {
+// it. It returns whether ncclGroupEnd answered ncclInProgress
+// (non-blocking communicators), NCCL's refusals of operations, the error of
+// ncclGroupStart or ncclGroupEnd, and the context switches' errors, the
+// last two as the raw tables give them. A group with no operation calls
+// nothing.
+func runGroup() (inProgress bool, opErr, ncclErr, ctxErr error) {
 	steps, err := groupSteps(calls.steps[:0], calls.pending)
 	defer func() { calls.steps = steps[:0] }()
 	if err != nil || len(steps) == 0 {
-		return false, nil, err
+		return false, nil, err, nil
 	}
 	end := len(steps) - 2
 	ran := ccall.Run(steps)
@@ -235,25 +237,26 @@ func runGroup() (inProgress bool, opErr, endErr error) {
 		// switch (NCCL's group holds no operation yet: it is ended, and
 		// the thread's stack is as the group found it).
 		if ran == 1 {
-			return false, nil, ncclraw.GroupStartStatus(steps[0].R1)
+			return false, nil, ncclraw.GroupStartStatus(steps[0].R1), nil
 		}
-		return false, nil, errors.Join(ctxStatus(true, steps[1].R1), ncclraw.GroupEnd())
+		return false, nil, ncclraw.GroupEnd(), ctxStatus(true, steps[1].R1)
 	}
 	for i := range calls.pending {
 		if p := &calls.pending[i]; p.step >= 0 {
 			if p.switched && p.step-1 > 1 { // a later switch, made before the operation
-				endErr = errors.Join(endErr, ctxStatus(false, steps[p.step-1].R1))
+				ctxErr = errors.Join(ctxErr, ctxStatus(false, steps[p.step-1].R1))
 			}
 			if e := p.native.status(steps[p.step].R1); e != nil {
+				// NCCL's last error text is the group's last by now.
 				opErr = errors.Join(opErr, fmt.Errorf("nccl: %s in the group: %w", p.native.name, wrap(e, p.native.comm)))
 			}
 		}
 	}
-	geErr := ncclraw.GroupEndStatus(steps[end].R1)
-	if isInProgress(geErr) {
-		inProgress, geErr = true, nil
+	ncclErr = ncclraw.GroupEndStatus(steps[end].R1)
+	if isInProgress(ncclErr) {
+		inProgress, ncclErr = true, nil
 	}
-	return inProgress, opErr, errors.Join(endErr, geErr, ctxStatus(false, steps[end+1].R1))
+	return inProgress, opErr, ncclErr, errors.Join(ctxErr, ctxStatus(false, steps[end+1].R1))
 }
 
 // groupSteps appends to steps the sequence of C calls of a group of the

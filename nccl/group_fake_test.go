@@ -161,8 +161,9 @@ func TestGroupRefusesNewCommsFromFake(t *testing.T) {
 
 // TestCloseInsideGroupFromFake: a communicator closed inside Group's
 // function, with no operation in the group, is finalized and destroyed
-// outside NCCL's open group (NCCL would defer the finalize to
-// ncclGroupEnd, after the destroy).
+// off the group's thread, once the group is over (never inside an NCCL
+// group, where NCCL would defer the finalize to ncclGroupEnd, after the
+// destroy).
 func TestCloseInsideGroupFromFake(t *testing.T) {
 	if !faketest.InNCCLAndCUDAChild(t) {
 		return
@@ -174,8 +175,8 @@ func TestCloseInsideGroupFromFake(t *testing.T) {
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
 }
 
-// TestAbortInsideGroupFromFake: NCCL's abort cannot run inside the open
-// group (every communicator's calls wait for its end), so Abort there
+// TestAbortInsideGroupFromFake: NCCL's abort cannot run while the group is
+// open (the group holds its devices' call locks until it ends), so Abort there
 // returns at once rather than after the abort timeout; the communicator
 // is aborted when the group ends.
 func TestAbortInsideGroupFromFake(t *testing.T) {
@@ -210,8 +211,8 @@ func TestGroupEndsInAContextAfterARefusedOperationFromFake(t *testing.T) {
 	_, rs := fakeRanks(t, 2, nil)
 	b0, b1 := upload(t, rs[0].s, []int32{1}), upload(t, rs[1].s, []int32{2})
 	err := nccl.Group(func() error {
-		faketest.NCCL(t, "fake_nccl_fail_rank", 1, uintptr(nccl.ErrRemote)) // rank 1 refuses
 		assert.NoError(t, nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum), "recorded: NCCL sees it when the group ends")
+		faketest.NCCL(t, "fake_nccl_fail_rank", 1, uintptr(nccl.ErrRemote)) // rank 1 refuses, at the group's end
 		return nccl.Send(rs[0].c, rs[0].s, b0, 0)
 	})
 	assert.ErrorIs(t, err, nccl.ErrRemote)

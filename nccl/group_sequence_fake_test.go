@@ -36,9 +36,11 @@ func TestGroupDropsTheGroupWhenNCCLRefusesAnOperationFromFake(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	err := nccl.Group(func() error {
-		faketest.NCCL(t, "fake_nccl_fail_rank", 1, uintptr(nccl.ErrRemote))
 		assert.NoError(t, nccl.AllReduce(rs[0].c, rs[0].s, b0, b0, nccl.Sum))
-		assert.NoError(t, nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum), "recorded: NCCL sees it when the group ends")
+		assert.NoError(t, nccl.AllReduce(rs[1].c, rs[1].s, b1, b1, nccl.Sum))
+		// Failed once both are recorded (the watchdog cannot refuse the
+		// record first): NCCL sees them, and refuses, when the group ends.
+		faketest.NCCL(t, "fake_nccl_fail_rank", 1, uintptr(nccl.ErrRemote))
 		return nil
 	})
 	assert.ErrorIs(t, err, nccl.ErrRemote)
@@ -105,12 +107,42 @@ func TestGroupFirstSwitchFailureMakesNothingFromFake(t *testing.T) {
 		return nccl.AllReduce(c, s, b, b, nccl.Sum)
 	})
 	assert.ErrorIs(t, err, driver.ErrInvalidContext)
+	assert.NotErrorIs(t, err, nccl.ErrNotSupported, "CUDA's error, not a missing library or function")
 	var h cu.CUcontext
 	require.NoError(t, cu.CtxGetCurrent(&h))
 	assert.Zero(t, h)
 	require.NoError(t, s.Synchronize())
 	assert.Equal(t, before, faketest.NCCL(t, "fake_nccl_ops_run"), "nothing was made")
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
+}
+
+// TestGroupReportsEveryFailureOfItsEndFromFake: ncclGroupEnd fails (after
+// queuing) and the clearing after it fails too: Group's error holds both,
+// NCCL's and CUDA's, each matching its sentinel.
+func TestGroupReportsEveryFailureOfItsEndFromFake(t *testing.T) {
+	if !faketest.InNCCLAndCUDAChild(t) {
+		return
+	}
+	_, rs := fakeRanks(t, 1, nil)
+	c, s := rs[0].c, rs[0].s
+	b := upload(t, s, []int32{3})
+	require.NoError(t, s.Synchronize())
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	err := nccl.Group(func() error {
+		faketest.NCCL(t, "fake_nccl_fail_group_end", uintptr(nccl.ErrInternal))
+		faketest.FailNext(t, "cuCtxSetCurrent", 201) // the clearing: the group's only set
+		return nccl.AllReduce(c, s, b, b, nccl.Sum)
+	})
+	assert.ErrorIs(t, err, nccl.ErrInternal)
+	assert.ErrorIs(t, err, driver.ErrInvalidContext)
+	assert.NotErrorIs(t, err, nccl.ErrNotSupported)
+	var h cu.CUcontext
+	require.NoError(t, cu.CtxGetCurrent(&h))
+	assert.NotZero(t, h, "the clearing failed")
+	require.NoError(t, cu.CtxSetCurrent(0))
+	require.NoError(t, s.Synchronize())
+	assert.Equal(t, []int32{3}, download(t, s, b), "queued before ncclGroupEnd failed")
 }
 
 // TestOperationOutsideAGroupIsOneSequenceFromFake: an operation outside a

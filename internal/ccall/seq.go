@@ -1,6 +1,9 @@
 package ccall
 
-import "unsafe"
+import (
+	"runtime"
+	"unsafe"
+)
 
 // SeqArgs is how many integer arguments a Step passes at most.
 const SeqArgs = 24
@@ -34,8 +37,13 @@ type seqHeader struct {
 // StepSize is the size of a Step, as the trampoline steps through them.
 const StepSize = unsafe.Sizeof(Step{})
 
-// runEach is Run one foreign call per step.
+// runEach is Run one foreign call per step. The calling goroutine is
+// locked to its thread meanwhile, so that every step runs on one thread,
+// as in the single crossing of the trampoline (a context one step makes
+// current is the next step's).
 func runEach(steps []Step) int {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	for i := range steps {
 		s := &steps[i]
 		f := Get(s.Fn)
