@@ -107,6 +107,15 @@
 // float32 travels as float32). Any other element type is refused with an
 // error matching ErrInvalidArgument before NCCL is called.
 //
+// NCCL's own kernels read 8-bit data in 4-byte words: an all-reduce of
+// int8 or uint8 elements whose count is no multiple of 4 may read up to 3
+// bytes past the end of the send or receive buffer (seen on 2 H200s with
+// NCCL 2.28.3 under compute-sanitizer, and in C with no purecuda:
+// tests/libnccl/tail_overread.c). Nothing is written there, and an
+// allocation of its own always has those bytes mapped, but memcheck
+// reports the read, and with a Buffer.Slice the bytes read are the next
+// elements of its parent. A count that is a multiple of 4 avoids it.
+//
 // # Errors
 //
 // A failed NCCL call returns an *Error: the C function, NCCL's result
