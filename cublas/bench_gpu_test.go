@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/purecuda/cuda/cublas"
+	"github.com/purecuda/cuda/internal/gputest"
 )
 
 // BenchmarkGemm64 queues 64×64×64 SGEMMs back to back on one handle (a
@@ -22,6 +23,7 @@ func BenchmarkGemm64(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	defer gputest.Profile(b, "gemm64")()
 	b.ResetTimer()
 	for i := range b.N {
 		if err := cublas.Gemm(g.h, 1, a, bm, 0, c); err != nil {

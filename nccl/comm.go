@@ -212,6 +212,9 @@ func (c *Comm) acquire(op string) error {
 	if !c.obj.Acquire() {
 		return fmt.Errorf("nccl: %s: %w", op, driver.ErrClosed)
 	}
+	if c.st.phase.Load() == live {
+		return nil // the common case, without failure's lock
+	}
 	if err := c.st.failure(); err != nil {
 		_ = c.obj.Release()
 		return fmt.Errorf("nccl: %s: the communicator failed: %w", op, err)

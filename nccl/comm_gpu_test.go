@@ -579,3 +579,39 @@ func BenchmarkAllReduceEnqueue(b *testing.B) {
 		require.NoError(b, s.Synchronize())
 	}
 }
+
+// BenchmarkAllReduceOneRank: the host's cost of queuing one 8-byte
+// all-reduce of a one-rank communicator (InitAll over device 0), not
+// grouped, per call, the GPU's work waited for every 1000 calls; with
+// PURECUDA_PROFILE_DIR, a fine-grained CPU profile (oneRank.prof).
+func BenchmarkAllReduceOneRank(b *testing.B) {
+	gputest.Require(b)
+	dev, err := driver.DeviceByOrdinal(0)
+	require.NoError(b, err)
+	ctx, err := dev.PrimaryContext()
+	require.NoError(b, err)
+	defer ctx.Close()
+	s, err := ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(b, err)
+	defer s.Close()
+	buf, err := driver.AllocZeroed[float32](s, 2)
+	require.NoError(b, err)
+	defer buf.Close()
+	comms, err := nccl.InitAll(ctx)
+	require.NoError(b, err)
+	defer comms[0].Close()
+	require.NoError(b, nccl.AllReduce(comms[0], s, buf, buf, nccl.Sum))
+	require.NoError(b, s.Synchronize())
+	b.ReportAllocs()
+	defer gputest.Profile(b, "oneRank")()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := nccl.AllReduce(comms[0], s, buf, buf, nccl.Sum); err != nil {
+			b.Fatal(err)
+		}
+		if i%1000 == 999 {
+			require.NoError(b, s.Synchronize())
+		}
+	}
+	require.NoError(b, s.Synchronize())
+}

@@ -80,7 +80,10 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 	if err == nil && o.send != nil {
 		sendPtr, _, p.refs[2], err = seam.UseOn(o.name, o.send, s)
 	}
-	if err == nil && o.recv != nil {
+	switch {
+	case err == nil && o.recv != nil && o.recv == o.send:
+		recvPtr = sendPtr // in place: one buffer, held once
+	case err == nil && o.recv != nil:
 		recvPtr, _, p.refs[3], err = seam.UseOn(o.name, o.recv, s)
 	}
 	if err != nil {
