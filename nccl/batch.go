@@ -36,32 +36,30 @@ func nativeOf(o *operation, comm ncclraw.Comm, s ncclraw.Stream, send, recv uint
 		count: o.count, dt: o.dt, red: o.red, peer: o.peer}
 }
 
-// step fills s with the call, resolving NCCL's function.
+// step fills s with the call, resolving NCCL's function: its N arguments
+// (the trampoline passes the others too, whatever they hold; the callee
+// reads only its own).
 func (n *nativeCall) step(s *ccall.Step) error {
 	var fn uintptr
 	var err error
 	a := &s.Args
+	a[0], a[1], a[2], a[3] = n.send, n.recv, n.count, uintptr(n.dt)
 	switch n.kind {
 	case opAllReduce:
 		fn, err = ncclraw.AllReduceProc()
-		*a = [ccall.SeqArgs]uintptr{n.send, n.recv, n.count, uintptr(n.dt), uintptr(n.red), uintptr(n.comm), uintptr(n.stream)}
-		s.N = 7
+		a[4], a[5], a[6], s.N = uintptr(n.red), uintptr(n.comm), uintptr(n.stream), 7
 	case opBroadcast:
 		fn, err = ncclraw.BroadcastProc()
-		*a = [ccall.SeqArgs]uintptr{n.send, n.recv, n.count, uintptr(n.dt), uintptr(n.peer), uintptr(n.comm), uintptr(n.stream)}
-		s.N = 7
+		a[4], a[5], a[6], s.N = uintptr(n.peer), uintptr(n.comm), uintptr(n.stream), 7
 	case opReduce:
 		fn, err = ncclraw.ReduceProc()
-		*a = [ccall.SeqArgs]uintptr{n.send, n.recv, n.count, uintptr(n.dt), uintptr(n.red), uintptr(n.peer), uintptr(n.comm), uintptr(n.stream)}
-		s.N = 8
+		a[4], a[5], a[6], a[7], s.N = uintptr(n.red), uintptr(n.peer), uintptr(n.comm), uintptr(n.stream), 8
 	case opAllGather:
 		fn, err = ncclraw.AllGatherProc()
-		*a = [ccall.SeqArgs]uintptr{n.send, n.recv, n.count, uintptr(n.dt), uintptr(n.comm), uintptr(n.stream)}
-		s.N = 6
+		a[4], a[5], s.N = uintptr(n.comm), uintptr(n.stream), 6
 	case opReduceScatter:
 		fn, err = ncclraw.ReduceScatterProc()
-		*a = [ccall.SeqArgs]uintptr{n.send, n.recv, n.count, uintptr(n.dt), uintptr(n.red), uintptr(n.comm), uintptr(n.stream)}
-		s.N = 7
+		a[4], a[5], a[6], s.N = uintptr(n.red), uintptr(n.comm), uintptr(n.stream), 7
 	case opSend:
 		fn, err = ncclraw.SendProc()
 		*a = [ccall.SeqArgs]uintptr{n.send, n.count, uintptr(n.dt), uintptr(n.peer), uintptr(n.comm), uintptr(n.stream)}
@@ -129,11 +127,11 @@ func ctxStatus(push bool, r uintptr) error {
 // one crossing into C. It returns NCCL's error as the raw table does
 // (ncclInProgress included), or the context switch's.
 func callBound(h cu.CUcontext, n *nativeCall) error {
-	var s ccall.Step
-	if err := n.step(&s); err != nil {
+	var q ctxcall.Seq
+	if err := n.step(q.Op()); err != nil {
 		return err
 	}
-	return ctxcall.Step(h, &s, func(r uintptr) error {
+	return q.Run(h, func(r uintptr) error {
 		if res := ncclraw.Result(int32(r)); res == ncclraw.InProgress {
 			return &ncclraw.Error{Func: "nccl" + n.name, Code: res}
 		}

@@ -32,13 +32,23 @@ func Bound(h cu.CUcontext, f func() error) (err error) {
 	return f()
 }
 
-// Step makes the C call s with h current and leaves the thread's context
-// stack as it found it, in one crossing into C (ccall.Run): the push of h,
-// s, the clearing. No thread needs locking, since one crossing runs on one
-// thread. status turns s's result into an error (nil for success). The
-// caller holds h. A failed push makes no call; a failed clearing is
-// reported when s succeeded.
-func Step(h cu.CUcontext, s *ccall.Step, status func(r uintptr) error) error {
+// Seq is a C call made with a context current, in one crossing into C:
+// the push of the context, the call (Op), the clearing that leaves the
+// thread's context stack as it was. The caller fills Op in place, then
+// calls Run. No thread needs locking, since one crossing runs on one
+// thread (elsewhere ccall.Run locks the thread for the sequence).
+type Seq struct {
+	steps [3]ccall.Step
+}
+
+// Op is the call to make, for the caller to fill (Fn, N, Args).
+func (q *Seq) Op() *ccall.Step { return &q.steps[1] }
+
+// Run makes the call with h current; status turns its result into an
+// error (nil for success). The caller holds h. A failed push makes no
+// call; a failed clearing is reported when the call succeeded. Op's R1
+// holds the call's result once it ran.
+func (q *Seq) Run(h cu.CUcontext, status func(r uintptr) error) error {
 	push, err := cu.CtxPushCurrentProc()
 	if err != nil {
 		return err
@@ -47,19 +57,26 @@ func Step(h cu.CUcontext, s *ccall.Step, status func(r uintptr) error) error {
 	if err != nil {
 		return err
 	}
-	var steps [3]ccall.Step
-	steps[0] = ccall.Step{Fn: push, Stop: 1, N: 1}
-	steps[0].Args[0] = uintptr(h)
-	steps[1] = *s
-	steps[1].Stop = 0
-	steps[2] = ccall.Step{Fn: set, N: 1}
-	if ccall.Run(steps[:]) == 1 {
-		return cu.CtxPushCurrentStatus(steps[0].R1)
+	q.steps[0].Fn, q.steps[0].Stop, q.steps[0].N, q.steps[0].Args[0] = push, 1, 1, uintptr(h)
+	q.steps[1].Stop = 0
+	q.steps[2].Fn, q.steps[2].Stop, q.steps[2].N, q.steps[2].Args[0] = set, 0, 1, 0
+	if ccall.Run(q.steps[:]) == 1 {
+		return cu.CtxPushCurrentStatus(q.steps[0].R1)
 	}
-	s.R1 = steps[1].R1
-	err = status(steps[1].R1)
-	if e := cu.CtxSetCurrentStatus(steps[2].R1); err == nil {
+	err = status(q.steps[1].R1)
+	if e := cu.CtxSetCurrentStatus(q.steps[2].R1); err == nil {
 		err = e
 	}
+	return err
+}
+
+// Step makes the C call s with h current and leaves the thread's context
+// stack as it found it, in one crossing into C (see Seq); s.R1 holds its
+// result once it ran.
+func Step(h cu.CUcontext, s *ccall.Step, status func(r uintptr) error) error {
+	var q Seq
+	q.steps[1] = *s
+	err := q.Run(h, status)
+	s.R1 = q.steps[1].R1
 	return err
 }
