@@ -1,6 +1,8 @@
 // Package ccall makes generated C calls free of allocations and lean: a
-// pooled call frame, a direct call path, Escape, and the Short frame that
-// hot calls keep on their own stack.
+// pooled call frame, a direct call path, Escape, the Short frame that hot
+// calls keep on their own stack, and Run, which makes a sequence of C
+// calls (a context switch, a library call, the switch back) in one
+// crossing into C.
 //
 // purego.SyscallN is variadic and marked go:uintptrescapes, so a call written
 // as SyscallN(fn, a, b, c) heap-allocates its argument slice every time (seen
