@@ -100,8 +100,9 @@ func (n *nativeCall) status(r uintptr) error {
 	}
 }
 
-// ctxSteps are the context switches of sequences: push, set, and the
-// clearing (set to none, which pops what push pushed).
+// ctxStep fills s with a context switch of a sequence: a push, a set, or the
+// clearing (set to none, which pops what push pushed). It stops the
+// sequence when it fails, unless the caller clears Stop.
 func ctxStep(s *ccall.Step, push bool, h cu.CUcontext) error {
 	var err error
 	if push {
