@@ -82,10 +82,10 @@ type commState struct {
 	nonBlocking bool
 
 	abortTimeout time.Duration
-	strs         [][]byte   // the configuration's C strings, kept for the communicator's life
-	opMu         sync.Mutex // held by each call on the communicator (NCCL allows one at a time)
-	streams      []tracked  // the streams it queued work on, held until it is retired (under opMu)
-	last         *driver.Stream
+	strs         [][]byte                      // the configuration's C strings, kept for the communicator's life
+	opMu         sync.Mutex                    // held by the calls that need the communicator alone beside its device's call lock (abort, split), and by track
+	streams      []tracked                     // the streams it queued work on, held until it is retired (under opMu)
+	last         atomic.Pointer[driver.Stream] // the stream tracked last
 
 	mu        sync.Mutex        // phase changes, err, abortDone, abortErr; held by each ncclCommGetAsyncError
 	phase     atomic.Int32      // a phase; changed under mu, read without it by operations

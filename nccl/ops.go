@@ -115,19 +115,17 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 			return fmt.Errorf("nccl: %s: %w", o.name, driver.ErrClosed)
 		}
 		p.refs[1] = lifetime.RefOf(&c.obj)
-		st.opMu.Lock()
 		st.track(s, sref) // its retirement waits for s
-		st.opMu.Unlock()
 		p.c, p.cuctx, p.s, p.native = st, st.cuctx, s, n
 		calls.pending = append(calls.pending, p)
 		return nil
 	}
-	st.opMu.Lock()
+	// The device's call lock, held, keeps every other NCCL call on the
+	// communicator away (an abort and a split take it first).
 	err = callBound(st.cuctx, &n)
 	if err == nil || isInProgress(err) {
 		st.track(s, sref) // its retirement waits for s
 	}
-	st.opMu.Unlock()
 	if isInProgress(err) {
 		err = st.waitInProgress(context.Background())
 	}

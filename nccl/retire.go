@@ -31,20 +31,24 @@ type tracked struct {
 }
 
 // track remembers s, which the call holds by held, as a stream st queued
-// work on. st.opMu is held.
+// work on. The stream of the communicator's last operation is seen without
+// a lock (the common case: one stream); only a new one takes opMu. The
+// caller holds the communicator, so no retirement runs meanwhile.
 func (st *commState) track(s *driver.Stream, held lifetime.Ref) {
-	if st.last == s {
+	if st.last.Load() == s {
 		return
 	}
+	st.opMu.Lock()
+	defer st.opMu.Unlock()
 	for _, t := range st.streams {
 		if t.s == s {
-			st.last = s
+			st.last.Store(s)
 			return
 		}
 	}
 	if r, ok := held.Clone(); ok {
 		st.streams = append(st.streams, tracked{s, r})
-		st.last = s
+		st.last.Store(s)
 	}
 }
 
@@ -52,7 +56,8 @@ func (st *commState) track(s *driver.Stream, held lifetime.Ref) {
 func (st *commState) dropStreams() {
 	st.opMu.Lock()
 	streams := st.streams
-	st.streams, st.last = nil, nil
+	st.streams = nil
+	st.last.Store(nil)
 	st.opMu.Unlock()
 	for _, t := range streams {
 		_ = t.ref.Release()
