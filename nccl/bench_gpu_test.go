@@ -21,25 +21,7 @@ func BenchmarkAllReduce(b *testing.B) {
 	gputest.Require(b)
 	n, err := driver.DeviceCount()
 	require.NoError(b, err)
-	ctxs := make([]*driver.Context, n)
-	streams := make([]*driver.Stream, n)
-	for i := range ctxs {
-		dev, err := driver.DeviceByOrdinal(i)
-		require.NoError(b, err)
-		ctxs[i], err = dev.PrimaryContext()
-		require.NoError(b, err)
-		defer ctxs[i].Close()
-		streams[i], err = ctxs[i].NewStream(driver.StreamNonBlocking)
-		require.NoError(b, err)
-		defer streams[i].Close()
-	}
-	comms, err := nccl.InitAll(ctxs...)
-	require.NoError(b, err)
-	defer func() {
-		for _, c := range comms {
-			_ = c.Close()
-		}
-	}()
+	streams, comms := benchRanks(b, n)
 	for _, size := range []int{8, 1 << 30} {
 		bufs := make([]*driver.Buffer[float32], n)
 		for i := range bufs {
@@ -47,18 +29,7 @@ func BenchmarkAllReduce(b *testing.B) {
 			require.NoError(b, err)
 		}
 		b.Run(fmt.Sprintf("bytes=%d", size), func(b *testing.B) {
-			run := func() {
-				if err := nccl.Group(func() error {
-					for i, c := range comms {
-						if err := nccl.AllReduce(c, streams[i], bufs[i], bufs[i], nccl.Sum); err != nil {
-							return err
-						}
-					}
-					return nil
-				}); err != nil {
-					b.Fatal(err)
-				}
-			}
+			run := groupedAllReduce(b, comms, streams, bufs)
 			for range 5 {
 				run()
 			}
@@ -91,41 +62,14 @@ func BenchmarkAllReduceEnqueue(b *testing.B) {
 	gputest.Require(b)
 	n, err := driver.DeviceCount()
 	require.NoError(b, err)
-	ctxs := make([]*driver.Context, n)
-	streams := make([]*driver.Stream, n)
+	streams, comms := benchRanks(b, n)
 	bufs := make([]*driver.Buffer[float32], n)
-	for i := range ctxs {
-		dev, err := driver.DeviceByOrdinal(i)
-		require.NoError(b, err)
-		ctxs[i], err = dev.PrimaryContext()
-		require.NoError(b, err)
-		defer ctxs[i].Close()
-		streams[i], err = ctxs[i].NewStream(driver.StreamNonBlocking)
-		require.NoError(b, err)
-		defer streams[i].Close()
+	for i := range bufs {
 		bufs[i], err = driver.AllocZeroed[float32](streams[i], 2)
 		require.NoError(b, err)
 		defer bufs[i].Close()
 	}
-	comms, err := nccl.InitAll(ctxs...)
-	require.NoError(b, err)
-	defer func() {
-		for _, c := range comms {
-			_ = c.Close()
-		}
-	}()
-	run := func() {
-		if err := nccl.Group(func() error {
-			for i, c := range comms {
-				if err := nccl.AllReduce(c, streams[i], bufs[i], bufs[i], nccl.Sum); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	run := groupedAllReduce(b, comms, streams, bufs)
 	for range 5 {
 		run()
 	}
@@ -156,20 +100,11 @@ func BenchmarkAllReduceEnqueue(b *testing.B) {
 // PURECUDA_PROFILE_DIR, a fine-grained CPU profile (oneRank.prof).
 func BenchmarkAllReduceOneRank(b *testing.B) {
 	gputest.Require(b)
-	dev, err := driver.DeviceByOrdinal(0)
-	require.NoError(b, err)
-	ctx, err := dev.PrimaryContext()
-	require.NoError(b, err)
-	defer ctx.Close()
-	s, err := ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(b, err)
-	defer s.Close()
+	streams, comms := benchRanks(b, 1)
+	s := streams[0]
 	buf, err := driver.AllocZeroed[float32](s, 2)
 	require.NoError(b, err)
 	defer buf.Close()
-	comms, err := nccl.InitAll(ctx)
-	require.NoError(b, err)
-	defer comms[0].Close()
 	require.NoError(b, nccl.AllReduce(comms[0], s, buf, buf, nccl.Sum))
 	require.NoError(b, s.Synchronize())
 	b.ReportAllocs()
@@ -184,4 +119,48 @@ func BenchmarkAllReduceOneRank(b *testing.B) {
 		}
 	}
 	require.NoError(b, s.Synchronize())
+}
+
+// benchRanks makes a communicator over the first n GPUs from one process
+// (InitAll), with a stream per GPU; everything is closed when b's run
+// ends, the communicators first.
+func benchRanks(b *testing.B, n int) ([]*driver.Stream, []*nccl.Comm) {
+	b.Helper()
+	ctxs := make([]*driver.Context, n)
+	streams := make([]*driver.Stream, n)
+	for i := range ctxs {
+		dev, err := driver.DeviceByOrdinal(i)
+		require.NoError(b, err)
+		ctxs[i], err = dev.PrimaryContext()
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = ctxs[i].Close() })
+		streams[i], err = ctxs[i].NewStream(driver.StreamNonBlocking)
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = streams[i].Close() })
+	}
+	comms, err := nccl.InitAll(ctxs...)
+	require.NoError(b, err)
+	b.Cleanup(func() {
+		for _, c := range comms {
+			_ = c.Close()
+		}
+	})
+	return streams, comms
+}
+
+// groupedAllReduce returns a function that all-reduces bufs[i] in place on
+// every rank, in one Group.
+func groupedAllReduce(b *testing.B, comms []*nccl.Comm, streams []*driver.Stream, bufs []*driver.Buffer[float32]) func() {
+	return func() {
+		if err := nccl.Group(func() error {
+			for i, c := range comms {
+				if err := nccl.AllReduce(c, streams[i], bufs[i], bufs[i], nccl.Sum); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
