@@ -110,6 +110,9 @@ type handleState struct {
 	// mode) with 16-byte vector instructions for complex128, which fault
 	// on an address Go's 8-byte alignment of complex128 allows.
 	scratch [4*16 + 16]byte
+	// seq is the sequence of C calls of the quick paths (gemmQuick),
+	// filled and run under mu.
+	seq ctxcall.Seq
 }
 
 // The slots of handleState.scratch.

@@ -49,6 +49,14 @@ var (
 // C is only scaled by beta; with beta 0, C is not read (it may hold
 // anything, NaN included).
 func Gemm[T Float](h *Handle, alpha T, a, b Matrix[T], beta T, c Matrix[T]) error {
+	if ok, err := gemmQuick(h, alpha, &a, &b, beta, &c); ok {
+		return err
+	}
+	return gemmGeneral(h, alpha, a, b, beta, c)
+}
+
+// gemmGeneral is Gemm for every case (gemmQuick takes the common one).
+func gemmGeneral[T Float](h *Handle, alpha T, a, b Matrix[T], beta T, c Matrix[T]) error {
 	const op = "Gemm"
 	cl, err := h.begin(op)
 	if err != nil {
