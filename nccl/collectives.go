@@ -2,6 +2,7 @@ package nccl
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/purecuda/cuda/driver"
 )
@@ -29,7 +30,9 @@ func AllReduce[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T], o
 	if send.Len() != recv.Len() {
 		return invalid("%s: send has %d elements and recv %d: want equal lengths", name, send.Len(), recv.Len())
 	}
-	o.send, o.recv, o.count = send, recv, uintptr(recv.Len())
+	setSend(&o, send)
+	setRecv(&o, recv)
+	o.count = uintptr(recv.Len())
 	return c.enqueue(s, &o)
 }
 
@@ -55,9 +58,10 @@ func Broadcast[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T], r
 		if send.Len() != recv.Len() {
 			return invalid("%s: send has %d elements and recv %d: want equal lengths", name, send.Len(), recv.Len())
 		}
-		o.send = send
+		setSend(&o, send)
 	}
-	o.recv, o.count = recv, uintptr(recv.Len())
+	setRecv(&o, recv)
+	o.count = uintptr(recv.Len())
 	return c.enqueue(s, &o)
 }
 
@@ -86,9 +90,10 @@ func Reduce[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T], op O
 		if send.Len() != recv.Len() {
 			return invalid("%s: send has %d elements and recv %d: want equal lengths", name, send.Len(), recv.Len())
 		}
-		o.recv = recv
+		setRecv(&o, recv)
 	}
-	o.send, o.count = send, uintptr(send.Len())
+	setSend(&o, send)
+	o.count = uintptr(send.Len())
 	return c.enqueue(s, &o)
 }
 
@@ -108,7 +113,9 @@ func AllGather[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T]) e
 	if n := c.Size(); n > 0 && recv.Len() != send.Len()*n {
 		return invalid("%s: recv has %d elements: want %d ranks × %d (send's length)", name, recv.Len(), n, send.Len())
 	}
-	o.send, o.recv, o.count = send, recv, uintptr(send.Len())
+	setSend(&o, send)
+	setRecv(&o, recv)
+	o.count = uintptr(send.Len())
 	return c.enqueue(s, &o)
 }
 
@@ -131,7 +138,9 @@ func ReduceScatter[T any](c *Comm, s *driver.Stream, send, recv *driver.Buffer[T
 	if n := c.Size(); n > 0 && send.Len() != recv.Len()*n {
 		return invalid("%s: send has %d elements: want %d ranks × %d (recv's length)", name, send.Len(), n, recv.Len())
 	}
-	o.send, o.recv, o.count = send, recv, uintptr(recv.Len())
+	setSend(&o, send)
+	setRecv(&o, recv)
+	o.count = uintptr(recv.Len())
 	return c.enqueue(s, &o)
 }
 
@@ -159,13 +168,17 @@ func pointToPoint[T any](c *Comm, s *driver.Stream, buf *driver.Buffer[T], peer 
 		return invalid("%s: nil buffer", o.name)
 	}
 	if o.kind == opSend {
-		o.send = buf
+		setSend(&o, buf)
 	} else {
-		o.recv = buf
+		setRecv(&o, buf)
 	}
 	o.count = uintptr(buf.Len())
 	return c.enqueue(s, &o)
 }
+
+// setSend and setRecv name o's send and receive buffers (not nil).
+func setSend[T any](o *operation, b *driver.Buffer[T]) { o.send, o.sendP = b, unsafe.Pointer(b) }
+func setRecv[T any](o *operation, b *driver.Buffer[T]) { o.recv, o.recvP = b, unsafe.Pointer(b) }
 
 // setType sets o's data type to T's.
 func setType[T any](o *operation) error {

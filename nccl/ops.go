@@ -3,6 +3,7 @@ package nccl
 import (
 	"context"
 	"fmt"
+	"unsafe"
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/capture"
@@ -40,15 +41,17 @@ const (
 )
 
 // operation is one call, marshalled: the buffers are *driver.Buffer values
-// of one element type (nil where the rank passes none).
+// of one element type (nil where the rank passes none), as interfaces for
+// the general path and as pointers for the quick one.
 type operation struct {
-	name       string
-	kind       kind
-	send, recv any
-	count      uintptr
-	dt         ncclraw.DataType
-	red        ncclraw.RedOp
-	peer       int32 // the root or the peer
+	name         string
+	kind         kind
+	send, recv   any
+	sendP, recvP unsafe.Pointer
+	count        uintptr
+	dt           ncclraw.DataType
+	red          ncclraw.RedOp
+	peer         int32 // the root or the peer
 }
 
 // enqueue checks and queues o on s for c.
@@ -60,6 +63,10 @@ func (c *Comm) enqueue(s *driver.Stream, o *operation) error {
 		c.release()
 		return fmt.Errorf("nccl: %s: %w", o.name, driver.ErrNilStream)
 	}
+	if ok, err := c.enqueueQuick(s, o); ok {
+		c.release()
+		return err
+	}
 	sref, err := seam.Hold(s)
 	if err != nil {
 		c.release()
@@ -68,6 +75,67 @@ func (c *Comm) enqueue(s *driver.Stream, o *operation) error {
 	err = c.enqueueHeld(s, sref, o)
 	c.release()
 	return err
+}
+
+// enqueueQuick is enqueue's common case, for c held: a blocking
+// communicator's operation outside a group, on the stream of its last
+// operation (tracked already), uncaptured, on open buffers of the
+// stream's context. It holds the stream and buffers the cheapest way
+// (seam.Use) and makes the call in one crossing into C. It reports false,
+// having made nothing and holding nothing, for the general path
+// (enqueueHeld), which does the same work in every case or explains the
+// refusal. The device's call lock is taken before the stream is held, as
+// the general path takes it before it enters the stream.
+func (c *Comm) enqueueQuick(s *driver.Stream, o *operation) (bool, error) {
+	st := c.st
+	if st.nonBlocking || st.last.Load() != s || onGroupThread() {
+		return false, nil
+	}
+	var q seam.Quick
+	if o.sendP != nil {
+		q.Buf[0], q.N = o.sendP, 1
+	}
+	inPlace := o.recvP == o.sendP
+	if o.recvP != nil && !inPlace {
+		q.Buf[q.N] = o.recvP
+		q.N++
+	}
+	mu := deviceLock(st.dev)
+	mu.Lock()
+	if st.phase.Load() != live || !seam.Use(unsafe.Pointer(s), &q) {
+		mu.Unlock()
+		return false, nil
+	}
+	if q.Ctx != uintptr(st.cuctx) { // a stream of another context: refused by the general path
+		seam.Leave(unsafe.Pointer(s))
+		mu.Unlock()
+		seam.Release(&q)
+		return false, nil
+	}
+	var send, recv uintptr
+	switch {
+	case o.sendP == nil:
+		recv = q.Ptr[0]
+	case o.recvP == nil:
+		send = q.Ptr[0]
+	case inPlace:
+		send, recv = q.Ptr[0], q.Ptr[0]
+	default:
+		send, recv = q.Ptr[0], q.Ptr[1]
+	}
+	n := nativeOf(o, st.h, ncclraw.Stream(q.Strm), send, recv)
+	err := callBound(st.cuctx, &n)
+	if isInProgress(err) {
+		err = st.waitInProgress(context.Background())
+	}
+	seam.Leave(unsafe.Pointer(s))
+	mu.Unlock()
+	// Released once the lock is given back, as in the general path.
+	seam.Release(&q)
+	if err != nil {
+		return true, wrap(err, st.h)
+	}
+	return true, nil
 }
 
 // enqueueHeld is enqueue once c and s (by sref, which it takes over) are
@@ -81,7 +149,7 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 		sendPtr, _, p.refs[2], err = seam.UseOn(o.name, o.send, s)
 	}
 	switch {
-	case err == nil && o.recv != nil && o.recv == o.send:
+	case err == nil && o.recv != nil && o.recvP == o.sendP:
 		recvPtr = sendPtr // in place: one buffer, held once
 	case err == nil && o.recv != nil:
 		recvPtr, _, p.refs[3], err = seam.UseOn(o.name, o.recv, s)
