@@ -132,10 +132,18 @@ func callBound(h cu.CUcontext, n *nativeCall) error {
 	if err := n.step(q.Op()); err != nil {
 		return err
 	}
-	return q.Run(h, func(r uintptr) error {
-		if res := ncclraw.Result(int32(r)); res == ncclraw.InProgress {
-			return &ncclraw.Error{Func: "nccl" + n.name, Code: res}
-		}
-		return n.status(r)
-	})
+	return q.Run(h, n.blockingStatus)
 }
+
+// blockingStatus is status, but ncclInProgress is an error (as the raw
+// table returns it), for the caller to wait for.
+func (n *nativeCall) blockingStatus(r uintptr) error {
+	if res := ncclraw.Result(int32(r)); res == ncclraw.InProgress {
+		return &ncclraw.Error{Func: "nccl" + n.name, Code: res}
+	}
+	return n.status(r)
+}
+
+// devSeqs are the sequences of C calls of operations outside a group, one
+// per device, each filled and run under its device's call lock.
+var devSeqs [len(devLocks)]ctxcall.Seq

@@ -124,7 +124,17 @@ func (c *Comm) enqueueQuick(s *driver.Stream, o *operation) (bool, error) {
 		send, recv = q.Ptr[0], q.Ptr[1]
 	}
 	n := nativeOf(o, st.h, ncclraw.Stream(q.Strm), send, recv)
-	err := callBound(st.cuctx, &n)
+	var err error
+	if st.dev >= 0 && st.dev < len(devSeqs) {
+		// The device's own sequence, which its lock guards: filled in
+		// place, not cleared and copied as a new one on the stack is.
+		seq := &devSeqs[st.dev]
+		if err = n.step(seq.Op()); err == nil {
+			err = seq.Run(st.cuctx, n.blockingStatus)
+		}
+	} else {
+		err = callBound(st.cuctx, &n)
+	}
 	if isInProgress(err) {
 		err = st.waitInProgress(context.Background())
 	}
