@@ -154,8 +154,9 @@ func Group(f func() error) (err error) {
 	}
 	calls.depth++
 	defer func() {
-		eerr := endGroup(outer)
-		err = errors.Join(err, eerr)
+		if eerr := endGroup(outer); eerr != nil {
+			err = errors.Join(err, eerr)
+		}
 	}()
 	return f()
 }
@@ -169,7 +170,10 @@ func endGroup(outer bool) error {
 		return nil
 	}
 	inProgress, opErr, ncclErr, ctxErr := runGroup()
-	err := errors.Join(opErr, wrapIf(ncclErr, 0), wrapIf(ctxErr, 0))
+	var err error
+	if opErr != nil || ncclErr != nil || ctxErr != nil {
+		err = errors.Join(opErr, wrapIf(ncclErr, 0), wrapIf(ctxErr, 0))
+	}
 	pending := calls.pending
 	spare.mu.Lock()
 	calls.pending, spare.ops = spare.ops, nil
@@ -256,7 +260,10 @@ func runGroup() (inProgress bool, opErr, ncclErr, ctxErr error) {
 	if isInProgress(ncclErr) {
 		inProgress, ncclErr = true, nil
 	}
-	return inProgress, opErr, ncclErr, errors.Join(ctxErr, ctxStatus(false, steps[end+1].R1))
+	if e := ctxStatus(false, steps[end+1].R1); e != nil {
+		ctxErr = errors.Join(ctxErr, e)
+	}
+	return inProgress, opErr, ncclErr, ctxErr
 }
 
 // groupSteps appends to steps the sequence of C calls of a group of the
@@ -277,11 +284,12 @@ func groupSteps(steps []ccall.Step, pending []pendingOp) ([]ccall.Step, error) {
 			if err != nil {
 				return steps, err
 			}
-			steps = append(steps, ccall.Step{Fn: fn, Stop: 1})
+			s := nextStep(&steps)
+			s.Fn, s.Stop, s.N = fn, 1, 0
 		}
 		if !pushed || cur != p.cuctx {
-			steps = append(steps, ccall.Step{})
-			if err := ctxStep(&steps[len(steps)-1], !pushed, p.cuctx); err != nil {
+			s := nextStep(&steps)
+			if err := ctxStep(s, !pushed, p.cuctx); err != nil {
 				return steps[:0], err
 			}
 			// Only the first switch stops the sequence (before NCCL saw
@@ -290,12 +298,11 @@ func groupSteps(steps []ccall.Step, pending []pendingOp) ([]ccall.Step, error) {
 			// operation: the group goes on whole, never launching part
 			// of a collective, and the failure is reported.
 			if pushed {
-				steps[len(steps)-1].Stop = 0
+				s.Stop = 0
 			}
 			pushed, cur, p.switched = true, p.cuctx, true
 		}
-		steps = append(steps, ccall.Step{})
-		if err := p.native.step(&steps[len(steps)-1]); err != nil {
+		if err := p.native.step(nextStep(&steps)); err != nil {
 			return steps[:0], err
 		}
 		p.step = len(steps) - 1
@@ -307,12 +314,31 @@ func groupSteps(steps []ccall.Step, pending []pendingOp) ([]ccall.Step, error) {
 	if err != nil {
 		return steps[:0], err
 	}
-	steps = append(steps, ccall.Step{Fn: fn}, ccall.Step{})
-	if err := ctxStep(&steps[len(steps)-1], false, 0); err != nil {
+	s := nextStep(&steps)
+	s.Fn, s.Stop, s.N = fn, 0, 0
+	s = nextStep(&steps)
+	if err := ctxStep(s, false, 0); err != nil {
 		return steps[:0], err
 	}
-	steps[len(steps)-1].Stop = 0
+	s.Stop = 0
 	return steps, nil
+}
+
+// nextStep appends a step to *steps and returns it, its result cleared:
+// its other fields, the arguments included, are the caller's to set (the
+// trampoline passes every argument, and a callee reads only its own).
+// Reusing the storage of the last group, it neither clears nor copies a
+// whole step.
+func nextStep(steps *[]ccall.Step) *ccall.Step {
+	n := len(*steps)
+	if n < cap(*steps) {
+		*steps = (*steps)[:n+1]
+	} else {
+		*steps = append(*steps, ccall.Step{})
+	}
+	s := &(*steps)[n]
+	s.R1 = 0
+	return s
 }
 
 // finish ends a pending operation after ncclGroupEnd: queued into a
