@@ -111,8 +111,10 @@ type handleState struct {
 	// on an address Go's 8-byte alignment of complex128 allows.
 	scratch [4*16 + 16]byte
 	// seq is the sequence of C calls of the quick paths (gemmQuick),
-	// filled and run under mu.
-	seq ctxcall.Seq
+	// filled and run under mu, and gemmFn the cublas<t>gemm entry points
+	// it found, by kind (under mu).
+	seq    ctxcall.Seq
+	gemmFn [4]uintptr
 }
 
 // The slots of handleState.scratch.

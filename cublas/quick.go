@@ -42,8 +42,12 @@ func gemmQuick[T Float](h *Handle, alpha T, a, b *Matrix[T], beta T, c *Matrix[T
 	vc := c.view(blasview.Buffer{Len: int64(q.Bytes[2]) / esz, Addr: uint64(q.Ptr[2]), Elem: esz})
 	var g blasview.GemmArgs
 	k := kindOf[T]()
-	fn, err := gemmProc32[k]()
-	if err != nil || !blasview.QuickGemm(&va, &vb, &vc, &g) {
+	fn := st.gemmFn[k]
+	if fn == 0 {
+		fn, _ = gemmProc32[k]() // 0 when missing: the general path explains
+		st.gemmFn[k] = fn
+	}
+	if fn == 0 || !blasview.QuickGemm(&va, &vb, &vc, &g) {
 		seam.Leave(unsafe.Pointer(st.s))
 		st.mu.Unlock()
 		seam.Release(&q)
@@ -60,7 +64,7 @@ func gemmQuick[T Float](h *Handle, alpha T, a, b *Matrix[T], beta T, c *Matrix[T
 	s.Args[0], s.Args[1], s.Args[2], s.Args[3], s.Args[4], s.Args[5] = uintptr(st.h), uintptr(g.TransA), uintptr(g.TransB), uintptr(g.M), uintptr(g.N), uintptr(g.K)
 	s.Args[6], s.Args[7], s.Args[8], s.Args[9] = al, at[T](pa, g.OffA), uintptr(g.LDA), at[T](pb, g.OffB)
 	s.Args[10], s.Args[11], s.Args[12], s.Args[13] = uintptr(g.LDB), be, at[T](q.Ptr[2], g.OffC), uintptr(g.LDC)
-	err = st.seq.Run(st.cuctx, gemmStatus32[k])
+	err := st.seq.Run(st.cuctx, gemmStatus32[k])
 	seam.Leave(unsafe.Pointer(st.s))
 	st.mu.Unlock()
 	// Released once the lock is given back, as in the general path.

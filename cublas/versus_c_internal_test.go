@@ -124,8 +124,9 @@ var benchOne, benchZero = float32(1), float32(0)
 // (no checks, no holds), on one locked thread with the context current
 // throughout, and "GoRawBound" the same with the context pushed before
 // each call and the thread cleared after it, as purecuda's calls leave
-// threads, and "CBound" the C loop pushing and clearing the context
-// around each call: where a gap comes from.
+// threads, "CBound" the C loop pushing and clearing the context around
+// each call, and "GoLocked" Go's loop with the goroutine locked to one
+// thread: where a gap comes from.
 // It needs a GPU, cuBLAS, gcc and the CUDA headers; run it with
 // -test.benchtime=1x (PURECUDA_VERSUS_ROUNDS sets the rounds of the small
 // cases, 101 by default; the large ones run a fifth as many, at least 5;
@@ -239,8 +240,21 @@ func BenchmarkGemmVersusC(b *testing.B) {
 			// around each call: what the clearing itself costs.
 			cCall("loop_gemm", uintptr(n), cctx, chandle, cstream, small, small, small, ptr(a), ptr(bb), ptr(cc), 2)
 		},
+		func(n int) {
+			// GoLocked: Go with the goroutine locked to one thread for
+			// the loop, as C's runs on one: what moving between threads
+			// (and cores) from one call to the next costs.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for range n {
+				if err := Gemm(h, 1, A, B, 0, C); err != nil {
+					b.Fatal(err)
+				}
+			}
+			wait()
+		},
 	})
-	report(b, "sgemm64", []string{"C", "Go", "GoRaw", "GoRawBound", "CBound"}, times, 0)
+	report(b, "sgemm64", []string{"C", "Go", "GoRaw", "GoRawBound", "CBound", "GoLocked"}, times, 0)
 
 	// graph100: per GEMM of a replayed graph.
 	const count = 100

@@ -45,27 +45,36 @@ type Seq struct {
 func (q *Seq) Op() *ccall.Step { return &q.steps[1] }
 
 // Run makes the call with h current; status turns its result into an
-// error (nil for success). The caller holds h. A failed push makes no
-// call; a failed clearing is reported when the call succeeded. Op's R1
-// holds the call's result once it ran.
+// error, and is called only for a result whose low 32 bits are not 0 (C's
+// int 0, success, for every library called so). The caller holds h. A
+// failed push makes no call; a failed clearing is reported when the call
+// succeeded. Op's R1 holds the call's result once it ran. A Seq run again
+// keeps the context calls it resolved (a Seq the caller keeps, under its
+// own lock, touches no table of entry points after the first run).
 func (q *Seq) Run(h cu.CUcontext, status func(r uintptr) error) error {
-	push, err := cu.CtxPushCurrentProc()
-	if err != nil {
-		return err
+	if q.steps[0].Fn == 0 || q.steps[2].Fn == 0 {
+		push, err := cu.CtxPushCurrentProc()
+		if err != nil {
+			return err
+		}
+		set, err := cu.CtxSetCurrentProc()
+		if err != nil {
+			return err
+		}
+		q.steps[0].Fn, q.steps[2].Fn = push, set
 	}
-	set, err := cu.CtxSetCurrentProc()
-	if err != nil {
-		return err
-	}
-	q.steps[0].Fn, q.steps[0].Stop, q.steps[0].N, q.steps[0].Args[0] = push, 1, 1, uintptr(h)
+	q.steps[0].Stop, q.steps[0].N, q.steps[0].Args[0] = 1, 1, uintptr(h)
 	q.steps[1].Stop = 0
-	q.steps[2].Fn, q.steps[2].Stop, q.steps[2].N, q.steps[2].Args[0] = set, 0, 1, 0
+	q.steps[2].Stop, q.steps[2].N, q.steps[2].Args[0] = 0, 1, 0
 	if ccall.Run(q.steps[:]) == 1 {
 		return cu.CtxPushCurrentStatus(q.steps[0].R1)
 	}
-	err = status(q.steps[1].R1)
-	if e := cu.CtxSetCurrentStatus(q.steps[2].R1); err == nil {
-		err = e
+	var err error
+	if r := q.steps[1].R1; int32(r) != 0 {
+		err = status(r)
+	}
+	if r := q.steps[2].R1; int32(r) != 0 && err == nil {
+		err = cu.CtxSetCurrentStatus(r)
 	}
 	return err
 }
