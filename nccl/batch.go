@@ -37,8 +37,7 @@ func nativeOf(o *operation, comm ncclraw.Comm, s ncclraw.Stream, send, recv uint
 }
 
 // step fills s with the call, resolving NCCL's function: its N arguments
-// (the trampoline passes the others too, whatever they hold; the callee
-// reads only its own).
+// (the others may hold anything: the callee reads only its own).
 func (n *nativeCall) step(s *ccall.Step) error {
 	var fn uintptr
 	var err error

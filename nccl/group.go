@@ -325,8 +325,8 @@ func groupSteps(steps []ccall.Step, pending []pendingOp) ([]ccall.Step, error) {
 }
 
 // nextStep appends a step to *steps and returns it, its result cleared:
-// its other fields, the arguments included, are the caller's to set (the
-// trampoline passes every argument, and a callee reads only its own).
+// its other fields, the arguments included, are the caller's to set (a
+// callee reads only its own arguments).
 // Reusing the storage of the last group, it neither clears nor copies a
 // whole step.
 func nextStep(steps *[]ccall.Step) *ccall.Step {

@@ -20,8 +20,10 @@ type Step struct {
 	// Stop, when nonzero, ends the sequence after this step if its result
 	// (the low 32 bits) is not 0.
 	Stop uintptr
-	// N is how many of Args the function takes (the assembly trampoline
-	// passes them all; elsewhere each call passes N).
+	// N is how many of Args the function takes: the assembly trampoline
+	// passes the first six in registers whatever N is (a callee reads
+	// only its own) and copies only Args[6:N] to the stack; elsewhere
+	// each call passes N.
 	N    uintptr
 	Args [SeqArgs]uintptr
 }

@@ -12,9 +12,9 @@ DATA ·callSeqABI0(SB)/8, $purecuda_callSeq(SB)
 // purecuda_callSeq(h *seqHeader) is called by runtime.cgocall on the system
 // stack with the C calling convention: h in DI. It calls the steps in
 // order (System V AMD64: Args[0..5] in registers, Args[6..23] on the
-// stack), storing each result (RAX) in the step's R1 and counting it in
-// done, and stops after a step with Stop set whose result's low 32 bits
-// are not 0. Locals: the 18 stack argument slots (0..143), h at 144, the
+// stack, only the N the step has), storing each result (RAX) in the
+// step's R1 and counting it in done, and stops after a step with Stop set
+// whose result's low 32 bits are not 0. Locals: the 18 stack argument slots (0..143), h at 144, the
 // current step at 152. The frame of 160 bytes plus the saved BP and the
 // return address keeps SP 16-byte aligned at the CALL. Only registers a C
 // callee may clobber are used (BP is saved by the prologue).
@@ -29,42 +29,25 @@ loop:
 	CMPQ AX, 8(DI)
 	JAE  done
 	MOVQ 152(SP), R11
-	MOVQ 80(R11), AX  // Args[6]
-	MOVQ AX, 0(SP)
-	MOVQ 88(R11), AX  // Args[7]
-	MOVQ AX, 8(SP)
-	MOVQ 96(R11), AX  // Args[8]
-	MOVQ AX, 16(SP)
-	MOVQ 104(R11), AX // Args[9]
-	MOVQ AX, 24(SP)
-	MOVQ 112(R11), AX // Args[10]
-	MOVQ AX, 32(SP)
-	MOVQ 120(R11), AX // Args[11]
-	MOVQ AX, 40(SP)
-	MOVQ 128(R11), AX // Args[12]
-	MOVQ AX, 48(SP)
-	MOVQ 136(R11), AX // Args[13]
-	MOVQ AX, 56(SP)
-	MOVQ 144(R11), AX // Args[14]
-	MOVQ AX, 64(SP)
-	MOVQ 152(R11), AX // Args[15]
-	MOVQ AX, 72(SP)
-	MOVQ 160(R11), AX // Args[16]
-	MOVQ AX, 80(SP)
-	MOVQ 168(R11), AX // Args[17]
-	MOVQ AX, 88(SP)
-	MOVQ 176(R11), AX // Args[18]
-	MOVQ AX, 96(SP)
-	MOVQ 184(R11), AX // Args[19]
-	MOVQ AX, 104(SP)
-	MOVQ 192(R11), AX // Args[20]
-	MOVQ AX, 112(SP)
-	MOVQ 200(R11), AX // Args[21]
-	MOVQ AX, 120(SP)
-	MOVQ 208(R11), AX // Args[22]
-	MOVQ AX, 128(SP)
-	MOVQ 216(R11), AX // Args[23]
-	MOVQ AX, 136(SP)
+	// The stack arguments the step has: Args[6:N], at most 18.
+	MOVQ 24(R11), CX  // N
+	SUBQ $6, CX
+	JLE  regs
+	CMPQ CX, $18
+	JLE  copy0
+	MOVQ $18, CX
+
+copy0:
+	XORQ DX, DX
+
+copy:
+	MOVQ 80(R11)(DX*8), AX // Args[6+DX]
+	MOVQ AX, 0(SP)(DX*8)
+	INCQ DX
+	CMPQ DX, CX
+	JLT  copy
+
+regs:
 	MOVQ 32(R11), DI  // Args[0]
 	MOVQ 40(R11), SI  // Args[1]
 	MOVQ 48(R11), DX  // Args[2]
