@@ -74,25 +74,27 @@ type Comm struct {
 // commState is what the Comm's destroy, its cleanup and the watchdog need:
 // nothing in it points to the Comm, so a dropped Comm becomes unreachable.
 type commState struct {
+	// What an operation reads comes first, within one cache line
+	// (NCCL's and CUDA's calls evict the caller's data between
+	// operations: each line touched is a miss).
 	h           ncclraw.Comm
 	cuctx       cu.CUcontext // held through ctxRef
-	ctxRef      lifetime.Ref
 	dev         int
-	rank, size  int
 	nonBlocking bool
+	phase       atomic.Int32                  // a phase; changed under mu, read without it by operations
+	last        atomic.Pointer[driver.Stream] // the stream tracked last
+	ctxRef      lifetime.Ref
+	rank, size  int
 
 	abortTimeout time.Duration
-	strs         [][]byte                      // the configuration's C strings, kept for the communicator's life
-	opMu         sync.Mutex                    // held by the calls that need the communicator alone beside its device's call lock (abort, split), and by track
-	streams      []tracked                     // the streams it queued work on, held until it is retired (under opMu)
-	last         atomic.Pointer[driver.Stream] // the stream tracked last
-
-	mu        sync.Mutex        // phase changes, err, abortDone, abortErr; held by each ncclCommGetAsyncError
-	phase     atomic.Int32      // a phase; changed under mu, read without it by operations
-	err       error             // why the communicator failed or was aborted
-	abortDone chan struct{}     // closed when ncclCommAbort returned
-	abortErr  error             // its error, once abortDone is closed
-	pins      []*runtime.Pinner // memory NCCL may still write, pinned until the communicator is released
+	strs         [][]byte          // the configuration's C strings, kept for the communicator's life
+	opMu         sync.Mutex        // held by the calls that need the communicator alone beside its device's call lock (abort, split), and by track
+	streams      []tracked         // the streams it queued work on, held until it is retired (under opMu)
+	mu           sync.Mutex        // phase changes, err, abortDone, abortErr; held by each ncclCommGetAsyncError
+	err          error             // why the communicator failed or was aborted
+	abortDone    chan struct{}     // closed when ncclCommAbort returned
+	abortErr     error             // its error, once abortDone is closed
+	pins         []*runtime.Pinner // memory NCCL may still write, pinned until the communicator is released
 }
 
 // The phases of a communicator's life (commState.phase).
