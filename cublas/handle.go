@@ -92,11 +92,18 @@ type Handle struct {
 // handleState is what a call, the destroy and the cleanup need: nothing in
 // it points to the Handle, so a dropped Handle becomes unreachable.
 type handleState struct {
-	h       cublasraw.Handle
-	cuctx   cu.CUcontext
+	// What the quick path reads comes first, within 64 bytes (cuBLAS's
+	// calls evict the caller's data between calls: each line touched is
+	// a miss): gemmFn are the cublas<t>gemm entry points it found, by
+	// kind (under mu).
+	h      cublasraw.Handle
+	cuctx  cu.CUcontext
+	s      *driver.Stream
+	mu     sync.Mutex // held by each routine: settings, scalars, results
+	gemmFn [4]uintptr
+
 	ctx     *driver.Context
 	ctxRef  lifetime.Ref
-	s       *driver.Stream
 	sref    lifetime.Ref
 	ws      *driver.Buffer[byte]
 	wsRef   lifetime.Ref
@@ -104,17 +111,14 @@ type handleState struct {
 	wsBytes int
 	opts    Options
 
-	mu sync.Mutex // held by each routine: settings, scalars, results
 	// scratch holds, 16-byte aligned (see slot), alpha, beta and a host
 	// result: cuBLAS reads and writes them during the call (host pointer
 	// mode) with 16-byte vector instructions for complex128, which fault
 	// on an address Go's 8-byte alignment of complex128 allows.
 	scratch [4*16 + 16]byte
 	// seq is the sequence of C calls of the quick paths (gemmQuick),
-	// filled and run under mu, and gemmFn the cublas<t>gemm entry points
-	// it found, by kind (under mu).
-	seq    ctxcall.Seq
-	gemmFn [4]uintptr
+	// filled and run under mu.
+	seq ctxcall.Seq
 }
 
 // The slots of handleState.scratch.

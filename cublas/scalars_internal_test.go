@@ -33,3 +33,15 @@ func TestScalarSlotsAligned(t *testing.T) {
 }
 
 var escaped *handleState
+
+// TestHandleStateHotFieldsTogether: what Gemm's quick path reads of the
+// handle's state (besides the scalars and its sequence) lies within its
+// first 64 bytes.
+func TestHandleStateHotFieldsTogether(t *testing.T) {
+	var st handleState
+	end := unsafe.Offsetof(st.gemmFn) + unsafe.Sizeof(st.gemmFn)
+	assert.LessOrEqual(t, end, uintptr(64))
+	for _, off := range []uintptr{unsafe.Offsetof(st.h), unsafe.Offsetof(st.cuctx), unsafe.Offsetof(st.s), unsafe.Offsetof(st.mu)} {
+		assert.Less(t, off, end)
+	}
+}
