@@ -46,7 +46,7 @@ for d in examples/*/; do
   go build -ldflags='-s -w' -o ".gpu/example-$name" "./$d"
   examples+=("$name")
 done
-cp tests/cbench/cbench.c tests/cbench/ncclbench.c tests/cbench/torch_allreduce.py .gpu/
+cp tests/cbench/cbench.c tests/cbench/ncclbench.c tests/cbench/torch_allreduce.py tests/cbench/torch_matmul.py .gpu/
 
 {
   echo '#!/usr/bin/env bash'
@@ -111,6 +111,8 @@ if [ -n "${PURECUDA_BENCH:-}" ]; then
   if python3 -c 'import torch' 2>/dev/null; then
     echo "== PyTorch all-reduce"
     python3 .gpu/torch_allreduce.py "${PURECUDA_CBENCH_REPS:-2}" 2>&1 | tee -a "$out/bench.log"
+    echo "== PyTorch matmul"
+    python3 .gpu/torch_matmul.py "${PURECUDA_CBENCH_REPS:-2}" 2>&1 | tee -a "$out/bench.log"
   fi
 fi
 for name in ${PURECUDA_MEMCHECK:-}; do
