@@ -31,13 +31,11 @@ func quickUse(p unsafe.Pointer, q *seam.Quick) bool {
 	for i := range n {
 		b := (*Buffer[byte])(q.Buf[i])
 		if b == nil {
-			s.endQuick()
-			return false
+			return refuseQuick(s, q, i)
 		}
 		a := b.a
 		if a == nil || b.closed.Load() || (a.ctx != s.ctx && a.ctx.h != s.ctx.h) {
-			s.endQuick()
-			return false
+			return refuseQuick(s, q, i)
 		}
 		q.Held[i] = unsafe.Pointer(a)
 		q.Ptr[i] = uintptr(b.at(a))
@@ -51,6 +49,7 @@ func quickUse(p unsafe.Pointer, q *seam.Quick) bool {
 			for _, h := range q.Held[:i] {
 				release.Defer((*allocation)(h))
 			}
+			clear(q.Held[:n])
 			return false
 		}
 	}
@@ -61,6 +60,14 @@ func quickUse(p unsafe.Pointer, q *seam.Quick) bool {
 	}
 	q.Ctx, q.Strm = uintptr(s.ctx.h), uintptr(s.h)
 	return true
+}
+
+// refuseQuick ends quickUse's hold on s and forgets the n allocations
+// checked (not held), so that a Release by mistake releases nothing.
+func refuseQuick(s *Stream, q *seam.Quick, n int) bool {
+	s.endQuick()
+	clear(q.Held[:n])
+	return false
 }
 
 // quickRelease is seam.Release.

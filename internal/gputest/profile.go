@@ -11,7 +11,8 @@ import (
 // Profile starts a CPU profile of the benchmark at 4000 samples a second
 // (go test's -cpuprofile takes 100, too few to see a call's few hundred
 // nanoseconds of Go) when PURECUDA_PROFILE_DIR names a directory, writing
-// name.prof there; the returned function stops it. Without the variable
+// name.prof there; the returned function stops it. Without the variable,
+// and in a benchmark's first round (b.N 1, so also under -benchtime=1x),
 // it does nothing.
 func Profile(b *testing.B, name string) (stop func()) {
 	dir := os.Getenv("PURECUDA_PROFILE_DIR")

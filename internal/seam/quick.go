@@ -35,16 +35,18 @@ var (
 	QuickRelease func(q *Quick)
 )
 
-// Use holds, for one call that queues work on s (a *driver.Stream the
-// caller need not hold), s and the memory of q.Buf[:N], and sets q's
-// outputs. It reports false, holding nothing, for what the caller's
-// general path handles or explains: a nil, zero, legacy, closed or
-// captured stream, a nil or closed buffer, a buffer of another context than
-// s's, more than QuickBufs buffers. After true the caller makes its C
+// Use holds, for one call that queues work on s (a *driver.Stream), s and
+// the memory of q.Buf[:N], and sets q's outputs. It reports false,
+// holding nothing, for what the caller's general path handles or
+// explains: a nil, zero, legacy, closed or captured stream, a nil or
+// closed buffer, a buffer of another context than s's, more than
+// QuickBufs buffers. After true (and only then) the caller makes its C
 // call, then Leave(s), then Release(q). Between Use and Leave it releases
 // nothing (a release may wait for a capture beginning on s, which waits
 // for Leave), and it takes any lock it shares with a path that enters s
-// (capture.Enter) before Use, as that path does.
+// (capture.Enter) before Use, as that path does. A caller that holds no
+// reference on s of its own (a handle's, a communicator's) must expect
+// Leave to destroy a stream closed meanwhile, a CUDA call.
 func Use(s unsafe.Pointer, q *Quick) bool {
 	return QuickUse(s, (*Quick)(noescape(unsafe.Pointer(q))))
 }
