@@ -151,7 +151,14 @@ func (c *Comm) enqueueQuick(s *driver.Stream, o *operation) (bool, error) {
 // enqueueHeld is enqueue once c and s (by sref, which it takes over) are
 // held.
 func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) error {
-	var p pendingOp
+	// Inside the caller's group, the operation is built in its place
+	// among the group's operations, not copied there.
+	var local pendingOp
+	p := &local
+	if onGroupThread() {
+		calls.pending = append(calls.pending, pendingOp{})
+		p = &calls.pending[len(calls.pending)-1]
+	}
 	p.refs[0] = sref
 	hs, err := c.streamOf(o.name, s)
 	var sendPtr, recvPtr uintptr
@@ -166,14 +173,16 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 	}
 	if err != nil {
 		p.drop()
+		if p != &local { // no lock is held: released now, and its place given back
+			calls.pending = calls.pending[:len(calls.pending)-1]
+		}
 		return fromDriver(err)
 	}
 	st := c.st
-	inGroup := lockDevice(st.dev)
+	inGroup := lockDevice(st.dev) // p is the group's exactly when inGroup
 	if st.phase.Load() != live { // aborted while this call waited
-		if inGroup {
-			calls.pending = append(calls.pending, p) // released when the group ends
-		}
+		// In the group, p is released when the group ends (its device's
+		// lock is held until then).
 		unlockDevice(st.dev, inGroup)
 		if !inGroup {
 			p.drop()
@@ -188,14 +197,12 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 		// the communicator meanwhile.
 		if !c.obj.Retain() {
 			capture.Leave(s, p.sink)
-			p.sink = nil
-			calls.pending = append(calls.pending, p) // released when the group ends
+			p.sink = nil // refused: released when the group ends
 			return fmt.Errorf("nccl: %s: %w", o.name, driver.ErrClosed)
 		}
 		p.refs[1] = lifetime.RefOf(&c.obj)
 		st.track(s, sref) // its retirement waits for s
 		p.c, p.cuctx, p.s, p.native = st, st.cuctx, s, n
-		calls.pending = append(calls.pending, p)
 		return nil
 	}
 	// The device's call lock, held, keeps every other NCCL call on the
