@@ -99,19 +99,44 @@ func (n *nativeCall) status(r uintptr) error {
 	}
 }
 
-// ctxStep fills s with a context switch of a sequence: a push, a set, or the
-// clearing (set to none, which pops what push pushed). It stops the
-// sequence when it fails, unless the caller clears Stop.
-func ctxStep(s *ccall.Step, push bool, h cu.CUcontext) error {
-	var err error
-	if push {
-		s.Fn, err = cu.CtxPushCurrentProc()
-	} else {
-		s.Fn, err = cu.CtxSetCurrentProc()
+// groupFns are the entry points of a group's sequence of C calls besides
+// its operations', found on the first group that needs them and kept
+// (calls.fns, under calls.mu): looking them up again touches a line of
+// memory each, which NCCL's and CUDA's calls evict between groups.
+type groupFns struct{ start, end, push, set uintptr }
+
+// find fills f once.
+func (f *groupFns) find() error {
+	if f.set != 0 {
+		return nil
 	}
-	s.R1, s.Stop, s.N = 0, 1, 1
+	start, err := ncclraw.GroupStartProc()
+	if err != nil {
+		return err
+	}
+	end, err := ncclraw.GroupEndProc()
+	if err != nil {
+		return err
+	}
+	push, err := cu.CtxPushCurrentProc()
+	if err != nil {
+		return err
+	}
+	set, err := cu.CtxSetCurrentProc()
+	if err != nil {
+		return err
+	}
+	*f = groupFns{start: start, end: end, push: push, set: set}
+	return nil
+}
+
+// ctxStep fills s with a context switch of a sequence: fn is
+// cuCtxPushCurrent or cuCtxSetCurrent (the clearing, with h 0, pops what
+// the push pushed). It stops the sequence when it fails, unless the
+// caller clears Stop.
+func ctxStep(s *ccall.Step, fn uintptr, h cu.CUcontext) {
+	s.Fn, s.R1, s.Stop, s.N = fn, 0, 1, 1
 	s.Args[0] = uintptr(h)
-	return err
 }
 
 // ctxStatus is the error of a context step's result r.

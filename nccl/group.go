@@ -32,6 +32,7 @@ var calls struct {
 	pending []pendingOp  // the group's operations, made when it ends
 	held    []int        // the devices whose call locks the group holds
 	steps   []ccall.Step // the storage of the group's sequence of C calls
+	fns     groupFns     // the entry points of the sequence besides the operations'
 }
 
 // spare is the storage of an ended group's pending operations, handed to
@@ -229,7 +230,7 @@ func endGroup(outer bool) error {
 // last two as the raw tables give them. A group with no operation calls
 // nothing.
 func runGroup() (inProgress bool, opErr, ncclErr, ctxErr error) {
-	steps, err := groupSteps(calls.steps[:0], calls.pending)
+	steps, err := groupSteps(calls.steps[:0], calls.pending, &calls.fns)
 	defer func() { calls.steps = steps[:0] }()
 	if err != nil || len(steps) == 0 {
 		return false, nil, err, nil
@@ -270,7 +271,7 @@ func runGroup() (inProgress bool, opErr, ncclErr, ctxErr error) {
 // pending operations (see runGroup), and marks in each pending operation
 // its step and whether a context switch comes before it. A group of no
 // operation (each refused) has no step.
-func groupSteps(steps []ccall.Step, pending []pendingOp) ([]ccall.Step, error) {
+func groupSteps(steps []ccall.Step, pending []pendingOp, fns *groupFns) ([]ccall.Step, error) {
 	var cur cu.CUcontext
 	pushed := false
 	for i := range pending {
@@ -280,17 +281,18 @@ func groupSteps(steps []ccall.Step, pending []pendingOp) ([]ccall.Step, error) {
 			continue // refused
 		}
 		if len(steps) == 0 {
-			fn, err := ncclraw.GroupStartProc()
-			if err != nil {
+			if err := fns.find(); err != nil {
 				return steps, err
 			}
 			s := nextStep(&steps)
-			s.Fn, s.Stop, s.N = fn, 1, 0
+			s.Fn, s.Stop, s.N = fns.start, 1, 0
 		}
 		if !pushed || cur != p.cuctx {
 			s := nextStep(&steps)
-			if err := ctxStep(s, !pushed, p.cuctx); err != nil {
-				return steps[:0], err
+			if pushed {
+				ctxStep(s, fns.set, p.cuctx)
+			} else {
+				ctxStep(s, fns.push, p.cuctx)
 			}
 			// Only the first switch stops the sequence (before NCCL saw
 			// any operation). A later one failing leaves the previous
@@ -310,16 +312,10 @@ func groupSteps(steps []ccall.Step, pending []pendingOp) ([]ccall.Step, error) {
 	if len(steps) == 0 {
 		return steps, nil
 	}
-	fn, err := ncclraw.GroupEndProc()
-	if err != nil {
-		return steps[:0], err
-	}
 	s := nextStep(&steps)
-	s.Fn, s.Stop, s.N = fn, 0, 0
+	s.Fn, s.Stop, s.N = fns.end, 0, 0
 	s = nextStep(&steps)
-	if err := ctxStep(s, false, 0); err != nil {
-		return steps[:0], err
-	}
+	ctxStep(s, fns.set, 0)
 	s.Stop = 0
 	return steps, nil
 }

@@ -38,7 +38,7 @@ func TestGroupStepsFromFake(t *testing.T) {
 		return pendingOp{c: st, cuctx: ctx, native: nativeCall{name: "op", kind: k, comm: 7, stream: 9, send: send, recv: send, count: 3, peer: 1}}
 	}
 	pending := []pendingOp{op(11, opAllReduce, 100), {}, op(22, opAllReduce, 200), op(22, opSend, 300), op(11, opAllReduce, 400)}
-	steps, err := groupSteps(nil, pending)
+	steps, err := groupSteps(nil, pending, new(groupFns))
 	require.NoError(t, err)
 	type want struct {
 		fn, stop, n, arg0 uintptr
@@ -63,7 +63,7 @@ func TestGroupStepsFromFake(t *testing.T) {
 	assert.Equal(t, []bool{true, false, true, false, true}, []bool{pending[0].switched, pending[1].switched, pending[2].switched, pending[3].switched, pending[4].switched})
 	assert.Equal(t, [ccall.SeqArgs]uintptr{300, 3, 0, 1, 7, 9}, steps[5].Args, "ncclSend(sendbuff, count, datatype, peer, comm, stream)")
 
-	steps, err = groupSteps(steps[:0], []pendingOp{{}, {}})
+	steps, err = groupSteps(steps[:0], []pendingOp{{}, {}}, new(groupFns))
 	require.NoError(t, err)
 	assert.Empty(t, steps, "a group of refused operations calls nothing")
 }
