@@ -137,7 +137,13 @@ func GraphOps() []GraphOp {
 			src = graph.Host(w.HB)
 		case 1:
 			if ref, err := seam.Hold(w.Buf2); err == nil { // a Raw operand whose owner holds Buf2
-				src = graph.RawDevice(w.Buf2.Ptr(), w.Buf2.Size(), ref)
+				// Buf2 may be closed between the hold and Ptr, which then
+				// reads 0 (the memory stays held): no raw operand then.
+				if p := w.Buf2.Ptr(); p != 0 {
+					src = graph.RawDevice(p, w.Buf2.Size(), ref)
+				} else {
+					_ = ref.Release()
+				}
 			}
 		}
 		n, err := w.builder(r).Memcpy(graph.Slice(w.Host), src)
