@@ -13,6 +13,7 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
 	"github.com/purecuda/cuda/internal/faketest"
+	"github.com/purecuda/cuda/internal/seam"
 )
 
 // TestEnqueueQuickPathFromFake: an operation's quick path takes the
@@ -56,7 +57,9 @@ func TestEnqueueQuickPathFromFake(t *testing.T) {
 		o.count = 3
 		require.NoError(t, c.acquire(o.name))
 		defer c.release()
-		return c.enqueueQuick(s, &o)
+		var q seam.Quick
+		o.quick(&q)
+		return c.enqueueQuick(s, &o, &q)
 	}
 	require.NoError(t, s.Synchronize())
 	before := ops()
