@@ -1,7 +1,6 @@
 package cublas
 
 import (
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/purecuda/cuda/internal/blasview"
@@ -23,19 +22,12 @@ import (
 // blasview.QuickGemm accepts) and reports true with its error; otherwise
 // it reports false, having queued nothing and holding nothing.
 func gemmQuick[T Float](h *Handle, alpha T, a, b *Matrix[T], beta T, c *Matrix[T]) (bool, error) {
-	if h == nil || h.st == nil {
+	if h == nil || h.st == nil || !h.obj.Acquire() {
 		return false, nil
 	}
 	st := h.st
 	q := seam.Quick{N: 3}
 	q.Buf[0], q.Buf[1], q.Buf[2] = unsafe.Pointer(a.Buf), unsafe.Pointer(b.Buf), unsafe.Pointer(c.Buf)
-	// Every line the locked instructions below write, read first, side by
-	// side: cuBLAS's call evicted them, and each locked instruction waits
-	// for the loads before it (so they would miss one after another).
-	warmed(uintptr(h.obj.Refs()) + uintptr(atomic.LoadInt32((*int32)(unsafe.Pointer(&st.mu)))) + seam.Touch(unsafe.Pointer(st.s), &q))
-	if !h.obj.Acquire() {
-		return false, nil
-	}
 	// The handle's lock first, as the general path takes it before it
 	// enters the stream.
 	st.mu.Lock()
@@ -80,12 +72,3 @@ func gemmQuick[T Float](h *Handle, alpha T, a, b *Matrix[T], beta T, c *Matrix[T
 	_ = h.obj.Release()
 	return true, wrap("Gemm", err)
 }
-
-// warmed keeps the loads that produced w: the store never runs.
-func warmed(w uintptr) {
-	if w == 1 {
-		warmSink.Store(w)
-	}
-}
-
-var warmSink atomic.Uintptr

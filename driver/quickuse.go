@@ -16,7 +16,6 @@ import (
 
 func init() {
 	seam.QuickUse = quickUse
-	seam.QuickTouch = quickTouch
 	seam.QuickLeave = func(p unsafe.Pointer) { (*Stream)(p).endQuick() }
 	seam.QuickRelease = quickRelease
 }
@@ -69,24 +68,6 @@ func refuseQuick(s *Stream, q *seam.Quick, n int) bool {
 	s.endQuick()
 	clear(q.Held[:n])
 	return false
-}
-
-// quickTouch is seam.Touch: plain loads only.
-func quickTouch(p unsafe.Pointer, q *seam.Quick) uintptr {
-	var w uintptr
-	if s := (*Stream)(p); s != nil {
-		w = uintptr(s.inflight.Load()) + uintptr(unsafe.Pointer(s.capture.Load()))
-	}
-	for i := range min(max(q.N, 0), seam.QuickBufs) {
-		b := (*Buffer[byte])(q.Buf[i])
-		if b == nil {
-			continue
-		}
-		if a := b.a; a != nil {
-			w += uintptr(a.obj.Refs()) + uintptr(unsafe.Pointer(a.ctx))
-		}
-	}
-	return w
 }
 
 // quickRelease is seam.Release.

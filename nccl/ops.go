@@ -3,7 +3,6 @@ package nccl
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/purecuda/cuda/driver"
@@ -57,9 +56,6 @@ type operation struct {
 
 // enqueue checks and queues o on s for c.
 func (c *Comm) enqueue(s *driver.Stream, o *operation) error {
-	var q seam.Quick
-	o.quick(&q)
-	c.warm(s, &q)
 	if err := c.acquire(o.name); err != nil {
 		return err
 	}
@@ -67,7 +63,7 @@ func (c *Comm) enqueue(s *driver.Stream, o *operation) error {
 		c.release()
 		return fmt.Errorf("nccl: %s: %w", o.name, driver.ErrNilStream)
 	}
-	if ok, err := c.enqueueQuick(s, o, &q); ok {
+	if ok, err := c.enqueueQuick(s, o); ok {
 		c.release()
 		return err
 	}
@@ -81,47 +77,6 @@ func (c *Comm) enqueue(s *driver.Stream, o *operation) error {
 	return err
 }
 
-// quick names o's buffers in q, for the quick path: an in-place
-// operation's buffer once.
-func (o *operation) quick(q *seam.Quick) {
-	if o.sendP != nil {
-		q.Buf[0], q.N = o.sendP, 1
-	}
-	if o.recvP != nil && o.recvP != o.sendP {
-		q.Buf[q.N] = o.recvP
-		q.N++
-	}
-}
-
-// warm reads, with plain loads, every line of memory that the quick
-// path's locked instructions write (the communicator's count, its state,
-// its device's call lock, the stream's count, the buffers' allocations;
-// q names the buffers): NCCL's and CUDA's calls evict them from the CPU
-// caches between operations, and a locked instruction waits for the loads
-// before it, so loaded first, side by side, they miss together instead of
-// one after another. It holds nothing; c, s and the buffers may be
-// anything the call then refuses.
-func (c *Comm) warm(s *driver.Stream, q *seam.Quick) {
-	if c == nil || c.st == nil {
-		return
-	}
-	st := c.st
-	w := uintptr(c.obj.Refs()) + uintptr(st.phase.Load()) + uintptr(calls.groupID.Load())
-	if st.dev >= 0 && st.dev < len(devLocks) {
-		w += uintptr(atomic.LoadInt32((*int32)(unsafe.Pointer(&devLocks[st.dev])))) // the lock's state word
-	}
-	warmed(w + seam.Touch(unsafe.Pointer(s), q))
-}
-
-// warmed keeps the loads that produced w (see warm): the store never runs.
-func warmed(w uintptr) {
-	if w == 1 {
-		warmSink.Store(w)
-	}
-}
-
-var warmSink atomic.Uintptr
-
 // enqueueQuick is enqueue's common case, for c held: a blocking
 // communicator's operation outside a group, on the stream of its last
 // operation (tracked already), uncaptured, on open buffers of the
@@ -131,22 +86,30 @@ var warmSink atomic.Uintptr
 // (enqueueHeld), which does the same work in every case or explains the
 // refusal. The device's call lock is taken before the stream is held, as
 // the general path takes it before it enters the stream.
-func (c *Comm) enqueueQuick(s *driver.Stream, o *operation, q *seam.Quick) (bool, error) {
+func (c *Comm) enqueueQuick(s *driver.Stream, o *operation) (bool, error) {
 	st := c.st
 	if st.nonBlocking || st.last.Load() != s || onGroupThread() {
 		return false, nil
 	}
+	var q seam.Quick
+	if o.sendP != nil {
+		q.Buf[0], q.N = o.sendP, 1
+	}
 	inPlace := o.recvP == o.sendP
+	if o.recvP != nil && !inPlace {
+		q.Buf[q.N] = o.recvP
+		q.N++
+	}
 	mu := deviceLock(st.dev)
 	mu.Lock()
-	if st.phase.Load() != live || !seam.Use(unsafe.Pointer(s), q) {
+	if st.phase.Load() != live || !seam.Use(unsafe.Pointer(s), &q) {
 		mu.Unlock()
 		return false, nil
 	}
 	if q.Ctx != uintptr(st.cuctx) { // a stream of another context: refused by the general path
 		seam.Leave(unsafe.Pointer(s))
 		mu.Unlock()
-		seam.Release(q)
+		seam.Release(&q)
 		return false, nil
 	}
 	var send, recv uintptr
@@ -178,7 +141,7 @@ func (c *Comm) enqueueQuick(s *driver.Stream, o *operation, q *seam.Quick) (bool
 	seam.Leave(unsafe.Pointer(s))
 	mu.Unlock()
 	// Released once the lock is given back, as in the general path.
-	seam.Release(q)
+	seam.Release(&q)
 	if err != nil {
 		return true, wrap(err, st.h)
 	}
@@ -217,7 +180,7 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 	}
 	st := c.st
 	inGroup := lockDevice(st.dev) // p is the group's exactly when inGroup
-	if st.phase.Load() != live {  // aborted while this call waited
+	if st.phase.Load() != live { // aborted while this call waited
 		// In the group, p is released when the group ends (its device's
 		// lock is held until then).
 		unlockDevice(st.dev, inGroup)

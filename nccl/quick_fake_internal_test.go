@@ -13,7 +13,6 @@ import (
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
 	"github.com/purecuda/cuda/internal/faketest"
-	"github.com/purecuda/cuda/internal/seam"
 )
 
 // TestEnqueueQuickPathFromFake: an operation's quick path takes the
@@ -57,9 +56,7 @@ func TestEnqueueQuickPathFromFake(t *testing.T) {
 		o.count = 3
 		require.NoError(t, c.acquire(o.name))
 		defer c.release()
-		var q seam.Quick
-		o.quick(&q)
-		return c.enqueueQuick(s, &o, &q)
+		return c.enqueueQuick(s, &o)
 	}
 	require.NoError(t, s.Synchronize())
 	before := ops()

@@ -27,11 +27,10 @@ type Quick struct {
 	Held [QuickBufs]unsafe.Pointer // driver's: what it holds
 }
 
-// QuickUse, QuickTouch, QuickLeave and QuickRelease are set by package
-// driver; call them through Use, Touch, Leave and Release.
+// QuickUse, QuickLeave and QuickRelease are set by package driver; call
+// them through Use, Leave and Release.
 var (
 	QuickUse     func(s unsafe.Pointer, q *Quick) bool
-	QuickTouch   func(s unsafe.Pointer, q *Quick) uintptr
 	QuickLeave   func(s unsafe.Pointer)
 	QuickRelease func(q *Quick)
 )
@@ -50,19 +49,6 @@ var (
 // Leave to destroy a stream closed meanwhile, a CUDA call.
 func Use(s unsafe.Pointer, q *Quick) bool {
 	return QuickUse(s, (*Quick)(noescape(unsafe.Pointer(q))))
-}
-
-// Touch reads, with plain loads, the memory that Use's locked
-// instructions will write for s and q.Buf[:N] (the stream's count, each
-// buffer and its allocation), and returns a sum of what it read, for the
-// caller to pass to a sink that keeps the loads. Between calls the
-// libraries evict that memory from the CPU caches, and each locked
-// instruction waits for the loads before it: loaded first, side by side,
-// the lines miss together instead of one after another. It holds nothing
-// and never fails; s and the buffers may be nil, closed or anything Use
-// refuses.
-func Touch(s unsafe.Pointer, q *Quick) uintptr {
-	return QuickTouch(s, (*Quick)(noescape(unsafe.Pointer(q))))
 }
 
 // Leave ends Use's hold on s.
