@@ -180,7 +180,7 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 	}
 	st := c.st
 	inGroup := lockDevice(st.dev) // p is the group's exactly when inGroup
-	if st.phase.Load() != live { // aborted while this call waited
+	if st.phase.Load() != live {  // aborted while this call waited
 		// In the group, p is released when the group ends (its device's
 		// lock is held until then).
 		unlockDevice(st.dev, inGroup)
