@@ -39,36 +39,44 @@ func nativeOf(o *operation, comm ncclraw.Comm, s ncclraw.Stream, send, recv uint
 // step fills s with the call, resolving NCCL's function: its N arguments
 // (the others may hold anything: the callee reads only its own).
 func (n *nativeCall) step(s *ccall.Step) error {
+	if n.kind > opRecv {
+		return fmt.Errorf("nccl: %s: unknown operation %d", n.name, n.kind)
+	}
+	return fillStep(s, n.kind, n.send, n.recv, n.count, n.dt, n.red, n.peer, n.comm, n.stream)
+}
+
+// fillStep fills s with the NCCL call of kind k (see step).
+func fillStep(s *ccall.Step, k kind, send, recv, count uintptr, dt ncclraw.DataType, red ncclraw.RedOp, peer int32, comm ncclraw.Comm, stream ncclraw.Stream) error {
 	var fn uintptr
 	var err error
 	a := &s.Args
-	a[0], a[1], a[2], a[3] = n.send, n.recv, n.count, uintptr(n.dt)
-	switch n.kind {
+	a[0], a[1], a[2], a[3] = send, recv, count, uintptr(dt)
+	switch k {
 	case opAllReduce:
 		fn, err = ncclraw.AllReduceProc()
-		a[4], a[5], a[6], s.N = uintptr(n.red), uintptr(n.comm), uintptr(n.stream), 7
+		a[4], a[5], a[6], s.N = uintptr(red), uintptr(comm), uintptr(stream), 7
 	case opBroadcast:
 		fn, err = ncclraw.BroadcastProc()
-		a[4], a[5], a[6], s.N = uintptr(n.peer), uintptr(n.comm), uintptr(n.stream), 7
+		a[4], a[5], a[6], s.N = uintptr(peer), uintptr(comm), uintptr(stream), 7
 	case opReduce:
 		fn, err = ncclraw.ReduceProc()
-		a[4], a[5], a[6], a[7], s.N = uintptr(n.red), uintptr(n.peer), uintptr(n.comm), uintptr(n.stream), 8
+		a[4], a[5], a[6], a[7], s.N = uintptr(red), uintptr(peer), uintptr(comm), uintptr(stream), 8
 	case opAllGather:
 		fn, err = ncclraw.AllGatherProc()
-		a[4], a[5], s.N = uintptr(n.comm), uintptr(n.stream), 6
+		a[4], a[5], s.N = uintptr(comm), uintptr(stream), 6
 	case opReduceScatter:
 		fn, err = ncclraw.ReduceScatterProc()
-		a[4], a[5], a[6], s.N = uintptr(n.red), uintptr(n.comm), uintptr(n.stream), 7
+		a[4], a[5], a[6], s.N = uintptr(red), uintptr(comm), uintptr(stream), 7
 	case opSend:
 		fn, err = ncclraw.SendProc()
-		*a = [ccall.SeqArgs]uintptr{n.send, n.count, uintptr(n.dt), uintptr(n.peer), uintptr(n.comm), uintptr(n.stream)}
+		a[0], a[1], a[2], a[3], a[4], a[5] = send, count, uintptr(dt), uintptr(peer), uintptr(comm), uintptr(stream)
 		s.N = 6
 	case opRecv:
 		fn, err = ncclraw.RecvProc()
-		*a = [ccall.SeqArgs]uintptr{n.recv, n.count, uintptr(n.dt), uintptr(n.peer), uintptr(n.comm), uintptr(n.stream)}
+		a[0], a[1], a[2], a[3], a[4], a[5] = recv, count, uintptr(dt), uintptr(peer), uintptr(comm), uintptr(stream)
 		s.N = 6
 	default:
-		return fmt.Errorf("nccl: %s: unknown operation %d", n.name, n.kind)
+		return fmt.Errorf("unknown operation %d", k)
 	}
 	s.Fn, s.R1, s.Stop = fn, 0, 0
 	return err

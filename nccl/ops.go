@@ -56,16 +56,15 @@ type operation struct {
 
 // enqueue checks and queues o on s for c.
 func (c *Comm) enqueue(s *driver.Stream, o *operation) error {
+	if ok, err := c.enqueueQuick(s, o); ok {
+		return err
+	}
 	if err := c.acquire(o.name); err != nil {
 		return err
 	}
 	if s == nil {
 		c.release()
 		return fmt.Errorf("nccl: %s: %w", o.name, driver.ErrNilStream)
-	}
-	if ok, err := c.enqueueQuick(s, o); ok {
-		c.release()
-		return err
 	}
 	sref, err := seam.Hold(s)
 	if err != nil {
@@ -77,18 +76,27 @@ func (c *Comm) enqueue(s *driver.Stream, o *operation) error {
 	return err
 }
 
-// enqueueQuick is enqueue's common case, for c held: a blocking
-// communicator's operation outside a group, on the stream of its last
-// operation (tracked already), uncaptured, on open buffers of the
-// stream's context. It holds the stream and buffers the cheapest way
-// (seam.Use) and makes the call in one crossing into C. It reports false,
-// having made nothing and holding nothing, for the general path
-// (enqueueHeld), which does the same work in every case or explains the
-// refusal. The device's call lock is taken before the stream is held, as
-// the general path takes it before it enters the stream.
+// enqueueQuick is enqueue's common case: a blocking communicator's
+// operation outside a group, on the stream of its last operation (tracked
+// already), uncaptured, on open buffers of the stream's context. It holds
+// the communicator, then takes the device's call lock, then holds the
+// stream and buffers the cheapest way (seam.Use), as the general path
+// takes the lock before it enters the stream, and makes the call in one
+// crossing into C, filling the device's own sequence in place. It is
+// written out in one function: NCCL's calls evict the caller's code from
+// the CPU caches, and every function run costs misses of its own. It
+// reports false, having made nothing and holding nothing, for the general
+// path (enqueueHeld), which does the same work in every case or explains
+// the refusal.
 func (c *Comm) enqueueQuick(s *driver.Stream, o *operation) (bool, error) {
+	if c == nil || s == nil {
+		return false, nil
+	}
 	st := c.st
-	if st.nonBlocking || st.last.Load() != s || onGroupThread() {
+	if st == nil || st.nonBlocking || st.last.Load() != s || uint(st.dev) >= uint(len(devSeqs)) || (calls.groupID.Load() != 0 && onGroupThread()) {
+		return false, nil
+	}
+	if !c.obj.Acquire() {
 		return false, nil
 	}
 	var q seam.Quick
@@ -100,48 +108,41 @@ func (c *Comm) enqueueQuick(s *driver.Stream, o *operation) (bool, error) {
 		q.Buf[q.N] = o.recvP
 		q.N++
 	}
-	mu := deviceLock(st.dev)
+	mu := &devLocks[st.dev]
 	mu.Lock()
 	if st.phase.Load() != live || !seam.Use(unsafe.Pointer(s), &q) {
 		mu.Unlock()
+		_ = c.obj.Release()
 		return false, nil
 	}
-	if q.Ctx != uintptr(st.cuctx) { // a stream of another context: refused by the general path
-		seam.Leave(unsafe.Pointer(s))
-		mu.Unlock()
-		seam.Release(&q)
-		return false, nil
-	}
-	var send, recv uintptr
+	send, recv := q.Ptr[0], q.Ptr[0]
 	switch {
 	case o.sendP == nil:
-		recv = q.Ptr[0]
+		send = 0
 	case o.recvP == nil:
-		send = q.Ptr[0]
-	case inPlace:
-		send, recv = q.Ptr[0], q.Ptr[0]
-	default:
-		send, recv = q.Ptr[0], q.Ptr[1]
+		recv = 0
+	case !inPlace:
+		recv = q.Ptr[1]
 	}
-	n := nativeOf(o, st.h, ncclraw.Stream(q.Strm), send, recv)
+	seq := &devSeqs[st.dev]
+	ok := q.Ctx == uintptr(st.cuctx) && fillStep(seq.Op(), o.kind, send, recv, o.count, o.dt, o.red, o.peer, st.h, ncclraw.Stream(q.Strm)) == nil
 	var err error
-	if st.dev >= 0 && st.dev < len(devSeqs) {
-		// The device's own sequence, which its lock guards: filled in
-		// place, not cleared and copied as a new one on the stack is.
-		seq := &devSeqs[st.dev]
-		if err = n.step(seq.Op()); err == nil {
-			err = seq.Run(st.cuctx, n.blockingStatus)
+	if ok {
+		err = seq.Run(st.cuctx, func(r uintptr) error {
+			n := nativeOf(o, st.h, ncclraw.Stream(q.Strm), send, recv)
+			return n.blockingStatus(r)
+		})
+		if isInProgress(err) {
+			err = st.waitInProgress(context.Background())
 		}
-	} else {
-		err = callBound(st.cuctx, &n)
-	}
-	if isInProgress(err) {
-		err = st.waitInProgress(context.Background())
 	}
 	seam.Leave(unsafe.Pointer(s))
 	mu.Unlock()
-	// Released once the lock is given back, as in the general path.
 	seam.Release(&q)
+	_ = c.obj.Release()
+	if !ok {
+		return false, nil
+	}
 	if err != nil {
 		return true, wrap(err, st.h)
 	}

@@ -20,8 +20,8 @@ import (
 // its last operation used, uncaptured, on open buffers) and queues what
 // the general path queues; it leaves everything else to the general
 // path, having queued nothing and holding nothing: the first operation on
-// a stream, a Group's operation, a captured stream, a closed buffer, a
-// stream of another context.
+// a stream, a Group's operation, a captured stream, a closed buffer,
+// another context's buffer, a closed communicator.
 func TestEnqueueQuickPathFromFake(t *testing.T) {
 	if !faketest.InNCCLAndCUDAChild(t) {
 		return
@@ -54,8 +54,6 @@ func TestEnqueueQuickPathFromFake(t *testing.T) {
 		setSend(&o, send)
 		setRecv(&o, recv)
 		o.count = 3
-		require.NoError(t, c.acquire(o.name))
-		defer c.release()
 		return c.enqueueQuick(s, &o)
 	}
 	require.NoError(t, s.Synchronize())
@@ -109,6 +107,8 @@ func TestEnqueueQuickPathFromFake(t *testing.T) {
 	defer foreign.Close()
 	declined("another context's buffer", send, foreign)
 	require.NoError(t, s.Synchronize())
+	require.NoError(t, c.Close())
+	declined("closed communicator", send, recv)
 	assert.Equal(t, before, ops(), "nothing queued")
 	assert.Zero(t, faketest.NCCL(t, "fake_nccl_bad_uses"), faketest.NCCLLastBad(t))
 }
