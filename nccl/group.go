@@ -8,12 +8,15 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
+	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/internal/ccall"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/ncclraw"
 	"github.com/purecuda/cuda/internal/release"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -89,12 +92,14 @@ func unlockDevice(dev int, inGroup bool) {
 type pendingOp struct {
 	c        *commState
 	cuctx    cu.CUcontext
-	s        any // the *driver.Stream, entered with sink
+	s        any // the *driver.Stream, entered with sink (or held by q)
 	sink     capture.Sink
 	refs     [4]lifetime.Ref // the stream, the communicator, up to two buffers
 	native   nativeCall      // the NCCL call
 	step     int             // its step in the group's sequence, -1 when not in it
 	switched bool            // the step before it makes its context current
+	quick    bool            // recorded by recordQuick: q holds the stream and buffers
+	q        seam.Quick
 }
 
 // onGroupThread reports whether the calling goroutine runs the open
@@ -343,6 +348,12 @@ func nextStep(steps *[]ccall.Step) *ccall.Step {
 // releases it with the graph, or at once when the capture is discarded);
 // otherwise it is released. Then the stream is left.
 func (p *pendingOp) finish() {
+	if p.quick {
+		seam.Leave(unsafe.Pointer(p.s.(*driver.Stream)))
+		seam.Release(&p.q)
+		_ = p.refs[1].Release()
+		return
+	}
 	keep := p.sink != nil
 	var owners []release.Owner
 	for i := 1; i < len(p.refs); i++ { // the stream's reference (0) is only the call's

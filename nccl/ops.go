@@ -93,21 +93,17 @@ func (c *Comm) enqueueQuick(s *driver.Stream, o *operation) (bool, error) {
 		return false, nil
 	}
 	st := c.st
-	if st == nil || st.nonBlocking || st.last.Load() != s || uint(st.dev) >= uint(len(devSeqs)) || (calls.groupID.Load() != 0 && onGroupThread()) {
+	if st == nil || st.last.Load() != s || uint(st.dev) >= uint(len(devSeqs)) {
 		return false, nil
 	}
-	if !c.obj.Acquire() {
+	if calls.groupID.Load() != 0 && onGroupThread() {
+		return c.recordQuick(s, o)
+	}
+	if st.nonBlocking || !c.obj.Acquire() {
 		return false, nil
 	}
 	var q seam.Quick
-	if o.sendP != nil {
-		q.Buf[0], q.N = o.sendP, 1
-	}
-	inPlace := o.recvP == o.sendP
-	if o.recvP != nil && !inPlace {
-		q.Buf[q.N] = o.recvP
-		q.N++
-	}
+	o.quick(&q)
 	mu := &devLocks[st.dev]
 	mu.Lock()
 	if st.phase.Load() != live || !seam.Use(unsafe.Pointer(s), &q) {
@@ -115,15 +111,7 @@ func (c *Comm) enqueueQuick(s *driver.Stream, o *operation) (bool, error) {
 		_ = c.obj.Release()
 		return false, nil
 	}
-	send, recv := q.Ptr[0], q.Ptr[0]
-	switch {
-	case o.sendP == nil:
-		send = 0
-	case o.recvP == nil:
-		recv = 0
-	case !inPlace:
-		recv = q.Ptr[1]
-	}
+	send, recv := o.pointers(&q)
 	seq := &devSeqs[st.dev]
 	ok := q.Ctx == uintptr(st.cuctx) && fillStep(seq.Op(), o.kind, send, recv, o.count, o.dt, o.red, o.peer, st.h, ncclraw.Stream(q.Strm)) == nil
 	var err error
@@ -146,6 +134,70 @@ func (c *Comm) enqueueQuick(s *driver.Stream, o *operation) (bool, error) {
 	if err != nil {
 		return true, wrap(err, st.h)
 	}
+	return true, nil
+}
+
+// quick names o's buffers in q, for seam.Use: an in-place operation's
+// buffer once.
+func (o *operation) quick(q *seam.Quick) {
+	if o.sendP != nil {
+		q.Buf[0], q.N = o.sendP, 1
+	}
+	if o.recvP != nil && o.recvP != o.sendP {
+		q.Buf[q.N] = o.recvP
+		q.N++
+	}
+}
+
+// pointers are the device addresses of o's send and receive buffers (0
+// for none), from q, which o.quick filled and seam.Use held.
+func (o *operation) pointers(q *seam.Quick) (send, recv uintptr) {
+	switch {
+	case o.sendP == nil:
+		return 0, q.Ptr[0]
+	case o.recvP == nil:
+		return q.Ptr[0], 0
+	case o.recvP == o.sendP:
+		return q.Ptr[0], q.Ptr[0]
+	}
+	return q.Ptr[0], q.Ptr[1]
+}
+
+// recordQuick is enqueueQuick inside the caller's Group (c's stream s is
+// tracked already): it records the operation, in its place among the
+// group's, with the communicator held by a reference and the stream and
+// buffers the cheapest way (seam.Use) until the group ends (finish). The
+// device's call lock, which the group then holds until it ends, is taken
+// before the stream is held, as in the general path. It reports false,
+// having recorded nothing and holding nothing, for the general path.
+func (c *Comm) recordQuick(s *driver.Stream, o *operation) (bool, error) {
+	st := c.st
+	if !c.obj.Acquire() {
+		return false, nil
+	}
+	lockDevice(st.dev)
+	if st.phase.Load() != live {
+		_ = c.obj.Release() // on the group's thread, a destroy goes to the release queue
+		return false, nil
+	}
+	calls.pending = append(calls.pending, pendingOp{})
+	p := &calls.pending[len(calls.pending)-1]
+	o.quick(&p.q)
+	if !seam.Use(unsafe.Pointer(s), &p.q) {
+		calls.pending = calls.pending[:len(calls.pending)-1]
+		_ = c.obj.Release()
+		return false, nil
+	}
+	p.quick, p.s = true, s
+	p.refs[1] = lifetime.RefOf(&c.obj) // the hold taken above, released by finish
+	if p.q.Ctx != uintptr(st.cuctx) {
+		// A stream of another context: refused by the general path. This
+		// one stays recorded as refused (no call), its holds let go when
+		// the group ends.
+		return false, nil
+	}
+	send, recv := o.pointers(&p.q)
+	p.c, p.cuctx, p.native = st, st.cuctx, nativeOf(o, st.h, ncclraw.Stream(p.q.Strm), send, recv)
 	return true, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -74,6 +75,36 @@ func TestEnqueueQuickPathFromFake(t *testing.T) {
 	require.NoError(t, s.Synchronize())
 	assert.Equal(t, before+3, ops())
 
+	// Inside a Group: recorded (held until the group ends, even through
+	// the buffer's Close), made when it ends, and released then.
+	send2, err := driver.AllocCopy(s, []int32{7, 8, 9})
+	require.NoError(t, err)
+	require.NoError(t, s.Synchronize())
+	live := func() int64 { return faketest.Call(t, "fake_live_allocations") }
+	allocs := live()
+	before = ops()
+	func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		require.NoError(t, Group(func() error {
+			ok, err := quick(send2, recv)
+			assert.True(t, ok, "recorded in the group")
+			assert.NoError(t, err)
+			require.Len(t, calls.pending, 1)
+			assert.True(t, calls.pending[0].quick)
+			require.NoError(t, send2.Close())
+			assert.Equal(t, allocs, live(), "the closed buffer's memory is held until the group ends")
+			assert.Equal(t, before, ops(), "made when the group ends")
+			return nil
+		}))
+	}()
+	require.NoError(t, s.Synchronize())
+	assert.Equal(t, before+1, ops())
+	assert.Eventually(t, func() bool { return live() == allocs-1 }, 10*time.Second, time.Millisecond, "released once the group ended")
+	got, err = recv.ToHost(s)
+	require.NoError(t, err)
+	assert.Equal(t, []int32{7, 8, 9}, got)
+
 	before = ops()
 	declined := func(name string, send, recv *driver.Buffer[int32]) {
 		t.Helper()
@@ -95,7 +126,8 @@ func TestEnqueueQuickPathFromFake(t *testing.T) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		require.NoError(t, Group(func() error {
-			declined("in a group", send, recv)
+			declined("closed buffer in a group", send, closed)
+			assert.Empty(t, calls.pending, "a refusal records nothing")
 			return nil
 		}))
 	}()
