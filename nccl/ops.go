@@ -184,6 +184,9 @@ func (c *Comm) recordQuick(s *driver.Stream, o *operation) (bool, error) {
 	p := &calls.pending[len(calls.pending)-1]
 	o.quick(&p.q)
 	if !seam.Use(unsafe.Pointer(s), &p.q) {
+		// Its place given back cleared: the storage outlives the group
+		// (spare), and would keep the buffers it names reachable.
+		*p = pendingOp{}
 		calls.pending = calls.pending[:len(calls.pending)-1]
 		_ = c.obj.Release()
 		return false, nil
