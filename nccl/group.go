@@ -98,6 +98,7 @@ type pendingOp struct {
 	native   nativeCall      // the NCCL call
 	step     int             // its step in the group's sequence, -1 when not in it
 	switched bool            // the step before it makes its context current
+	shared   bool            // s was entered by an earlier operation of the group, with sink
 	quick    bool            // recorded by recordQuick: q holds the stream and buffers
 	q        seam.Quick
 }
@@ -210,7 +211,10 @@ func endGroup(outer bool) error {
 	// Released once the locks are given back: a buffer's free waits for the
 	// context's work, and a communicator's finalize for its operations,
 	// which may wait for ranks whose goroutines wait for the lock.
-	for i := range pending {
+	// Last first: an operation that shares an earlier one's entry of its
+	// stream hands its capture what it names before that entry is left
+	// (the capture may end then).
+	for i := len(pending) - 1; i >= 0; i-- {
 		pending[i].finish()
 	}
 	clear(pending)
@@ -368,6 +372,22 @@ func (p *pendingOp) finish() {
 	if keep {
 		p.sink.Keep(owners)
 	}
-	capture.Leave(p.s, p.sink)
+	if !p.shared {
+		capture.Leave(p.s, p.sink)
+	}
 	_ = p.refs[0].Release()
+}
+
+// enteredInGroup reports whether an operation of the open group holds s
+// entered, or held by a quick hold, until the group ends (one refused
+// names no stream), and the sink it entered with (nil for uncaptured):
+// the caller's operation, the group's last, goes where that one goes.
+func enteredInGroup(s *driver.Stream) (capture.Sink, bool) {
+	ops := calls.pending[:len(calls.pending)-1]
+	for i := range ops {
+		if p := &ops[i]; p.s == any(s) {
+			return p.sink, true
+		}
+	}
+	return nil, false
 }

@@ -245,15 +245,25 @@ func (c *Comm) enqueueHeld(s *driver.Stream, sref lifetime.Ref, o *operation) er
 		}
 		return fmt.Errorf("nccl: %s: the communicator failed: %w", o.name, st.failure())
 	}
-	p.sink = capture.Enter(s)
+	if inGroup {
+		// An earlier operation of the group holds s entered until the
+		// group ends: entering again could wait for a capture beginning
+		// or ending on s, which waits for the group.
+		p.sink, p.shared = enteredInGroup(s)
+	}
+	if !p.shared {
+		p.sink = capture.Enter(s)
+	}
 	n := nativeOf(o, st.h, hs, sendPtr, recvPtr)
 	if inGroup {
 		// Made when the group ends: held, and s entered, until then;
 		// the device's lock, which the group holds, keeps an abort off
 		// the communicator meanwhile.
 		if !c.obj.Retain() {
-			capture.Leave(s, p.sink)
-			p.sink = nil // refused: released when the group ends
+			if !p.shared {
+				capture.Leave(s, p.sink)
+			}
+			p.sink, p.shared = nil, false // refused: released when the group ends
 			return fmt.Errorf("nccl: %s: %w", o.name, driver.ErrClosed)
 		}
 		p.refs[1] = lifetime.RefOf(&c.obj)
