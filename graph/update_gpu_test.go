@@ -47,7 +47,7 @@ func TestExecSetKernelAndMemset(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, exe.SetKernelWith(k, e.fn["fill"], cfg(n), b, int32(20), int32(n)))
 	require.NoError(t, exe.SetMemset(set, Device(b), 7, 4))
-	require.NoError(t, exe.SetKernelWith(spin, e.fn["spin"], one, int64(400_000_000)))
+	require.NoError(t, exe.SetKernelWith(spin, e.fn["spin"], one, int64(2_000_000_000))) // about a second: the checks below run while it does
 	require.NoError(t, exe.Launch(s))
 	require.NoError(t, exe.SetKernelWith(k, e.fn["fill"], cfg(n), c, int32(30), int32(n)))
 	require.NoError(t, exe.SetMemset(set, Device(c), 7, 4))
