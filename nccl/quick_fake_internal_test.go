@@ -16,6 +16,25 @@ import (
 	"github.com/purecuda/cuda/internal/faketest"
 )
 
+// oneRank is a one-rank communicator in the fake device's primary
+// context (closed when t ends) and a stream of that context, for the
+// caller to close.
+func oneRank(t *testing.T) (*driver.Device, *driver.Context, *Comm, *driver.Stream) {
+	t.Helper()
+	dev, err := driver.DeviceByOrdinal(0)
+	require.NoError(t, err)
+	ctx, err := dev.PrimaryContext()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ctx.Close() })
+	id, err := NewUniqueID()
+	require.NoError(t, err)
+	c, err := InitRank(context.Background(), ctx, id, 1, 0, nil)
+	require.NoError(t, err)
+	s, err := ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	return dev, ctx, c, s
+}
+
 // TestEnqueueQuickPathFromFake: an operation's quick path takes the
 // common case (a blocking communicator, outside a group, on the stream
 // its last operation used, uncaptured, on open buffers) and queues what
@@ -27,18 +46,8 @@ func TestEnqueueQuickPathFromFake(t *testing.T) {
 	if !faketest.InNCCLAndCUDAChild(t) {
 		return
 	}
-	dev, err := driver.DeviceByOrdinal(0)
-	require.NoError(t, err)
-	ctx, err := dev.PrimaryContext()
-	require.NoError(t, err)
-	defer ctx.Close()
-	id, err := NewUniqueID()
-	require.NoError(t, err)
-	c, err := InitRank(context.Background(), ctx, id, 1, 0, nil)
-	require.NoError(t, err)
+	dev, ctx, c, s := oneRank(t)
 	defer c.Close()
-	s, err := ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
 	defer s.Close()
 	up := func(v []int32) *driver.Buffer[int32] {
 		b, err := driver.AllocCopy(s, v)

@@ -3,7 +3,6 @@
 package nccl
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -24,17 +23,7 @@ func TestEnqueueQuickPathRacesFromFake(t *testing.T) {
 	if !faketest.InNCCLAndCUDAChild(t) {
 		return
 	}
-	dev, err := driver.DeviceByOrdinal(0)
-	require.NoError(t, err)
-	ctx, err := dev.PrimaryContext()
-	require.NoError(t, err)
-	defer ctx.Close()
-	id, err := NewUniqueID()
-	require.NoError(t, err)
-	c, err := InitRank(context.Background(), ctx, id, 1, 0, nil)
-	require.NoError(t, err)
-	s, err := ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
+	_, ctx, c, s := oneRank(t)
 	send, err := driver.AllocCopy(s, []int32{1, 2, 3})
 	require.NoError(t, err)
 	require.NoError(t, AllReduce(c, s, send, send, Sum))
