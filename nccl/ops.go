@@ -78,7 +78,8 @@ func (c *Comm) enqueue(s *driver.Stream, o *operation) error {
 
 // enqueueQuick is enqueue's common case: a blocking communicator's
 // operation outside a group, on the stream of its last operation (tracked
-// already), uncaptured, on open buffers of the stream's context. It holds
+// already), uncaptured, on open buffers of the stream's context (inside
+// the caller's Group, recordQuick records it instead). It holds
 // the communicator, then takes the device's call lock, then holds the
 // stream and buffers the cheapest way (seam.Use), as the general path
 // takes the lock before it enters the stream, and makes the call in one
