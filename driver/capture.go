@@ -13,6 +13,7 @@ import (
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/hostfn"
 	"github.com/purecuda/cuda/internal/release"
+	"github.com/purecuda/cuda/internal/seam"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -105,6 +106,9 @@ func (s *Stream) install(sink capture.Sink) error {
 	defer s.release()
 	if s.cap == nil {
 		return invalid(op, "the legacy default stream cannot be captured")
+	}
+	if seam.GroupHolds != nil && seam.GroupHolds(s) {
+		return invalid(op, "the calling goroutine runs an NCCL Group's function, and the group holds the stream until it ends: begin the capture before the Group")
 	}
 	c := s.cap
 	h := &captureHook{sink: sink}

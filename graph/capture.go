@@ -288,6 +288,10 @@ func (c *StreamCapture) Join(other *driver.Stream) error {
 // the capture and not joined back are joined first. End always ends the
 // capture: on failure (an invalidated capture, say) what was captured is
 // destroyed, what the capture held is released, and the error returned.
+// The one exception: inside an NCCL Group's function whose group holds a
+// stream of the capture (package nccl), End and Abort refuse with an error
+// matching driver.ErrInvalidArgument and the capture goes on: end it after
+// the Group.
 // End after End or Abort is an error matching ErrNotCapturing.
 func (c *StreamCapture) End() (*Graph, error) {
 	st, err := c.state("StreamCapture.End")
@@ -295,6 +299,9 @@ func (c *StreamCapture) End() (*Graph, error) {
 		return nil, err
 	}
 	g, tail, err := st.finish(false, c.target)
+	if errors.Is(err, errGroupHolds) {
+		return nil, err // not ended
+	}
 	c.cleanup.Stop()
 	if err != nil {
 		return nil, err
@@ -328,6 +335,9 @@ func (c *StreamCapture) Abort() error {
 		return nil
 	}
 	_, _, err := c.st.finish(true, c.target)
+	if errors.Is(err, errGroupHolds) {
+		return err // not ended
+	}
 	c.cleanup.Stop()
 	if errors.Is(err, ErrNotCapturing) {
 		return nil

@@ -44,11 +44,26 @@ var testEndHook func()
 // the graph (or adds to the target) or, on abort or failure, destroys what
 // was captured and releases what it held. target is the target's handle
 // (nil for a new graph, or when a cleanup ends a leaked capture).
+// errGroupHolds is finish's refusal inside an NCCL Group's function whose
+// group holds a stream of the capture: the capture goes on (End and Abort
+// keep the cleanup that aborts it if it is dropped).
+var errGroupHolds = fmt.Errorf("%w", driver.ErrInvalidArgument)
+
 func (st *captureState) finish(abort bool, target *Graph) (*Graph, []Node, error) {
 	st.mu.Lock()
 	if st.ending {
 		st.mu.Unlock()
 		return nil, nil, fmt.Errorf("graph: StreamCapture.End: %w", ErrNotCapturing)
+	}
+	if seam.GroupHolds != nil {
+		for _, hs := range st.streams {
+			if seam.GroupHolds(hs.s) {
+				// Ending would wait for the group's operations captured
+				// on the stream, which wait for this goroutine.
+				st.mu.Unlock()
+				return nil, nil, fmt.Errorf("graph: StreamCapture.End: the calling goroutine runs an NCCL Group's function, and the group holds a stream of the capture until it ends: end the capture after the Group: %w", errGroupHolds)
+			}
+		}
 	}
 	st.ending = true
 	st.mu.Unlock()

@@ -103,6 +103,22 @@ type pendingOp struct {
 	q        seam.Quick
 }
 
+func init() { seam.GroupHolds = groupHolds }
+
+// groupHolds is seam.GroupHolds: whether the calling goroutine runs the
+// open Group's function and an operation of the group holds s.
+func groupHolds(s any) bool {
+	if calls.groupID.Load() == 0 || !onGroupThread() {
+		return false
+	}
+	for i := range calls.pending {
+		if p := &calls.pending[i]; p.s != nil && p.s == s {
+			return true
+		}
+	}
+	return false
+}
+
 // onGroupThread reports whether the calling goroutine runs the open
 // Group's function: the group's OS thread is locked to it, so no other
 // goroutine runs there.
@@ -137,7 +153,9 @@ func notInGroup(op string) error {
 // name are held until then, and a capture on those streams cannot begin
 // or end while f runs. So f must queue the group's operations itself, on
 // its own goroutine, and must not begin or end a capture on their streams
-// (begin it before Group, end it after). Other goroutines' operations on
+// (begin it before Group, end it after): inside f, graph.BeginCapture (or
+// Capture) and StreamCapture's End and Abort refuse such a stream with an
+// error matching driver.ErrInvalidArgument. Other goroutines' operations on
 // the devices the group queued for wait until it ends, and so does
 // another goroutine's Group. Communicators are made before or after
 // Group: inside f, InitRank, InitAll and Split refuse. Groups nest; the

@@ -106,3 +106,9 @@ var Mark func(s any) (m Marker, ok bool, err error)
 // would fail and invalidate the capture: then it runs nothing, hands retry
 // to that capture's end and reports ran false.
 var Synchronizing func(ctx any, retry func() error, call func() error) (ran bool, err error)
+
+// GroupHolds, set by package nccl, reports whether the calling goroutine
+// runs the function of an NCCL Group whose operations hold s (a
+// *driver.Stream) until the group ends: a capture beginning or ending on s
+// there would wait for those operations, and so for the function itself.
+var GroupHolds func(s any) bool
