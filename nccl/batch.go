@@ -126,11 +126,7 @@ func (f *groupFns) find() error {
 	if err != nil {
 		return err
 	}
-	push, err := cu.CtxPushCurrentProc()
-	if err != nil {
-		return err
-	}
-	set, err := cu.CtxSetCurrentProc()
+	push, set, err := ctxcall.SwitchProcs()
 	if err != nil {
 		return err
 	}

@@ -53,11 +53,7 @@ func (q *Seq) Op() *ccall.Step { return &q.steps[1] }
 // own lock, touches no table of entry points after the first run).
 func (q *Seq) Run(h cu.CUcontext, status func(r uintptr) error) error {
 	if q.steps[0].Fn == 0 || q.steps[2].Fn == 0 {
-		push, err := cu.CtxPushCurrentProc()
-		if err != nil {
-			return err
-		}
-		set, err := cu.CtxSetCurrentProc()
+		push, set, err := SwitchProcs()
 		if err != nil {
 			return err
 		}
@@ -77,6 +73,18 @@ func (q *Seq) Run(h cu.CUcontext, status func(r uintptr) error) error {
 		err = cu.CtxSetCurrentStatus(r)
 	}
 	return err
+}
+
+// SwitchProcs are the entry points of a sequence's context switches:
+// cuCtxPushCurrent and cuCtxSetCurrent (with no context: the clearing).
+func SwitchProcs() (push, set uintptr, err error) {
+	if push, err = cu.CtxPushCurrentProc(); err != nil {
+		return 0, 0, err
+	}
+	if set, err = cu.CtxSetCurrentProc(); err != nil {
+		return 0, 0, err
+	}
+	return push, set, nil
 }
 
 // Step makes the C call s with h current and leaves the thread's context
