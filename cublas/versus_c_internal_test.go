@@ -15,6 +15,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/internal/ctxcall"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/cublasraw"
 	"github.com/purecuda/cuda/internal/gputest"
@@ -125,8 +126,10 @@ var benchOne, benchZero = float32(1), float32(0)
 // throughout, and "GoRawBound" the same with the context pushed before
 // each call and the thread cleared after it, as purecuda's calls leave
 // threads, "CBound" the C loop pushing and clearing the context around
-// each call, and "GoLocked" Go's loop with the goroutine locked to one
-// thread: where a gap comes from.
+// each call, "GoLocked" Go's loop with the goroutine locked to one
+// thread, and "GoFloor" the push, the call and the clearing in one
+// crossing from Go, with nothing else: the least a call that leaves the
+// thread as purecuda's do can cost. These tell where a gap comes from.
 // It needs a GPU, cuBLAS, gcc and the CUDA headers; run it with
 // -test.benchtime=1x (PURECUDA_VERSUS_ROUNDS sets the rounds of the small
 // cases, 101 by default; the large ones run a fifth as many, at least 5;
@@ -188,6 +191,11 @@ func BenchmarkGemmVersusC(b *testing.B) {
 	A, B, C := ColMajorMatrix(a, small, small), ColMajorMatrix(bb, small, small), ColMajorMatrix(cc, small, small)
 	ptr := func(x interface{ Ptr() driver.DevicePtr }) uintptr { return uintptr(x.Ptr()) }
 	const perRound = 200
+	sgemm, err := gemmProc32[kindOf[float32]()]()
+	if err != nil {
+		b.Fatal(err)
+	}
+	floor := new(ctxcall.Seq) // on the heap, as a handle's
 	times := versusRounds(rounds, perRound, wait, []func(n int){
 		func(n int) {
 			cCall("loop_gemm", uintptr(n), cctx, chandle, cstream, small, small, small, ptr(a), ptr(bb), ptr(cc), 0)
@@ -253,8 +261,26 @@ func BenchmarkGemmVersusC(b *testing.B) {
 			}
 			wait()
 		},
+		func(n int) {
+			// GoFloor: the least any call that keeps purecuda's rule
+			// (the context pushed for the call, the thread cleared after
+			// it, any goroutine, any thread) can do: the push, the call
+			// and the clearing in one crossing into C, from the
+			// unlocked loop, with no check and no hold.
+			for range n {
+				op := floor.Op()
+				op.Fn, op.N = sgemm, 14
+				op.Args[0], op.Args[1], op.Args[2], op.Args[3], op.Args[4], op.Args[5] = chandle, 0, 0, small, small, small
+				op.Args[6], op.Args[7], op.Args[8], op.Args[9] = uintptr(unsafe.Pointer(&benchOne)), ptr(a), small, ptr(bb)
+				op.Args[10], op.Args[11], op.Args[12], op.Args[13] = small, uintptr(unsafe.Pointer(&benchZero)), ptr(cc), small
+				if err := floor.Run(cu.CUcontext(cctx), gemmStatus32[kindOf[float32]()]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			wait()
+		},
 	})
-	report(b, "sgemm64", []string{"C", "Go", "GoRaw", "GoRawBound", "CBound", "GoLocked"}, times, 0)
+	report(b, "sgemm64", []string{"C", "Go", "GoRaw", "GoRawBound", "CBound", "GoLocked", "GoFloor"}, times, 0)
 
 	// graph100: per GEMM of a replayed graph.
 	const count = 100

@@ -14,6 +14,7 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/purecuda/cuda/driver"
+	"github.com/purecuda/cuda/internal/ctxcall"
 	"github.com/purecuda/cuda/internal/cu"
 	"github.com/purecuda/cuda/internal/gputest"
 	"github.com/purecuda/cuda/internal/ncclraw"
@@ -290,7 +291,8 @@ func BenchmarkAllReduceVersusC(b *testing.B) {
 // without waiting, per call: the host's cost of one operation's enqueue,
 // C's loop (its thread keeps the context current) beside AllReduce and
 // beside the raw call from Go ("GoRaw", the context current on one locked
-// thread). "-minusC-ns" is the median over rounds of the difference per
+// thread), and beside "GoFloor", the push, the call and the clearing in one
+// crossing from Go with nothing else. "-minusC-ns" is the median over rounds of the difference per
 // call.
 func versusSingle(b *testing.B, c map[string]uintptr, ctx *driver.Context, s *driver.Stream, rounds int) {
 	comms, err := InitAll(ctx)
@@ -310,6 +312,7 @@ func versusSingle(b *testing.B, c map[string]uintptr, ctx *driver.Context, s *dr
 	_ = ref.Release()
 	cctx, ccomm, cst, cbuf := []uintptr{uintptr(comms[0].st.cuctx)}, []uintptr{uintptr(comms[0].st.h)}, []uintptr{seam.Stream(s)}, []uintptr{p}
 	const n = 100
+	floor := new(ctxcall.Seq) // on the heap, as the devices' are
 	run := []func(){
 		func() {
 			r, _, _ := purego.SyscallN(c["loop_allreduce"], n, 1, uintptr(unsafe.Pointer(&cctx[0])), uintptr(unsafe.Pointer(&ccomm[0])),
@@ -338,8 +341,22 @@ func versusSingle(b *testing.B, c map[string]uintptr, ctx *driver.Context, s *dr
 			}
 			_ = cu.CtxSetCurrent(0)
 		},
+		func() {
+			// GoFloor: the push, the call and the clearing in one
+			// crossing, from the unlocked loop, with no check and no
+			// hold: the least a call that leaves the thread as
+			// purecuda's do can cost.
+			for range n {
+				if err := fillStep(floor.Op(), opAllReduce, p, p, 2, ncclraw.Float32, ncclraw.Sum, 0, ncclraw.Comm(ccomm[0]), ncclraw.Stream(cst[0])); err != nil {
+					b.Fatal(err)
+				}
+				if err := floor.Run(cu.CUcontext(cctx[0]), ncclraw.AllReduceStatus); err != nil {
+					b.Fatal(err)
+				}
+			}
+		},
 	}
-	names := []string{"C", "Go", "GoRaw"}
+	names := []string{"C", "Go", "GoRaw", "GoFloor"}
 	for _, f := range run {
 		f()
 	}
