@@ -58,10 +58,11 @@
 // (MatmulExtras), checked against their buffers and held like A, B, C
 // and D. A plan whose A and B are Float8E4M3 or Float8E5M2 is an FP8
 // matmul (compute capability 8.9 and later) with A's and B's scale factors
-// in device memory (MatmulScales) and a D of Half, BFloat16 or float32:
-// FP8 outputs, and so D's amax and the scales of C and D, are not
-// offered. NewMatmulPlan refuses, before cuBLASLt sees them, the layouts,
-// sizes, types and epilogues cuBLASLt refuses for FP8.
+// in device memory (MatmulScales) and a D of Half, BFloat16 or float32, or
+// of 8-bit floats: such a D is scaled (D's scale) and rounded, saturating,
+// to its type, its amax optionally written (MatmulOptions.AmaxD), and it
+// adds no C (beta 0). NewMatmulPlan refuses, before cuBLASLt sees them,
+// the layouts, sizes, types and epilogues cuBLASLt refuses for FP8.
 //
 // # Streams, lifetimes and graphs
 //

@@ -1,10 +1,8 @@
 package cublas
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -62,6 +60,11 @@ type MatmulOptions struct {
 	// or if a capture begins on it meanwhile (that capture begins once
 	// the timing in progress is done, and gets none of it).
 	Autotune int
+	// AmaxD makes an FP8 plan whose D is of 8-bit floats write D's amax
+	// at every Run (MatmulScales.AmaxD, required then). NewMatmulPlan
+	// refuses it for any other plan, with an error matching
+	// driver.ErrInvalidArgument.
+	AmaxD bool
 }
 
 // MatmulPlan is a cuBLASLt matmul D = epilogue(alpha·op(A)·op(B) + beta·C)
@@ -93,11 +96,14 @@ type planState struct {
 	cepi    Epilogue // epi as cuBLASLt sees the problem (forCUBLAS)
 	auxLD   int64    // the auxiliary matrix's leading dimension, 0 without one
 	fp8     bool     // A and B are 8-bit floats
+	fp8Out  bool     // and D too (C is D, its layout lcc)
+	amax    bool     // Runs write D's amax (MatmulOptions.AmaxD)
 	sk      int      // the scalars' kind (ComputeType.scalarKind)
 	lt      cublasraw.LtHandle
 	desc    cublasraw.LtMatmulDesc
 	la, lb  cublasraw.LtMatrixLayout
 	lc      cublasraw.LtMatrixLayout // C and D share it
+	lcc     cublasraw.LtMatrixLayout // C's of an 8-bit D (see cLayout), else 0
 	pref    cublasraw.LtMatmulPreference
 	algo    cublasraw.LtMatmulAlgo
 	wsBytes uintptr // the algorithm's workspace need (at most the handle's)
@@ -178,11 +184,11 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	if err != nil {
 		return nil, err
 	}
-	fp8, err := checkFP8[TA, TB, TC](op, cl.st, g, opts)
+	fp8, fp8Out, err := checkFP8[TA, TB, TC](op, cl.st, g, opts)
 	if err != nil {
 		return nil, cl.fail(err)
 	}
-	st := &planState{hd: h, g: g, epi: opts.Epilogue, cepi: opts.Epilogue.forCUBLAS(g.Swapped), auxLD: ald, fp8: fp8, sk: sk}
+	st := &planState{hd: h, g: g, epi: opts.Epilogue, cepi: opts.Epilogue.forCUBLAS(g.Swapped), auxLD: ald, fp8: fp8, fp8Out: fp8Out, amax: opts.AmaxD, sk: sk}
 	if h.obj.Retain() {
 		st.href = lifetime.RefOf(&h.obj)
 	}
@@ -195,7 +201,7 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	// addresses in the handle's workspace (256-byte aligned) with only
 	// the alignment Run requires: one element in for the bias (or its
 	// gradient; 16 bytes for an FP8 plan's), 16 bytes in for the
-	// auxiliary matrix, 4 for the scales.
+	// auxiliary matrix, 4 for the scales and the amax.
 	var stand extraPtrs
 	ws := cl.st.wsPtr
 	if opts.Epilogue.hasBias() || opts.Epilogue.biasGrad() {
@@ -209,6 +215,12 @@ func NewMatmulPlan[TA, TB, TC Element](h *Handle, a Matrix[TA], b Matrix[TB], d 
 	}
 	if fp8 {
 		stand.sa, stand.sb = ws+4, ws+4
+	}
+	if fp8Out {
+		stand.sd = ws + 4
+	}
+	if opts.AmaxD {
+		stand.amax = ws + 4
 	}
 	err = cl.run(noWork, func(cublasraw.Handle) error { return st.build(ta, tb, tc, opts, stand) })
 	if err == nil && len(st.candidates) > 1 {
@@ -265,7 +277,7 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	if err := set(cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE, int32(st.cepi)); err != nil {
 		return err
 	}
-	if err := st.pointers(stand.bias, stand.aux, stand.sa, stand.sb); err != nil {
+	if err := st.pointers(stand); err != nil {
 		return err
 	}
 	ar, ac, br, bc := st.layoutDims()
@@ -277,6 +289,11 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	}
 	if err := cublasraw.LtMatrixLayoutCreate(&st.lc, tc, uint64(g.M), uint64(g.N), g.LDC); err != nil {
 		return err
+	}
+	if st.fp8Out {
+		if err := cublasraw.LtMatrixLayoutCreate(&st.lcc, cublasraw.CUDA_R_16BF, uint64(g.M), uint64(g.N), g.LDC); err != nil {
+			return err
+		}
 	}
 	if err := cublasraw.LtMatmulPreferenceCreate(&st.pref); err != nil {
 		return err
@@ -296,7 +313,7 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	want := max(1, min(opts.Autotune, 16))
 	res := make([]cublasraw.LtMatmulHeuristicResult, want)
 	var got int32
-	if err := cublasraw.LtMatmulAlgoGetHeuristic(st.lt, st.desc, st.la, st.lb, st.lc, st.lc, st.pref, int32(want), &res[0], &got); err != nil {
+	if err := cublasraw.LtMatmulAlgoGetHeuristic(st.lt, st.desc, st.la, st.lb, st.cLayout(), st.lc, st.pref, int32(want), &res[0], &got); err != nil {
 		return err
 	}
 	if got < 1 {
@@ -304,38 +321,32 @@ func (st *planState) build(ta, tb, tc cublasraw.CudaDataType, opts MatmulOptions
 	}
 	st.candidates = res[:got]
 	st.algo, st.wsBytes = res[0].Algo, res[0].WorkspaceSize
-	return st.pointers(0, 0, 0, 0)
+	return st.pointers(extraPtrs{})
 }
 
-// pointers sets the descriptor's bias, auxiliary and scale pointers (and
-// the auxiliary matrix's leading dimension), those the plan has (a plan
-// without a bias leaves its pointer NULL, as the descriptor was made).
-// The handle's lock is held.
-func (st *planState) pointers(bias, aux, sa, sb uintptr) error {
+// pointers sets the descriptor's bias, auxiliary, scale and amax pointers
+// (and the auxiliary matrix's leading dimension), those the plan has (a
+// plan without a bias leaves its pointer NULL, as the descriptor was
+// made). The handle's lock is held.
+func (st *planState) pointers(p extraPtrs) error {
 	hs := st.hd.st
 	ptr := func(a cublasraw.LtMatmulDescAttributes, p uintptr) error {
 		return cublasraw.LtMatmulDescSetAttribute(st.desc, a, attr(hs, uint64(p)), 8)
 	}
 	if st.epi.hasBias() || st.epi.biasGrad() {
-		if err := ptr(cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias); err != nil {
+		if err := ptr(cublasraw.CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias); err != nil {
 			return err
 		}
 	}
 	if st.auxLD > 0 {
-		if err := ptr(cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux); err != nil {
+		if err := ptr(cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux); err != nil {
 			return err
 		}
 		if err := cublasraw.LtMatmulDescSetAttribute(st.desc, cublasraw.CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, attr(hs, st.auxLD), 8); err != nil {
 			return err
 		}
 	}
-	if st.fp8 {
-		if err := ptr(cublasraw.CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sa); err != nil {
-			return err
-		}
-		return ptr(cublasraw.CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb)
-	}
-	return nil
+	return st.fp8Pointers(p)
 }
 
 // destroy frees the descriptors and lets the handle go.
@@ -351,7 +362,7 @@ func (st *planState) destroy() error {
 			if st.pref != 0 {
 				keep(cublasraw.LtMatmulPreferenceDestroy(st.pref))
 			}
-			for _, l := range []cublasraw.LtMatrixLayout{st.la, st.lb, st.lc} {
+			for _, l := range []cublasraw.LtMatrixLayout{st.la, st.lb, st.lc, st.lcc} {
 				if l != 0 {
 					keep(cublasraw.LtMatrixLayoutDestroy(l))
 				}
@@ -478,6 +489,9 @@ func (p *MatmulPlan[TA, TB, TC]) run(op string, alpha float64, a Matrix[TA], b M
 	}
 	g, esz := st.g, sizeOf[TC]()
 	C, D := at[TC](pc, gc.OffC), at[TC](pd, gd.OffC)
+	if err := st.fp8OutC(op, beta, C, D); err != nil {
+		return cl.fail(err)
+	}
 	if c0, c1 := span(C, g.M, g.N, g.LDC, esz); C != D && overlaps(c0, c1, D, g, esz) {
 		return cl.fail(&blasview.Error{Func: op, Operand: "C", Kind: ErrAlias, Detail: "C overlaps D in memory without being D"})
 	}
@@ -520,13 +534,13 @@ func (p *MatmulPlan[TA, TB, TC]) run(op string, alpha float64, a Matrix[TA], b M
 	// clearing are one call into C. The plan (st.algo, which C reads) is
 	// held by the caller for the call.
 	err = cl.runStep(func(cublasraw.Handle) (s ccall.Step, err error) {
-		if err = st.pointers(ptrs.bias, ptrs.aux, ptrs.sa, ptrs.sb); err != nil {
+		if err = st.pointers(ptrs); err != nil {
 			return s, err
 		}
 		al, be := exScalars(cl.st, st.sk, alpha, beta)
 		s.Fn, err = cublasraw.LtMatmulProc()
 		s.N = 16
-		s.Args = [ccall.SeqArgs]uintptr{uintptr(st.lt), uintptr(st.desc), al, A, uintptr(st.la), B, uintptr(st.lb), be, C, uintptr(st.lc), D, uintptr(st.lc),
+		s.Args = [ccall.SeqArgs]uintptr{uintptr(st.lt), uintptr(st.desc), al, A, uintptr(st.la), B, uintptr(st.lb), be, st.cPtr(C), uintptr(st.cLayout()), D, uintptr(st.lc),
 			uintptr(unsafe.Pointer(&st.algo)), cl.st.wsPtr, st.wsBytes, seam.Stream(cl.st.s)}
 		return s, err
 	}, cublasraw.LtMatmulStatus)
@@ -546,46 +560,4 @@ func (st *planState) layoutDims() (ar, ac, br, bc int64) {
 		br, bc = bc, br
 	}
 	return ar, ac, br, bc
-}
-
-// renamed gives a refusal of the operand from (as the check named it) the
-// name to (as Run's caller knows it): D, checked as Gemm's C; the bias or
-// bias gradient, checked as Scal's x.
-func renamed(err error, from, to string) error {
-	var be *blasview.Error
-	if errors.As(err, &be) && be.Operand == from {
-		be.Operand = to
-		if rest, ok := strings.CutPrefix(be.Detail, from+" "); ok {
-			be.Detail = to + " " + rest
-		}
-	}
-	return err
-}
-
-// same refuses a Run view whose mapping differs from the plan's.
-func (st *planState) same(op, name string, g blasview.GemmArgs) error {
-	p := st.g
-	if g.TransA != p.TransA || g.TransB != p.TransB || g.M != p.M || g.N != p.N || g.K != p.K ||
-		g.LDA != p.LDA || g.LDB != p.LDB || g.LDC != p.LDC || g.Swapped != p.Swapped {
-		return &blasview.Error{Func: op, Operand: name, Kind: ErrShape,
-			Detail: fmt.Sprintf("the operands map to a %d×%d×%d product (lds %d, %d, %d), but the plan was made for %d×%d×%d (lds %d, %d, %d) with the same layouts and operations",
-				g.M, g.N, g.K, g.LDA, g.LDB, g.LDC, p.M, p.N, p.K, p.LDA, p.LDB, p.LDC)}
-	}
-	return nil
-}
-
-// span is the byte interval [first, last+1) of the column-major rows×cols
-// matrix with leading dimension ld at p (empty for an empty matrix).
-func span(p uintptr, rows, cols, ld int64, esz uintptr) (uintptr, uintptr) {
-	if rows == 0 || cols == 0 {
-		return p, p
-	}
-	return p, p + uintptr((cols-1)*ld+rows)*esz
-}
-
-// overlaps reports whether [x0, x1) meets the span of D (the plan's
-// column-major M×N result at d), conservatively: first to last element.
-func overlaps(x0, x1, d uintptr, g blasview.GemmArgs, esz uintptr) bool {
-	d0, d1 := span(d, g.M, g.N, g.LDC, esz)
-	return x0 < d1 && d0 < x1
 }

@@ -46,6 +46,9 @@ func autotune[TA, TB, TC Element](st *planState) error {
 	if st.epi.mask() {
 		sizes[4] = [3]int64{st.auxLD / 8, g.N, 1}
 	}
+	if st.fp8Out {
+		sizes[2][2] = 2 // C's layout is BFloat16 (C is NULL, but in case)
+	}
 	var bytes [5]int64 // all checked before any is allocated
 	for i, sz := range sizes {
 		var ok bool
@@ -103,7 +106,11 @@ func autotune[TA, TB, TC Element](st *planState) error {
 			if st.epi.hasBias() || st.epi.biasGrad() {
 				bias = ptrs[3]
 			}
-			if err := st.pointers(bias, ptrs[4], 0, 0); err != nil {
+			x := extraPtrs{bias: bias, aux: ptrs[4]}
+			if st.amax {
+				x.amax = ptrs[3] // no bias with an 8-bit D: its scratch
+			}
+			if err := st.pointers(x); err != nil {
 				return err
 			}
 			al, be := exScalars(hs, st.sk, 1, 0)
@@ -112,7 +119,7 @@ func autotune[TA, TB, TC Element](st *planState) error {
 				return err
 			}
 			for range n {
-				if err := cublasraw.LtMatmul(st.lt, st.desc, al, ptrs[0], st.la, ptrs[1], st.lb, be, ptrs[2], st.lc, ptrs[2], st.lc,
+				if err := cublasraw.LtMatmul(st.lt, st.desc, al, ptrs[0], st.la, ptrs[1], st.lb, be, st.cPtr(ptrs[2]), st.cLayout(), ptrs[2], st.lc,
 					algo, hs.wsPtr, ws, cublasraw.Stream(stream)); err != nil {
 					return err
 				}

@@ -176,7 +176,7 @@ type MatmulExtras[TC Element] struct {
 }
 
 // extraPtrs are the addresses of a Run's extra operands (0: none).
-type extraPtrs struct{ bias, aux, sa, sb uintptr }
+type extraPtrs struct{ bias, aux, sa, sb, sd, amax uintptr }
 
 // extras holds and checks the Run's operands beyond A, B, C and D (their
 // presence is checked), appending their spans to ops.
@@ -235,10 +235,16 @@ func extras[TC Element](cl *call, st *planState, x MatmulExtras[TC], ops *opList
 		p.aux = px
 	}
 	var err error
-	if p.sa, err = scale(cl, "A scale", x.Scales.A, ops); err != nil {
+	if p.sa, err = scale(cl, "A scale", x.Scales.A, false, ops); err != nil {
 		return p, err
 	}
-	p.sb, err = scale(cl, "B scale", x.Scales.B, ops)
+	if p.sb, err = scale(cl, "B scale", x.Scales.B, false, ops); err != nil {
+		return p, err
+	}
+	if p.sd, err = scale(cl, "D scale", x.Scales.D, false, ops); err != nil {
+		return p, err
+	}
+	p.amax, err = scale(cl, "D amax", x.Scales.AmaxD, true, ops)
 	return p, err
 }
 

@@ -180,8 +180,8 @@ func TestMatmulPlanFP8RefusalsFromFake(t *testing.T) {
 	planErr("E5M2×E5M2", err, inv, "", "both Float8E5M2")
 	_, err = cublas.NewMatmulPlan(e.h, A, cublas.ColMajorMatrix[cublas.Half](nil, k, n), D, nil)
 	planErr("E4M3×Half", err, inv, "", "both of 8-bit floats")
-	_, err = cublas.NewMatmulPlan(e.h, A, B, cublas.ColMajorMatrix[E4](nil, m, n), nil)
-	planErr("an FP8 D", err, inv, "", "Half, BFloat16 or float32")
+	_, err = cublas.NewMatmulPlan(e.h, A, B, cublas.ColMajorMatrix[int8](nil, m, n), nil)
+	planErr("an int8 D", err, inv, "", "Half, BFloat16, float32 or of 8-bit floats")
 	_, err = cublas.NewMatmulPlan(e.h, cublas.ColMajorMatrix[float32](nil, m, k), cublas.ColMajorMatrix[float32](nil, k, n), cublas.ColMajorMatrix[E4](nil, m, n), nil)
 	planErr("an FP8 D of float32 inputs", err, inv, "", "D of 8-bit floats")
 

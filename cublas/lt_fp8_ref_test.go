@@ -105,7 +105,7 @@ func opv[T cublas.Element](host []T, m cublas.Matrix[T], i, j int, val func(T) f
 // fp8Views are the views of an FP8 matmul in the "TN" form cuBLASLt
 // takes: column-major, A the T() of a K×M matrix and B a K×N one;
 // row-major, A an M×K matrix and B the T() of an N×K one; D M×N.
-func fp8Views[TA, TB f8, TC f8out](a *driver.Buffer[TA], b *driver.Buffer[TB], d *driver.Buffer[TC], m, n, k int, rowMajor bool) (cublas.Matrix[TA], cublas.Matrix[TB], cublas.Matrix[TC]) {
+func fp8Views[TA, TB f8, TC cublas.Element](a *driver.Buffer[TA], b *driver.Buffer[TB], d *driver.Buffer[TC], m, n, k int, rowMajor bool) (cublas.Matrix[TA], cublas.Matrix[TB], cublas.Matrix[TC]) {
 	if rowMajor {
 		return cublas.RowMajorMatrix(a, m, k), cublas.RowMajorMatrix(b, n, k).T(), cublas.RowMajorMatrix(d, m, n)
 	}

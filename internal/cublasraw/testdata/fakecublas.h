@@ -63,6 +63,8 @@ struct task {
 	int ta, tb;                       /* cublasLtMatmul: A's and B's element types (t: C's and D's) */
 	uintptr_t aux; long auxld;        /* the epilogue's auxiliary matrix (a ReLU mask or GELU's input) */
 	uintptr_t ascale, bscale;         /* FP8: A's and B's scales (float) */
+	int tc;                           /* cublasLtMatmul: C's type (t's but for an FP8 D) */
+	uintptr_t dscale, amax;           /* an FP8 D: its scale (float) and amax (float, written) */
 };
 
 /* fakecublas.c */

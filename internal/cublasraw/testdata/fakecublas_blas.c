@@ -62,6 +62,24 @@ static uint16_t bf16_of(double v) {
 	return (uint16_t)(b >> 16);
 }
 
+/* f8_of rounds v to the nearest value of an 8-bit float type (ties to the
+   even bit pattern), saturating at the type's largest finite value, as
+   cuBLASLt's FP8 outputs convert; NaN stays NaN. */
+static uint8_t f8_of(int t, double v) {
+	int e4 = t == T_E4, top = e4 ? 0x7e : 0x7b; /* the largest finite pattern */
+	uint8_t s = signbit(v) ? 0x80 : 0;
+	if (isnan(v)) return 0x7f;
+	double a = fabs(v);
+	int i = 0;
+	while (i < top && mini((unsigned)i + 1, e4 ? 4 : 5, e4 ? 3 : 2, !e4) <= a) i++;
+	/* i: the largest pattern whose value is at most a (or top) */
+	if (i < top) {
+		double lo = a - mini((unsigned)i, e4 ? 4 : 5, e4 ? 3 : 2, !e4), hi = mini((unsigned)i + 1, e4 ? 4 : 5, e4 ? 3 : 2, !e4) - a;
+		if (hi < lo || (hi == lo && i % 2)) i++;
+	}
+	return s | (uint8_t)i;
+}
+
 cplx fcb_get(int t, uintptr_t base, long i) {
 	switch (t) {
 	case T_S: return ((float *)base)[i];
@@ -87,7 +105,7 @@ void fcb_put(int t, uintptr_t base, long i, cplx v) {
 	case T_C: ((float *)base)[2 * i] = (float)creal(v), ((float *)base)[2 * i + 1] = (float)cimag(v); break;
 	case T_H: ((uint16_t *)base)[i] = half_of(creal(v)); break;
 	case T_BF: ((uint16_t *)base)[i] = bf16_of(creal(v)); break;
-	case T_E4: case T_E5: break; /* never an output: an FP8 D is refused (shape) */
+	case T_E4: case T_E5: ((uint8_t *)base)[i] = f8_of(t, creal(v)); break; /* an FP8 D */
 	default: ((double *)base)[2 * i] = creal(v), ((double *)base)[2 * i + 1] = cimag(v); break;
 	}
 }

@@ -2,8 +2,9 @@
  * MODEL.md): handles, matmul descriptors, matrix layouts (column order),
  * preferences, a heuristic that offers one algorithm, and cublasLtMatmul
  * computing D = alpha op(A) op(B) + beta C exactly (strided batches too),
- * with the epilogues (forward, auxiliary and gradient ones) and FP8
- * inputs with their scales, queued on its stream like the cuBLAS
+ * with the epilogues (forward, auxiliary and gradient ones), FP8
+ * inputs with their scales and FP8 outputs with D's scale and amax,
+ * queued on its stream like the cuBLAS
  * routines. Objects are kept when destroyed, so that a later use counts
  * as a bad use. */
 #include <math.h>
@@ -21,7 +22,7 @@ struct ltobj {
 	int compute, scale, pmode, transa, transb, epilogue; /* desc */
 	uint64_t bias;                                       /* desc: BIAS_POINTER */
 	uint64_t aux; int64_t auxld;                         /* desc: EPILOGUE_AUX_POINTER, _LD */
-	uint64_t scales[4], amax;                            /* desc: A..D_SCALE_POINTER, AMAX_D_POINTER (refused) */
+	uint64_t scales[4], amax;                            /* desc: A..D_SCALE_POINTER, AMAX_D_POINTER */
 	int type, order, batch;                              /* layout */
 	uint64_t rows, cols;
 	int64_t ld, stride;
@@ -208,16 +209,21 @@ static int shape(const char *fn, void *h, void *d, void *a, void *b, void *c, vo
 	uint64_t kb = D->transb ? B->cols : B->rows, n = D->transb ? B->rows : B->cols;
 	if (isf8(A->type) || isf8(B->type)) {
 		/* FP8: E4M3 x E4M3 / E5M2, E5M2 x E4M3; C and D of one type, half,
-		   bfloat16 or float; compute 32F, scale float; "TN"; sizes and
-		   leading dimensions of 16 bytes; the epilogues DEFAULT, RELU,
-		   GELU, and their bias forms for a 16-bit D. */
+		   bfloat16 or float, or D E4M3 (or E5M2 where A or B is) with C
+		   half or bfloat16;
+		   compute 32F, scale float; "TN"; sizes and leading dimensions of
+		   16 bytes; the epilogues DEFAULT, RELU, GELU, and their bias forms
+		   for a 16-bit D. */
 		T = Dd->type;
+		int out8 = isf8(T), ct = out8 ? C->type : T;
 		int ok = isf8(A->type) && isf8(B->type) && !(A->type == T_E5 && B->type == T_E5) &&
-		         (T == T_H || T == T_BF || T == T_S) && C->type == T && D->compute == 68 && D->scale == T_S &&
+		         ((!out8 && (T == T_H || T == T_BF || T == T_S) && C->type == T) ||
+		          (out8 && (ct == T_H || ct == T_BF) && (T == T_E4 || A->type == T_E5 || B->type == T_E5))) &&
+		         D->compute == 68 && D->scale == T_S &&
 		         D->transa == OP_T && D->transb == OP_N && m % 16 == 0 && n % 16 == 0 && k % 16 == 0 &&
-		         A->ld % 16 == 0 && B->ld % 16 == 0 && (C->ld * (int64_t)fcb_size(T)) % 16 == 0 &&
+		         A->ld % 16 == 0 && B->ld % 16 == 0 && (C->ld * (int64_t)fcb_size(ct)) % 16 == 0 &&
 		         (Dd->ld * (int64_t)fcb_size(T)) % 16 == 0 &&
-		         (e == 1 || e == 2 || e == 32 || (T != T_S && (e == 4 || e == 6 || e == 36)));
+		         (e == 1 || e == 2 || e == 32 || (T != T_S && !out8 && (e == 4 || e == 6 || e == 36)));
 		if (!ok || (D->pmode != 0 && D->pmode != 1) || A->order || B->order || C->order || Dd->order || Dd->batch != 1)
 			return -ST_NOT_SUPPORTED;
 	} else {
@@ -263,7 +269,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(void *h, void *d, void *a, void *b
 	if (count) *count = 0;
 	int T = shape("cublasLtMatmulAlgoGetHeuristic", h, d, a, b, c, dd);
 	if (T < 0) return (cublasStatus_t)-T;
-	if (((struct ltobj *)d)->amax) return ST_INVALID_VALUE; /* D's amax is for FP8 D, never here */
+	if (((struct ltobj *)d)->amax && !isf8(((struct ltobj *)dd)->type)) return ST_INVALID_VALUE; /* D's amax is for an FP8 D */
 	cublasStatus_t r = get("cublasLtMatmulAlgoGetHeuristic", pref, LT_PREF, ST_INVALID_VALUE);
 	if (r) return r;
 	if (requested <= 0 || !results || !count) return ST_INVALID_VALUE;
@@ -329,7 +335,7 @@ static void epi_one(struct task *t, uintptr_t a, uintptr_t b, uintptr_t c, uintp
 			for (long l = 0; l < t->k; l++)
 				acc += creal(fcb_get(t->ta, a, t->opa ? l + i * t->lda : i + l * t->lda)) *
 				       creal(fcb_get(t->tb, b, t->opb ? j + l * t->ldb : l + j * t->ldb));
-			double v = al * s * acc + (be == 0 ? 0 : be * creal(fcb_get(ct, c, i + j * t->ldc)));
+			double v = al * s * acc + (be == 0 ? 0 : be * creal(fcb_get(t->tc ? t->tc : ct, c, i + j * t->ldc)));
 			long x = i + j * ld;
 			if (has_bias(e)) v += creal(fcb_get(ct, t->bias, i));
 			if (e == 2 || e == 6 || e == 130 || e == 134) { /* ReLU */
@@ -344,6 +350,14 @@ static void epi_one(struct task *t, uintptr_t a, uintptr_t b, uintptr_t c, uintp
 			if (gelu_aux(e) && !(e & 32)) v *= dgelu(creal(fcb_get(ct, t->aux, x))); /* DGELU */
 			out[i + j * m] = v;
 		}
+	if (isf8(ct)) { /* an FP8 D: the amax of the result, then its scale */
+		float amax = 0, ds = readf(t->dscale);
+		for (long x = 0; x < m * n; x++) {
+			if (fabs(out[x]) > amax) amax = (float)fabs(out[x]);
+			out[x] *= ds;
+		}
+		if (t->amax) *(float *)t->amax = amax;
+	}
 	for (long j = 0; j < n; j++)
 		for (long i = 0; i < m; i++) fcb_put(ct, d, i + j * t->ldd, out[i + j * m]);
 	if (e == 152 || e == 208) /* the sums of D's gradient along its rows */
@@ -372,7 +386,7 @@ static void matmul_exec(struct task *t) {
 	cplx al = fcb_alpha(t), be = fcb_beta(t);
 	for (long i = 0; i < t->batch; i++) {
 		uintptr_t a = t->a + i * t->sa * ea, b = t->b + i * t->sb * eb, c = t->c + i * t->sc * es, d = t->d + i * t->sd * es;
-		if (t->epilogue == 1 && t->ta == t->t && !t->ascale && !t->bscale)
+		if (t->epilogue == 1 && t->ta == t->t && !t->ascale && !t->bscale && !isf8(t->t))
 			fcb_gemm_one(t, a, b, c, d, t->t, al, be);
 		else
 			epi_one(t, a, b, c, d, creal(al), creal(be));
@@ -418,10 +432,12 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 	if ((relu_mask(e) || gelu_aux(e)) && !Dsc->aux) return ST_INVALID_VALUE;
 	if (relu_mask(e) && (ald % 128 || ald < m)) return ST_INVALID_VALUE;
 	if (gelu_aux(e) && (ald % 8 || ald < m)) return ST_INVALID_VALUE;
-	/* Scales for the types that have them: FP8 A and B; C and D are never
-	   FP8 here, so their scales and D's amax are refused. */
-	if ((!fp8 && (Dsc->scales[0] || Dsc->scales[1])) || Dsc->scales[2] || Dsc->scales[3] || Dsc->amax) return ST_INVALID_VALUE;
+	/* Scales for the types that have them: FP8 A and B, an FP8 D (and its
+	   amax); C is never FP8 here, so its scale is refused. */
+	int out8 = isf8(Dl->type);
+	if ((!fp8 && (Dsc->scales[0] || Dsc->scales[1])) || Dsc->scales[2] || (!out8 && (Dsc->scales[3] || Dsc->amax))) return ST_INVALID_VALUE;
 	if (!ws && wssize) return ST_INVALID_VALUE;
+	if (C && C == D && Cl->type != Dl->type) return ST_INVALID_VALUE; /* in place needs one type (an FP8 D's C is NULL) */
 	struct task *t = fcb_task(fn, &lt_any, T);
 	t->pmode = Dsc->pmode;
 	t->ws = (uintptr_t)ws, t->wssize = wssize;
@@ -441,6 +457,7 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 	t->bias = has_bias(e) || bgrad(e) ? (uintptr_t)Dsc->bias : 0;
 	t->aux = relu_mask(e) || gelu_aux(e) ? (uintptr_t)Dsc->aux : 0, t->auxld = ald;
 	t->ascale = (uintptr_t)Dsc->scales[0], t->bscale = (uintptr_t)Dsc->scales[1];
+	t->tc = Cl->type, t->dscale = (uintptr_t)Dsc->scales[3], t->amax = (uintptr_t)Dsc->amax;
 	if (t->m == 0 || t->n == 0) {
 		free(t);
 		return ST_OK;
@@ -452,15 +469,17 @@ cublasStatus_t cublasLtMatmul(void *h, void *d, const void *alpha, const void *A
 	}
 	lrange(t, t->a, Al);
 	lrange(t, t->b, Bl);
-	lrange(t, t->c, Cl);
+	/* C is read unless beta is 0 (known at the call in host mode); an FP8
+	   D's C (of another type, at D's address) is checked only then. */
+	if (!out8 || t->pmode != 0 || creal(t->beta) != 0) lrange(t, t->c, Cl);
 	lrange(t, t->d, Dl);
 	if (t->bias) fcb_range(t, t->bias, (size_t)(e == 512 ? t->n : t->m) * fcb_size(T));
 	/* The auxiliary matrix's whole columns: cuBLASLt stores it in 16-byte
 	   units, and may write a column's last one whole, past D's rows. */
 	if (t->aux && relu_mask(e)) fcb_range(t, t->aux, (size_t)t->n * (size_t)ald / 8);
 	if (t->aux && gelu_aux(e)) fcb_range(t, t->aux, (size_t)t->n * (size_t)ald * fcb_size(T));
-	uintptr_t scales[] = {t->ascale, t->bscale};
-	for (int i = 0; i < 2; i++)
+	uintptr_t scales[] = {t->ascale, t->bscale, t->dscale, t->amax};
+	for (int i = 0; i < 4; i++)
 		if (scales[i]) fcb_range(t, scales[i], 4);
 	return fcb_submit(t, stream, 0);
 }
