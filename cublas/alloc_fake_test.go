@@ -15,7 +15,7 @@ import (
 
 // TestGemmAllocsFromFake: queuing a Gemm allocates nothing in Go (the
 // per-call hot path), nor do Gemv, Axpy, Dot, DotTo, GemmEx and a
-// MatmulPlan's Run and RunWith; GemmBatched's count is logged (it builds its pointer
+// MatmulPlan's Run and RunWith (an FP8 one with all its scales too); GemmBatched's count is logged (it builds its pointer
 // arrays per call).
 func TestGemmAllocsFromFake(t *testing.T) {
 	if gputest.RaceEnabled {
@@ -79,6 +79,19 @@ func TestGemmAllocsFromFake(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	// RunWith of an FP8 plan with an 8-bit D, its four scale operands
+	// named: the most buffers a Run holds.
+	type E4 = cublas.Float8E4M3
+	A8, B8, D8 := fp8Views(up(t, e.s, make([]E4, 16*16)), up(t, e.s, make([]E4, 16*16)), up(t, e.s, make([]E4, 16*16)), 16, 16, 16, false)
+	p8, err := cublas.NewMatmulPlan(e.h, A8, B8, D8, &cublas.MatmulOptions{AmaxD: true})
+	require.NoError(t, err)
+	defer p8.Close()
+	sc8 := cublas.MatmulScales{A: up(t, e.s, []float32{1}), B: up(t, e.s, []float32{1}), D: up(t, e.s, []float32{1}), AmaxD: up(t, e.s, []float32{0})}
+	runFP8 := testing.AllocsPerRun(200, func() {
+		if err := p8.RunWith(1, A8, B8, 0, D8, D8, cublas.MatmulExtras[E4]{Scales: sc8}); err != nil {
+			t.Fatal(err)
+		}
+	})
 	as := []cublas.Matrix[float32]{A, A}
 	bs := []cublas.Matrix[float32]{B, B}
 	cs := []cublas.Matrix[float32]{C, {Buf: x.Buf, Rows: 8, Cols: 8}}
@@ -89,9 +102,10 @@ func TestGemmAllocsFromFake(t *testing.T) {
 		}
 	})
 	require.NoError(t, e.s.Synchronize())
-	t.Logf("allocations per call: Gemm %v, Gemv %v, Axpy %v, Dot %v, DotTo %v, GemmEx %v, MatmulPlan.Run %v, RunWith %v; GemmBatched %v (its pinned arrays and views)", gemm, gemv, axpy, dot, dotTo, ex, run, runWith, batched)
+	t.Logf("allocations per call: Gemm %v, Gemv %v, Axpy %v, Dot %v, DotTo %v, GemmEx %v, MatmulPlan.Run %v, RunWith %v, FP8 RunWith %v; GemmBatched %v (its pinned arrays and views)", gemm, gemv, axpy, dot, dotTo, ex, run, runWith, runFP8, batched)
 	assert.Zero(t, run, "MatmulPlan.Run")
 	assert.Zero(t, runWith, "MatmulPlan.RunWith")
+	assert.Zero(t, runFP8, "MatmulPlan.RunWith of an FP8 plan with an 8-bit D and all its scales")
 	assert.Zero(t, dot, "Dot")
 	assert.Zero(t, dotTo, "DotTo")
 	assert.Zero(t, ex, "GemmEx")

@@ -37,7 +37,7 @@ type call struct {
 	h    *Handle
 	st   *handleState
 	op   string
-	refs [6]lifetime.Ref
+	refs [8]lifetime.Ref // the most a single call holds: a MatmulPlan Run's A, B, C, D and four FP8 scale operands
 	n    int
 	more []lifetime.Ref  // a batched call's operands past refs
 	late []release.Owner // released once the stream has passed the routine (GemmBatched's pointer arrays)
