@@ -416,7 +416,9 @@ func (p *MatmulPlan[TA, TB, TC]) Tuned() []time.Duration {
 // dimensions and operations (ErrShape otherwise); C is D itself (in place:
 // pass D's view as c too) or apart from it; neither C nor D may overlap A
 // or B (C is only read, but the check is Gemm's, conservative). With beta
-// 0, C is not read (it may hold anything, NaN included).
+// 0, C is not read (it may hold anything, NaN included). A plan whose D
+// is of 8-bit floats adds no C: beta must be 0 and c D's own view
+// (driver.ErrInvalidArgument otherwise; see MatmulScales).
 //
 // bias is the epilogue's vector, nil for epilogues without one (a missing
 // or extra bias is refused, matching driver.ErrInvalidArgument). Its first
@@ -424,8 +426,8 @@ func (p *MatmulPlan[TA, TB, TC]) Tuned() []time.Duration {
 // row-major one; a shorter buffer is ErrOutOfBounds (use Buffer.Slice for
 // part of one: the bias may start at any element, an FP8 plan's on a
 // 16-byte boundary). For BGradA and BGradB it receives the bias gradient.
-// Epilogues with an auxiliary matrix, and FP8 plans' scale factors, take
-// RunWith.
+// Epilogues with an auxiliary matrix, FP8 plans' scale factors and D's
+// amax take RunWith.
 //
 // Views are checked against their buffers as for Gemm, and each matrix
 // must start on a 16-byte boundary: the address of its first element
@@ -442,7 +444,7 @@ func (p *MatmulPlan[TA, TB, TC]) Run(alpha float64, a Matrix[TA], b Matrix[TB], 
 
 // RunWith is Run with every operand an epilogue or an FP8 plan may take:
 // the bias or bias gradient, the auxiliary matrix (a ReLU mask or GELU's
-// input) and the scale factors (see MatmulExtras). Each is checked
+// input), the scale factors and D's amax (see MatmulExtras). Each is checked
 // against its buffer, may not overlap an operand when either is written,
 // and is held like A, B, C and D.
 func (p *MatmulPlan[TA, TB, TC]) RunWith(alpha float64, a Matrix[TA], b Matrix[TB], beta float64, c, d Matrix[TC], x MatmulExtras[TC]) error {

@@ -147,8 +147,9 @@ func (e Epilogue) forCUBLAS(swapped bool) Epilogue {
 //     auxiliary matrix and an FP8 plan's bias);
 //   - ErrOutOfBounds for a buffer too short for its operand;
 //   - ErrAlias for an operand the matmul writes (D, the mask or
-//     auxiliary matrix a forward epilogue stores, a bias gradient) that
-//     overlaps another operand (C may be D itself, not part of it);
+//     auxiliary matrix a forward epilogue stores, a bias gradient, D's
+//     amax) that overlaps another operand (C may be D itself, not part
+//     of it);
 //   - driver.ErrClosed for a closed buffer, driver.ErrInvalidArgument
 //     for one of another context.
 //
@@ -171,7 +172,8 @@ type MatmulExtras[TC Element] struct {
 	// DGELUBGrad (read): at least AuxLD·N elements (N whole columns, as
 	// for the mask), at an address that is a multiple of 16.
 	Aux *driver.Buffer[TC]
-	// Scales are an FP8 plan's scale factors (the zero value elsewhere).
+	// Scales are an FP8 plan's scale factors and D's amax (the zero
+	// value elsewhere).
 	Scales MatmulScales
 }
 

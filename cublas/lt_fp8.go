@@ -10,9 +10,9 @@ import (
 
 // MatmulScales are the scale factors of an FP8 plan's Run, each the first
 // element of a float32 buffer in device memory, read when the matmul
-// runs, and the amax it writes: D = d·(alpha·a·b·op(A)·op(B) + beta·C)
-// with a, b and d the values of A, B and D (nil: 1), d only for an 8-bit
-// D.
+// runs, and the amax it writes: D = d·epilogue(alpha·a·b·op(A)·op(B) +
+// beta·C) with a, b and d the values of the scales A, B and D (nil: 1),
+// d only for an 8-bit D (whose beta is 0).
 //
 // A MatmulPlan whose A and B are Float8E4M3 or Float8E5M2 multiplies
 // 8-bit floats on the tensor cores of GPUs of compute capability 8.9 and
@@ -43,9 +43,9 @@ import (
 // for the layouts and sizes, driver.ErrInvalidArgument for the rest), and
 // a device of compute capability below 8.9 (driver.Device's
 // ComputeCapability) with an error matching ErrNotSupported. A Run
-// refuses a scale or an amax its plan does not take, and beta other than
-// 0 or a c other than D for an 8-bit D, with an error matching
-// driver.ErrInvalidArgument.
+// refuses a scale or an amax its plan does not take, a missing amax where
+// the plan writes one, and beta other than 0 or a c other than D for an
+// 8-bit D, with an error matching driver.ErrInvalidArgument.
 type MatmulScales struct {
 	// A and B scale the products; nil is a scale of 1, so an FP8 plan
 	// also runs with the zero MatmulScales (and with Run). Each is one
