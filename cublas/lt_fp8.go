@@ -33,9 +33,10 @@ import (
 //     views, A is the T() of a column-major K×M matrix and B a K×N one;
 //     with row-major views (D too), A is an M×K matrix and B the T() of a
 //     row-major N×K one;
-//   - M, N and K multiples of 16, and leading dimensions of 16 bytes'
-//     worth of elements (each matrix starts on a 16-byte boundary, as in
-//     every plan);
+//   - M, N and K multiples of 16 (M and N not 0 with MatmulOptions.AmaxD:
+//     an empty D's amax would never be written), and leading dimensions
+//     of 16 bytes' worth of elements (each matrix starts on a 16-byte
+//     boundary, as in every plan);
 //   - the epilogues None, ReLU and GELU, and those with a bias for a Half
 //     or BFloat16 D (the bias of D's type); an 8-bit D takes no bias.
 //
@@ -138,6 +139,8 @@ func checkFP8[TA, TB, TC Element](op string, hs *handleState, g blasview.GemmArg
 		return true, out, shapeErr(na, "FP8 needs cuBLASLt's A transposed and B not (\"TN\"): with column-major views A is the T() of a K×M matrix and B a K×N one; with row-major views, A an M×K matrix and B the T() of an N×K one")
 	case g.M%16 != 0 || g.N%16 != 0:
 		return true, out, shapeErr("D", "FP8 needs D's rows and columns multiples of 16; they are %d and %d (as cuBLASLt sees D)", g.M, g.N)
+	case opts.AmaxD && (g.M == 0 || g.N == 0):
+		return true, out, shapeErr("D", "AmaxD, and D is empty (%d×%d as cuBLASLt sees it): no matmul runs to write its amax", g.M, g.N)
 	case g.K%16 != 0:
 		return true, out, shapeErr(na, "FP8 needs K (the columns of op(A)) a multiple of 16; it is %d", g.K)
 	case g.LDA%16 != 0:

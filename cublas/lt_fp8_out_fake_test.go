@@ -26,7 +26,8 @@ func TestMatmulPlanFP8OutFromFake(t *testing.T) {
 }
 
 // TestMatmulPlanFP8OutRefusalsFromFake: what an 8-bit D cannot have, at
-// NewMatmulPlan (a bias, E5M2 from E4M3 by E4M3, AmaxD for another D) and at Run (beta other
+// NewMatmulPlan (a bias, E5M2 from E4M3 by E4M3, AmaxD for another D or
+// an empty one) and at Run (beta other
 // than 0, a C other than D, a D scale or an amax the plan does not take,
 // an amax missing, closed or overlapping an operand): errors,
 // nothing queued.
@@ -52,6 +53,11 @@ func TestMatmulPlanFP8OutRefusalsFromFake(t *testing.T) {
 	_, err = cublas.NewMatmulPlan(e.h, cublas.ColMajorMatrix[float32](nil, m, k), cublas.ColMajorMatrix[float32](nil, k, n), cublas.ColMajorMatrix[float32](nil, m, n), &cublas.MatmulOptions{AmaxD: true})
 	assert.ErrorIs(t, err, inv)
 	assert.ErrorContains(t, err, "AmaxD")
+
+	// An empty D with AmaxD: no matmul would run to write the amax.
+	_, err = cublas.NewMatmulPlan(e.h, cublas.Matrix[E4]{Rows: k, LD: k}.T(), cublas.Matrix[E4]{Rows: k, Cols: n}, cublas.Matrix[E4]{Cols: n, LD: m}, &cublas.MatmulOptions{AmaxD: true})
+	assert.ErrorIs(t, err, cublas.ErrShape)
+	assert.ErrorContains(t, err, "D is empty")
 
 	da, db, dd := up(t, e.s, make([]E4, m*k)), up(t, e.s, make([]E4, k*n)), up(t, e.s, make([]E4, 2*m*n))
 	A, B, D = fp8Views(da, db, dd, m, n, k, false)
