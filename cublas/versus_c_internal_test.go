@@ -133,7 +133,7 @@ var benchOne, benchZero = float32(1), float32(0)
 // It needs a GPU, cuBLAS, gcc and the CUDA headers; run it with
 // -test.benchtime=1x (PURECUDA_VERSUS_ROUNDS sets the rounds of the small
 // cases, 101 by default; the large ones run a fifth as many, at least 5;
-// PURECUDA_VERSUS_BIG replaces 8192, for a quick run).
+// PURECUDA_VERSUS_BIG replaces 8192, in the names too, for a quick run).
 func BenchmarkGemmVersusC(b *testing.B) {
 	gputest.Require(b)
 	path, err := cublasraw.Load()
@@ -357,7 +357,7 @@ func BenchmarkGemmVersusC(b *testing.B) {
 				wait()
 			},
 		})
-		report(b, "sgemm8192", []string{"C", "Go"}, times, flops)
+		report(b, fmt.Sprintf("sgemm%d", big), []string{"C", "Go"}, times, flops)
 		_, _, _ = a.Close(), bb.Close(), cc.Close()
 	}
 	{
@@ -376,7 +376,7 @@ func BenchmarkGemmVersusC(b *testing.B) {
 				wait()
 			},
 		})
-		report(b, "bf16gemm8192", []string{"C", "Go"}, times, flops)
+		report(b, fmt.Sprintf("bf16gemm%d", big), []string{"C", "Go"}, times, flops)
 		_, _, _ = a.Close(), bb.Close(), cc.Close()
 	}
 }
