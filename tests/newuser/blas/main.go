@@ -149,6 +149,7 @@ func run() int {
 	trainLayer(e, rm, "gelu", true, 0, false)
 	trainLayer(e, cm, "gelu", false, 24, true)
 	fp8Plans(e)
+	fp8OutPlans(e)
 	trainMisuse(e)
 	capturedStep(e)
 	// (8) capture into a graph, replay after closing everything.
