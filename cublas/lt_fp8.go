@@ -24,10 +24,12 @@ import (
 //     B is Float8E5M2;
 //   - an 8-bit D adds no C: cuBLASLt pairs an 8-bit D with a 16-bit C,
 //     which a plan's C, of D's type, cannot be. Its Runs take beta 0 and
-//     D's own view as c (C is not read), and scale D (MatmulScales.D)
-//     before rounding to D's type, which saturates at the type's largest
-//     finite value; made with MatmulOptions.AmaxD, they also write D's
-//     amax (MatmulScales.AmaxD);
+//     as c a view that starts where d does (d itself; C is not read), and
+//     scale D (MatmulScales.D) before rounding to D's type, to nearest
+//     even, saturating at the type's largest finite value (±448 for E4M3,
+//     ±57344 for E5M2: unlike Float8E5M2Of, which overflows to ±Inf);
+//     made with MatmulOptions.AmaxD, they also write D's amax
+//     (MatmulScales.AmaxD);
 //   - the compute type Compute32F (the default), alpha and beta float32;
 //   - cuBLASLt's A transposed and its B not ("TN"): with column-major
 //     views, A is the T() of a column-major K×M matrix and B a K×N one;
@@ -35,8 +37,9 @@ import (
 //     row-major N×K one;
 //   - M, N and K multiples of 16 (M and N not 0 with MatmulOptions.AmaxD:
 //     an empty D's amax would never be written), and leading dimensions
-//     of 16 bytes' worth of elements (each matrix starts on a 16-byte
-//     boundary, as in every plan);
+//     that are multiples of 16 bytes (16 elements of 8-bit floats, 8 of
+//     Half or BFloat16, 4 of float32); each matrix starts on a 16-byte
+//     boundary, as in every plan;
 //   - the epilogues None, ReLU and GELU, and those with a bias for a Half
 //     or BFloat16 D (the bias of D's type); an 8-bit D takes no bias.
 //
@@ -54,12 +57,14 @@ type MatmulScales struct {
 	A, B *driver.Buffer[float32]
 	// D scales the result into an 8-bit D: D is the result (after the
 	// epilogue) times d, rounded to D's type. nil is a scale of 1. Only
-	// for plans whose D is of 8-bit floats.
+	// for plans whose D is of 8-bit floats. Any element of a buffer may
+	// be a scale (Buffer.Slice).
 	D *driver.Buffer[float32]
 	// AmaxD receives, when the matmul runs, the largest absolute value of
 	// the result (after the epilogue, before D's scale) in its first
-	// element. It is required by plans made with MatmulOptions.AmaxD, and
-	// refused by the others. It may not overlap any other operand.
+	// element, overwritten (what it held does not matter). It is required
+	// by plans made with MatmulOptions.AmaxD, and refused by the others.
+	// It may not overlap any other operand.
 	AmaxD *driver.Buffer[float32]
 }
 
