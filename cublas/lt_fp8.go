@@ -34,7 +34,9 @@ import (
 //   - cuBLASLt's A transposed and its B not ("TN"): with column-major
 //     views, A is the T() of a column-major K×M matrix and B a K×N one;
 //     with row-major views (D too), A is an M×K matrix and B the T() of a
-//     row-major N×K one;
+//     row-major N×K one. The rule is on the problem cuBLASLt sees, so
+//     mixed layouts that map to it (row-major A and B, as above, with a
+//     column-major D) are accepted too;
 //   - M, N and K multiples of 16 (M and N not 0 with MatmulOptions.AmaxD:
 //     an empty D's amax would never be written), and leading dimensions
 //     that are multiples of 16 bytes (16 elements of 8-bit floats, 8 of
