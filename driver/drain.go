@@ -27,10 +27,17 @@ import (
 // may begin meanwhile, and the events, recorded outside it, do not touch
 // it. Only then does the caller look for a capture (unlessCaptured) and,
 // keeping captures out, synchronise the context and call CUDA: the wait
-// there is for little or nothing (work queued since the drain, on
-// streams purecuda did not make, or left on destroyed streams: a closed
-// stream is destroyed only once its host functions, the work that may wait
-// for a goroutine, have run).
+// there is for little or nothing (work queued on streams purecuda did not
+// make, or left on destroyed streams: a closed stream is destroyed only
+// once its host functions, the work that may wait for a goroutine, have
+// run). Work queued on the context's streams during the drain is not
+// covered by it, and may be a host function that waits for a goroutine
+// waiting for a BeginCapture: so, captures kept out, the caller first asks
+// each stream without waiting whether it is idle (queuedSince); if one is
+// not, it lets captures in again and drains once more, up to drainRounds
+// times, after which it synchronises whatever is queued (work queued in a
+// loop faster than it runs would otherwise keep the release waiting for
+// good).
 
 // liveStreams lists, per CUDA context, the streams made in it (weakly: a
 // dropped stream is still released by its cleanup). Keyed by handle, as
@@ -187,28 +194,73 @@ func drainRelaxed(c *Context) error {
 	return first
 }
 
+// drainRounds is how many times drainThenUnlessCaptured drains at most.
+const drainRounds = 4
+
+// queuedSince reports whether a stream of c (one purecuda made, not
+// destroyed, and not being captured), or its legacy stream, has work that
+// has not run, asking each without waiting (cuStreamQuery). The caller
+// keeps purecuda's captures in c from beginning (the capture gate, with
+// none of c's streams being captured), has c current and the thread's
+// capture mode relaxed. A failed query counts as work: the next drain, or
+// the final synchronisation, reports what is wrong. It returns the streams
+// it held, for the caller to release once captures may begin again (the
+// last reference's release destroys a stream).
+func queuedSince(c *Context) (busy bool, held []*Stream) {
+	held = streamsOf(c)
+	for _, s := range held {
+		if s.capture.Load() != nil {
+			continue // a capture is being installed: its work is the capture's
+		}
+		var st cu.CUstreamCaptureStatus
+		if err := cu.StreamIsCapturing(s.h, &st); err != nil || st == cu.CU_STREAM_CAPTURE_STATUS_NONE {
+			if err != nil || cu.StreamQuery(s.h) != nil {
+				return true, held
+			}
+		}
+	}
+	return cu.StreamQuery(cu.CU_STREAM_LEGACY) != nil, held
+}
+
 // drainThenUnlessCaptured waits for c's work (drain), then, with c current
 // and the thread's capture mode relaxed (a capture in global mode in
 // another context would refuse the calls and be invalidated), waits with
-// cuCtxSynchronize for what is left (work queued since, or on streams
-// purecuda did not make: usually nothing) and runs call; unless a stream
+// cuCtxSynchronize for what is left (work on streams purecuda did not
+// make: usually nothing; work queued on its streams since the drain is
+// drained again first, see above) and runs call; unless a stream
 // of c is being captured: then it hands retry to that capture's end
 // (unlessCaptured) and reports false. A failed synchronisation fails the
 // call too, after it ran; a fault either wait sees releases what the host
 // functions queued in c hold (sawError), as a Synchronize would.
 func drainThenUnlessCaptured(c *Context, retry func() error, call func() error) (ran bool, err error) {
-	derr := drain(c)
-	ran, err = unlessCaptured(c, retry, func() error {
-		return bound(c, func() error {
-			return relaxed(func() error {
-				serr := c.sync()
-				if err := call(); err != nil {
-					return err
-				}
-				return serr
+	var derr error
+	for round := 1; ; round++ {
+		derr = drain(c)
+		busy := false
+		var held []*Stream
+		ran, err = unlessCaptured(c, retry, func() error {
+			return bound(c, func() error {
+				return relaxed(func() error {
+					if round < drainRounds {
+						if busy, held = queuedSince(c); busy {
+							return nil // drain again, captures let in meanwhile
+						}
+					}
+					serr := c.sync()
+					if err := call(); err != nil {
+						return err
+					}
+					return serr
+				})
 			})
 		})
-	})
+		for _, s := range held {
+			s.release()
+		}
+		if !busy {
+			break
+		}
+	}
 	// A failure of the drain alone is no failure of the call: the
 	// synchronisation waited for the same work, and reports a fault.
 	_ = c.sawError(errors.Join(derr, err))

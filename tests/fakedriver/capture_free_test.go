@@ -250,3 +250,61 @@ func TestReleaseWaitOnClosedStreamDoesNotDelayBeginCapture(t *testing.T) {
 		noBadUses(t)
 	}
 }
+
+// A release past its wait for the context's work, when work that waits for
+// the test was queued during that wait: the work it waited for did not
+// include it, so what follows must not wait for it while keeping captures
+// out (the release waits again, holding nothing). The capture begins at
+// once; the release runs after it.
+func TestReleasePastItsWaitDoesNotDelayBeginCapture(t *testing.T) {
+	f := setup(t)
+	defer func() { _ = lifetime.Errors() }()
+	allocs := fcall(t, "fake_live_allocations")
+	b, err := driver.Alloc[int32](f.ctx, 16)
+	require.NoError(t, err)
+	sa, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	s1, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	gate0, gate1, ran := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	require.NoError(t, sa.LaunchHostFunc(func() { <-gate0 }))
+	require.NoError(t, b.Close())
+	time.Sleep(50 * time.Millisecond) // the release waits for sa's host function
+	require.NoError(t, s1.LaunchHostFunc(func() { <-gate1 }))
+	require.NoError(t, s1.LaunchHostFunc(func() { close(ran) }))
+	close(gate0)                      // the release's wait ends; s1's host function is not among what it waited for
+	time.Sleep(50 * time.Millisecond) // the release looks again
+	s2, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	began := make(chan *graph.StreamCapture, 1)
+	go func() {
+		sc, err := graph.BeginCapture(s2, graph.CaptureGlobal)
+		assert.NoError(t, err)
+		began <- sc
+	}()
+	var sc *graph.StreamCapture
+	select {
+	case sc = <-began:
+	case <-time.After(10 * time.Second):
+		close(gate1)
+		if sc := <-began; sc != nil {
+			_ = sc.Abort()
+		}
+		t.Fatal("BeginCapture waited for a release that waits for a host function queued after its first wait")
+	}
+	require.NotNil(t, sc)
+	require.NoError(t, s2.Launch(f.empty, g1, b1))
+	close(gate1)
+	<-ran
+	lifetime.Flush()
+	require.NoError(t, s2.Launch(f.empty, g1, b1), "the capture goes on")
+	g, err := sc.End()
+	require.NoError(t, err, "the capture was not invalidated")
+	require.NoError(t, errors.Join(g.Close(), s2.Close(), s1.Close(), sa.Close()))
+	lifetime.Flush()
+	assert.True(t, settleWithin(30*time.Second, func() bool {
+		return fcall(t, "fake_live_allocations") == allocs
+	}), "released after the capture")
+	assert.Empty(t, lifetime.Errors(), "no release failed")
+	noBadUses(t)
+}
