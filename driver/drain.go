@@ -206,12 +206,15 @@ const drainRounds = 4
 // the final synchronisation, reports what is wrong. It returns the streams
 // it held, for the caller to release once captures may begin again (the
 // last reference's release destroys a stream).
+//
+// A stream with a capture's sink installed is asked too: that capture
+// has not begun (it waits for the gate the caller holds), so the query
+// cannot touch it, and the work queued on the stream before it is no
+// capture's: the final synchronisation would wait for it, and a host
+// function there may wait for that very BeginCapture.
 func queuedSince(c *Context) (busy bool, held []*Stream) {
 	held = streamsOf(c)
 	for _, s := range held {
-		if s.capture.Load() != nil {
-			continue // a capture is being installed: its work is the capture's
-		}
 		var st cu.CUstreamCaptureStatus
 		if err := cu.StreamIsCapturing(s.h, &st); err != nil || st == cu.CU_STREAM_CAPTURE_STATUS_NONE {
 			if err != nil || cu.StreamQuery(s.h) != nil {

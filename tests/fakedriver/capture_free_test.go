@@ -13,6 +13,7 @@ import (
 
 	"github.com/purecuda/cuda/driver"
 	"github.com/purecuda/cuda/graph"
+	"github.com/purecuda/cuda/internal/capture"
 	"github.com/purecuda/cuda/lifetime"
 )
 
@@ -301,6 +302,74 @@ func TestReleasePastItsWaitDoesNotDelayBeginCapture(t *testing.T) {
 	g, err := sc.End()
 	require.NoError(t, err, "the capture was not invalidated")
 	require.NoError(t, errors.Join(g.Close(), s2.Close(), s1.Close(), sa.Close()))
+	lifetime.Flush()
+	assert.True(t, settleWithin(30*time.Second, func() bool {
+		return fcall(t, "fake_live_allocations") == allocs
+	}), "released after the capture")
+	assert.Empty(t, lifetime.Errors(), "no release failed")
+	noBadUses(t)
+}
+
+// The same, when the stream with the work queued during the release's wait
+// is one a BeginCapture has installed its sink on and not yet begun (it
+// waits for an uncaptured call in flight there): the work is no capture's,
+// so the release must not synchronise it while keeping captures out, or
+// the BeginCapture, which the work waits for, waits for it in turn.
+func TestReleasePastItsWaitSeesWorkUnderABeginningCapture(t *testing.T) {
+	f := setup(t)
+	defer func() { _ = lifetime.Errors() }()
+	allocs := fcall(t, "fake_live_allocations")
+	b, err := driver.Alloc[int32](f.ctx, 16)
+	require.NoError(t, err)
+	sa, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	s1, err := f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	gate0, gate1, ran := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	require.NoError(t, sa.LaunchHostFunc(func() { <-gate0 }))
+	require.NoError(t, b.Close())
+	time.Sleep(50 * time.Millisecond) // the release waits for sa's host function
+	require.NoError(t, s1.LaunchHostFunc(func() { <-gate1 }))
+	require.NoError(t, s1.LaunchHostFunc(func() { close(ran) }))
+
+	// A launch on s1 held inside cuLaunchKernel keeps a capture beginning
+	// on s1 between its sink's installation and its begin.
+	release := hold(t, "fake_set_launch_call_delay_us")
+	launched := make(chan error, 1)
+	go func() { launched <- s1.Launch(f.empty, g1, b1) }()
+	waitGauge(t, "fake_launch_calls_in_delay", 1)
+	began := make(chan *graph.StreamCapture, 1)
+	go func() {
+		sc, err := graph.BeginCapture(s1, graph.CaptureGlobal)
+		assert.NoError(t, err)
+		began <- sc
+	}()
+	for deadline := time.Now().Add(30 * time.Second); capture.Installed(s1) == nil; time.Sleep(100 * time.Microsecond) {
+		require.True(t, time.Now().Before(deadline), "the capture's sink is installed")
+	}
+
+	close(gate0)                      // the release's wait ends; s1's host function is not among what it waited for
+	time.Sleep(50 * time.Millisecond) // the release looks again
+	release()                         // the capture goes on to begin
+	require.NoError(t, <-launched)
+	var sc *graph.StreamCapture
+	select {
+	case sc = <-began:
+	case <-time.After(10 * time.Second):
+		close(gate1)
+		if sc := <-began; sc != nil {
+			_ = sc.Abort()
+		}
+		t.Fatal("BeginCapture waited for a release that synchronised work queued before the capture's sink")
+	}
+	require.NotNil(t, sc)
+	require.NoError(t, s1.Launch(f.empty, g1, b1))
+	close(gate1)
+	<-ran
+	lifetime.Flush()
+	g, err := sc.End()
+	require.NoError(t, err, "the capture was not invalidated")
+	require.NoError(t, errors.Join(g.Close(), s1.Close(), sa.Close()))
 	lifetime.Flush()
 	assert.True(t, settleWithin(30*time.Second, func() bool {
 		return fcall(t, "fake_live_allocations") == allocs
