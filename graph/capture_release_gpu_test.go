@@ -131,21 +131,26 @@ func TestBeginCaptureDuringAWaitingRelease(t *testing.T) {
 			case c = <-began:
 			case <-time.After(5 * time.Second):
 				close(gate)
-				if c := <-began; c != nil {
-					_ = c.Abort()
-				}
+				stackWithin(t, flushWait, msg+": BeginCapture after the host function ran", func() {
+					if c := <-began; c != nil {
+						_ = c.Abort()
+					}
+				})
 				t.Fatalf("%s: BeginCapture waited for a release that waits for a host function", msg)
 			}
 			require.NotNil(t, c, msg)
 			defer func() { _ = c.Abort() }() // a no-op after End; after a failure, no capture is left behind
 			require.NoError(t, s2.Launch(e.fn["fill"], g1, b4, out, int32(30), int32(4)), msg)
 			close(gate) // the release's wait ends during the capture
-			<-ran       // (no Synchronize: a capture in global mode elsewhere refuses it)
-			require.NoError(t, <-closed, msg)
-			lifetime.Flush()
+			// (no Synchronize: a capture in global mode elsewhere refuses it)
+			stackWithin(t, flushWait, msg+": the host functions run", func() { <-ran })
+			stackWithin(t, flushWait, msg+": the Close returns", func() { err = <-closed })
+			require.NoError(t, err, msg)
+			flush(t)
 			time.Sleep(20 * time.Millisecond)
 			require.NoError(t, s2.Launch(e.fn["fill"], g1, b4, out, int32(40), int32(4)), msg+": the capture goes on")
-			g, err := c.End()
+			var g *Graph
+			stackWithin(t, flushWait, msg+": End", func() { g, err = c.End() })
 			require.NoError(t, err, msg+": the capture was not invalidated")
 			x, err := g.Instantiate()
 			require.NoError(t, err, msg)
@@ -154,7 +159,7 @@ func TestBeginCaptureDuringAWaitingRelease(t *testing.T) {
 			require.NoError(t, err, msg)
 			assert.Equal(t, []int32{40, 41, 42, 43}, got, msg)
 			require.NoError(t, errors.Join(x.Close(), g.Close(), s2.Close()), msg)
-			lifetime.Flush() // the release, handed to the capture's end, has run
+			flush(t) // the release, handed to the capture's end, has run
 			assert.Empty(t, lifetime.Errors(), msg+": no release failed")
 		}
 	}
@@ -197,20 +202,23 @@ func TestBeginCaptureDuringAReleaseWaitingOnAClosedStream(t *testing.T) {
 		case c = <-began:
 		case <-time.After(5 * time.Second):
 			close(gate)
-			if c := <-began; c != nil {
-				_ = c.Abort()
-			}
+			stackWithin(t, flushWait, msg+": BeginCapture after the host function ran", func() {
+				if c := <-began; c != nil {
+					_ = c.Abort()
+				}
+			})
 			t.Fatalf("%s: BeginCapture waited for a free that waits for a host function of a closed stream", msg)
 		}
 		require.NotNil(t, c, msg)
 		defer func() { _ = c.Abort() }() // a no-op after End; after a failure, no capture is left behind
 		require.NoError(t, s2.Launch(e.fn["fill"], g1, b4, out, int32(50), int32(4)), msg)
 		close(gate) // the free's wait ends during the capture
-		<-ran
-		lifetime.Flush()
+		stackWithin(t, flushWait, msg+": the host functions run", func() { <-ran })
+		flush(t)
 		time.Sleep(20 * time.Millisecond)
 		require.NoError(t, s2.Launch(e.fn["fill"], g1, b4, out, int32(60), int32(4)), msg+": the capture goes on")
-		g, err := c.End()
+		var g *Graph
+		stackWithin(t, flushWait, msg+": End", func() { g, err = c.End() })
 		require.NoError(t, err, msg+": the capture was not invalidated")
 		x, err := g.Instantiate()
 		require.NoError(t, err, msg)

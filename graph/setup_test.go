@@ -1,7 +1,10 @@
 package graph
 
 import (
+	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -67,6 +70,38 @@ func collect() {
 	lifetime.Flush()
 }
 
+// flushWait bounds the waits a GPU test could otherwise hang in for good.
+const flushWait = 2 * time.Minute
+
+// stackWithin runs f and fails the test if f has not returned after d, having
+// written every goroutine's stack to stderr first (the test's own log is
+// lost if its deferred calls hang as well): a wait that never ends then
+// shows where everything waits, instead of hanging the run. f runs on
+// another goroutine, so it must not fail the test itself (no require).
+func stackWithin(tb testing.TB, d time.Duration, what string, f func()) {
+	tb.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		fmt.Fprintf(os.Stderr, "%s: %s: still waiting after %v; every goroutine:\n", tb.Name(), what, d)
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		tb.Fatalf("%s: still waiting after %v (every goroutine's stack is on stderr)", what, d)
+	}
+}
+
+// flush is lifetime.Flush, bounded by flushWait (stackWithin).
+func flush(tb testing.TB) {
+	tb.Helper()
+	stackWithin(tb, flushWait, "lifetime.Flush", lifetime.Flush)
+}
+
 // eventually waits up to 30 s for cond, flushing the release queue between
 // tries: user-object destructors run on CUDA's own threads after the work
 // that used them, so what a graph held is released a little after Close.
@@ -74,7 +109,7 @@ func eventually(tb testing.TB, cond func() bool, msg string) {
 	tb.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		lifetime.Flush()
+		flush(tb)
 		if cond() {
 			return
 		}
