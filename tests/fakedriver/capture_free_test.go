@@ -260,19 +260,8 @@ func TestReleaseWaitOnClosedStreamDoesNotDelayBeginCapture(t *testing.T) {
 func TestReleasePastItsWaitDoesNotDelayBeginCapture(t *testing.T) {
 	f := setup(t)
 	defer func() { _ = lifetime.Errors() }()
-	allocs := fcall(t, "fake_live_allocations")
-	b, err := driver.Alloc[int32](f.ctx, 16)
-	require.NoError(t, err)
-	sa, err := f.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	s1, err := f.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	gate0, gate1, ran := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	require.NoError(t, sa.LaunchHostFunc(func() { <-gate0 }))
-	require.NoError(t, b.Close())
-	time.Sleep(50 * time.Millisecond) // the release waits for sa's host function
-	require.NoError(t, s1.LaunchHostFunc(func() { <-gate1 }))
-	require.NoError(t, s1.LaunchHostFunc(func() { close(ran) }))
+	p := startReleasePastItsWait(t, f)
+	gate0, gate1, ran := p.gate0, p.gate1, p.ran
 	close(gate0)                      // the release's wait ends; s1's host function is not among what it waited for
 	time.Sleep(50 * time.Millisecond) // the release looks again
 	s2, err := f.ctx.NewStream(driver.StreamNonBlocking)
@@ -301,13 +290,8 @@ func TestReleasePastItsWaitDoesNotDelayBeginCapture(t *testing.T) {
 	require.NoError(t, s2.Launch(f.empty, g1, b1), "the capture goes on")
 	g, err := sc.End()
 	require.NoError(t, err, "the capture was not invalidated")
-	require.NoError(t, errors.Join(g.Close(), s2.Close(), s1.Close(), sa.Close()))
-	lifetime.Flush()
-	assert.True(t, settleWithin(30*time.Second, func() bool {
-		return fcall(t, "fake_live_allocations") == allocs
-	}), "released after the capture")
-	assert.Empty(t, lifetime.Errors(), "no release failed")
-	noBadUses(t)
+	require.NoError(t, errors.Join(g.Close(), s2.Close()))
+	p.finish(t)
 }
 
 // The same, when the stream with the work queued during the release's wait
@@ -318,19 +302,8 @@ func TestReleasePastItsWaitDoesNotDelayBeginCapture(t *testing.T) {
 func TestReleasePastItsWaitSeesWorkUnderABeginningCapture(t *testing.T) {
 	f := setup(t)
 	defer func() { _ = lifetime.Errors() }()
-	allocs := fcall(t, "fake_live_allocations")
-	b, err := driver.Alloc[int32](f.ctx, 16)
-	require.NoError(t, err)
-	sa, err := f.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	s1, err := f.ctx.NewStream(driver.StreamNonBlocking)
-	require.NoError(t, err)
-	gate0, gate1, ran := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	require.NoError(t, sa.LaunchHostFunc(func() { <-gate0 }))
-	require.NoError(t, b.Close())
-	time.Sleep(50 * time.Millisecond) // the release waits for sa's host function
-	require.NoError(t, s1.LaunchHostFunc(func() { <-gate1 }))
-	require.NoError(t, s1.LaunchHostFunc(func() { close(ran) }))
+	p := startReleasePastItsWait(t, f)
+	s1, gate0, gate1, ran := p.s1, p.gate0, p.gate1, p.ran
 
 	// A launch on s1 held inside cuLaunchKernel keeps a capture beginning
 	// on s1 between its sink's installation and its begin.
@@ -369,10 +342,45 @@ func TestReleasePastItsWaitSeesWorkUnderABeginningCapture(t *testing.T) {
 	lifetime.Flush()
 	g, err := sc.End()
 	require.NoError(t, err, "the capture was not invalidated")
-	require.NoError(t, errors.Join(g.Close(), s1.Close(), sa.Close()))
+	require.NoError(t, g.Close())
+	p.finish(t)
+}
+
+// releasePastItsWait is the start of the tests of a release past its wait
+// for the context's work: a Buffer closed while a host function on sa
+// holds its release's wait (gate0), then, during that wait, a host function
+// on s1 that waits for the test (gate1), and one that closes ran.
+type releasePastItsWait struct {
+	allocs            int64
+	sa, s1            *driver.Stream
+	gate0, gate1, ran chan struct{}
+}
+
+func startReleasePastItsWait(t *testing.T, f *fixture) *releasePastItsWait {
+	t.Helper()
+	p := &releasePastItsWait{allocs: fcall(t, "fake_live_allocations"), gate0: make(chan struct{}), gate1: make(chan struct{}), ran: make(chan struct{})}
+	b, err := driver.Alloc[int32](f.ctx, 16)
+	require.NoError(t, err)
+	p.sa, err = f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	p.s1, err = f.ctx.NewStream(driver.StreamNonBlocking)
+	require.NoError(t, err)
+	require.NoError(t, p.sa.LaunchHostFunc(func() { <-p.gate0 }))
+	require.NoError(t, b.Close())
+	time.Sleep(50 * time.Millisecond) // the release waits for sa's host function
+	require.NoError(t, p.s1.LaunchHostFunc(func() { <-p.gate1 }))
+	require.NoError(t, p.s1.LaunchHostFunc(func() { close(p.ran) }))
+	return p
+}
+
+// finish closes the streams and checks that the release ran once the
+// capture was over, and failed nothing.
+func (p *releasePastItsWait) finish(t *testing.T) {
+	t.Helper()
+	require.NoError(t, errors.Join(p.s1.Close(), p.sa.Close()))
 	lifetime.Flush()
 	assert.True(t, settleWithin(30*time.Second, func() bool {
-		return fcall(t, "fake_live_allocations") == allocs
+		return fcall(t, "fake_live_allocations") == p.allocs
 	}), "released after the capture")
 	assert.Empty(t, lifetime.Errors(), "no release failed")
 	noBadUses(t)
