@@ -272,17 +272,7 @@ func TestReleasePastItsWaitDoesNotDelayBeginCapture(t *testing.T) {
 		assert.NoError(t, err)
 		began <- sc
 	}()
-	var sc *graph.StreamCapture
-	select {
-	case sc = <-began:
-	case <-time.After(10 * time.Second):
-		close(gate1)
-		if sc := <-began; sc != nil {
-			_ = sc.Abort()
-		}
-		t.Fatal("BeginCapture waited for a release that waits for a host function queued after its first wait")
-	}
-	require.NotNil(t, sc)
+	sc := p.begun(t, began, "BeginCapture waited for a release that waits for a host function queued after its first wait")
 	require.NoError(t, s2.Launch(f.empty, g1, b1))
 	close(gate1)
 	<-ran
@@ -325,17 +315,7 @@ func TestReleasePastItsWaitSeesWorkUnderABeginningCapture(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // the release looks again
 	release()                         // the capture goes on to begin
 	require.NoError(t, <-launched)
-	var sc *graph.StreamCapture
-	select {
-	case sc = <-began:
-	case <-time.After(10 * time.Second):
-		close(gate1)
-		if sc := <-began; sc != nil {
-			_ = sc.Abort()
-		}
-		t.Fatal("BeginCapture waited for a release that synchronised work queued before the capture's sink")
-	}
-	require.NotNil(t, sc)
+	sc := p.begun(t, began, "BeginCapture waited for a release that synchronised work queued before the capture's sink")
 	require.NoError(t, s1.Launch(f.empty, g1, b1))
 	close(gate1)
 	<-ran
@@ -384,4 +364,23 @@ func (p *releasePastItsWait) finish(t *testing.T) {
 	}), "released after the capture")
 	assert.Empty(t, lifetime.Errors(), "no release failed")
 	noBadUses(t)
+}
+
+// begun is the capture that began reports, within 10 s; past that the
+// test fails, having let the host function on s1 run (gate1) so that the
+// BeginCapture ends and its capture is aborted.
+func (p *releasePastItsWait) begun(t *testing.T, began <-chan *graph.StreamCapture, failure string) *graph.StreamCapture {
+	t.Helper()
+	select {
+	case sc := <-began:
+		require.NotNil(t, sc)
+		return sc
+	case <-time.After(10 * time.Second):
+		close(p.gate1)
+		if sc := <-began; sc != nil {
+			_ = sc.Abort()
+		}
+		t.Fatal(failure)
+		return nil
+	}
 }
